@@ -1,0 +1,286 @@
+/*
+ * broker.c - socket, event loop and message dispatch (see broker.h).
+ *
+ * Signals arrive through a signalfd polled with the socket, so a handler
+ * never runs in the middle of a state change.
+ */
+#include "broker.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "endpoint.h"
+#include "gpu_inventory.h"
+#include "log.h"
+#include "sd_notify.h"
+#include "socket_dir.h"
+#include "status.h"
+#include "wire.h"
+
+struct gs_broker {
+    gs_broker_options_t opt;
+    gs_gpu_inventory_t inventory;
+    zsock_t *router;
+    int signal_fd;
+    const char *policy;
+    int scheduler_on;
+    long long started_unix;
+    unsigned long long next_client_id;
+};
+
+static int open_signal_fd(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGUSR2);
+    if (sigprocmask(SIG_BLOCK, &set, NULL) != 0)
+        return -1;
+    return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t errlen)
+{
+    gs_broker_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    self->opt = *opt;
+    self->policy = "adaptive";
+    self->scheduler_on = 1;
+    self->started_unix = (long long)time(NULL);
+    if (!self->opt.heartbeat_ms)
+        self->opt.heartbeat_ms = 1000;
+    if (!self->opt.endpoint[0] &&
+        gs_endpoint_for_broker(opt->system, self->opt.endpoint, sizeof self->opt.endpoint, err,
+                               errlen) != 0)
+        goto fail;
+    const char *path = gs_endpoint_ipc_path(self->opt.endpoint);
+    if (path && gs_socket_dir_prepare(path, opt->system, opt->socket_group, err, errlen) != 0)
+        goto fail;
+
+    gs_gpu_inventory_load(&self->inventory);
+
+    /* czmq's own SIGINT handler would only set a flag we never read. */
+    zsys_handler_set(NULL);
+    self->signal_fd = open_signal_fd();
+    if (self->signal_fd < 0) {
+        snprintf(err, errlen, "cannot set up signal handling: %s", strerror(errno));
+        goto fail;
+    }
+    self->router = zsock_new(ZMQ_ROUTER);
+    if (!self->router) {
+        snprintf(err, errlen, "cannot create a ZeroMQ socket");
+        goto fail;
+    }
+    zsock_set_router_mandatory(self->router, 1); /* a vanished peer is an error, not a hang */
+    zsock_set_sndtimeo(self->router, 0);
+    zsock_set_linger(self->router, 0);
+    if (zsock_bind(self->router, "%s", self->opt.endpoint) < 0) {
+        snprintf(err, errlen, "cannot listen on %s: %s", self->opt.endpoint,
+                 zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    if (path && opt->system && opt->socket_group != (gid_t)-1) {
+        if (chown(path, (uid_t)-1, opt->socket_group) != 0 || chmod(path, 0660) != 0)
+            gs_warn("cannot give %s to the socket group: %s", path, strerror(errno));
+    }
+    return self;
+fail:
+    gs_broker_destroy(&self);
+    return NULL;
+}
+
+void gs_broker_destroy(gs_broker_t **self_p)
+{
+    gs_broker_t *self = *self_p;
+    if (!self)
+        return;
+    zsock_destroy(&self->router);
+    const char *path = gs_endpoint_ipc_path(self->opt.endpoint);
+    if (path && self->signal_fd > 0)
+        unlink(path); /* only a broker that got as far as binding owns it */
+    if (self->signal_fd > 0)
+        close(self->signal_fd);
+    free(self);
+    *self_p = NULL;
+}
+
+static void reply(gs_broker_t *self, zframe_t *peer, json_t *msg)
+{
+    gs_perr_t err;
+    if (gs_wire_send(self->router, peer, msg, &err) != 0 && err.code != GS_PERR_NONE)
+        gs_error("internal: reply breaks the protocol: %s", err.text);
+    json_decref(msg);
+}
+
+static void reply_error(gs_broker_t *self, zframe_t *peer, const json_t *req, const char *code,
+                        const char *text)
+{
+    reply(self, peer, gs_msg_error_reply(req, code, text));
+}
+
+static void echo_seq(json_t *out, const json_t *req)
+{
+    json_t *seq = json_object_get(req, "seq");
+    if (json_is_integer(seq))
+        json_object_set(out, "seq", seq);
+}
+
+static void on_hello(gs_broker_t *self, zframe_t *peer, const json_t *req)
+{
+    char id[32];
+    snprintf(id, sizeof id, "c%llu", ++self->next_client_id);
+    json_t *w = gs_msg_new(GS_MSG_WELCOME);
+    json_object_set_new(w, "client_id", json_string(id));
+    json_object_set_new(w, "broker_version", json_string(PACKAGE_VERSION));
+    json_object_set_new(w, "policy", json_string(self->policy));
+    json_object_set_new(w, "scheduler", json_string(self->scheduler_on ? "on" : "off"));
+    json_object_set_new(w, "heartbeat_ms", json_integer(self->opt.heartbeat_ms));
+    json_object_set_new(w, "simulated", json_boolean(self->inventory.simulated));
+    echo_seq(w, req);
+    gs_debug("hello from %s pid %lld", gs_msg_str(req, "role", "?"), gs_msg_int(req, "pid", 0));
+    reply(self, peer, w);
+}
+
+static void on_status(gs_broker_t *self, zframe_t *peer, const json_t *req)
+{
+    gs_status_input_t in = {.policy = self->policy,
+                            .scheduler_on = self->scheduler_on,
+                            .endpoint = self->opt.endpoint,
+                            .inventory = &self->inventory,
+                            .started_unix = self->started_unix};
+    json_t *r = gs_msg_new(GS_MSG_STATUS_REPLY);
+    json_object_set_new(r, "status", gs_status_build(&in));
+    echo_seq(r, req);
+    reply(self, peer, r);
+}
+
+static void handle_message(gs_broker_t *self)
+{
+    zframe_t *peer = NULL;
+    gs_msg_type_t type;
+    gs_perr_t perr;
+    json_t *msg = gs_wire_recv(self->router, &peer, &type, &perr);
+    if (!msg) {
+        if (peer && perr.code != GS_PERR_NONE) {
+            gs_info("rejected a message: %s", perr.text);
+            reply_error(self, peer, NULL, gs_perr_code_name(perr.code), perr.text);
+        }
+        zframe_destroy(&peer);
+        return;
+    }
+    switch (type) {
+    case GS_MSG_HELLO:
+        on_hello(self, peer, msg);
+        break;
+    case GS_MSG_STATUS:
+        on_status(self, peer, msg);
+        break;
+    case GS_MSG_HEARTBEAT:
+        break;
+    case GS_MSG_WELCOME:
+    case GS_MSG_REGISTERED:
+    case GS_MSG_GRANT:
+    case GS_MSG_REVOKE:
+    case GS_MSG_ROOM:
+    case GS_MSG_STATUS_REPLY:
+    case GS_MSG_OK:
+    case GS_MSG_ERROR: {
+        char text[96];
+        snprintf(text, sizeof text, "\"%s\" is sent by the broker, not to it",
+                 gs_msg_type_name(type));
+        reply_error(self, peer, msg, "wrong_direction", text);
+        break;
+    }
+    default: {
+        char text[96];
+        snprintf(text, sizeof text, "\"%s\" is not implemented by this broker yet",
+                 gs_msg_type_name(type));
+        reply_error(self, peer, msg, "not_implemented", text);
+        break;
+    }
+    }
+    json_decref(msg);
+    zframe_destroy(&peer);
+}
+
+/* Returns 1 to keep running, 0 to stop. */
+static int handle_signal(gs_broker_t *self)
+{
+    struct signalfd_siginfo si;
+    while (read(self->signal_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+        switch (si.ssi_signo) {
+        case SIGTERM:
+        case SIGINT:
+            gs_info("signal %u: shutting down; clients fall back to running ungated",
+                    si.ssi_signo);
+            return 0;
+        case SIGUSR1:
+            self->scheduler_on = 1;
+            gs_info("scheduler on");
+            break;
+        case SIGUSR2:
+            self->scheduler_on = 0;
+            gs_info("scheduler off: every session is granted and only monitored");
+            break;
+        case SIGHUP:
+            gs_info("SIGHUP: nothing to reload yet");
+            break;
+        default:
+            break;
+        }
+    }
+    return 1;
+}
+
+static void announce(const gs_broker_t *self)
+{
+    const gs_gpu_inventory_t *inv = &self->inventory;
+    gs_log(GS_LOG_INFO, "gpushare-broker %s listening on %s", PACKAGE_VERSION, self->opt.endpoint);
+    if (inv->simulated)
+        gs_warn("SIMULATED GPU: no NVIDIA driver is in use; libcuda.so.1 is the test suite's "
+                "simulated driver. Nothing runs on real hardware.");
+    if (inv->count == 0)
+        gs_warn("no GPUs: %s; clients run ungated", inv->problem);
+    for (int i = 0; i < inv->count; i++)
+        gs_log(GS_LOG_INFO, "GPU %d: %s %s, %.1f GiB%s", inv->gpus[i].index, inv->gpus[i].name,
+               inv->gpus[i].uuid, inv->gpus[i].memory_total / 1073741824.0,
+               inv->simulated ? " (simulated)" : "");
+}
+
+int gs_broker_run(gs_broker_t *self)
+{
+    announce(self);
+    gs_sd_notify("READY=1\nSTATUS=serving");
+    zmq_pollitem_t items[] = {
+        {zsock_resolve(self->router), 0, ZMQ_POLLIN, 0},
+        {NULL, self->signal_fd, ZMQ_POLLIN, 0},
+    };
+    for (;;) {
+        int rc = zmq_poll(items, 2, -1);
+        if (rc < 0) {
+            if (zmq_errno() == EINTR)
+                continue;
+            gs_error("poll failed: %s", zmq_strerror(zmq_errno()));
+            return 1;
+        }
+        if (items[1].revents & ZMQ_POLLIN && !handle_signal(self))
+            break;
+        /* Drain what is queued, bounded so signals stay responsive. */
+        for (int i = 0; i < 1000 && (zsock_events(self->router) & ZMQ_POLLIN); i++)
+            handle_message(self);
+    }
+    gs_sd_notify("STOPPING=1");
+    return 0;
+}

@@ -1,0 +1,243 @@
+/*
+ * cli_kernelspec.c - write a kernelspec directory the way `jupyter
+ * kernelspec install` lays it out, with absolute paths so the kernel runs
+ * whatever PATH the notebook server has.
+ */
+#include "cli_kernelspec.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "endpoint.h"
+
+#ifndef GS_BINDIR
+#define GS_BINDIR "/usr/local/bin"
+#endif
+#ifndef GS_KERNEL_PYTHON
+#define GS_KERNEL_PYTHON "/usr/bin/python3"
+#endif
+#ifndef GS_PKGDATADIR
+#define GS_PKGDATADIR "/usr/local/share/gpushare"
+#endif
+
+json_t *gs_kernelspec_json(const gs_kernelspec_t *spec)
+{
+    json_t *argv = json_pack("[s,s,s,s,s,s,s]", spec->launcher, "--", spec->python, "-m",
+                             "ipykernel_launcher", "-f", "{connection_file}");
+    json_t *ks = json_pack("{s:o, s:s, s:s, s:s}", "argv", argv, "display_name",
+                           spec->display_name, "language", "python", "interrupt_mode", "signal");
+    json_t *env = json_object();
+    if (spec->broker)
+        json_object_set_new(env, "GPUSHARE_BROKER", json_string(spec->broker));
+    json_object_set_new(ks, "env", env);
+    json_t *meta = json_pack("{s:{s:s}}", "gpushare", "version", PACKAGE_VERSION);
+    if (spec->provisioner)
+        json_object_set_new(meta, "kernel_provisioner",
+                            json_pack("{s:s, s:{}}", "provisioner_name", spec->provisioner,
+                                      "config"));
+    json_object_set_new(ks, "metadata", meta);
+    return ks;
+}
+
+static int mkdirs(const char *path)
+{
+    char buf[8192];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    }
+    return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+static int copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb");
+    if (!in)
+        return -1;
+    FILE *out = fopen(to, "wb");
+    if (!out) {
+        fclose(in);
+        return -1;
+    }
+    char buf[8192];
+    size_t n;
+    int rc = 0;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, out) != n)
+            rc = -1;
+    fclose(in);
+    if (fclose(out) != 0)
+        rc = -1;
+    return rc;
+}
+
+static int valid_name(const char *name)
+{
+    if (!*name)
+        return 0;
+    for (const char *p = name; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.')
+            return 0;
+    return 1;
+}
+
+/* sys.prefix of the kernel's python, for --sys-prefix. */
+static int python_prefix(const char *python, char *out, size_t outlen)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "'%s' -c 'import sys; print(sys.prefix)'", python);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    int ok = fgets(out, (int)outlen, p) != NULL;
+    if (pclose(p) != 0 || !ok)
+        return -1;
+    out[strcspn(out, "\n")] = '\0';
+    return 0;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: gpushare kernelspec install [--user | --sys-prefix | --prefix DIR]\n"
+            "           [--name NAME] [--display-name TEXT] [--python PATH] [--broker ENDPOINT]\n"
+            "           [--provisioner]\n"
+            "Install the \"Shared GPU\" Jupyter kernel. Without a location option it goes\n"
+            "system-wide into /usr/local/share/jupyter/kernels (needs root).\n");
+}
+
+int gs_cli_kernelspec_main(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "install") != 0) {
+        if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+            usage(stdout);
+            return 0;
+        }
+        fprintf(stderr, "gpushare kernelspec: expected \"install\"\n");
+        usage(stderr);
+        return 2;
+    }
+    argc--;
+    argv++;
+    enum { SYSTEM, USER, SYS_PREFIX, PREFIX } where = SYSTEM;
+    const char *prefix = NULL, *name = "shared-gpu";
+    char broker[256] = "";
+    gs_kernelspec_t spec = {.launcher = GS_BINDIR "/gpushare-launch",
+                            .python = GS_KERNEL_PYTHON,
+                            .display_name = "Shared GPU"};
+    int locations = 0, with_provisioner = 0;
+    static const struct option longopts[] = {
+        {"user", no_argument, 0, 'u'},          {"sys-prefix", no_argument, 0, 's'},
+        {"prefix", required_argument, 0, 'p'},  {"name", required_argument, 0, 'n'},
+        {"display-name", required_argument, 0, 'd'}, {"python", required_argument, 0, 'y'},
+        {"broker", required_argument, 0, 'b'},  {"provisioner", no_argument, 0, 'P'},
+        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        char err[256];
+        switch (c) {
+        case 'u': where = USER; locations++; break;
+        case 's': where = SYS_PREFIX; locations++; break;
+        case 'p': where = PREFIX; prefix = optarg; locations++; break;
+        case 'n': name = optarg; break;
+        case 'd': spec.display_name = optarg; break;
+        case 'y': spec.python = optarg; break;
+        case 'P': with_provisioner = 1; break;
+        case 'b':
+            if (gs_endpoint_normalise(optarg, broker, sizeof broker, err, sizeof err) != 0) {
+                fprintf(stderr, "gpushare kernelspec install: --broker: %s\n", err);
+                return 2;
+            }
+            spec.broker = broker;
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "gpushare kernelspec install: unexpected argument \"%s\"\n", argv[optind]);
+        return 2;
+    }
+    if (locations > 1) {
+        fprintf(stderr, "gpushare kernelspec install: choose one of --user, --sys-prefix, --prefix\n");
+        return 2;
+    }
+    if (!valid_name(name)) {
+        fprintf(stderr, "gpushare kernelspec install: --name \"%s\": use letters, digits, '-', '_' and '.'\n", name);
+        return 2;
+    }
+    if (spec.python[0] != '/' || access(spec.python, X_OK) != 0) {
+        fprintf(stderr, "gpushare kernelspec install: --python \"%s\" is not an executable absolute path\n", spec.python);
+        return 2;
+    }
+    if (with_provisioner)
+        spec.provisioner = "gpushare-provisioner";
+
+    char base[4096];
+    const char *home = getenv("HOME");
+    const char *data = getenv("JUPYTER_DATA_DIR"), *xdg = getenv("XDG_DATA_HOME");
+    switch (where) {
+    case SYSTEM: snprintf(base, sizeof base, "/usr/local/share/jupyter"); break;
+    case PREFIX: snprintf(base, sizeof base, "%s/share/jupyter", prefix); break;
+    case USER:
+        if (data && *data)
+            snprintf(base, sizeof base, "%s", data);
+        else if (xdg && *xdg)
+            snprintf(base, sizeof base, "%s/jupyter", xdg);
+        else if (home && *home)
+            snprintf(base, sizeof base, "%s/.local/share/jupyter", home);
+        else {
+            fprintf(stderr, "gpushare kernelspec install: --user needs HOME or JUPYTER_DATA_DIR\n");
+            return 1;
+        }
+        break;
+    case SYS_PREFIX: {
+        char p[4000];
+        if (python_prefix(spec.python, p, sizeof p) != 0) {
+            fprintf(stderr, "gpushare kernelspec install: cannot ask %s for its sys.prefix\n", spec.python);
+            return 1;
+        }
+        snprintf(base, sizeof base, "%s/share/jupyter", p);
+        break;
+    }
+    }
+    char dir[4200], file[4300];
+    snprintf(dir, sizeof dir, "%s/kernels/%s", base, name);
+    if (mkdirs(dir) != 0) {
+        fprintf(stderr, "gpushare kernelspec install: cannot create %s: %s%s\n", dir,
+                strerror(errno), where == SYSTEM ? " (use --user to install for yourself)" : "");
+        return 1;
+    }
+    snprintf(file, sizeof file, "%s/kernel.json", dir);
+    json_t *ks = gs_kernelspec_json(&spec);
+    int rc = json_dump_file(ks, file, JSON_INDENT(1));
+    json_decref(ks);
+    if (rc != 0) {
+        fprintf(stderr, "gpushare kernelspec install: cannot write %s: %s\n", file, strerror(errno));
+        return 1;
+    }
+    static const char *logos[] = {"logo-32x32.png", "logo-64x64.png", "logo-svg.svg"};
+    for (size_t i = 0; i < sizeof logos / sizeof *logos; i++) {
+        char from[4300], to[4300];
+        const char *share = getenv("GPUSHARE_DATADIR");
+        snprintf(from, sizeof from, "%s/kernelspec/%s", share && *share ? share : GS_PKGDATADIR, logos[i]);
+        snprintf(to, sizeof to, "%s/%s", dir, logos[i]);
+        if (copy_file(from, to) != 0)
+            fprintf(stderr, "gpushare kernelspec install: note: logo %s not copied\n", from);
+    }
+    printf("Installed kernelspec %s (\"%s\") in %s\n", name, spec.display_name, dir);
+    return 0;
+}

@@ -1,0 +1,23 @@
+/*
+ * cli_kernelspec.h - `gpushare kernelspec install`: the "Shared GPU" kernel.
+ */
+#ifndef GS_CLI_KERNELSPEC_H
+#define GS_CLI_KERNELSPEC_H
+
+#include <jansson.h>
+
+typedef struct {
+    const char *launcher;     /* absolute path of gpushare-launch */
+    const char *python;       /* python that has ipykernel */
+    const char *display_name; /* "Shared GPU" */
+    const char *broker;       /* endpoint written into env, or NULL */
+    const char *provisioner;  /* kernel_provisioner name, or NULL */
+} gs_kernelspec_t;
+
+/* The kernel.json object for spec. */
+json_t *gs_kernelspec_json(const gs_kernelspec_t *spec);
+
+/* Run `gpushare kernelspec install ...`; returns the exit status. */
+int gs_cli_kernelspec_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,102 @@
+/*
+ * cli_status.c - see cli_status.h.
+ */
+#include "cli_status.h"
+
+#include <getopt.h>
+#include <string.h>
+
+#include "cli_client.h"
+#include "protocol.h"
+
+static double gib(json_int_t bytes)
+{
+    return (double)bytes / (1024.0 * 1024.0 * 1024.0);
+}
+
+void gs_cli_status_print(FILE *out, const json_t *st)
+{
+    fprintf(out, "gpushare broker %s at %s\n", gs_msg_str(st, "broker_version", "?"),
+            gs_msg_str(st, "endpoint", "?"));
+    fprintf(out, "policy %s, scheduler %s, driver %s\n", gs_msg_str(st, "policy", "?"),
+            gs_msg_str(st, "scheduler", "?"), gs_msg_str(st, "driver", "?"));
+    if (gs_msg_bool(st, "simulated", 0))
+        fprintf(out, "SIMULATED GPU: no NVIDIA driver is in use; this is the test suite's "
+                     "simulated driver.\n");
+    json_t *gpus = json_object_get(st, "gpus");
+    if (json_array_size(gpus) == 0)
+        fprintf(out, "no GPUs: %s\n", gs_msg_str(st, "problem", "unknown reason"));
+    size_t i;
+    json_t *g;
+    json_array_foreach(gpus, i, g)
+    {
+        fprintf(out, "GPU %lld  %s  %s  %.1f of %.1f GiB used%s\n", gs_msg_int(g, "index", 0),
+                gs_msg_str(g, "name", "?"), gs_msg_str(g, "uuid", "?"),
+                gib(gs_msg_int(g, "memory_used", 0)), gib(gs_msg_int(g, "memory_total", 0)),
+                gs_msg_bool(g, "simulated", 0) ? "  (simulated)" : "");
+        json_t *sessions = json_object_get(g, "sessions");
+        if (json_array_size(sessions) == 0)
+            fprintf(out, "  no sessions\n");
+        size_t j;
+        json_t *s;
+        json_array_foreach(sessions, j, s)
+        {
+            fprintf(out, "  %-12s %-10s %-8s %-5s %s\n", gs_msg_str(s, "id", "?"),
+                    gs_msg_str(s, "user", "?"), gs_msg_str(s, "state", "?"),
+                    gs_msg_str(s, "cell", "?"), gs_msg_str(s, "notebook", ""));
+        }
+    }
+}
+
+int gs_cli_status_main(int argc, char **argv, const char *endpoint)
+{
+    int as_json = 0;
+    static const struct option longopts[] = {{"json", no_argument, 0, 'j'},
+                                             {"help", no_argument, 0, 'h'},
+                                             {0, 0, 0, 0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "jh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'j':
+            as_json = 1;
+            break;
+        case 'h':
+            printf("Usage: gpushare status [--json]\n");
+            return 0;
+        default:
+            fprintf(stderr, "Usage: gpushare status [--json]\n");
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "gpushare status: unexpected argument \"%s\"\n", argv[optind]);
+        return 2;
+    }
+    char err[256];
+    gs_cli_client_t *client = gs_cli_client_connect(endpoint, 2000, err, sizeof err);
+    if (!client) {
+        fprintf(stderr, "gpushare status: %s\n", err);
+        return 1;
+    }
+    json_t *reply = gs_cli_client_call(client, gs_msg_new(GS_MSG_STATUS), err, sizeof err);
+    gs_cli_client_destroy(&client);
+    if (!reply) {
+        fprintf(stderr, "gpushare status: %s\n", err);
+        return 1;
+    }
+    int rc = 0;
+    json_t *st = json_object_get(reply, "status");
+    if (!json_is_object(st)) {
+        fprintf(stderr, "gpushare status: broker refused: %s\n",
+                gs_msg_str(reply, "message", "no reason given"));
+        rc = 1;
+    } else if (as_json) {
+        json_dumpf(st, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+        fputc('\n', stdout);
+    } else {
+        gs_cli_status_print(stdout, st);
+    }
+    json_decref(reply);
+    return rc;
+}

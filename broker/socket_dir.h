@@ -1,0 +1,20 @@
+/*
+ * socket_dir.h - prepare the directory and path of the broker's ipc socket.
+ *
+ * The directory's permissions are the broker's first line of defence: a
+ * per-user broker's directory is 0700, the system service's is 0750 (0770
+ * with a socket group) so only that group's members can connect at all.
+ */
+#ifndef GS_SOCKET_DIR_H
+#define GS_SOCKET_DIR_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Create the socket's parent directory if missing (mode as above; gid -1
+ * keeps the group), refuse when a live broker already answers on the path,
+ * and remove a stale socket file left by a broker that died.  Returns 0 or
+ * -1 with a message naming the path in err. */
+int gs_socket_dir_prepare(const char *path, int system, gid_t group, char *err, size_t errlen);
+
+#endif

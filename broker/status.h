@@ -1,0 +1,21 @@
+/*
+ * status.h - the broker's state as the JSON object `gpushare status --json`
+ * prints (fields documented in doc/protocol.md under status_reply).
+ */
+#ifndef GS_STATUS_H
+#define GS_STATUS_H
+
+#include <jansson.h>
+#include "gpu_inventory.h"
+
+typedef struct {
+    const char *policy;
+    int scheduler_on;
+    const char *endpoint;
+    const gs_gpu_inventory_t *inventory;
+    long long started_unix;
+} gs_status_input_t;
+
+json_t *gs_status_build(const gs_status_input_t *in);
+
+#endif

@@ -1,0 +1,83 @@
+/*
+ * endpoint.c - the one place that decides the broker's address (see .h).
+ */
+#include "endpoint.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define IPC_PREFIX "ipc://"
+
+const char *gs_endpoint_ipc_path(const char *ep)
+{
+    if (ep && strncmp(ep, IPC_PREFIX, strlen(IPC_PREFIX)) == 0)
+        return ep + strlen(IPC_PREFIX);
+    return NULL;
+}
+
+int gs_endpoint_normalise(const char *in, char *out, size_t outlen, char *err, size_t errlen)
+{
+    if (!in || !*in) {
+        snprintf(err, errlen, "empty broker endpoint");
+        return -1;
+    }
+    int n;
+    if (strncmp(in, IPC_PREFIX, strlen(IPC_PREFIX)) == 0 || strncmp(in, "tcp://", 6) == 0)
+        n = snprintf(out, outlen, "%s", in);
+    else if (strstr(in, "://")) {
+        snprintf(err, errlen, "broker endpoint \"%s\": only ipc:// and tcp:// are supported", in);
+        return -1;
+    } else
+        n = snprintf(out, outlen, IPC_PREFIX "%s", in);
+    /* Linux limits a unix socket path to 107 bytes; zmq fails obscurely. */
+    const char *path = gs_endpoint_ipc_path(out);
+    if (n < 0 || (size_t)n >= outlen || (path && strlen(path) > 107)) {
+        snprintf(err, errlen, "broker endpoint \"%s\" is too long (unix socket paths hold 107 bytes)",
+                 in);
+        return -1;
+    }
+    if (path && !*path) {
+        snprintf(err, errlen, "broker endpoint \"%s\" has an empty path", in);
+        return -1;
+    }
+    return 0;
+}
+
+static int user_socket(char *out, size_t outlen)
+{
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    int n;
+    if (xdg && *xdg)
+        n = snprintf(out, outlen, IPC_PREFIX "%s/gpushare/broker.sock", xdg);
+    else
+        n = snprintf(out, outlen, IPC_PREFIX "/tmp/gpushare-%u/broker.sock", (unsigned)getuid());
+    return (n < 0 || (size_t)n >= outlen) ? -1 : 0;
+}
+
+int gs_endpoint_for_broker(int system, char *out, size_t outlen, char *err, size_t errlen)
+{
+    const char *env = getenv("GPUSHARE_BROKER");
+    if (env && *env)
+        return gs_endpoint_normalise(env, out, outlen, err, errlen);
+    if (system)
+        return gs_endpoint_normalise(GS_SYSTEM_SOCKET, out, outlen, err, errlen);
+    if (user_socket(out, outlen) < 0) {
+        snprintf(err, errlen, "per-user broker socket path is too long");
+        return -1;
+    }
+    return 0;
+}
+
+int gs_endpoint_for_client(char *out, size_t outlen, char *err, size_t errlen)
+{
+    const char *env = getenv("GPUSHARE_BROKER");
+    if (env && *env)
+        return gs_endpoint_normalise(env, out, outlen, err, errlen);
+    struct stat st;
+    if (user_socket(out, outlen) == 0 && stat(gs_endpoint_ipc_path(out), &st) == 0)
+        return 0;
+    return gs_endpoint_normalise(GS_SYSTEM_SOCKET, out, outlen, err, errlen);
+}

@@ -1,0 +1,32 @@
+/*
+ * endpoint.h - where the broker listens and where clients find it.
+ *
+ * One rule for every program, so the broker, hook, launcher and CLI can never
+ * disagree: GPUSHARE_BROKER wins; otherwise a per-user broker in
+ * $XDG_RUNTIME_DIR/gpushare/ (or /tmp/gpushare-<uid>/ without it); otherwise
+ * the system service's /run/gpushare/broker.sock.
+ */
+#ifndef GS_ENDPOINT_H
+#define GS_ENDPOINT_H
+
+#include <stddef.h>
+
+#define GS_SYSTEM_SOCKET "/run/gpushare/broker.sock"
+
+/* Normalise a user-supplied endpoint: "ipc://PATH" and "tcp://..." pass,
+ * a bare path becomes "ipc://PATH".  Returns 0, or -1 when it is empty,
+ * too long or of an unsupported transport (message in err). */
+int gs_endpoint_normalise(const char *in, char *out, size_t outlen, char *err, size_t errlen);
+
+/* The endpoint a broker binds when none is given: the system socket when
+ * system is set, else the per-user socket. */
+int gs_endpoint_for_broker(int system, char *out, size_t outlen, char *err, size_t errlen);
+
+/* The endpoint a client connects to: GPUSHARE_BROKER, else the per-user
+ * socket if it exists, else the system socket. */
+int gs_endpoint_for_client(char *out, size_t outlen, char *err, size_t errlen);
+
+/* For an ipc endpoint, the filesystem path (pointer into ep), else NULL. */
+const char *gs_endpoint_ipc_path(const char *ep);
+
+#endif

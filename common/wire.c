@@ -1,0 +1,48 @@
+/*
+ * wire.c - framing of protocol messages on czmq sockets (see wire.h).
+ */
+#include "wire.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+int gs_wire_send(zsock_t *sock, zframe_t *identity, const json_t *msg, gs_perr_t *err)
+{
+    size_t size;
+    char *text = gs_msg_encode(msg, &size, err);
+    if (!text)
+        return -1;
+    zmsg_t *zm = zmsg_new();
+    if (identity)
+        zmsg_append(zm, &(zframe_t *){zframe_dup(identity)});
+    zmsg_addmem(zm, text, size);
+    free(text);
+    int rc = zmsg_send(&zm, sock);
+    if (rc != 0)
+        zmsg_destroy(&zm);
+    return rc;
+}
+
+json_t *gs_wire_recv(zsock_t *sock, zframe_t **identity, gs_msg_type_t *type, gs_perr_t *err)
+{
+    err->code = GS_PERR_NONE;
+    err->text[0] = '\0';
+    if (identity)
+        *identity = NULL;
+    zmsg_t *zm = zmsg_recv(sock);
+    if (!zm)
+        return NULL;
+    if (identity)
+        *identity = zmsg_pop(zm);
+    json_t *msg = NULL;
+    zframe_t *body = zmsg_pop(zm);
+    if (!body || zmsg_size(zm) != 0) {
+        err->code = GS_PERR_EMPTY;
+        snprintf(err->text, sizeof err->text, "expected exactly one message frame");
+    } else {
+        msg = gs_msg_parse(zframe_data(body), zframe_size(body), type, err);
+    }
+    zframe_destroy(&body);
+    zmsg_destroy(&zm);
+    return msg;
+}
