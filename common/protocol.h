@@ -26,26 +26,26 @@
 
 /* Message types.  Keep in the order of doc/protocol.md. */
 typedef enum {
-    GS_MSG_HELLO = 0,   /* any client -> broker: who I am */
-    GS_MSG_WELCOME,     /* broker -> client: reply to hello */
-    GS_MSG_REGISTER,    /* launcher/provisioner -> broker: a notebook kernel */
-    GS_MSG_REGISTERED,  /* broker -> launcher: reply to register */
-    GS_MSG_UNREGISTER,  /* launcher/provisioner -> broker: kernel gone */
-    GS_MSG_CELL,        /* launcher -> broker: a cell started / finished */
-    GS_MSG_JOIN,        /* hook -> broker: this process uses these GPUs */
-    GS_MSG_ACQUIRE,     /* hook -> broker: I want to submit work to a GPU */
-    GS_MSG_GRANT,       /* broker -> hook: you may submit work */
-    GS_MSG_REVOKE,      /* broker -> hook: stop submitting, drain, ack */
-    GS_MSG_RELEASE,     /* hook -> broker: grant given back (ack or idle) */
-    GS_MSG_MEMORY,      /* hook -> broker: memory footprint changed */
-    GS_MSG_MAKE_ROOM,   /* hook -> broker: an allocation did not fit */
-    GS_MSG_ROOM,        /* broker -> hook: reply to make_room */
-    GS_MSG_HEARTBEAT,   /* any client -> broker: still alive */
-    GS_MSG_STATUS,      /* cli -> broker: give me the status */
-    GS_MSG_STATUS_REPLY,/* broker -> cli */
-    GS_MSG_SET,         /* cli -> broker: change settings at run time */
-    GS_MSG_OK,          /* broker -> client: generic success reply */
-    GS_MSG_ERROR,       /* broker -> client: request refused or malformed */
+    GS_MSG_HELLO = 0,    /* any client -> broker: who I am */
+    GS_MSG_WELCOME,      /* broker -> client: reply to hello */
+    GS_MSG_REGISTER,     /* launcher/provisioner -> broker: a notebook kernel */
+    GS_MSG_REGISTERED,   /* broker -> launcher: reply to register */
+    GS_MSG_UNREGISTER,   /* launcher/provisioner -> broker: kernel gone */
+    GS_MSG_CELL,         /* launcher -> broker: a cell started / finished */
+    GS_MSG_JOIN,         /* hook -> broker: this process uses these GPUs */
+    GS_MSG_ACQUIRE,      /* hook -> broker: I want to submit work to a GPU */
+    GS_MSG_GRANT,        /* broker -> hook: you may submit work */
+    GS_MSG_REVOKE,       /* broker -> hook: stop submitting, drain, ack */
+    GS_MSG_RELEASE,      /* hook -> broker: grant given back (ack or idle) */
+    GS_MSG_MEMORY,       /* hook -> broker: memory footprint changed */
+    GS_MSG_MAKE_ROOM,    /* hook -> broker: an allocation did not fit */
+    GS_MSG_ROOM,         /* broker -> hook: reply to make_room */
+    GS_MSG_HEARTBEAT,    /* any client -> broker: still alive */
+    GS_MSG_STATUS,       /* cli -> broker: give me the status */
+    GS_MSG_STATUS_REPLY, /* broker -> cli */
+    GS_MSG_SET,          /* cli -> broker: change settings at run time */
+    GS_MSG_OK,           /* broker -> client: generic success reply */
+    GS_MSG_ERROR,        /* broker -> client: request refused or malformed */
     GS_MSG_COUNT
 } gs_msg_type_t;
 
@@ -75,7 +75,8 @@ typedef struct {
 const char *gs_msg_type_name(gs_msg_type_t type);
 /* Type for a name; returns GS_MSG_COUNT when unknown. */
 gs_msg_type_t gs_msg_type_from_name(const char *name);
-/* Stable machine-readable name of an error code ("not_json", ...). */
+/* Stable machine-readable name of an error code ("not_json", ...); "unknown"
+ * when out of range, so the result can always go into an error reply. */
 const char *gs_perr_code_name(gs_perr_code_t code);
 
 /* A new message {"v":1,"type":...}; the caller adds fields with jansson and
@@ -85,6 +86,43 @@ json_t *gs_msg_new(gs_msg_type_t type);
 /* Check a message object against its type's schema.  Returns the type, or
  * GS_MSG_COUNT with *err filled.  Does not take ownership. */
 gs_msg_type_t gs_msg_validate(const json_t *msg, gs_perr_t *err);
+
+/* Schema introspection: the table the validator runs on, for tests and for
+ * tools that want to list a message's fields.  Kinds and their rules: */
+typedef enum {
+    GS_FIELD_STRING = 0,   /* non-empty UTF-8 string of at most max_len bytes */
+    GS_FIELD_INT,          /* JSON integer (not a real) >= min */
+    GS_FIELD_BOOL,         /* true or false */
+    GS_FIELD_OBJECT,       /* any JSON object (its keys are checked elsewhere) */
+    GS_FIELD_STRING_ARRAY, /* at most GS_PROTO_MAX_ITEMS strings, each as STRING */
+    GS_FIELD_ENUM,         /* a string from the NULL-terminated list values */
+    GS_FIELD_KIND_COUNT
+} gs_field_kind_t;
+
+#define GS_PROTO_MAX_STRING 4096 /* default max_len of a STRING field, bytes */
+#define GS_PROTO_MAX_ITEMS  64   /* max items of a STRING_ARRAY field */
+
+typedef struct {
+    const char *name;
+    gs_field_kind_t kind;
+    int required;              /* 1: must be present */
+    long long min;             /* INT: smallest allowed value */
+    size_t max_len;            /* STRING, STRING_ARRAY items: max bytes */
+    const char *const *values; /* ENUM: allowed values, NULL-terminated */
+} gs_field_spec_t;
+
+/* Number of fields of a type besides v, type and seq (0 when out of range). */
+size_t gs_msg_field_count(gs_msg_type_t type);
+/* Field i of a type, in schema order; NULL when type or i is out of range. */
+const gs_field_spec_t *gs_msg_field_info(gs_msg_type_t type, size_t i);
+/* "string", "int", "bool", "object", "string_array", "enum"; NULL if out of range. */
+const char *gs_field_kind_name(gs_field_kind_t kind);
+
+/* The first half of gs_msg_parse: size check, JSON syntax, must be an object.
+ * Returns a new reference to the object without checking v, type or fields,
+ * so that a receiver can still echo "seq" and "type" in the error reply when
+ * gs_msg_validate() then refuses it.  NULL with *err filled on failure. */
+json_t *gs_msg_load(const void *data, size_t size, gs_perr_t *err);
 
 /* Parse and validate one frame.  On success returns a new reference and sets
  * *type; on failure returns NULL and fills *err.  Never reads past size,
