@@ -171,12 +171,14 @@ static void handle_message(gs_broker_t *self)
     zframe_t *peer = NULL;
     gs_msg_type_t type;
     gs_perr_t perr;
-    json_t *msg = gs_wire_recv(self->router, &peer, &type, &perr);
+    json_t *rejected = NULL;
+    json_t *msg = gs_wire_recv(self->router, &peer, &type, &perr, &rejected);
     if (!msg) {
         if (peer && perr.code != GS_PERR_NONE) {
             gs_info("rejected a message: %s", perr.text);
-            reply_error(self, peer, NULL, gs_perr_code_name(perr.code), perr.text);
+            reply_error(self, peer, rejected, gs_perr_code_name(perr.code), perr.text);
         }
+        json_decref(rejected);
         zframe_destroy(&peer);
         return;
     }

@@ -113,7 +113,7 @@ static void usage(FILE *out)
     fprintf(out,
             "Usage: gpushare kernelspec install [--user | --sys-prefix | --prefix DIR]\n"
             "           [--name NAME] [--display-name TEXT] [--python PATH] [--broker ENDPOINT]\n"
-            "           [--provisioner]\n"
+            "           [--provisioner] [--launcher PATH]\n"
             "Install the \"Shared GPU\" Jupyter kernel. Without a location option it goes\n"
             "system-wide into /usr/local/share/jupyter/kernels (needs root).\n");
 }
@@ -143,6 +143,7 @@ int gs_cli_kernelspec_main(int argc, char **argv)
         {"prefix", required_argument, 0, 'p'},  {"name", required_argument, 0, 'n'},
         {"display-name", required_argument, 0, 'd'}, {"python", required_argument, 0, 'y'},
         {"broker", required_argument, 0, 'b'},  {"provisioner", no_argument, 0, 'P'},
+        {"launcher", required_argument, 0, 'l'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     int c;
     optind = 1;
@@ -156,6 +157,7 @@ int gs_cli_kernelspec_main(int argc, char **argv)
         case 'd': spec.display_name = optarg; break;
         case 'y': spec.python = optarg; break;
         case 'P': with_provisioner = 1; break;
+        case 'l': spec.launcher = optarg; break;
         case 'b':
             if (gs_endpoint_normalise(optarg, broker, sizeof broker, err, sizeof err) != 0) {
                 fprintf(stderr, "gpushare kernelspec install: --broker: %s\n", err);
@@ -181,6 +183,10 @@ int gs_cli_kernelspec_main(int argc, char **argv)
     }
     if (spec.python[0] != '/' || access(spec.python, X_OK) != 0) {
         fprintf(stderr, "gpushare kernelspec install: --python \"%s\" is not an executable absolute path\n", spec.python);
+        return 2;
+    }
+    if (spec.launcher[0] != '/') {
+        fprintf(stderr, "gpushare kernelspec install: --launcher \"%s\" must be an absolute path\n", spec.launcher);
         return 2;
     }
     if (with_provisioner)
@@ -232,8 +238,8 @@ int gs_cli_kernelspec_main(int argc, char **argv)
     static const char *logos[] = {"logo-32x32.png", "logo-64x64.png", "logo-svg.svg"};
     for (size_t i = 0; i < sizeof logos / sizeof *logos; i++) {
         char from[4300], to[4300];
-        const char *share = getenv("GPUSHARE_DATADIR");
-        snprintf(from, sizeof from, "%s/kernelspec/%s", share && *share ? share : GS_PKGDATADIR, logos[i]);
+        const char *share = getenv("GPUSHARE_LOGO_DIR");
+        snprintf(from, sizeof from, "%s/%s", share && *share ? share : GS_PKGDATADIR "/kernelspec", logos[i]);
         snprintf(to, sizeof to, "%s/%s", dir, logos[i]);
         if (copy_file(from, to) != 0)
             fprintf(stderr, "gpushare kernelspec install: note: logo %s not copied\n", from);

@@ -23,8 +23,11 @@ int gs_wire_send(zsock_t *sock, zframe_t *identity, const json_t *msg, gs_perr_t
     return rc;
 }
 
-json_t *gs_wire_recv(zsock_t *sock, zframe_t **identity, gs_msg_type_t *type, gs_perr_t *err)
+json_t *gs_wire_recv(zsock_t *sock, zframe_t **identity, gs_msg_type_t *type, gs_perr_t *err,
+                     json_t **rejected)
 {
+    if (rejected)
+        *rejected = NULL;
     err->code = GS_PERR_NONE;
     err->text[0] = '\0';
     if (identity)
@@ -40,7 +43,17 @@ json_t *gs_wire_recv(zsock_t *sock, zframe_t **identity, gs_msg_type_t *type, gs
         err->code = GS_PERR_EMPTY;
         snprintf(err->text, sizeof err->text, "expected exactly one message frame");
     } else {
-        msg = gs_msg_parse(zframe_data(body), zframe_size(body), type, err);
+        msg = gs_msg_load(zframe_data(body), zframe_size(body), err);
+        if (msg) {
+            *type = gs_msg_validate(msg, err);
+            if (*type == GS_MSG_COUNT) {
+                if (rejected)
+                    *rejected = msg;
+                else
+                    json_decref(msg);
+                msg = NULL;
+            }
+        }
     }
     zframe_destroy(&body);
     zmsg_destroy(&zm);

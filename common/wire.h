@@ -18,7 +18,10 @@ int gs_wire_send(zsock_t *sock, zframe_t *identity, const json_t *msg, gs_perr_t
 /* Receive one message.  On a ROUTER, *identity receives the peer frame
  * (caller destroys), otherwise pass NULL.  Returns a validated message, or
  * NULL: *err.code is GS_PERR_NONE when nothing arrived (timeout/interrupt),
- * else says why the frame was rejected. */
-json_t *gs_wire_recv(zsock_t *sock, zframe_t **identity, gs_msg_type_t *type, gs_perr_t *err);
+ * else says why the frame was rejected.  When the frame was a JSON object
+ * that failed validation and rejected is non-NULL, *rejected receives it
+ * (caller decrefs) so an error reply can echo its seq and type. */
+json_t *gs_wire_recv(zsock_t *sock, zframe_t **identity, gs_msg_type_t *type, gs_perr_t *err,
+                     json_t **rejected);
 
 #endif

@@ -1,0 +1,46 @@
+#!/bin/bash
+# Install what is missing, build, and run every test of gpushare:
+#   1. the normal build (-Werror) and `make check` (C unit tests, the
+#      simulated driver's tests, the Python/Jupyter integration tests);
+#   2. an ASan+UBSan build running the C tests;
+#   3. `make distcheck` (the release tarball builds and passes its tests).
+# The last line is "N passed, N failed, N skipped".  .ci/run runs this.
+set -u
+cd "$(dirname "$0")"
+jobs=$(nproc)
+extra_failed=0 extra_what=""
+step_failed() { extra_failed=$((extra_failed + 1)); extra_what="$extra_what $1"; echo "check: FAILED: $1"; }
+
+build-aux/install-deps.sh || { echo "0 passed, 1 failed"; exit 1; }
+autoreconf -fi >/dev/null 2>&1 || { autoreconf -fi; echo "0 passed, 1 failed"; exit 1; }
+
+rm -rf _build _build-asan
+mkdir -p _build _build-asan
+
+echo "== build (-Werror)"
+if (cd _build && ../configure -q --enable-werror && make -s -j"$jobs"); then
+    echo "== make check"
+    (cd _build && make -k -j"$jobs" check >check.out 2>&1) || step_failed "make check"
+    grep -E '^(PASS|FAIL|SKIP|ERROR|XPASS|XFAIL): ' _build/check.out | grep -v '^PASS' | head -50
+else
+    step_failed "build"
+fi
+
+echo "== ASan+UBSan build, C tests"
+san="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
+if (cd _build-asan && ../configure -q --enable-werror CFLAGS="$san" LDFLAGS="-fsanitize=address,undefined" &&
+    make -s -j"$jobs"); then
+    (cd _build-asan && make -k -j"$jobs" -C tests/unit check >check.out 2>&1) ||
+        step_failed "sanitizer unit tests"
+    (cd _build-asan && make -k -j"$jobs" -C tests/simcuda check >>check.out 2>&1) ||
+        step_failed "sanitizer simulated-driver tests"
+else
+    step_failed "sanitizer build"
+fi
+
+if [ "${GPUSHARE_SKIP_DISTCHECK:-0}" != 1 ]; then
+    echo "== make distcheck"
+    (cd _build && make -s distcheck >distcheck.out 2>&1) || { tail -40 _build/distcheck.out; step_failed "distcheck"; }
+fi
+
+EXTRA_FAILED=$extra_failed EXTRA_FAILED_WHAT="$extra_what" build-aux/test-summary.sh _build/tests _build-asan/tests

@@ -1,0 +1,144 @@
+"""gpushare-broker as a process: GPU inventory (simulated or none), the
+status it reports, malformed input, signals, its socket's life."""
+import json
+import os
+import signal
+import subprocess
+
+import pytest
+import zmq
+
+import gstest
+
+
+def test_reports_simulated_gpu_plainly(broker):
+    st = broker.status()
+    assert st["simulated"] is True
+    assert st["driver"] == "simulated"
+    assert len(st["gpus"]) == 1
+    gpu = st["gpus"][0]
+    assert gpu["simulated"] is True
+    assert gpu["memory_total"] == 1 << 30
+    assert gpu["uuid"].startswith("GPU-")
+    for key in ("holders", "waiting", "sessions", "memory_used", "name"):
+        assert key in gpu
+    human = broker.cli("status").stdout
+    assert "SIMULATED GPU" in human
+    assert "SIMULATED GPU" in broker.log()
+
+
+def test_without_a_driver_runs_with_no_gpus(tmp_path):
+    env = dict(os.environ, LD_LIBRARY_PATH="", GPUSHARE_LIBCUDA=str(tmp_path / "nope.so"))
+    b = gstest.Broker(tmp_path, env).start()
+    try:
+        st = b.status()
+        assert st["gpus"] == []
+        assert st["driver"] == "none"
+        assert st["simulated"] is False
+        assert "no NVIDIA driver" in st["problem"]
+    finally:
+        assert b.stop() == 0
+
+
+def _raw_call(endpoint, frames, timeout_ms=3000):
+    ctx = zmq.Context.instance()
+    s = ctx.socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.setsockopt(zmq.RCVTIMEO, timeout_ms)
+    s.connect(endpoint)
+    try:
+        s.send_multipart(frames)
+        return json.loads(s.recv())
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("frames, code", [
+    ([b"not json"], "not_json"),
+    ([b"[1,2]"], "not_object"),
+    ([b'{"type":"status"}'], "no_version"),
+    ([b'{"v":2,"type":"status"}'], "bad_version"),
+    ([b'{"v":1,"type":"teleport"}'], "unknown_type"),
+    ([b'{"v":1,"type":"hello","role":"hook"}'], "missing_field"),
+    ([b'{"v":1,"type":"hello","role":"hook","pid":"1"}'], "wrong_type"),
+    ([b'{"v":1,"type":"hello","role":"wizard","pid":1}'], "bad_value"),
+    ([b"{" + b" " * (1 << 20) + b"}"], "too_large"),
+    ([b""], "empty"),
+    ([b'{"v":1,"type":"status"}', b"extra"], None),
+    ([b'{"v":1,"type":"grant","device":"GPU-x","grant_id":1,"quantum_us":0}'], "wrong_direction"),
+])
+def test_malformed_messages_get_typed_error_replies(broker, frames, code):
+    reply = _raw_call(broker.endpoint, frames)
+    assert reply["type"] == "error"
+    if code:
+        assert reply["code"] == code, reply
+    assert reply["message"]
+    # The broker survived and still serves.
+    assert broker.status()["gpus"]
+
+
+def test_error_reply_echoes_seq(broker):
+    reply = _raw_call(broker.endpoint, [b'{"v":1,"type":"hello","seq":42,"role":"x","pid":1}'])
+    assert reply["type"] == "error" and reply["seq"] == 42
+
+
+def test_hello_gets_welcome(broker):
+    reply = _raw_call(broker.endpoint,
+                      [b'{"v":1,"type":"hello","seq":7,"role":"hook","pid":%d}' % os.getpid()])
+    assert reply["type"] == "welcome"
+    assert reply["seq"] == 7
+    assert reply["simulated"] is True
+    assert reply["policy"] in ("exclusive", "burst", "adaptive")
+
+
+def test_second_broker_on_same_socket_refuses(broker, tmp_path):
+    r = subprocess.run([gstest.BROKER, "--endpoint", broker.endpoint], env=broker.env,
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 1
+    assert "already listening" in r.stderr
+    assert broker.status()  # the first one is unharmed
+
+
+def test_stale_socket_of_a_killed_broker_is_replaced(tmp_path, sim):
+    b = gstest.Broker(tmp_path, sim).start()
+    b.stop(sig=signal.SIGKILL)
+    assert os.path.exists(str(tmp_path / "broker.sock"))
+    b2 = gstest.Broker(tmp_path, sim).start()
+    try:
+        assert b2.status()["simulated"]
+    finally:
+        b2.stop()
+
+
+def test_sigterm_exits_cleanly_and_removes_socket(tmp_path, sim):
+    b = gstest.Broker(tmp_path, sim).start()
+    assert b.stop() == 0
+    assert not os.path.exists(str(tmp_path / "broker.sock"))
+
+
+def test_sigusr2_turns_scheduler_off_and_sigusr1_on(broker):
+    assert broker.status()["scheduler"] == "on"
+    broker.proc.send_signal(signal.SIGUSR2)
+    assert broker.status()["scheduler"] == "off"
+    broker.proc.send_signal(signal.SIGUSR1)
+    assert broker.status()["scheduler"] == "on"
+
+
+@pytest.mark.parametrize("args, text", [
+    (["--bogus"], "unrecognized option"),
+    (["--endpoint", "udp://x"], "only ipc:// and tcp://"),
+    (["--endpoint", "/tmp/" + "x" * 200], "too long"),
+    (["--socket-group", "no-such-group-gs"], "no group named"),
+    (["stray"], "unexpected argument"),
+])
+def test_bad_arguments_exit_2_with_a_clear_message(args, text):
+    r = subprocess.run([gstest.BROKER] + args, capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2
+    assert text in r.stderr
+
+
+def test_help_and_version():
+    r = subprocess.run([gstest.BROKER, "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "Usage: gpushare-broker" in r.stdout
+    r = subprocess.run([gstest.BROKER, "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("gpushare-broker ")

@@ -1,0 +1,45 @@
+"""The gpushare command-line tool: errors people will meet first."""
+import subprocess
+
+import pytest
+
+import gstest
+
+
+def run(*args, env=None):
+    return subprocess.run([gstest.CLI] + list(args), capture_output=True, text=True, timeout=10,
+                          env=env)
+
+
+def test_status_without_broker_says_so(tmp_path):
+    r = run("--broker", str(tmp_path / "none.sock"), "status")
+    assert r.returncode == 1
+    assert "no broker is running at ipc://%s" % (tmp_path / "none.sock") in r.stderr
+
+
+@pytest.mark.parametrize("args, rc, text", [
+    ([], 2, "Usage: gpushare"),
+    (["frobnicate"], 2, 'unknown command "frobnicate"'),
+    (["--weird", "status"], 2, 'unknown option "--weird"'),
+    (["--broker", "udp://x", "status"], 1, "only ipc:// and tcp://"),
+    (["status", "--bogus"], 2, "Usage: gpushare status"),
+    (["status", "extra"], 2, 'unexpected argument "extra"'),
+    (["kernelspec"], 2, 'expected "install"'),
+])
+def test_bad_usage(args, rc, text):
+    r = run(*args)
+    assert r.returncode == rc
+    assert text in r.stderr
+
+
+def test_version_and_help():
+    assert run("--version").stdout.startswith("gpushare ")
+    assert "kernelspec install" in run("--help").stdout
+
+
+def test_status_against_broker_json_and_text(broker):
+    st = broker.status()
+    assert st["policy"] == "adaptive"
+    assert st["scheduler"] == "on"
+    text = broker.cli("status").stdout
+    assert st["gpus"][0]["uuid"] in text

@@ -1,0 +1,41 @@
+"""The README's first command, minus the package install and the build:
+install into a staging root, then run-demo.sh brings up the broker and a
+Jupyter Notebook server that offers the Shared GPU kernel, on the
+simulated GPU, and says that it is simulated."""
+import os
+import socket
+import subprocess
+
+import gstest
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_run_demo_smoke(tmp_path, sim):
+    dest = tmp_path / "root"
+    r = subprocess.run(["make", "-s", "-C", gstest.BUILDDIR, "install", "DESTDIR=%s" % dest],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    prefix = str(dest) + os.environ.get("GS_PREFIX", "/usr/local")
+    assert os.path.exists(os.path.join(prefix, "bin", "gpushare-broker"))
+    assert os.path.exists(os.path.join(prefix, "share/jupyter/kernels/shared-gpu/kernel.json"))
+    # The simulated driver is a test double: make install never installs it.
+    assert not list(dest.rglob("libcuda*"))
+    assert not list(dest.rglob("gpusim*"))
+
+    env = dict(sim, GPUSHARE_FORCE_SIM="1", HOME=str(tmp_path),
+               JUPYTER_RUNTIME_DIR=str(tmp_path / "rt"))
+    env.pop("GPUSHARE_BROKER", None)
+    r = subprocess.run([os.path.join(gstest.SRCDIR, "build-aux", "run-demo.sh"), "--prefix", prefix,
+                        "--simdir", os.path.join(gstest.BUILDDIR, "tests", "simcuda"),
+                        "--notebooks", str(tmp_path), "--port", str(free_port()), "--smoke"],
+                       capture_output=True, text=True, timeout=180, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "SIMULATED GPU" in r.stdout
+    assert 'offers "Shared GPU"' in r.stdout
+    # gpushare status (printed by the demo) says it too.
+    assert "SIMULATED GPU: no NVIDIA driver is in use" in r.stdout
