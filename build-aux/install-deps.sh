@@ -29,6 +29,6 @@ fi
 cuda="${CUDA_DIR:-/usr/local/cuda}"
 if [ ! -f "$cuda/include/cuda.h" ]; then
     echo "install-deps: $cuda/include/cuda.h is missing: install the CUDA toolkit headers" >&2
-    echo "  (NVIDIA's cuda-toolkit, or Debian non-free's nvidia-cuda-toolkit) or set CUDA_DIR" >&2
+    echo "  (NVIDIA's cuda-toolkit, or Debian non-free's nvidia-cuda-dev) or set CUDA_DIR" >&2
     exit 1
 fi
