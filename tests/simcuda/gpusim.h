@@ -1,0 +1,46 @@
+/*
+ * gpusim.h - the extra exports of the simulated CUDA driver (libcuda.so.1
+ * built in tests/simcuda).  Tests link the simulator directly and use these
+ * to steer and observe it; other programs find them with dlsym (the broker
+ * recognises the simulator by looking up gpusim_is_simulated).
+ */
+#ifndef GPUSHARE_GPUSIM_H
+#define GPUSHARE_GPUSIM_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Always 1: present only in the simulated driver. */
+int gpusim_is_simulated(void);
+
+/* The POSIX shared-memory name of the simulated machine this process uses
+ * (GPUSHARE_SIM_NAME, default "/gpushare-sim-<uid>"). */
+const char *gpusim_segment_name(void);
+
+/* Unlinks the segment `name` (NULL: this process' segment name).  Processes
+ * still attached keep using it; the next cuInit elsewhere creates a fresh
+ * machine.  Returns 0, or -1 with errno set. */
+int gpusim_reset(const char *name);
+
+/* The next kernel launched by the calling thread runs `us` microseconds
+ * instead of GPUSHARE_SIM_KERNEL_US (thread-local, captured at enqueue). */
+void gpusim_set_next_kernel_us(unsigned long long us);
+
+/* Nanoseconds device `dev` spent running kernels, all processes together
+ * (from the shared segment; 0 if there is none or dev is invalid). */
+unsigned long long gpusim_busy_ns(int dev);
+
+/* The same, for this process' kernels only. */
+unsigned long long gpusim_process_busy_ns(int dev);
+
+/* The next `count` calls of checkpoint step `step` ("lock", "checkpoint",
+ * "restore" or "unlock") on this segment fail with CUDA_ERROR_UNKNOWN and
+ * change nothing.  Returns 0, or -1 for an unknown step or no segment. */
+int gpusim_inject_checkpoint_failure(const char *step, int count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,499 @@
+/*
+ * sim_internal.h - types and functions shared by the simulated driver's
+ * source files.  Nothing here is exported: the library is built with
+ * -fvisibility=hidden and only SIM_EXPORT definitions (the CUDA entry points
+ * declared by cuda.h, and the gpusim_* extras) are visible.
+ *
+ * cuda.h is included with __CUDA_API_VERSION_INTERNAL so that its
+ * "#define cuMemAlloc cuMemAlloc_v2" mapping is undone and every ABI version
+ * of every function (cuMemAlloc, cuMemAlloc_v2, cuMemcpyHtoD_v2_ptds, ...)
+ * is declared with its real prototype: the compiler checks our definitions
+ * against them, and -Wmissing-prototypes catches any export cuda.h lacks.
+ */
+#ifndef GPUSHARE_SIM_INTERNAL_H
+#define GPUSHARE_SIM_INTERNAL_H
+
+#define __CUDA_API_VERSION_INTERNAL 1
+#define __CUDA_API_PUSH_VISIBILITY_DEFAULT 1
+#include <cuda.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "gpusim.h"
+
+#define SIM_EXPORT __attribute__((visibility("default")))
+
+#define SIM_MAX_DEVICES    8
+#define SIM_MAX_PROCS      128
+#define SIM_ALLOC_ROUND    512ULL       /* capacity is counted in these units */
+#define SIM_GRANULARITY    (2ULL << 20) /* VMM allocation granularity */
+#define SIM_DRIVER_VERSION 13000
+#define SIM_DEVICE_NAME    "gpushare simulated GPU"
+
+/* ---- configuration (sim_env.c) ---------------------------------------- */
+
+struct sim_config {
+    char name[256];            /* shm segment name, starts with '/' */
+    int devices;               /* GPUSHARE_SIM_DEVICES */
+    unsigned long long memory; /* GPUSHARE_SIM_MEMORY, bytes per device */
+    unsigned concurrency;      /* GPUSHARE_SIM_CONCURRENCY */
+    unsigned long long kernel_us; /* GPUSHARE_SIM_KERNEL_US (per process) */
+    char log_path[4096];       /* GPUSHARE_SIM_LOG, "" = none */
+};
+
+/* Fills cfg from the environment; on a malformed variable prints one line
+ * to stderr naming it and returns -1. */
+int sim_config_load(struct sim_config *cfg);
+/* The segment name from the environment (no validation of the others). */
+void sim_config_segment_name(char *out, size_t len);
+/* Parses "<digits>[K|M|G|T][B|iB]" (binary units); -1 if malformed. */
+int sim_parse_size(const char *s, unsigned long long *out);
+
+/* ---- the cross-process segment (sim_shared.c) ------------------------- */
+
+enum sim_step { SIM_STEP_LOCK, SIM_STEP_CHECKPOINT, SIM_STEP_RESTORE, SIM_STEP_UNLOCK, SIM_STEPS };
+
+struct sim_proc {
+    int32_t pid; /* 0: free entry */
+    int32_t state; /* CUprocessState */
+    uint64_t start_time; /* /proc/<pid>/stat starttime, detects pid reuse */
+    int32_t restore_tid; /* the control thread */
+    int32_t pad0;
+    uint64_t resident[SIM_MAX_DEVICES];     /* bytes counted against capacity */
+    uint64_t checkpointed[SIM_MAX_DEVICES]; /* bytes parked in host memory */
+    uint64_t busy_ns[SIM_MAX_DEVICES];
+    uint32_t slots_held[SIM_MAX_DEVICES];
+    /* checkpoint mailbox: one request at a time per target */
+    int32_t req_busy;
+    int32_t req_caller;
+    uint64_t req_caller_start;
+    int32_t req_op; /* enum sim_step */
+    uint32_t req_timeout_ms;
+    uint64_t req_seq;
+    uint64_t resp_seq;
+    int32_t resp_result;
+    int32_t pad1;
+};
+
+#define SIM_MAGIC 0x67707573696d3031ULL /* "gpusim01" */
+
+struct sim_segment {
+    uint64_t magic;
+    uint64_t layout_size; /* sizeof(struct sim_segment) of the creator */
+    _Atomic uint32_t initialised;
+    uint32_t device_count;
+    uint32_t concurrency;
+    uint32_t pad0;
+    uint64_t capacity; /* per device */
+    char name[256];
+    pthread_mutex_t mutex; /* robust, process-shared: guards all below */
+    pthread_cond_t slot_cv; /* engine slots freed */
+    pthread_cond_t ctl_cv;  /* checkpoint mailboxes changed */
+    uint64_t used[SIM_MAX_DEVICES];
+    uint64_t busy_ns[SIM_MAX_DEVICES];
+    uint32_t slots_used[SIM_MAX_DEVICES];
+    int32_t inject[SIM_STEPS];
+    struct sim_proc procs[SIM_MAX_PROCS];
+};
+
+extern struct sim_segment *sim_seg;
+
+/* Creates or attaches the segment named cfg->name (cuInit). */
+CUresult sim_shared_open(const struct sim_config *cfg);
+/* For processes that did not cuInit (a broker asking about others):
+ * attaches the segment named by the environment if it exists; 0 or -1. */
+int sim_shared_attach_existing(void);
+void sim_shared_detach_if(const char *name);
+
+void sim_shm_lock(void);
+void sim_shm_unlock(void);
+/* Waits on a segment condvar; abs_ns (CLOCK_MONOTONIC) 0 = no timeout.
+ * Returns 0, or ETIMEDOUT. */
+int sim_shm_wait(pthread_cond_t *cv, uint64_t abs_ns);
+
+/* All below: segment mutex held. */
+int sim_proc_register_locked(void); /* index or -1 */
+struct sim_proc *sim_proc_self_locked(void);
+struct sim_proc *sim_proc_find_locked(pid_t pid);
+void sim_reclaim_dead_locked(void);
+int sim_pid_alive(pid_t pid, uint64_t start_time);
+uint64_t sim_pid_start_time(pid_t pid);
+
+CUresult sim_capacity_reserve(int dev, uint64_t bytes);
+void sim_capacity_release(int dev, uint64_t bytes);
+void sim_slot_acquire(int dev);
+void sim_slot_release(int dev, uint64_t busy_ns);
+void sim_proc_unregister(void);
+
+/* ---- process-local state (sim_state.c) -------------------------------- */
+
+struct sim_ctx;
+struct sim_stream;
+struct sim_event;
+struct sim_capture;
+
+/* Handle registry: every handle given to the application is looked up here
+ * before use, so stale or foreign handles give CUDA_ERROR_INVALID_HANDLE
+ * rather than a crash. */
+enum sim_htype {
+    SIM_H_CTX = 1,
+    SIM_H_STREAM,
+    SIM_H_EVENT,
+    SIM_H_MODULE,
+    SIM_H_FUNC,
+    SIM_H_LIBRARY,
+    SIM_H_GRAPH,
+    SIM_H_EXEC,
+    SIM_H_PHYS,
+    SIM_H_ALLOC /* keyed by base address */
+};
+
+struct sim_hentry {
+    uintptr_t key;
+    int type;
+    void *val;
+    struct sim_hentry *next;
+};
+
+#define SIM_HBUCKETS 4096
+struct sim_hmap {
+    struct sim_hentry *b[SIM_HBUCKETS];
+};
+
+int sim_hmap_put(struct sim_hmap *m, uintptr_t key, int type, void *val);
+void *sim_hmap_get(const struct sim_hmap *m, uintptr_t key, int type);
+void *sim_hmap_del(struct sim_hmap *m, uintptr_t key, int type);
+/* Calls fn for every entry of `type` (fn must not modify the map). */
+void sim_hmap_each(const struct sim_hmap *m, int type, void (*fn)(void *val, void *arg), void *arg);
+
+struct sim_global {
+    atomic_int initialised;
+    pid_t pid;
+    int proc_idx;
+    int detached; /* destructor ran: no more segment updates */
+    struct sim_config cfg;
+    int log_fd;
+    pthread_mutex_t mu; /* guards everything process-local below */
+    pthread_cond_t cv;  /* broadcast on any change of work/gate state */
+    int gate_closed;
+    int active_calls;
+    uint64_t pending_ops;
+    struct sim_hmap handles;
+    struct sim_hmap allocs;
+    struct sim_ctx *primary[SIM_MAX_DEVICES];
+    struct sim_ctx *ctxs;
+    struct sim_capture *captures;
+    struct sim_resv *resvs;
+    struct sim_phys *phys;
+    int managed_count;
+    pthread_t ctl_thread;
+    _Atomic unsigned long long proc_busy_ns[SIM_MAX_DEVICES];
+};
+
+extern struct sim_global sim_g;
+
+void sim_lock(void);
+void sim_unlock(void);
+void sim_broadcast(void);
+void sim_cond_wait(void);
+/* Timed wait on sim_g.cv until abs_ns (CLOCK_MONOTONIC); ETIMEDOUT or 0. */
+int sim_cond_timedwait(uint64_t abs_ns);
+uint64_t sim_now_ns(void);
+
+/* ---- the API gate (sim_gate.c) ---------------------------------------- */
+
+/* Every gated entry point: NOT_INITIALIZED before cuInit, then waits while
+ * the checkpoint lock holds the gate closed. */
+CUresult sim_enter(void);
+void sim_leave(void);
+#define SIM_GATED(expr)                                                                            \
+    do {                                                                                           \
+        CUresult sim_e_ = sim_enter();                                                             \
+        if (sim_e_ != CUDA_SUCCESS)                                                                \
+            return sim_e_;                                                                         \
+        CUresult sim_r_ = (expr);                                                                  \
+        sim_leave();                                                                               \
+        return sim_r_;                                                                             \
+    } while (0)
+#define SIM_NEED_INIT()                                                                            \
+    do {                                                                                           \
+        if (!atomic_load(&sim_g.initialised))                                                      \
+            return CUDA_ERROR_NOT_INITIALIZED;                                                     \
+    } while (0)
+
+/* Blocks (sim_g.mu held) until pred(arg); the calling API thread does not
+ * count as active meanwhile, so a checkpoint lock can proceed, and it
+ * returns only once the gate is open again. */
+void sim_wait_locked(int (*pred)(void *), void *arg);
+
+/* ---- devices (sim_api_device.c) --------------------------------------- */
+
+int sim_dev_valid(CUdevice d);
+
+/* ---- contexts (sim_context.c) ----------------------------------------- */
+
+struct sim_ctx {
+    int dev;
+    unsigned flags;
+    int is_primary;
+    int retain; /* primary: retain count */
+    int active;
+    int destroyed;
+    struct sim_stream *default_stream;
+    struct sim_stream *streams; /* user streams of this context */
+    struct sim_ctx *next;
+};
+
+struct sim_ctx *sim_ctx_current(void); /* validated top of this thread's stack */
+/* Current context or CUDA_ERROR_INVALID_CONTEXT (sim_g.mu held). */
+CUresult sim_ctx_get(struct sim_ctx **out);
+struct sim_ctx *sim_ctx_new_locked(int dev, unsigned flags, int primary);
+int sim_ctx_valid_locked(const struct sim_ctx *c);
+
+/* ---- log (sim_log.c) -------------------------------------------------- */
+
+void sim_log_open(const char *path);
+void sim_log_op(int dev, const char *op, const char *name, const void *stream, uint64_t start_ns,
+                uint64_t end_ns, long long bytes);
+
+/* ---- execution engine (sim_engine.c) ---------------------------------- */
+
+enum sim_op_type {
+    SIM_OP_KERNEL,
+    SIM_OP_COPY,
+    SIM_OP_SET,
+    SIM_OP_HOSTFN,
+    SIM_OP_CALLBACK,
+    SIM_OP_EVENT,
+    SIM_OP_WAIT_EVENT,
+    SIM_OP_WAIT_STREAM,
+    SIM_OP_FREE,
+    SIM_OP_GRAPH,
+    SIM_OP_NOP
+};
+
+struct sim_graph_exec;
+struct sim_alloc;
+
+struct sim_op {
+    struct sim_op *next;
+    int type;
+    union {
+        struct {
+            char *name;
+            uint64_t dur_ns;
+        } kernel;
+        struct {
+            char *dst;
+            const char *src;
+            size_t width, height, depth;
+            size_t dpitch, spitch;     /* bytes between rows */
+            size_t dslice, sslice;     /* bytes between slices */
+            const char *kind;          /* "HtoD", ... for the log */
+        } copy;
+        struct {
+            char *dst;
+            uint32_t value;
+            int elsize;
+            size_t width; /* elements per row */
+            size_t height;
+            size_t pitch;
+        } set;
+        struct {
+            CUhostFn fn;
+            void *arg;
+        } hostfn;
+        struct {
+            CUstreamCallback fn;
+            void *arg;
+            CUstream handle;
+        } callback;
+        struct {
+            struct sim_event *ev;
+            uint64_t gen;
+        } event;
+        struct {
+            struct sim_stream *s;
+            uint64_t seq;
+        } wait_stream;
+        struct {
+            struct sim_alloc *a;
+        } free;
+        struct {
+            struct sim_graph_exec *exec;
+        } graph;
+    } u;
+};
+
+struct sim_stream {
+    struct sim_ctx *ctx;
+    unsigned flags;
+    int priority;
+    int is_default;
+    uint64_t id;
+    struct sim_op *head, *tail;
+    uint64_t enq_seq, done_seq;
+    uint64_t dep_default_seq;
+    int worker_running;
+    int destroyed;
+    int refs;
+    pthread_cond_t wake;
+    struct sim_capture *capture;
+    struct sim_stream *next;
+};
+
+struct sim_event {
+    unsigned flags;
+    int refs;
+    uint64_t record_gen, done_gen;
+    uint64_t time_ns;
+    uint64_t capture_id; /* recorded into this (still active) capture */
+};
+
+struct sim_op *sim_op_new(int type);
+void sim_op_free_locked(struct sim_op *op);      /* drops refs, frees */
+struct sim_op *sim_op_clone_locked(const struct sim_op *op); /* NULL on OOM */
+
+struct sim_stream *sim_stream_new_locked(struct sim_ctx *ctx, unsigned flags, int priority,
+                                         int is_default);
+void sim_stream_destroy_locked(struct sim_stream *s);
+void sim_stream_unref_locked(struct sim_stream *s);
+/* Resolves a CUstream handle (NULL/LEGACY/PER_THREAD: the current
+ * context's default stream). per_thread: called through a _ptsz/_ptds
+ * entry point (same mapping; kept for the record). sim_g.mu held. */
+CUresult sim_stream_resolve(CUstream h, int per_thread, struct sim_stream **out);
+/* Queues op (or records it into the stream's capture); takes ownership. */
+CUresult sim_submit_locked(struct sim_stream *s, struct sim_op *op);
+/* Synchronous operation on stream s: submit and wait for completion. */
+CUresult sim_submit_sync_locked(struct sim_stream *s, struct sim_op *op);
+int sim_stream_idle(const struct sim_stream *s);
+CUresult sim_stream_sync_locked(struct sim_stream *s);
+CUresult sim_ctx_sync_locked(struct sim_ctx *c);
+void sim_wait_all_idle_locked(void); /* every stream of the process */
+void sim_event_unref_locked(struct sim_event *e);
+/* Runs one op (in a worker, sim_g.mu NOT held). */
+void sim_exec_op(struct sim_stream *s, struct sim_op *op);
+void sim_run_kernel(int dev, const char *name, uint64_t dur_ns, const void *stream);
+
+extern __thread unsigned long long sim_t_next_kernel_us;
+extern __thread int sim_t_next_kernel_set;
+extern __thread int sim_t_per_thread; /* last stream lookup came via _ptsz/_ptds */
+uint64_t sim_take_kernel_ns(void);
+
+/* ---- memory (sim_memory.c, sim_vmm.c) --------------------------------- */
+
+enum sim_alloc_kind { SIM_MEM_DEVICE = 1, SIM_MEM_MANAGED, SIM_MEM_HOST };
+
+struct sim_alloc {
+    uintptr_t base;
+    size_t size;     /* as requested */
+    size_t map_size; /* page-rounded mapping */
+    uint64_t accounted; /* bytes counted against capacity (0 for host) */
+    int dev;
+    int kind;
+    struct sim_ctx *ctx;
+    void *saved; /* contents while checkpointed */
+};
+
+struct sim_phys {
+    int fd; /* memfd holding the contents; -1 while checkpointed */
+    size_t size;
+    int dev;
+    uint64_t accounted;
+    int released;
+    int maps;
+    void *saved;
+    struct sim_phys *next;
+};
+
+struct sim_mapping {
+    uintptr_t va;
+    size_t size;
+    size_t offset;
+    int prot;
+    struct sim_phys *phys;
+    struct sim_mapping *next;
+};
+
+struct sim_resv {
+    uintptr_t base;
+    size_t size;
+    struct sim_mapping *maps;
+    struct sim_resv *next;
+};
+
+CUresult sim_mem_alloc_locked(struct sim_ctx *ctx, size_t size, int kind, int low32,
+                              CUdeviceptr *out);
+CUresult sim_mem_free_locked(CUdeviceptr p, int kind);
+void sim_mem_release_locked(struct sim_alloc *a); /* unmaps, uncounts, frees */
+struct sim_alloc *sim_mem_find_locked(uintptr_t p); /* containing allocation */
+void sim_mem_free_ctx_locked(struct sim_ctx *ctx);
+
+/* Checkpoint support: park/unpark every device allocation (sim_g.mu held). */
+CUresult sim_mem_checkpoint_locked(uint64_t out_bytes[SIM_MAX_DEVICES]);
+void sim_mem_restore_locked(void);
+void sim_mem_checkpointed_bytes_locked(uint64_t out_bytes[SIM_MAX_DEVICES]);
+CUresult sim_vmm_checkpoint_locked(uint64_t out_bytes[SIM_MAX_DEVICES]);
+CUresult sim_vmm_restore_locked(void);
+
+/* ---- modules (sim_module.c) ------------------------------------------- */
+
+struct sim_func;
+struct sim_module {
+    struct sim_func *funcs;
+    int is_library;
+};
+struct sim_func {
+    char *name;
+    struct sim_module *mod;
+    struct sim_func *next;
+};
+
+/* ---- graphs (sim_graph.c) --------------------------------------------- */
+
+struct sim_graph {
+    struct sim_op **nodes;
+    size_t n, cap;
+};
+
+struct sim_graph_exec {
+    struct sim_op **nodes;
+    size_t n;
+    int refs;
+};
+
+struct sim_capture {
+    uint64_t id;
+    CUstreamCaptureMode mode;
+    int invalidated;
+    struct sim_stream *origin;
+    struct sim_graph *graph;
+    struct sim_capture *next;
+};
+
+CUresult sim_graph_append_locked(struct sim_graph *g, struct sim_op *op);
+struct sim_capture *sim_capture_find_locked(uint64_t id);
+void sim_capture_invalidate_locked(struct sim_capture *c);
+void sim_graph_exec_unref_locked(struct sim_graph_exec *e);
+void sim_graph_run(struct sim_stream *s, struct sim_graph_exec *e);
+
+/* ---- checkpoint (sim_checkpoint.c) ------------------------------------ */
+
+int sim_ctl_start(void);
+
+/* ---- errors (sim_errors.c) -------------------------------------------- */
+
+const char *sim_error_name(CUresult r);
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static inline uint64_t sim_round_up(uint64_t v, uint64_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+#endif
