@@ -83,7 +83,7 @@ static CUresult do_checkpoint(void)
         }
         if (p)
             p->state = CU_PROCESS_STATE_CHECKPOINTED;
-        pthread_cond_broadcast(&sim_seg->slot_cv);
+        sim_shm_broadcast(&sim_seg->slot_cv);
         sim_shm_unlock();
     }
     sim_unlock();
@@ -191,7 +191,7 @@ static void *ctl_main(void *arg)
             break;
         p->resp_result = rc;
         p->resp_seq = handled;
-        pthread_cond_broadcast(&sim_seg->ctl_cv);
+        sim_shm_broadcast(&sim_seg->ctl_cv);
     }
     sim_shm_unlock();
     return NULL;
@@ -262,7 +262,7 @@ static CUresult request(int pid, int op, uint32_t timeout_ms)
     p->req_op = op;
     p->req_timeout_ms = timeout_ms;
     uint64_t seq = ++p->req_seq;
-    pthread_cond_broadcast(&sim_seg->ctl_cv);
+    sim_shm_broadcast(&sim_seg->ctl_cv);
     CUresult rc = CUDA_SUCCESS;
     for (;;) {
         if (p->pid != pid) {
@@ -272,7 +272,7 @@ static CUresult request(int pid, int op, uint32_t timeout_ms)
         if (p->resp_seq == seq) {
             rc = (CUresult)p->resp_result;
             p->req_busy = 0;
-            pthread_cond_broadcast(&sim_seg->ctl_cv);
+            sim_shm_broadcast(&sim_seg->ctl_cv);
             break;
         }
         if (sim_shm_wait(&sim_seg->ctl_cv, sim_now_ns() + 50000000ULL) == ETIMEDOUT &&

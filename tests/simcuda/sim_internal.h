@@ -79,7 +79,18 @@ struct sim_proc {
     int32_t pad1;
 };
 
-#define SIM_MAGIC 0x67707573696d3031ULL /* "gpusim01" */
+#define SIM_MAGIC 0x67707573696d3032ULL /* "gpusim02" */
+
+/* A condition variable for the segment, built on a futex.  glibc's
+ * process-shared pthread_cond_t is not robust against waiters that die:
+ * a later broadcast waits forever for them to leave (every sim process'
+ * control thread is such a waiter when the process exits or is killed).
+ * A futex has no such state: waiting reads the sequence under the segment
+ * mutex, so a broadcast made after that (under the mutex) is not missed. */
+struct sim_shm_cond {
+    _Atomic uint32_t seq;
+    uint32_t pad;
+};
 
 struct sim_segment {
     uint64_t magic;
@@ -91,8 +102,8 @@ struct sim_segment {
     uint64_t capacity; /* per device */
     char name[256];
     pthread_mutex_t mutex; /* robust, process-shared: guards all below */
-    pthread_cond_t slot_cv; /* engine slots freed */
-    pthread_cond_t ctl_cv;  /* checkpoint mailboxes changed */
+    struct sim_shm_cond slot_cv; /* engine slots freed */
+    struct sim_shm_cond ctl_cv;  /* checkpoint mailboxes changed */
     uint64_t used[SIM_MAX_DEVICES];
     uint64_t busy_ns[SIM_MAX_DEVICES];
     uint32_t slots_used[SIM_MAX_DEVICES];
@@ -113,7 +124,8 @@ void sim_shm_lock(void);
 void sim_shm_unlock(void);
 /* Waits on a segment condvar; abs_ns (CLOCK_MONOTONIC) 0 = no timeout.
  * Returns 0, or ETIMEDOUT. */
-int sim_shm_wait(pthread_cond_t *cv, uint64_t abs_ns);
+int sim_shm_wait(struct sim_shm_cond *cv, uint64_t abs_ns);
+void sim_shm_broadcast(struct sim_shm_cond *cv);
 
 /* All below: segment mutex held. */
 int sim_proc_register_locked(void); /* index or -1 */

@@ -4,8 +4,9 @@
  * per-device capacity/usage, busy time and engine slots, and the process
  * table with the checkpoint mailboxes.  Everything in it is guarded by one
  * robust, process-shared mutex (a holder that dies is recovered with
- * pthread_mutex_consistent); waits use process-shared condvars on
- * CLOCK_MONOTONIC.  Dead processes are reclaimed lazily here.
+ * pthread_mutex_consistent); waits use futex-based condition variables
+ * (struct sim_shm_cond, see sim_internal.h for why not pthread_cond_t)
+ * with CLOCK_MONOTONIC deadlines.  Dead processes are reclaimed lazily here.
  */
 #include "sim_internal.h"
 
@@ -15,8 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,7 +31,6 @@ static pthread_mutex_t attach_mu = PTHREAD_MUTEX_INITIALIZER;
 static void init_segment(struct sim_segment *s, const struct sim_config *cfg)
 {
     pthread_mutexattr_t ma;
-    pthread_condattr_t ca;
 
     memset(s, 0, sizeof *s);
     s->magic = SIM_MAGIC;
@@ -43,12 +46,6 @@ static void init_segment(struct sim_segment *s, const struct sim_config *cfg)
     pthread_mutex_init(&s->mutex, &ma);
     pthread_mutexattr_destroy(&ma);
 
-    pthread_condattr_init(&ca);
-    pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->slot_cv, &ca);
-    pthread_cond_init(&s->ctl_cv, &ca);
-    pthread_condattr_destroy(&ca);
 
     atomic_store_explicit(&s->initialised, 1, memory_order_release);
 }
@@ -231,21 +228,24 @@ void sim_shm_unlock(void)
     pthread_mutex_unlock(&sim_seg->mutex);
 }
 
-int sim_shm_wait(pthread_cond_t *cv, uint64_t abs_ns)
+int sim_shm_wait(struct sim_shm_cond *cv, uint64_t abs_ns)
 {
-    int r;
-    if (abs_ns) {
-        struct timespec ts = {(time_t)(abs_ns / 1000000000ULL), (long)(abs_ns % 1000000000ULL)};
-        r = pthread_cond_timedwait(cv, &sim_seg->mutex, &ts);
-    } else {
-        r = pthread_cond_wait(cv, &sim_seg->mutex);
-    }
-    if (r == EOWNERDEAD) {
-        pthread_mutex_consistent(&sim_seg->mutex);
-        sim_reclaim_dead_locked();
-        r = 0;
-    }
-    return r == ETIMEDOUT ? ETIMEDOUT : 0;
+    uint32_t seq = atomic_load(&cv->seq);
+    struct timespec ts = {(time_t)(abs_ns / 1000000000ULL), (long)(abs_ns % 1000000000ULL)};
+    sim_shm_unlock();
+    /* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC time; not
+     * FUTEX_PRIVATE: the word is in a mapping shared between processes */
+    long r = syscall(SYS_futex, &cv->seq, FUTEX_WAIT_BITSET, seq, abs_ns ? &ts : NULL, NULL,
+                     FUTEX_BITSET_MATCH_ANY);
+    int timed_out = r != 0 && errno == ETIMEDOUT;
+    sim_shm_lock();
+    return timed_out ? ETIMEDOUT : 0;
+}
+
+void sim_shm_broadcast(struct sim_shm_cond *cv)
+{
+    atomic_fetch_add(&cv->seq, 1);
+    syscall(SYS_futex, &cv->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 /* starttime (field 22) and state (field 3) of /proc/<pid>/stat; 0 if unreadable. */
@@ -306,8 +306,8 @@ static void release_entry_locked(struct sim_proc *p)
             p->slots_held[d] < sim_seg->slots_used[d] ? p->slots_held[d] : sim_seg->slots_used[d];
     }
     memset(p, 0, sizeof *p);
-    pthread_cond_broadcast(&sim_seg->slot_cv);
-    pthread_cond_broadcast(&sim_seg->ctl_cv);
+    sim_shm_broadcast(&sim_seg->slot_cv);
+    sim_shm_broadcast(&sim_seg->ctl_cv);
 }
 
 void sim_reclaim_dead_locked(void)
@@ -430,7 +430,7 @@ void sim_slot_release(int dev, uint64_t busy_ns)
         }
         self->busy_ns[dev] += busy_ns;
         sim_seg->busy_ns[dev] += busy_ns;
-        pthread_cond_broadcast(&sim_seg->slot_cv);
+        sim_shm_broadcast(&sim_seg->slot_cv);
     }
     sim_shm_unlock();
 }
@@ -444,6 +444,6 @@ void sim_proc_unregister(void)
     if (self)
         release_entry_locked(self);
     sim_g.detached = 1;
-    pthread_cond_broadcast(&sim_seg->ctl_cv);
+    sim_shm_broadcast(&sim_seg->ctl_cv);
     sim_shm_unlock();
 }
