@@ -1,0 +1,36 @@
+/*
+ * gpushare_hook.h - what libgpushare-hook.so exports besides the CUDA driver
+ * ABI names and dlsym: introspection for tests and tools.  Programs find
+ * these with dlsym(RTLD_DEFAULT, ...) since the hook is preloaded, not
+ * linked.
+ */
+#ifndef GPUSHARE_HOOK_H
+#define GPUSHARE_HOOK_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The package version of the hook. */
+extern const char gpushare_hook_version[];
+
+/* Calls the hook's wrapper of the ABI entry point `name` has seen (all
+ * threads); -1 when the hook does not interpose `name`. */
+long long gpushare_hook_calls(const char *name);
+
+/* Kernel launches (every cuLaunch* ABI variant) the hook has seen. */
+long long gpushare_hook_launch_count(void);
+
+/* The real driver's address of an interposed ABI name; NULL when the
+ * driver lacks it or the hook does not interpose it. */
+void *gpushare_hook_real(const char *name);
+
+/* The gate: 0 closed (waiting for a grant), 1 open (granted), 2 ungated
+ * (no broker, or GPUSHARE_DISABLE). */
+int gpushare_hook_gate(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

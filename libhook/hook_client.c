@@ -1,0 +1,689 @@
+/*
+ * hook_client.c - talking to the broker: one I/O thread owning one DEALER
+ * socket.
+ *
+ * libzmq is used directly, not czmq: czmq installs SIGINT/SIGTERM handlers
+ * and atexit hooks in the host program, which would break ipykernel's
+ * interrupt handling.  Other threads never touch the socket: they change the
+ * shared state under hook_mu (a device wants the GPU, a release is due) and
+ * wake this thread through an eventfd it polls next to the socket.  All
+ * messages are built and parsed by common/protocol.c.
+ *
+ * Failing open: when there is no socket file, or no welcome within ~200 ms
+ * of the first attempt, or the connection drops later (zmq monitor event;
+ * ZMTP heartbeats catch a broker that stopped answering), or the broker
+ * announces its shutdown, the hook prints one warning and runs ungated
+ * (hook_gate_word = UNGATED: nothing waits).  It keeps trying in the
+ * background with a fresh socket, and when a broker answers it registers
+ * again (hello, join) and gates from the next submission on.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+#include "hook_internal.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "endpoint.h"
+#include "log.h"
+#include "protocol.h"
+
+enum hook_client_state hook_client_state; /* hook_mu */
+
+#define FIRST_WELCOME_MS 200  /* the first attempt decides: gated or fail open */
+#define LATER_WELCOME_MS 2000 /* background attempts wait longer before retrying */
+#define RETRY_MS         250
+#define REFUSED_RETRY_MS 5000
+#define DEFAULT_HB_MS    1000
+#define EXIT_FLUSH_MS    200
+#define EXIT_WAIT_MS     500
+#define MAX_RELEASES     (2 * HOOK_MAX_DEVICES)
+
+/* Shared with other threads, under hook_mu. */
+static struct {
+    int started;
+    pid_t pid; /* process that started the thread */
+    int efd;
+    int stopping;
+    int io_done;
+    int decided; /* the first attempt ended (READY or UNGATED) */
+    char endpoint[512];
+    json_t *releases[MAX_RELEASES];
+    int nreleases;
+} sh = {.efd = -1};
+
+/* Owned by the I/O thread. */
+static struct {
+    void *zctx, *sock, *mon;
+    int ready;
+    unsigned mon_n;
+    long long seq;
+    long long join_seq;
+    int join_without_session;
+    int heartbeat_ms;
+    uint64_t hello_deadline, next_attempt, next_heartbeat, next_idle_tick, last_activity;
+    int lost_reported;
+} io;
+
+static uint64_t now_ms(void)
+{
+    return hook_now_ns() / 1000000ULL;
+}
+
+const char *hook_client_ipc_path(void)
+{
+    return sh.endpoint[0] ? gs_endpoint_ipc_path(sh.endpoint) : NULL;
+}
+
+void hook_client_kick(void)
+{
+    int fd = sh.efd;
+    if (fd >= 0) {
+        uint64_t one = 1;
+        ssize_t w = write(fd, &one, sizeof one);
+        (void)w;
+    }
+}
+
+/* ---- messages ----------------------------------------------------------- */
+
+static void send_msg(json_t *m)
+{
+    if (!m)
+        return;
+    gs_perr_t err;
+    size_t len;
+    char *buf = gs_msg_encode(m, &len, &err);
+    if (!buf)
+        gs_error("internal: cannot encode a message: %s", err.text);
+    else {
+        if (gs_log_enabled(GS_LOG_DEBUG))
+            gs_debug("-> %s", buf);
+        if (io.sock && zmq_send(io.sock, buf, len, ZMQ_DONTWAIT) < 0)
+            gs_debug("send failed: %s", zmq_strerror(errno));
+        free(buf);
+    }
+    json_decref(m);
+}
+
+static json_t *msg_seq(gs_msg_type_t type)
+{
+    json_t *m = gs_msg_new(type);
+    if (m)
+        json_object_set_new(m, "seq", json_integer(++io.seq));
+    return m;
+}
+
+static void send_hello(void)
+{
+    json_t *m = msg_seq(GS_MSG_HELLO);
+    if (!m)
+        return;
+    json_object_set_new(m, "role", json_string("hook"));
+    json_object_set_new(m, "pid", json_integer(getpid()));
+    if (hook_cfg.session[0])
+        json_object_set_new(m, "session", json_string(hook_cfg.session));
+    json_object_set_new(m, "client_version", json_string(PACKAGE_VERSION));
+    send_msg(m);
+}
+
+static void send_join(void)
+{
+    json_t *m = msg_seq(GS_MSG_JOIN);
+    if (!m)
+        return;
+    io.join_seq = io.seq;
+    json_object_set_new(m, "pid", json_integer(getpid()));
+    if (hook_cfg.session[0] && !io.join_without_session)
+        json_object_set_new(m, "session", json_string(hook_cfg.session));
+    json_t *devs = json_array();
+    pthread_mutex_lock(&hook_mu);
+    for (int i = 0; i < hook_st.ndev && i < GS_PROTO_MAX_ITEMS; i++)
+        json_array_append_new(devs, json_string(hook_st.dev[i].uuid));
+    pthread_mutex_unlock(&hook_mu);
+    json_object_set_new(m, "devices", devs);
+    send_msg(m);
+}
+
+/* hook_mu held.  Queued; sent by the I/O thread when connected, dropped
+ * when not (a new broker knows nothing of old grants). */
+void hook_client_release_locked(struct hook_dev *d, const char *reason)
+{
+    if (hook_client_state != CS_READY || d->grant_id < 1 || sh.nreleases >= MAX_RELEASES)
+        return;
+    json_t *m = gs_msg_new(GS_MSG_RELEASE);
+    if (!m)
+        return;
+    uint64_t used_us = (hook_now_ns() - d->granted_ns) / 1000ULL;
+    json_object_set_new(m, "device", json_string(d->uuid));
+    json_object_set_new(m, "grant_id", json_integer(d->grant_id));
+    json_object_set_new(m, "reason", json_string(reason));
+    json_object_set_new(m, "used_us", json_integer((json_int_t)used_us));
+    if (d->quantum_us > 0)
+        json_object_set_new(m, "overuse_us",
+                            json_integer(used_us > (uint64_t)d->quantum_us
+                                             ? (json_int_t)(used_us - (uint64_t)d->quantum_us)
+                                             : 0));
+    sh.releases[sh.nreleases++] = m;
+}
+
+/* Releases queued, then acquires for devices someone waits for. */
+static void send_pending(void)
+{
+    json_t *out[MAX_RELEASES + HOOK_MAX_DEVICES];
+    int n = 0;
+    pthread_mutex_lock(&hook_mu);
+    for (int i = 0; i < sh.nreleases; i++)
+        out[n++] = sh.releases[i];
+    sh.nreleases = 0;
+    for (int i = 0; i < HOOK_MAX_DEVICES; i++) {
+        struct hook_dev *d = &hook_st.dev[i];
+        if (!d->touched || d->state != DS_WANT)
+            continue;
+        json_t *m = msg_seq(GS_MSG_ACQUIRE);
+        if (!m)
+            continue;
+        json_object_set_new(m, "device", json_string(d->uuid));
+        /* burst_p90_us / burst_last_us: added with the burst statistics */
+        d->state = DS_REQUESTED;
+        d->acquire_seq = io.seq;
+        d->wait_info[0] = 0;
+        out[n++] = m;
+    }
+    pthread_mutex_unlock(&hook_mu);
+    for (int i = 0; i < n; i++)
+        send_msg(out[i]);
+}
+
+/* ---- connection state --------------------------------------------------- */
+
+static void close_socket(void)
+{
+    if (io.sock) {
+        zmq_socket_monitor(io.sock, NULL, 0);
+        zmq_close(io.sock);
+        io.sock = NULL;
+    }
+    if (io.mon) {
+        zmq_close(io.mon);
+        io.mon = NULL;
+    }
+    io.ready = 0;
+}
+
+/* No broker: one warning per transition, then ungated. */
+static void go_ungated(const char *why, uint64_t retry_in_ms)
+{
+    int was_ready = io.ready;
+    close_socket();
+    io.next_attempt = now_ms() + retry_in_ms;
+    pthread_mutex_lock(&hook_mu);
+    int warn = hook_client_state != CS_UNGATED;
+    if (hook_client_state != CS_STOPPED)
+        hook_client_state = CS_UNGATED;
+    sh.decided = 1;
+    for (int i = 0; i < sh.nreleases; i++)
+        json_decref(sh.releases[i]);
+    sh.nreleases = 0;
+    hook_gate_update_locked();
+    pthread_cond_broadcast(&hook_cv);
+    pthread_mutex_unlock(&hook_mu);
+    if (warn) {
+        if (was_ready)
+            gs_warn("lost the gpushare broker at %s (%s); running without GPU sharing until it "
+                    "is back",
+                    sh.endpoint, why);
+        else
+            gs_warn("no gpushare broker at %s (%s); running without GPU sharing", sh.endpoint, why);
+    }
+}
+
+static void open_socket(void)
+{
+    const char *path = gs_endpoint_ipc_path(sh.endpoint);
+    uint64_t now = now_ms();
+    if (path && access(path, F_OK) != 0) {
+        if (!sh.decided)
+            go_ungated("no socket file", RETRY_MS);
+        io.next_attempt = now + RETRY_MS;
+        return;
+    }
+    io.sock = zmq_socket(io.zctx, ZMQ_DEALER);
+    if (!io.sock) {
+        go_ungated(zmq_strerror(errno), RETRY_MS);
+        return;
+    }
+    int zero = 0, ivl = DEFAULT_HB_MS, tmo = 3 * DEFAULT_HB_MS, rivl = 100;
+    zmq_setsockopt(io.sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(io.sock, ZMQ_HEARTBEAT_IVL, &ivl, sizeof ivl);
+    zmq_setsockopt(io.sock, ZMQ_HEARTBEAT_TIMEOUT, &tmo, sizeof tmo);
+    zmq_setsockopt(io.sock, ZMQ_RECONNECT_IVL, &rivl, sizeof rivl);
+    char monep[96];
+    snprintf(monep, sizeof monep, "inproc://gpushare-hook-mon-%d-%u", (int)getpid(), ++io.mon_n);
+    if (zmq_socket_monitor(io.sock, monep, ZMQ_EVENT_DISCONNECTED) == 0) {
+        io.mon = zmq_socket(io.zctx, ZMQ_PAIR);
+        if (io.mon && zmq_connect(io.mon, monep) != 0) {
+            zmq_close(io.mon);
+            io.mon = NULL;
+        }
+    }
+    if (zmq_connect(io.sock, sh.endpoint) != 0) {
+        char why[160];
+        snprintf(why, sizeof why, "connect: %s", zmq_strerror(errno));
+        go_ungated(why, REFUSED_RETRY_MS);
+        return;
+    }
+    send_hello();
+    io.hello_deadline = now + (sh.decided ? LATER_WELCOME_MS : FIRST_WELCOME_MS);
+}
+
+static void on_welcome(const json_t *m)
+{
+    io.ready = 1;
+    io.heartbeat_ms = (int)gs_msg_int(m, "heartbeat_ms", DEFAULT_HB_MS);
+    io.next_heartbeat = now_ms() + (uint64_t)io.heartbeat_ms;
+    pthread_mutex_lock(&hook_mu);
+    int was_ungated = hook_client_state == CS_UNGATED;
+    if (hook_client_state != CS_STOPPED)
+        hook_client_state = CS_READY;
+    sh.decided = 1;
+    /* A (new) broker: no grants yet; whoever waits asks again. */
+    for (int i = 0; i < HOOK_MAX_DEVICES; i++) {
+        struct hook_dev *d = &hook_st.dev[i];
+        if (!d->touched)
+            continue;
+        if (d->state == DS_DRAINING)
+            d->drain_gen++; /* its release would name a grant this broker never gave */
+        d->state = d->waiters > 0 ? DS_WANT : DS_IDLE;
+        d->grant_id = 0;
+    }
+    hook_gate_update_locked();
+    pthread_cond_broadcast(&hook_cv);
+    pthread_mutex_unlock(&hook_mu);
+    if (was_ungated)
+        gs_info("connected to the gpushare broker at %s; GPU sharing resumed", sh.endpoint);
+    else
+        gs_debug("connected to the gpushare broker at %s", sh.endpoint);
+    send_join();
+}
+
+static void on_grant(const json_t *m)
+{
+    const char *uuid = gs_msg_str(m, "device", "");
+    pthread_mutex_lock(&hook_mu);
+    struct hook_dev *d = hook_dev_by_uuid_locked(uuid);
+    if (!d)
+        gs_debug("grant for a device this process does not use: %s", uuid);
+    else if (d->state == DS_DRAINING)
+        gs_debug("grant %lld while draining: ignored", gs_msg_int(m, "grant_id", 0));
+    else {
+        if (d->state != DS_GRANTED) {
+            d->granted_ns = hook_now_ns();
+            d->epoch_start = atomic_fetch_add(&hook_track_epoch, 1) + 1;
+            io.last_activity = now_ms();
+        }
+        d->state = DS_GRANTED;
+        d->grant_id = gs_msg_int(m, "grant_id", 0);
+        d->quantum_us = gs_msg_int(m, "quantum_us", 0);
+        d->wait_warned = 0;
+        hook_gate_update_locked();
+        pthread_cond_broadcast(&hook_cv);
+    }
+    pthread_mutex_unlock(&hook_mu);
+}
+
+static void on_revoke(const json_t *m)
+{
+    const char *uuid = gs_msg_str(m, "device", "");
+    long long gid = gs_msg_int(m, "grant_id", 0);
+    const char *reason = gs_msg_str(m, "reason", "");
+    int shutdown = strcmp(reason, "shutdown") == 0;
+    pthread_mutex_lock(&hook_mu);
+    struct hook_dev *d = hook_dev_by_uuid_locked(uuid);
+    if (!d || d->grant_id != gid || (d->state != DS_GRANTED && d->state != DS_DRAINING)) {
+        gs_debug("revoke of grant %lld (%s), which this process does not hold: ignored", gid,
+                 reason);
+    } else if (shutdown) {
+        /* The broker is going away: no need to drain for it. */
+        hook_client_release_locked(d, "revoked");
+        d->state = DS_IDLE;
+        d->grant_id = 0;
+        d->drain_gen++;
+    } else if (d->state == DS_DRAINING) {
+        d->drain_reason = DRAIN_REVOKED; /* an idle release already under way answers it */
+    } else {
+        hook_drain_start_locked((int)(d - hook_st.dev), DRAIN_REVOKED);
+    }
+    pthread_mutex_unlock(&hook_mu);
+    if (shutdown) {
+        send_pending();
+        go_ungated("the broker is shutting down", RETRY_MS);
+    }
+}
+
+static void on_ok(const json_t *m)
+{
+    long long seq = gs_msg_int(m, "seq", -1);
+    if (seq == io.join_seq) {
+        gs_debug("joined session %s", gs_msg_str(m, "session", "(none)"));
+        return;
+    }
+    const char *info = gs_msg_str(m, "info", NULL);
+    if (!info)
+        return;
+    pthread_mutex_lock(&hook_mu);
+    for (int i = 0; i < HOOK_MAX_DEVICES; i++)
+        if (hook_st.dev[i].touched && hook_st.dev[i].acquire_seq == seq)
+            snprintf(hook_st.dev[i].wait_info, sizeof hook_st.dev[i].wait_info, "%s", info);
+    pthread_mutex_unlock(&hook_mu);
+}
+
+static void on_error(const json_t *m)
+{
+    const char *code = gs_msg_str(m, "code", "?");
+    const char *text = gs_msg_str(m, "message", "");
+    const char *req = gs_msg_str(m, "request_type", "");
+    if (strcmp(req, "join") == 0 && strcmp(code, "unknown_session") == 0 &&
+        !io.join_without_session) {
+        gs_warn("the broker does not know session %s; joining without it", hook_cfg.session);
+        io.join_without_session = 1;
+        send_join();
+        return;
+    }
+    if (strcmp(req, "hello") == 0 || strcmp(req, "join") == 0 || strcmp(req, "acquire") == 0) {
+        char why[400];
+        snprintf(why, sizeof why, "it refused %s: %s: %s", req, code, text);
+        go_ungated(why, REFUSED_RETRY_MS);
+        return;
+    }
+    gs_debug("broker error %s: %s", code, text);
+}
+
+static void on_message(const void *data, size_t size)
+{
+    gs_perr_t err;
+    gs_msg_type_t type;
+    json_t *m = gs_msg_parse(data, size, &type, &err);
+    if (!m) {
+        gs_debug("unreadable message from the broker: %s", err.text);
+        return;
+    }
+    if (gs_log_enabled(GS_LOG_DEBUG))
+        gs_debug("<- %.*s", (int)(size > 300 ? 300 : size), (const char *)data);
+    switch (type) {
+    case GS_MSG_WELCOME:
+        on_welcome(m);
+        break;
+    case GS_MSG_GRANT:
+        if (io.ready)
+            on_grant(m);
+        break;
+    case GS_MSG_REVOKE:
+        if (io.ready)
+            on_revoke(m);
+        break;
+    case GS_MSG_OK:
+        on_ok(m);
+        break;
+    case GS_MSG_ERROR:
+        on_error(m);
+        break;
+    default:
+        gs_debug("ignoring %s from the broker", gs_msg_type_name(type));
+    }
+    json_decref(m);
+}
+
+/* ---- idleness ------------------------------------------------------------ */
+
+static void idle_tick(uint64_t now)
+{
+    unsigned idle_ms = hook_cfg.idle_release_ms;
+    if (!idle_ms || now < io.next_idle_tick)
+        return;
+    io.next_idle_tick = now + (idle_ms / 4 < 5 ? 5 : idle_ms / 4 > 250 ? 250 : idle_ms / 4);
+    if (atomic_exchange_explicit(&hook_activity, 0, memory_order_relaxed))
+        io.last_activity = now;
+    if (now - io.last_activity < idle_ms)
+        return;
+    pthread_mutex_lock(&hook_mu);
+    for (int i = 0; i < HOOK_MAX_DEVICES; i++)
+        if (hook_st.dev[i].touched && hook_st.dev[i].state == DS_GRANTED)
+            hook_drain_start_locked(i, DRAIN_IDLE);
+    pthread_mutex_unlock(&hook_mu);
+}
+
+/* ---- the thread ---------------------------------------------------------- */
+
+static void read_monitor(void)
+{
+    zmq_msg_t ev, addr;
+    zmq_msg_init(&ev);
+    if (zmq_msg_recv(&ev, io.mon, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&ev);
+        return;
+    }
+    uint16_t event = 0;
+    if (zmq_msg_size(&ev) >= 2)
+        memcpy(&event, zmq_msg_data(&ev), 2);
+    int more = zmq_msg_more(&ev);
+    zmq_msg_close(&ev);
+    if (more) {
+        zmq_msg_init(&addr);
+        zmq_msg_recv(&addr, io.mon, 0);
+        zmq_msg_close(&addr);
+    }
+    if (event == ZMQ_EVENT_DISCONNECTED && io.ready)
+        go_ungated("disconnected", 100);
+}
+
+static void read_socket(void)
+{
+    for (;;) {
+        zmq_msg_t msg;
+        zmq_msg_init(&msg);
+        if (zmq_msg_recv(&msg, io.sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&msg);
+            return;
+        }
+        int more = zmq_msg_more(&msg);
+        on_message(zmq_msg_data(&msg), zmq_msg_size(&msg));
+        zmq_msg_close(&msg);
+        while (more) { /* one frame per message; skip anything else */
+            zmq_msg_init(&msg);
+            zmq_msg_recv(&msg, io.sock, 0);
+            more = zmq_msg_more(&msg);
+            zmq_msg_close(&msg);
+        }
+        if (!io.sock)
+            return; /* the message made us drop the connection */
+    }
+}
+
+static void exit_flush(void)
+{
+    if (io.ready) {
+        pthread_mutex_lock(&hook_mu);
+        for (int i = 0; i < HOOK_MAX_DEVICES; i++) {
+            struct hook_dev *d = &hook_st.dev[i];
+            if (d->touched && (d->state == DS_GRANTED || d->state == DS_DRAINING)) {
+                hook_client_release_locked(d, "exit");
+                d->state = DS_IDLE;
+            }
+        }
+        pthread_mutex_unlock(&hook_mu);
+        send_pending();
+        int linger = EXIT_FLUSH_MS;
+        zmq_setsockopt(io.sock, ZMQ_LINGER, &linger, sizeof linger);
+    }
+    close_socket();
+    zmq_ctx_term(io.zctx); /* waits at most EXIT_FLUSH_MS for the releases to leave */
+    io.zctx = NULL;
+}
+
+static void *io_main(void *arg)
+{
+    (void)arg;
+    hook_thr_mark_internal();
+    memset(&io, 0, sizeof io);
+    io.zctx = zmq_ctx_new();
+    if (io.zctx)
+        zmq_ctx_set(io.zctx, ZMQ_BLOCKY, 0);
+    else
+        go_ungated("cannot create a ZeroMQ context", 0);
+    for (;;) {
+        pthread_mutex_lock(&hook_mu);
+        int stopping = sh.stopping;
+        pthread_mutex_unlock(&hook_mu);
+        if (stopping || !io.zctx)
+            break;
+        uint64_t now = now_ms();
+        if (!io.sock && now >= io.next_attempt)
+            open_socket();
+        now = now_ms();
+        if (io.sock && !io.ready && now >= io.hello_deadline)
+            go_ungated("no welcome", RETRY_MS);
+        if (io.ready) {
+            if (now >= io.next_heartbeat) {
+                send_msg(gs_msg_new(GS_MSG_HEARTBEAT));
+                io.next_heartbeat = now + (uint64_t)io.heartbeat_ms;
+            }
+            idle_tick(now);
+            send_pending();
+        }
+        /* sleep until the next timer or event */
+        uint64_t wake = now + 1000;
+        if (!io.sock && io.next_attempt < wake)
+            wake = io.next_attempt;
+        if (io.sock && !io.ready && io.hello_deadline < wake)
+            wake = io.hello_deadline;
+        if (io.ready && io.next_heartbeat < wake)
+            wake = io.next_heartbeat;
+        if (io.ready && hook_cfg.idle_release_ms && io.next_idle_tick < wake)
+            wake = io.next_idle_tick;
+        zmq_pollitem_t items[3];
+        int n = 0;
+        items[n++] = (zmq_pollitem_t){NULL, sh.efd, ZMQ_POLLIN, 0};
+        if (io.sock)
+            items[n++] = (zmq_pollitem_t){io.sock, 0, ZMQ_POLLIN, 0};
+        if (io.mon)
+            items[n++] = (zmq_pollitem_t){io.mon, 0, ZMQ_POLLIN, 0};
+        long timeout = wake > now ? (long)(wake - now) : 0;
+        if (zmq_poll(items, n, timeout) < 0 && errno != EINTR) {
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        if (items[0].revents & ZMQ_POLLIN) {
+            uint64_t v;
+            ssize_t r = read(sh.efd, &v, sizeof v);
+            (void)r;
+        }
+        for (int i = 1; i < n; i++) {
+            if (!(items[i].revents & ZMQ_POLLIN))
+                continue;
+            if (items[i].socket == io.mon && io.mon)
+                read_monitor();
+            else if (items[i].socket == io.sock && io.sock)
+                read_socket();
+        }
+    }
+    if (io.zctx)
+        exit_flush();
+    pthread_mutex_lock(&hook_mu);
+    sh.io_done = 1;
+    pthread_cond_broadcast(&hook_cv);
+    pthread_mutex_unlock(&hook_mu);
+    return NULL;
+}
+
+void hook_client_start(void)
+{
+    if (hook_cfg.disabled)
+        return;
+    pthread_mutex_lock(&hook_mu);
+    if (sh.started) {
+        pthread_mutex_unlock(&hook_mu);
+        return;
+    }
+    sh.started = 1;
+    sh.pid = getpid();
+    char err[256];
+    if (gs_endpoint_for_client(sh.endpoint, sizeof sh.endpoint, err, sizeof err) != 0) {
+        hook_client_state = CS_UNGATED;
+        hook_gate_update_locked();
+        pthread_mutex_unlock(&hook_mu);
+        gs_warn("%s; running without GPU sharing", err);
+        return;
+    }
+    sh.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    hook_client_state = CS_CONNECTING;
+    pthread_t th;
+    pthread_attr_t a;
+    sigset_t all, old;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals stay the program's */
+    int r = sh.efd >= 0 ? pthread_create(&th, &a, io_main, NULL) : -1;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&a);
+    if (r != 0) {
+        hook_client_state = CS_UNGATED;
+        hook_gate_update_locked();
+        pthread_mutex_unlock(&hook_mu);
+        gs_warn("cannot start the broker thread; running without GPU sharing");
+        return;
+    }
+    pthread_mutex_unlock(&hook_mu);
+}
+
+/* At exit: grants go back (reason exit) if connected; bounded wait. */
+void hook_client_stop(void)
+{
+    pthread_mutex_lock(&hook_mu);
+    if (!sh.started || sh.pid != getpid() || sh.efd < 0 || sh.stopping) {
+        pthread_mutex_unlock(&hook_mu);
+        return;
+    }
+    sh.stopping = 1;
+    hook_client_state = CS_STOPPED;
+    pthread_mutex_unlock(&hook_mu);
+    hook_client_kick();
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t deadline =
+        (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec + EXIT_WAIT_MS * 1000000ULL;
+    pthread_mutex_lock(&hook_mu);
+    while (!sh.io_done) {
+        struct timespec dl = {(time_t)(deadline / 1000000000ULL), (long)(deadline % 1000000000ULL)};
+        if (pthread_cond_timedwait(&hook_cv, &hook_mu, &dl) == ETIMEDOUT)
+            break;
+    }
+    pthread_mutex_unlock(&hook_mu);
+}
+
+/* The child has no I/O thread and must not use the parent's ZeroMQ objects
+ * (they are left alone, not closed); it connects afresh if it touches a
+ * device.  The inherited connection itself is closed by hook_fork.c. */
+void hook_client_atfork_child(void)
+{
+    if (sh.efd >= 0)
+        close(sh.efd);
+    for (int i = 0; i < sh.nreleases; i++)
+        json_decref(sh.releases[i]);
+    char ep[sizeof sh.endpoint];
+    memcpy(ep, sh.endpoint, sizeof ep);
+    memset(&sh, 0, sizeof sh);
+    memcpy(sh.endpoint, ep, sizeof ep); /* hook_fork.c still needs the path */
+    sh.efd = -1;
+    hook_client_state = CS_NONE;
+}

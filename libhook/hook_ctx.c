@@ -1,0 +1,250 @@
+/*
+ * hook_ctx.c - wrappers for the calls that create, switch and destroy
+ * contexts and streams.
+ *
+ * Creating (or retaining) a context for a device is what "touches" the
+ * device: from then on, submissions to it need a grant, so the gate word is
+ * closed before the context is handed to the program and no submission can
+ * slip through on a stale "all granted".  It is also when the broker
+ * connection starts.  Switching the current context invalidates the
+ * thread's stream cache (the default streams are per context).  Destroying
+ * a stream or a context removes its streams from the drain's list, and a
+ * context is not torn down while a drain is synchronising on it.
+ */
+#include "hook_internal.h"
+
+#define PASS_NESTED(abi, args)                                                                     \
+    struct hook_thr *t_ = hook_self();                                                             \
+    if (!t_->nest)                                                                                 \
+        hook_ready();                                                                              \
+    void *real_ = hook_real_get(HOOK_IDX_##abi);                                                   \
+    if (!real_)                                                                                    \
+        return CUDA_ERROR_NOT_FOUND;                                                               \
+    if (t_->nest)                                                                                  \
+        return ((__typeof__(&abi))real_)args;                                                      \
+    hook_count(t_, HOOK_IDX_##abi);                                                                \
+    CUresult r_;                                                                                   \
+    t_->nest++
+
+#define CALL_REAL(abi, args) r_ = ((__typeof__(&abi))real_)args
+#define DONE                                                                                       \
+    t_->nest--;                                                                                    \
+    return r_
+
+/* ---- creation: touch the device ----------------------------------------- */
+
+static void created(CUresult r, CUcontext *pctx, CUdevice dev, int primary)
+{
+    if (r != CUDA_SUCCESS)
+        return;
+    hook_ctx_note(pctx ? *pctx : NULL, (int)dev, primary);
+    hook_touch((int)dev);
+}
+
+#define CTX_CREATE(abi, pctx, dev, args)                                                           \
+    PASS_NESTED(abi, args);                                                                        \
+    CALL_REAL(abi, args);                                                                          \
+    t_->ctx_gen++;                                                                                 \
+    created(r_, pctx, dev, 0);                                                                     \
+    DONE
+
+HOOK_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    CTX_CREATE(cuCtxCreate, pctx, dev, (pctx, flags, dev));
+}
+
+HOOK_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    CTX_CREATE(cuCtxCreate_v2, pctx, dev, (pctx, flags, dev));
+}
+
+HOOK_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray,
+                                    int numParams, unsigned int flags, CUdevice dev)
+{
+    CTX_CREATE(cuCtxCreate_v3, pctx, dev, (pctx, paramsArray, numParams, flags, dev));
+}
+
+HOOK_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
+                                    unsigned int flags, CUdevice dev)
+{
+    CTX_CREATE(cuCtxCreate_v4, pctx, dev, (pctx, ctxCreateParams, flags, dev));
+}
+
+HOOK_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    PASS_NESTED(cuDevicePrimaryCtxRetain, (pctx, dev));
+    CALL_REAL(cuDevicePrimaryCtxRetain, (pctx, dev));
+    created(r_, pctx, dev, 1);
+    DONE;
+}
+
+HOOK_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev,
+                                      unsigned int flags)
+{
+    PASS_NESTED(cuGreenCtxCreate, (phCtx, desc, dev, flags));
+    CALL_REAL(cuGreenCtxCreate, (phCtx, desc, dev, flags));
+    created(r_, NULL, dev, 0);
+    DONE;
+}
+
+HOOK_EXPORT CUresult cuCtxFromGreenCtx(CUcontext *pContext, CUgreenCtx hCtx)
+{
+    PASS_NESTED(cuCtxFromGreenCtx, (pContext, hCtx));
+    CALL_REAL(cuCtxFromGreenCtx, (pContext, hCtx));
+    if (r_ == CUDA_SUCCESS && pContext && *pContext) {
+        CUdevice dev;
+        if (hook_cu.ctxGetDeviceOf && hook_cu.ctxGetDeviceOf(&dev, *pContext) == CUDA_SUCCESS)
+            hook_ctx_note(*pContext, (int)dev, 0);
+    }
+    DONE;
+}
+
+/* ---- switching: the default streams change with the context ------------ */
+
+#define CTX_SWITCH(abi, args)                                                                      \
+    PASS_NESTED(abi, args);                                                                        \
+    CALL_REAL(abi, args);                                                                          \
+    t_->ctx_gen++;                                                                                 \
+    DONE
+
+HOOK_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    CTX_SWITCH(cuCtxSetCurrent, (ctx));
+}
+
+HOOK_EXPORT CUresult cuCtxPushCurrent(CUcontext ctx)
+{
+    CTX_SWITCH(cuCtxPushCurrent, (ctx));
+}
+
+HOOK_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    CTX_SWITCH(cuCtxPushCurrent_v2, (ctx));
+}
+
+HOOK_EXPORT CUresult cuCtxPopCurrent(CUcontext *pctx)
+{
+    CTX_SWITCH(cuCtxPopCurrent, (pctx));
+}
+
+HOOK_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    CTX_SWITCH(cuCtxPopCurrent_v2, (pctx));
+}
+
+/* ---- teardown ----------------------------------------------------------- */
+
+static void teardown_begin(void)
+{
+    pthread_mutex_lock(&hook_mu);
+    hook_wait_no_drain_locked();
+    hook_st.ctx_destroying++;
+    pthread_mutex_unlock(&hook_mu);
+}
+
+static void teardown_end(void)
+{
+    pthread_mutex_lock(&hook_mu);
+    hook_st.ctx_destroying--;
+    pthread_cond_broadcast(&hook_cv);
+    pthread_mutex_unlock(&hook_mu);
+}
+
+#define CTX_DESTROY(abi, ctx)                                                                      \
+    PASS_NESTED(abi, (ctx));                                                                       \
+    teardown_begin();                                                                              \
+    CALL_REAL(abi, (ctx));                                                                         \
+    if (r_ == CUDA_SUCCESS) {                                                                      \
+        hook_streams_forget_ctx(ctx);                                                              \
+        hook_ctx_forget(ctx);                                                                      \
+    }                                                                                              \
+    teardown_end();                                                                                \
+    t_->ctx_gen++;                                                                                 \
+    DONE
+
+HOOK_EXPORT CUresult cuCtxDestroy(CUcontext ctx)
+{
+    CTX_DESTROY(cuCtxDestroy, ctx);
+}
+
+HOOK_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    CTX_DESTROY(cuCtxDestroy_v2, ctx);
+}
+
+/* Release destroys the primary context only when its last reference goes;
+ * Reset always does. */
+static void primary_gone(CUresult r, CUdevice dev, int always)
+{
+    if (r != CUDA_SUCCESS)
+        return;
+    CUcontext c = hook_ctx_primary((int)dev);
+    if (!c)
+        return;
+    unsigned flags;
+    int active = 0;
+    if (!always && hook_cu.primaryCtxGetState &&
+        hook_cu.primaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active)
+        return;
+    hook_streams_forget_ctx(c);
+}
+
+#define PRIMARY_DOWN(abi, always)                                                                  \
+    PASS_NESTED(abi, (dev));                                                                       \
+    teardown_begin();                                                                              \
+    CALL_REAL(abi, (dev));                                                                         \
+    primary_gone(r_, dev, always);                                                                 \
+    teardown_end();                                                                                \
+    DONE
+
+HOOK_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    PRIMARY_DOWN(cuDevicePrimaryCtxRelease, 0);
+}
+
+HOOK_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    PRIMARY_DOWN(cuDevicePrimaryCtxRelease_v2, 0);
+}
+
+HOOK_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    PRIMARY_DOWN(cuDevicePrimaryCtxReset, 1);
+}
+
+HOOK_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    PRIMARY_DOWN(cuDevicePrimaryCtxReset_v2, 1);
+}
+
+HOOK_EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
+{
+    PASS_NESTED(cuGreenCtxDestroy, (hCtx));
+    teardown_begin();
+    CALL_REAL(cuGreenCtxDestroy, (hCtx));
+    if (r_ == CUDA_SUCCESS)
+        hook_streams_forget_green(hCtx);
+    teardown_end();
+    DONE;
+}
+
+/* A drain records events under hook_smu; holding it across the real call
+ * means a drain never records on a stream being destroyed. */
+#define STREAM_DESTROY(abi)                                                                        \
+    PASS_NESTED(abi, (hStream));                                                                   \
+    pthread_mutex_lock(&hook_smu);                                                                 \
+    CALL_REAL(abi, (hStream));                                                                     \
+    if (r_ == CUDA_SUCCESS)                                                                        \
+        hook_streams_forget_stream(hStream);                                                       \
+    pthread_mutex_unlock(&hook_smu);                                                               \
+    DONE
+
+HOOK_EXPORT CUresult cuStreamDestroy(CUstream hStream)
+{
+    STREAM_DESTROY(cuStreamDestroy);
+}
+
+HOOK_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream)
+{
+    STREAM_DESTROY(cuStreamDestroy_v2);
+}

@@ -1,0 +1,166 @@
+/*
+ * hook_drain.c - giving a GPU back: the helper thread.
+ *
+ * A revoke (or idleness) closes the gate for a device at once, on the I/O
+ * thread; the waiting happens here, so that the I/O thread keeps answering
+ * the broker.  The helper
+ *   1. makes sure no submission that saw the gate open is still on its way
+ *      into the driver: membarrier() (the heavy half of an asymmetric fence;
+ *      the fast path has only a compiler barrier) and then every thread's
+ *      busy flag is awaited;
+ *   2. waits until no stream capture is in progress and holds new captures
+ *      and context teardown off, because the hook never synchronises
+ *      anything while a stream of the process is capturing;
+ *   3. records one event on each stream that received work since the grant
+ *      and synchronises on them (hook_streams.c), with the stream's context
+ *      current on this thread only;
+ *   4. sends release, unless the drain was cancelled meanwhile (new work
+ *      arrived during an idle release) or superseded.
+ */
+#define _GNU_SOURCE
+#include "hook_internal.h"
+
+#include <linux/membarrier.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+static pthread_cond_t helper_cv = PTHREAD_COND_INITIALIZER;
+static int helper_running; /* hook_mu */
+static int membarrier_ok = -1;
+
+static void membarrier_setup(void)
+{
+    long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    membarrier_ok = cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+                    syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+    if (!membarrier_ok)
+        gs_debug("membarrier(PRIVATE_EXPEDITED) unavailable: drains fall back to a short pause");
+}
+
+/* Step 1: every submission that loaded the gate word as open has finished
+ * entering the driver. */
+static void quiesce(void)
+{
+    if (membarrier_ok)
+        syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+    else {
+        /* Without membarrier a thread's busy store may still sit in its
+         * store buffer; a pause long enough for it to drain is the best
+         * available (and what the kernel's fallback would do, too). */
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    for (struct hook_thr *t = hook_thr_first(); t; t = t->next) {
+        if (t == hook_t_self || t->internal)
+            continue;
+        while (atomic_load_explicit(&t->busy, memory_order_acquire)) {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+static void drain_one(int dev, unsigned gen)
+{
+    quiesce();
+    pthread_mutex_lock(&hook_mu);
+    struct hook_dev *d = &hook_st.dev[dev];
+    while ((atomic_load(&hook_capture_count) > 0 || hook_st.ctx_destroying > 0) &&
+           d->drain_gen == gen && d->state == DS_DRAINING)
+        pthread_cond_wait(&hook_cv, &hook_mu);
+    if (d->drain_gen != gen || d->state != DS_DRAINING) {
+        pthread_mutex_unlock(&hook_mu);
+        return; /* cancelled */
+    }
+    unsigned long long since = d->epoch_start;
+    hook_st.drain_syncing = 1;
+    pthread_mutex_unlock(&hook_mu);
+
+    hook_streams_drain(dev, since);
+
+    pthread_mutex_lock(&hook_mu);
+    hook_st.drain_syncing = 0;
+    if (d->drain_gen == gen && d->state == DS_DRAINING) {
+        hook_client_release_locked(d, d->drain_reason == DRAIN_IDLE ? "idle" : "revoked");
+        d->state = d->waiters > 0 ? DS_WANT : DS_IDLE;
+        d->grant_id = 0;
+        hook_gate_update_locked();
+        hook_client_kick();
+    }
+    pthread_cond_broadcast(&hook_cv);
+    pthread_mutex_unlock(&hook_mu);
+}
+
+static void *helper_main(void *arg)
+{
+    (void)arg;
+    hook_thr_mark_internal();
+    pthread_mutex_lock(&hook_mu);
+    for (;;) {
+        int dev = -1;
+        for (int i = 0; i < HOOK_MAX_DEVICES && dev < 0; i++)
+            if (hook_st.dev[i].drain_pending)
+                dev = i;
+        if (dev < 0) {
+            pthread_cond_wait(&helper_cv, &hook_mu);
+            continue;
+        }
+        struct hook_dev *d = &hook_st.dev[dev];
+        d->drain_pending = 0;
+        unsigned gen = d->drain_gen;
+        int live = d->state == DS_DRAINING;
+        pthread_mutex_unlock(&hook_mu);
+        if (live)
+            drain_one(dev, gen);
+        pthread_mutex_lock(&hook_mu);
+    }
+    return NULL;
+}
+
+/* hook_mu held. */
+void hook_helper_kick_locked(void)
+{
+    if (!helper_running) {
+        if (membarrier_ok < 0)
+            membarrier_setup();
+        pthread_t th;
+        pthread_attr_t a;
+        sigset_t all, old;
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals stay the program's */
+        int r = pthread_create(&th, &a, helper_main, NULL);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&a);
+        if (r != 0) {
+            gs_error("cannot start the drain thread; giving GPUs back without waiting");
+            for (int i = 0; i < HOOK_MAX_DEVICES; i++) {
+                struct hook_dev *d = &hook_st.dev[i];
+                if (!d->drain_pending)
+                    continue;
+                d->drain_pending = 0;
+                hook_client_release_locked(d, d->drain_reason == DRAIN_IDLE ? "idle" : "revoked");
+                d->state = d->waiters > 0 ? DS_WANT : DS_IDLE;
+                d->grant_id = 0;
+            }
+            hook_gate_update_locked();
+            hook_client_kick();
+            pthread_cond_broadcast(&hook_cv);
+            return;
+        }
+        helper_running = 1;
+    }
+    pthread_cond_signal(&helper_cv);
+}
+
+void hook_drain_atfork_child(void)
+{
+    pthread_cond_init(&helper_cv, NULL);
+    helper_running = 0;
+    membarrier_ok = -1; /* registration is per address space */
+}

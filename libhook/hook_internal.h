@@ -1,0 +1,335 @@
+/*
+ * hook_internal.h - what the hook's source files share: cuda.h with every ABI
+ * version declared, the table of interposed entry points (hook_table.def) as
+ * an enum and arrays, the per-thread record, the real driver's functions the
+ * hook calls itself, and the interfaces between the modules.  Nothing here is
+ * exported: the library is built with -fvisibility=hidden and only
+ * HOOK_EXPORT definitions (the CUDA ABI names, dlsym, gpushare_hook_*) are
+ * visible.
+ */
+#ifndef GS_HOOK_INTERNAL_H
+#define GS_HOOK_INTERNAL_H
+
+/* cuda.h normally renames cuMemAlloc to cuMemAlloc_v2 and so on; with
+ * __CUDA_API_VERSION_INTERNAL the renaming is undone and every ABI version
+ * (cuMemAlloc, cuMemAlloc_v2, cuMemcpyHtoD_v2_ptds, ...) is declared with its
+ * own prototype, so the compiler checks each wrapper against the exact
+ * function it replaces. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HOOK_EXPORT __attribute__((visibility("default")))
+
+/* ---- the table --------------------------------------------------------- */
+
+enum hook_class { HOOK_SUBMIT, HOOK_SYNC, HOOK_ALLOC, HOOK_FREE, HOOK_RESOLVE, HOOK_OTHER };
+
+enum hook_idx {
+#define HOOK_FN(cls, abi, base, pt, stream, params, args) HOOK_IDX_##abi,
+#include "hook_table.def"
+    HOOK_N
+};
+
+struct hook_entry {
+    const char *abi;  /* exported name */
+    const char *base; /* name given to cuGetProcAddress */
+    enum hook_class cls;
+    int per_thread; /* _ptsz/_ptds variant */
+    void *wrapper;  /* our definition of abi */
+};
+
+extern const struct hook_entry hook_table[HOOK_N];
+/* The real libcuda's address of each entry (NULL: libcuda lacks it), filled
+ * by hook_init(). */
+extern void *hook_real[HOOK_N];
+
+/* Index of an ABI name, or -1. */
+int hook_find_abi(const char *name);
+/* Indices [*first, *first + n) of hook_sorted_by_base() share base name
+ * `base`; returns n (0 when unknown). */
+size_t hook_find_base(const char *base, size_t *first);
+const int *hook_sorted_by_base(void);
+
+/* The real function of entry idx (NULL when libcuda lacks it). */
+void *hook_real_get(int idx);
+#define HOOK_REAL_FN(abi) ((__typeof__(&abi))hook_real_get(HOOK_IDX_##abi))
+
+/* ---- initialisation and configuration (hook_main.c, hook_real.c) ------ */
+
+struct hook_config {
+    int disabled;             /* GPUSHARE_DISABLE=1: pure pass-through */
+    unsigned idle_release_ms; /* GPUSHARE_IDLE_RELEASE_MS, 0 = never */
+    char session[256];        /* GPUSHARE_SESSION, "" = none */
+};
+extern struct hook_config hook_cfg;
+
+/* Lazy, idempotent, thread-safe: finds the real driver and reads the
+ * environment.  Touches no CUDA state. */
+void hook_init(void);
+extern _Atomic int hook_inited;
+static inline void hook_ready(void)
+{
+    if (__builtin_expect(!atomic_load_explicit(&hook_inited, memory_order_acquire), 0))
+        hook_init();
+}
+
+/* hook_real.c: the real dlsym (never glibc-private symbols), the real
+ * libcuda handle and the table of real addresses. */
+typedef void *(*hook_dlsym_fn)(void *, const char *);
+hook_dlsym_fn hook_real_dlsym(void);
+void *hook_libcuda(void); /* handle, NULL when libcuda could not be loaded */
+void hook_real_load(void);
+
+/* Real driver functions the hook calls itself (NULL where libcuda lacks
+ * one); never our wrappers. */
+struct hook_cuda {
+    __typeof__(&cuInit) init;
+    __typeof__(&cuCtxGetCurrent) ctxGetCurrent;
+    __typeof__(&cuCtxSetCurrent) ctxSetCurrent;
+    __typeof__(&cuCtxGetDevice) ctxGetDevice;
+    __typeof__(&cuCtxGetDevice_v2) ctxGetDeviceOf;
+    __typeof__(&cuCtxPushCurrent_v2) ctxPush;
+    __typeof__(&cuCtxPopCurrent_v2) ctxPop;
+    __typeof__(&cuStreamGetCtx) streamGetCtx;
+    __typeof__(&cuStreamGetCtx_v2) streamGetCtx2;
+    __typeof__(&cuStreamGetDevice) streamGetDevice;
+    __typeof__(&cuStreamIsCapturing) streamIsCapturing;
+    __typeof__(&cuEventCreate) eventCreate;
+    __typeof__(&cuEventRecord) eventRecord;
+    __typeof__(&cuEventSynchronize) eventSynchronize;
+    __typeof__(&cuEventDestroy_v2) eventDestroy;
+    __typeof__(&cuDeviceGetCount) deviceGetCount;
+    __typeof__(&cuDeviceGet) deviceGet;
+    __typeof__(&cuDeviceGetUuid_v2) deviceGetUuid2;
+    __typeof__(&cuDeviceGetUuid) deviceGetUuid;
+    __typeof__(&cuDevicePrimaryCtxGetState) primaryCtxGetState;
+};
+extern struct hook_cuda hook_cu;
+
+uint64_t hook_now_ns(void); /* CLOCK_MONOTONIC */
+
+/* ---- per-thread record (hook_thread.c) --------------------------------- */
+
+#define HOOK_TCACHE 4
+
+struct hook_thr {
+    _Atomic int busy; /* inside a gated submission: a drain waits for 0 */
+    int nest;         /* inside a wrapper or a hook thread: calls pass straight through */
+    int captures;     /* stream captures this thread began and has not ended */
+    unsigned ctx_gen; /* bumped when this thread's current context may change */
+    int internal;     /* one of the hook's own threads */
+    int live;         /* owned by a running thread */
+    unsigned cache_next;
+    struct {
+        CUstream s;
+        unsigned long long epoch;
+        unsigned ctx_gen;
+    } cache[HOOK_TCACHE]; /* streams already marked in this epoch */
+    _Atomic unsigned long long calls[HOOK_N];
+    struct hook_thr *next;
+};
+
+extern __thread struct hook_thr *hook_t_self __attribute__((tls_model("initial-exec")));
+struct hook_thr *hook_thr_register(void);
+static inline struct hook_thr *hook_self(void)
+{
+    struct hook_thr *t = hook_t_self;
+    return __builtin_expect(t != NULL, 1) ? t : hook_thr_register();
+}
+/* Single writer, so no read-modify-write: no lock prefix, no contention. */
+static inline void hook_count(struct hook_thr *t, int idx)
+{
+    atomic_store_explicit(&t->calls[idx],
+                          atomic_load_explicit(&t->calls[idx], memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+struct hook_thr *hook_thr_first(void); /* registry, for drains (never shrinks) */
+unsigned long long hook_thr_calls(int idx);
+void hook_thr_mark_internal(void);
+void hook_thr_atfork_prepare(void);
+void hook_thr_atfork_parent(void);
+void hook_thr_atfork_child(void);
+
+/* ---- devices and the gate (hook_gate.c) -------------------------------- */
+
+enum { HOOK_GATE_CLOSED = 0, HOOK_GATE_OPEN = 1, HOOK_GATE_UNGATED = 2 };
+/* CLOSED: some device this process touched is not granted; OPEN: all are
+ * granted; UNGATED: no broker (or GPUSHARE_DISABLE), nothing waits. */
+extern _Atomic int hook_gate_word;
+extern _Atomic unsigned long long hook_track_epoch; /* bumped at each grant */
+extern _Atomic int hook_activity;      /* set by submissions, cleared by the idle timer */
+extern _Atomic int hook_capture_count; /* stream captures in progress */
+
+#define HOOK_MAX_DEVICES 64
+#define HOOK_UUID_LEN    48
+
+enum hook_dev_state {
+    DS_IDLE = 0,  /* touched, no grant, nobody waiting */
+    DS_WANT,      /* someone waits: acquire to be sent */
+    DS_REQUESTED, /* acquire sent */
+    DS_GRANTED,
+    DS_DRAINING /* gate closed, waiting for submitted work before release */
+};
+enum hook_drain_reason { DRAIN_REVOKED = 1, DRAIN_IDLE };
+
+struct hook_dev {
+    int touched;
+    enum hook_dev_state state;
+    char uuid[HOOK_UUID_LEN];
+    long long grant_id;
+    long long quantum_us;
+    uint64_t granted_ns;
+    unsigned long long epoch_start; /* hook_track_epoch when granted */
+    enum hook_drain_reason drain_reason;
+    unsigned drain_gen; /* bumped when a drain starts or is cancelled */
+    int drain_pending;  /* for the helper thread */
+    int waiters;
+    long long acquire_seq;
+    uint64_t wait_since_ns;
+    int wait_warned;
+    char wait_info[256]; /* from the broker's reply to acquire */
+};
+
+/* Everything below is guarded by hook_mu. */
+extern pthread_mutex_t hook_mu;
+extern pthread_cond_t hook_cv; /* any change of device, client or capture state */
+struct hook_state {
+    struct hook_dev dev[HOOK_MAX_DEVICES];
+    int ndev; /* devices enumerated (uuid known) */
+    int enumerated;
+    int drain_syncing;  /* the helper is recording/synchronising events */
+    int ctx_destroying; /* a context is being destroyed */
+};
+extern struct hook_state hook_st;
+
+void hook_gate_init(void);
+/* The slow path of a submission: returns when the caller may submit (with
+ * t->busy set). */
+void hook_gate_slow(struct hook_thr *t, CUstream s, int pt);
+/* Recomputes hook_gate_word (hook_mu held). */
+void hook_gate_update_locked(void);
+/* A context for device `dev` now exists: the device is gated from now on. */
+void hook_touch(int dev);
+struct hook_dev *hook_touch_locked(int dev);
+struct hook_dev *hook_dev_by_uuid_locked(const char *uuid);
+/* Starts a drain of d (hook_mu held). */
+void hook_drain_start_locked(int dev, enum hook_drain_reason why);
+void hook_gate_atfork_prepare(void);
+void hook_gate_atfork_parent(void);
+void hook_gate_atfork_child(void);
+
+/* The fast path, inlined into every SUBMIT wrapper: one acquire load of the
+ * gate word.  busy is set before the load; a drain closes the gate, then
+ * runs membarrier() (an asymmetric fence standing in for the fence this
+ * path leaves out), then waits for every busy flag to clear, so no
+ * submission that saw the gate open can slip past a drain. */
+void hook_track_slow(struct hook_thr *t, CUstream s, unsigned long long epoch);
+static inline CUstream hook_norm_stream(CUstream s, int pt)
+{
+    if (s == NULL)
+        return pt ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+    return s;
+}
+static inline int hook_stream_implicit(CUstream s)
+{
+    return s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+}
+static inline void hook_track(struct hook_thr *t, CUstream s)
+{
+    if (!atomic_load_explicit(&hook_activity, memory_order_relaxed))
+        atomic_store_explicit(&hook_activity, 1, memory_order_relaxed);
+    unsigned long long e = atomic_load_explicit(&hook_track_epoch, memory_order_relaxed);
+    for (int i = 0; i < HOOK_TCACHE; i++)
+        if (t->cache[i].s == s && t->cache[i].epoch == e && t->cache[i].ctx_gen == t->ctx_gen)
+            return;
+    hook_track_slow(t, s, e);
+}
+static inline void hook_submit_enter(struct hook_thr *t, CUstream s, int pt)
+{
+    s = hook_norm_stream(s, pt);
+    atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+    int w = atomic_load_explicit(&hook_gate_word, memory_order_acquire);
+    if (__builtin_expect(w == HOOK_GATE_OPEN, 1)) {
+        hook_track(t, s);
+        return;
+    }
+    if (w == HOOK_GATE_UNGATED)
+        return;
+    atomic_store_explicit(&t->busy, 0, memory_order_release);
+    hook_gate_slow(t, s, pt);
+}
+static inline void hook_submit_leave(struct hook_thr *t)
+{
+    atomic_store_explicit(&t->busy, 0, memory_order_release);
+}
+
+/* ---- contexts, streams, devices (hook_cuctx.c) ------------------------- */
+
+/* Device and context of stream s (already normalised). 0, or -1. */
+int hook_stream_where(CUstream s, CUcontext *ctx, int *dev);
+int hook_stream_capturing(CUstream s);
+void hook_ctx_note(CUcontext ctx, int dev, int primary);
+int hook_ctx_device(CUcontext ctx);
+CUcontext hook_ctx_primary(int dev);
+void hook_ctx_forget(CUcontext ctx);
+/* Enumerates the devices' UUIDs once the driver is initialised. */
+void hook_devices_enumerate(void);
+void hook_cuctx_atfork_prepare(void);
+void hook_cuctx_atfork_parent(void);
+void hook_cuctx_atfork_child(void);
+
+/* ---- streams that received work (hook_streams.c) ----------------------- */
+
+extern pthread_mutex_t hook_smu;
+/* Records an event on every stream of `dev` marked since `since` and waits
+ * for them all. */
+void hook_streams_drain(int dev, unsigned long long since);
+void hook_streams_forget_stream(CUstream s); /* hook_smu held */
+void hook_streams_forget_ctx(CUcontext ctx);
+void hook_streams_forget_green(CUgreenCtx g);
+void hook_streams_atfork_prepare(void);
+void hook_streams_atfork_parent(void);
+void hook_streams_atfork_child(void);
+
+/* ---- capture (hook_capture.c) ------------------------------------------ */
+
+/* Waits until no drain is synchronising (hook_mu held by the callers). */
+void hook_wait_no_drain_locked(void);
+void hook_capture_atfork_child(void);
+
+/* ---- drains (hook_drain.c) --------------------------------------------- */
+
+/* Wakes (starting it if needed) the helper thread that drains devices. */
+void hook_helper_kick_locked(void);
+void hook_drain_atfork_child(void);
+
+/* ---- the broker (hook_client.c) ---------------------------------------- */
+
+enum hook_client_state {
+    CS_NONE = 0,   /* not started (no device touched yet) */
+    CS_CONNECTING, /* first attempt: submissions wait (at most ~200 ms) */
+    CS_READY,      /* welcome received: gated */
+    CS_UNGATED,    /* no broker: running ungated, reconnecting in the background */
+    CS_STOPPED     /* exiting */
+};
+extern enum hook_client_state hook_client_state; /* hook_mu */
+/* Starts the I/O thread once a device is touched. */
+void hook_client_start(void);
+/* Wakes the I/O thread (acquires to send, releases queued). */
+void hook_client_kick(void);
+/* Queues a release (hook_mu held). */
+void hook_client_release_locked(struct hook_dev *d, const char *reason);
+void hook_client_stop(void); /* at exit: releases, bounded wait */
+void hook_client_atfork_child(void);
+const char *hook_client_ipc_path(void);
+
+/* ---- fork (hook_fork.c) ------------------------------------------------ */
+void hook_fork_register(void);
+
+#endif

@@ -1,0 +1,179 @@
+/*
+ * hook_resolve.c - the two ways a program obtains entry points at run time:
+ * dlsym and cuGetProcAddress.  (The third, ELF binding, needs nothing: the
+ * hook is preloaded and exports the ABI names.)
+ *
+ * Both substitute by identity: the real resolver runs first, and only when
+ * it returns exactly the real libcuda address of one of the table's ABI
+ * names is that replaced by the hook's wrapper of the same ABI name.  So the
+ * version the caller asked for (cudaVersion), the per-thread-default-stream
+ * flag (_ptsz/_ptds) and failures are the driver's answer, unchanged.  When
+ * asked for "cuGetProcAddress" itself the real one returns itself, and the
+ * program gets the hook's wrapper of that variant: PyTorch's CUDA 13 runtime
+ * resolves everything through the pointer it gets that way.
+ *
+ * dlsym(RTLD_NEXT, ...) is relative to the caller, so it cannot simply be
+ * forwarded (the real dlsym would search after the hook).  The hook finds
+ * the caller's object with __builtin_return_address(0) and dladdr1
+ * (RTLD_DL_LINKMAP), then walks the link map after it and takes the first
+ * object that defines the name (dlopen RTLD_NOLOAD of each, dlsym, dladdr1
+ * to check where the symbol lives).  That is the load order, which for
+ * objects loaded at start-up is the global search order RTLD_NEXT uses;
+ * only public glibc interfaces are involved.
+ */
+#define _GNU_SOURCE
+#include "hook_internal.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <string.h>
+
+#include "log.h"
+
+/* p is what the real resolver returned for `name`; the hook's wrapper when p
+ * is the real address of an ABI variant of that name. */
+static void *substitute(const char *name, void *p, int want_pt)
+{
+    if (!p || !name)
+        return p;
+    size_t first, n = hook_find_base(name, &first);
+    if (n == 0) {
+        int idx = hook_find_abi(name); /* asked by ABI name: look at its base's variants */
+        if (idx < 0)
+            return p;
+        n = hook_find_base(hook_table[idx].base, &first);
+    }
+    const int *by_base = hook_sorted_by_base();
+    int match = -1;
+    for (size_t i = first; i < first + n; i++) {
+        int idx = by_base[i];
+        if (hook_real[idx] != p)
+            continue;
+        /* Two ABI names at one address: prefer the one whose stream
+         * semantics the caller asked for. */
+        if (match < 0 || hook_table[idx].per_thread == want_pt)
+            match = idx;
+    }
+    if (match < 0) {
+        gs_debug("%s resolved to %p, which is no variant the hook knows: passed through", name, p);
+        return p;
+    }
+    return hook_table[match].wrapper;
+}
+
+/* ---- cuGetProcAddress --------------------------------------------------- */
+
+static int flags_pt(cuuint64_t flags)
+{
+    return (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) &&
+           !(flags & CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+}
+
+HOOK_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                         cuuint64_t flags,
+                                         CUdriverProcAddressQueryResult *symbolStatus)
+{
+    struct hook_thr *t = hook_self();
+    if (!t->nest)
+        hook_ready();
+    __typeof__(&cuGetProcAddress_v2) real = HOOK_REAL_FN(cuGetProcAddress_v2);
+    if (!real)
+        return CUDA_ERROR_NOT_FOUND;
+    if (t->nest)
+        return real(symbol, pfn, cudaVersion, flags, symbolStatus);
+    hook_count(t, HOOK_IDX_cuGetProcAddress_v2);
+    t->nest++;
+    CUresult r = real(symbol, pfn, cudaVersion, flags, symbolStatus);
+    if (r == CUDA_SUCCESS && pfn && *pfn)
+        *pfn = substitute(symbol, *pfn, flags_pt(flags));
+    t->nest--;
+    return r;
+}
+
+HOOK_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+                                      cuuint64_t flags)
+{
+    struct hook_thr *t = hook_self();
+    if (!t->nest)
+        hook_ready();
+    __typeof__(&cuGetProcAddress) real = HOOK_REAL_FN(cuGetProcAddress);
+    if (!real)
+        return CUDA_ERROR_NOT_FOUND;
+    if (t->nest)
+        return real(symbol, pfn, cudaVersion, flags);
+    hook_count(t, HOOK_IDX_cuGetProcAddress);
+    t->nest++;
+    CUresult r = real(symbol, pfn, cudaVersion, flags);
+    if (r == CUDA_SUCCESS && pfn && *pfn)
+        *pfn = substitute(symbol, *pfn, flags_pt(flags));
+    t->nest--;
+    return r;
+}
+
+/* ---- dlsym -------------------------------------------------------------- */
+
+static int maybe_ours(const char *name)
+{
+    return name && name[0] == 'c' && name[1] == 'u' && hook_find_abi(name) >= 0;
+}
+
+/* A failed lookup leaves an error for dlerror(); the hook's own successful
+ * dl calls would have cleared it, so make one that fails the same way. */
+static void *not_found(hook_dlsym_fn real, const char *name)
+{
+    void *h = hook_libcuda();
+    if (!h || real(h, name))
+        (void)dlvsym(RTLD_DEFAULT, name, "GPUSHARE_NOT_FOUND");
+    return NULL;
+}
+
+/* What the real dlsym found for an ABI name of the table. */
+static void *substitute_dl(hook_dlsym_fn real, const char *name, void *p)
+{
+    if (!p)
+        return p;
+    int idx = hook_find_abi(name);
+    hook_ready();
+    if (p == hook_table[idx].wrapper && !hook_real[idx])
+        return not_found(real, name); /* only the hook's own export: libcuda lacks it */
+    if (p == hook_real[idx])
+        return hook_table[idx].wrapper;
+    return p;
+}
+
+static void *dlsym_next(hook_dlsym_fn real, const void *caller, const char *name)
+{
+    Dl_info info;
+    struct link_map *lm = NULL;
+    if (!dladdr1(caller, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
+        return real(RTLD_NEXT, name); /* unknown caller: relative to the hook */
+    for (struct link_map *l = lm->l_next; l; l = l->l_next) {
+        if (!l->l_name || !l->l_name[0])
+            continue;
+        void *h = dlopen(l->l_name, RTLD_LAZY | RTLD_NOLOAD);
+        if (!h)
+            continue;
+        void *p = real(h, name);
+        dlclose(h);
+        struct link_map *where = NULL;
+        Dl_info pi;
+        if (p && dladdr1(p, &pi, (void **)&where, RTLD_DL_LINKMAP) && where == l) {
+            (void)dlerror(); /* the misses on the way are not the caller's errors */
+            return p;
+        }
+    }
+    (void)dlvsym(RTLD_DEFAULT, name, "GPUSHARE_RTLD_NEXT_NOT_FOUND"); /* for dlerror() */
+    return NULL;
+}
+
+HOOK_EXPORT void *dlsym(void *handle, const char *name)
+{
+    hook_dlsym_fn real = hook_real_dlsym();
+    if (!real)
+        return NULL;
+    void *p = handle == RTLD_NEXT ? dlsym_next(real, __builtin_return_address(0), name)
+                                  : real(handle, name);
+    if (!maybe_ours(name))
+        return p;
+    return substitute_dl(real, name, p);
+}
