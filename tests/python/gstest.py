@@ -103,3 +103,45 @@ class Broker:
 
     def status(self):
         return json.loads(self.cli("status", "--json").stdout)
+
+
+def install_kernelspec(prefix, env, *args):
+    """Install the Shared GPU kernelspec under prefix with the build tree's
+    launcher; returns the kernels directory."""
+    r = subprocess.run([CLI, "kernelspec", "install", "--prefix", str(prefix), "--launcher",
+                        LAUNCH, "--python", PYTHON] + list(args), env=env, capture_output=True,
+                       text=True, timeout=30)
+    if r.returncode != 0:
+        raise AssertionError("kernelspec install failed: " + r.stderr)
+    return os.path.join(str(prefix), "share", "jupyter", "kernels")
+
+
+def start_kernel(kernels_dir, env, name="shared-gpu"):
+    """Start a kernel from the spec `name` found in kernels_dir, with env,
+    through Debian's jupyter_client; returns (manager, client)."""
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import KernelManager
+
+    ksm = KernelSpecManager(kernel_dirs=[kernels_dir])
+    km = KernelManager(kernel_name=name, kernel_spec_manager=ksm)
+    km.start_kernel(env=env)
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+    except RuntimeError:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+        raise
+    return km, kc
+
+
+def run_cell(kc, code, timeout=60):
+    """Execute code; returns (reply content, stdout text, stderr text)."""
+    outputs = []
+    reply = kc.execute_interactive(code, timeout=timeout, output_hook=outputs.append)
+    streams = {"stdout": "", "stderr": ""}
+    for m in outputs:
+        if m["msg_type"] == "stream":
+            streams[m["content"]["name"]] += m["content"]["text"]
+    return reply["content"], streams["stdout"], streams["stderr"]

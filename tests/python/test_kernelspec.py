@@ -78,25 +78,12 @@ def test_build_tree_kernel_json_is_valid():
 
 
 def test_kernel_manager_starts_shared_gpu_kernel(tmp_path, sim):
-    from jupyter_client.manager import start_new_kernel
-
-    assert install("--prefix", str(tmp_path), "--launcher", gstest.LAUNCH,
-                   "--python", gstest.PYTHON, env=sim).returncode == 0
-    env = dict(sim, JUPYTER_PATH=str(tmp_path / "share" / "jupyter"))
-    old = dict(os.environ)
-    os.environ.update(env)  # KernelSpecManager reads JUPYTER_PATH from here
+    kernels = gstest.install_kernelspec(tmp_path, sim)
+    km, kc = gstest.start_kernel(kernels, sim)
     try:
-        km, kc = start_new_kernel(kernel_name="shared-gpu", env=env, startup_timeout=60)
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
-    try:
-        outputs = []
-        reply = kc.execute_interactive("import os; print(os.environ['LD_PRELOAD'])", timeout=60,
-                                       output_hook=outputs.append)
-        assert reply["content"]["status"] == "ok"
-        text = "".join(m["content"].get("text", "") for m in outputs if m["msg_type"] == "stream")
-        assert text.strip() == gstest.HOOK
+        content, out, _ = gstest.run_cell(kc, "import os; print(os.environ['LD_PRELOAD'])")
+        assert content["status"] == "ok"
+        assert out.strip() == gstest.HOOK
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)

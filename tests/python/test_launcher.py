@@ -58,24 +58,17 @@ def test_bad_usage(sim, args, rc, text):
 def test_ipykernel_through_launcher_runs_simulated_gpu_cell(sim, tmp_path):
     """A real kernel (Debian's ipykernel) started the way the kernelspec
     starts it, running a cell that uses the simulated GPU under the hook."""
-    from jupyter_client.manager import start_new_kernel
-
-    cmd = [gstest.LAUNCH, "--", gstest.PYTHON, "-m", "ipykernel_launcher", "-f",
-           "{connection_file}"]
-    km, kc = start_new_kernel(kernel_cmd=cmd, env=sim, startup_timeout=60)
+    kernels = gstest.install_kernelspec(tmp_path, sim)
+    km, kc = gstest.start_kernel(kernels, sim)
     try:
-        outputs = []
         code = ("import os, gpusim\n"
                 "gpusim.init()\n"
                 "gpusim.launch(us=2000)\n"
                 "gpusim.synchronize()\n"
                 "print(os.environ['LD_PRELOAD'], gpusim.is_simulated(), gpusim.busy_ns() >= 2000000)")
-        reply = kc.execute_interactive(code, timeout=60,
-                                       output_hook=lambda m: outputs.append(m))
-        assert reply["content"]["status"] == "ok", reply["content"]
-        text = "".join(m["content"].get("text", "") for m in outputs
-                       if m["msg_type"] == "stream")
-        assert text.split() == [gstest.HOOK, "True", "True"]
+        content, out, err = gstest.run_cell(kc, code)
+        assert content["status"] == "ok", content
+        assert out.split() == [gstest.HOOK, "True", "True"]
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
