@@ -127,8 +127,7 @@ SIM_EXPORT CUresult cuMemcpyDtoH(void *dstHost, CUdeviceptr_v1 srcDevice, unsign
     SIM_GATED(copy1d(dstHost, CDP(srcDevice), ByteCount, NULL, 0, 1, "DtoH"));
 }
 
-SIM_EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
-                                    size_t ByteCount)
+SIM_EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
 {
     SIM_GATED(copy1d(DP(dstDevice), CDP(srcDevice), ByteCount, NULL, 0, 1, "DtoD"));
 }
@@ -212,22 +211,21 @@ static CUresult peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext
     return copy1d(DP(dst), CDP(src), n, h, pt, sync, "peer");
 }
 
-SIM_EXPORT CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext,
-                                 CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount)
+SIM_EXPORT CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                 CUcontext srcContext, size_t ByteCount)
 {
     SIM_GATED(peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, NULL, 0, 1));
 }
 
 SIM_EXPORT CUresult cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext dstContext,
-                                      CUdeviceptr srcDevice, CUcontext srcContext,
-                                      size_t ByteCount)
+                                      CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount)
 {
     SIM_GATED(peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, NULL, 1, 1));
 }
 
 SIM_EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext,
-                                      CUdeviceptr srcDevice, CUcontext srcContext,
-                                      size_t ByteCount, CUstream hStream)
+                                      CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount,
+                                      CUstream hStream)
 {
     SIM_GATED(peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream, 0, 0));
 }
@@ -275,8 +273,8 @@ static CUresult copy3d(const CUDA_MEMCPY3D *c, CUstream h, int pt, int sync, con
         return CUDA_ERROR_INVALID_VALUE;
     struct copy_desc d = {
         .dst = (char *)dst + (c->dstZ * c->dstHeight + c->dstY) * c->dstPitch + c->dstXInBytes,
-        .src = (const char *)src + (c->srcZ * c->srcHeight + c->srcY) * c->srcPitch +
-               c->srcXInBytes,
+        .src =
+            (const char *)src + (c->srcZ * c->srcHeight + c->srcY) * c->srcPitch + c->srcXInBytes,
         .width = c->WidthInBytes,
         .height = c->Height,
         .depth = depth,
@@ -377,8 +375,8 @@ static CUresult set2d(CUdeviceptr dst, size_t pitch, uint32_t value, int elsize,
         sim_unlock();
         return rc;
     }
-    if (!dst || dst % (CUdeviceptr)elsize || (height > 1 && (pitch < width * (size_t)elsize ||
-                                                              pitch % (size_t)elsize)))
+    if (!dst || dst % (CUdeviceptr)elsize ||
+        (height > 1 && (pitch < width * (size_t)elsize || pitch % (size_t)elsize)))
         return CUDA_ERROR_INVALID_VALUE;
     struct sim_op *op = sim_op_new(SIM_OP_SET);
     if (!op)
@@ -481,14 +479,14 @@ SIM_EXPORT CUresult cuMemsetD2D8_v2(CUdeviceptr dstDevice, size_t dstPitch, unsi
     SIM_GATED(set2d(dstDevice, dstPitch, uc, 1, Width, Height, NULL, 0, 1));
 }
 
-SIM_EXPORT CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch,
-                                         unsigned char uc, size_t Width, size_t Height)
+SIM_EXPORT CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc,
+                                         size_t Width, size_t Height)
 {
     SIM_GATED(set2d(dstDevice, dstPitch, uc, 1, Width, Height, NULL, 1, 1));
 }
 
-SIM_EXPORT CUresult cuMemsetD2D8(CUdeviceptr_v1 dstDevice, unsigned int dstPitch,
-                                 unsigned char uc, unsigned int Width, unsigned int Height)
+SIM_EXPORT CUresult cuMemsetD2D8(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned char uc,
+                                 unsigned int Width, unsigned int Height)
 {
     SIM_GATED(set2d(dstDevice, dstPitch, uc, 1, Width, Height, NULL, 0, 1));
 }
@@ -499,8 +497,8 @@ SIM_EXPORT CUresult cuMemsetD2D16_v2(CUdeviceptr dstDevice, size_t dstPitch, uns
     SIM_GATED(set2d(dstDevice, dstPitch, us, 2, Width, Height, NULL, 0, 1));
 }
 
-SIM_EXPORT CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch,
-                                          unsigned short us, size_t Width, size_t Height)
+SIM_EXPORT CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us,
+                                          size_t Width, size_t Height)
 {
     SIM_GATED(set2d(dstDevice, dstPitch, us, 2, Width, Height, NULL, 1, 1));
 }
@@ -517,14 +515,14 @@ SIM_EXPORT CUresult cuMemsetD2D32_v2(CUdeviceptr dstDevice, size_t dstPitch, uns
     SIM_GATED(set2d(dstDevice, dstPitch, ui, 4, Width, Height, NULL, 0, 1));
 }
 
-SIM_EXPORT CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch,
-                                          unsigned int ui, size_t Width, size_t Height)
+SIM_EXPORT CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui,
+                                          size_t Width, size_t Height)
 {
     SIM_GATED(set2d(dstDevice, dstPitch, ui, 4, Width, Height, NULL, 1, 1));
 }
 
-SIM_EXPORT CUresult cuMemsetD2D32(CUdeviceptr_v1 dstDevice, unsigned int dstPitch,
-                                  unsigned int ui, unsigned int Width, unsigned int Height)
+SIM_EXPORT CUresult cuMemsetD2D32(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned int ui,
+                                  unsigned int Width, unsigned int Height)
 {
     SIM_GATED(set2d(dstDevice, dstPitch, ui, 4, Width, Height, NULL, 0, 1));
 }
@@ -535,16 +533,14 @@ SIM_EXPORT CUresult cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch, un
     SIM_GATED(set2d(dstDevice, dstPitch, uc, 1, Width, Height, hStream, 0, 0));
 }
 
-SIM_EXPORT CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch,
-                                           unsigned char uc, size_t Width, size_t Height,
-                                           CUstream hStream)
+SIM_EXPORT CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc,
+                                           size_t Width, size_t Height, CUstream hStream)
 {
     SIM_GATED(set2d(dstDevice, dstPitch, uc, 1, Width, Height, hStream, 1, 0));
 }
 
-SIM_EXPORT CUresult cuMemsetD2D16Async(CUdeviceptr dstDevice, size_t dstPitch,
-                                       unsigned short us, size_t Width, size_t Height,
-                                       CUstream hStream)
+SIM_EXPORT CUresult cuMemsetD2D16Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us,
+                                       size_t Width, size_t Height, CUstream hStream)
 {
     SIM_GATED(set2d(dstDevice, dstPitch, us, 2, Width, Height, hStream, 0, 0));
 }
@@ -562,9 +558,8 @@ SIM_EXPORT CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, u
     SIM_GATED(set2d(dstDevice, dstPitch, ui, 4, Width, Height, hStream, 0, 0));
 }
 
-SIM_EXPORT CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch,
-                                            unsigned int ui, size_t Width, size_t Height,
-                                            CUstream hStream)
+SIM_EXPORT CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui,
+                                            size_t Width, size_t Height, CUstream hStream)
 {
     SIM_GATED(set2d(dstDevice, dstPitch, ui, 4, Width, Height, hStream, 1, 0));
 }

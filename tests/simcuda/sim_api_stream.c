@@ -37,8 +37,7 @@ SIM_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
     SIM_GATED(stream_create(phStream, Flags, 0));
 }
 
-SIM_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags,
-                                               int priority)
+SIM_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
 {
     SIM_GATED(stream_create(phStream, flags, priority));
 }
@@ -202,8 +201,7 @@ SIM_EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *u
     SIM_GATED(launch_host_func(hStream, fn, userData, 1));
 }
 
-static CUresult add_callback(CUstream h, CUstreamCallback fn, void *arg, unsigned int flags,
-                             int pt)
+static CUresult add_callback(CUstream h, CUstreamCallback fn, void *arg, unsigned int flags, int pt)
 {
     if (!fn || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -215,8 +213,8 @@ static CUresult add_callback(CUstream h, CUstreamCallback fn, void *arg, unsigne
     return host_op(h, pt, op);
 }
 
-SIM_EXPORT CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback,
-                                        void *userData, unsigned int flags)
+SIM_EXPORT CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData,
+                                        unsigned int flags)
 {
     SIM_GATED(add_callback(hStream, callback, userData, flags, 0));
 }
@@ -384,9 +382,9 @@ static CUresult event_query(CUevent he)
 {
     sim_lock();
     struct sim_event *e = sim_hmap_get(&sim_g.handles, (uintptr_t)he, SIM_H_EVENT);
-    CUresult rc = !e                             ? CUDA_ERROR_INVALID_HANDLE
+    CUresult rc = !e                            ? CUDA_ERROR_INVALID_HANDLE
                   : e->done_gen < e->record_gen ? CUDA_ERROR_NOT_READY
-                                                 : CUDA_SUCCESS;
+                                                : CUDA_SUCCESS;
     sim_unlock();
     return rc;
 }

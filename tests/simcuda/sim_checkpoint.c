@@ -167,6 +167,8 @@ static CUresult dispatch(int op, uint32_t timeout_ms)
     }
 }
 
+static int ctl_ready;
+
 static void *ctl_main(void *arg)
 {
     (void)arg;
@@ -175,6 +177,12 @@ static void *ctl_main(void *arg)
     struct sim_proc *p = sim_proc_self_locked();
     if (p)
         p->restore_tid = (int32_t)syscall(SYS_gettid);
+    sim_shm_unlock();
+    sim_lock(); /* lock order: sim_g.mu is never taken under the segment mutex */
+    ctl_ready = 1;
+    sim_broadcast();
+    sim_unlock();
+    sim_shm_lock();
     for (;;) {
         while ((p = sim_proc_self_locked()) != NULL && p->req_seq == handled)
             sim_shm_wait(&sim_seg->ctl_cv, 0);
@@ -205,10 +213,20 @@ int sim_ctl_start(void)
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
+    sim_lock();
+    ctl_ready = 0;
+    sim_unlock();
     int r = pthread_create(&sim_g.ctl_thread, &attr, ctl_main, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
-    return r == 0 ? 0 : -1;
+    if (r != 0)
+        return -1;
+    /* cuInit returns once the restore thread id is published */
+    sim_lock();
+    while (!ctl_ready)
+        sim_cond_wait();
+    sim_unlock();
+    return 0;
 }
 
 /* ---- caller side ------------------------------------------------------ */

@@ -240,8 +240,8 @@ SIM_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice
     SIM_GATED(ctx_create(pctx, flags, dev));
 }
 
-SIM_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray,
-                                   int numParams, unsigned int flags, CUdevice dev)
+SIM_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
+                                   unsigned int flags, CUdevice dev)
 {
     if (numParams < 0 || (numParams > 0 && !paramsArray))
         return atomic_load(&sim_g.initialised) ? CUDA_ERROR_INVALID_VALUE

@@ -186,8 +186,8 @@ SIM_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
 }
 
 static CUresult capture_info(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id,
-                             CUgraph *graph, const CUgraphNode **deps, const CUgraphEdgeData **edges,
-                             size_t *ndeps, int pt)
+                             CUgraph *graph, const CUgraphNode **deps,
+                             const CUgraphEdgeData **edges, size_t *ndeps, int pt)
 {
     if (!status)
         return CUDA_ERROR_INVALID_VALUE;
@@ -196,7 +196,7 @@ static CUresult capture_info(CUstream h, CUstreamCaptureStatus *status, cuuint64
     CUresult rc = sim_stream_resolve(h, pt, &s);
     if (rc == CUDA_SUCCESS) {
         struct sim_capture *c = s->capture;
-        *status = !c                ? CU_STREAM_CAPTURE_STATUS_NONE
+        *status = !c               ? CU_STREAM_CAPTURE_STATUS_NONE
                   : c->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
                                    : CU_STREAM_CAPTURE_STATUS_ACTIVE;
         if (c && id)
@@ -219,8 +219,7 @@ SIM_EXPORT CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus 
     SIM_GATED(capture_info(hStream, captureStatus, NULL, NULL, NULL, NULL, NULL, 0));
 }
 
-SIM_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream hStream,
-                                             CUstreamCaptureStatus *captureStatus)
+SIM_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
 {
     SIM_GATED(capture_info(hStream, captureStatus, NULL, NULL, NULL, NULL, NULL, 1));
 }
@@ -364,8 +363,7 @@ static CUresult instantiate(CUgraphExec *ph, CUgraph hg)
             else
                 rc = CUDA_ERROR_OUT_OF_MEMORY;
         }
-        if (rc == CUDA_SUCCESS &&
-            sim_hmap_put(&sim_g.handles, (uintptr_t)e, SIM_H_EXEC, e) != 0)
+        if (rc == CUDA_SUCCESS && sim_hmap_put(&sim_g.handles, (uintptr_t)e, SIM_H_EXEC, e) != 0)
             rc = CUDA_ERROR_OUT_OF_MEMORY;
         if (rc != CUDA_SUCCESS)
             sim_graph_exec_unref_locked(e);
@@ -393,8 +391,7 @@ static CUresult instantiate_legacy(CUgraphExec *ph, CUgraph hg, CUgraphNode *err
 }
 
 SIM_EXPORT CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph,
-                                       CUgraphNode *phErrorNode, char *logBuffer,
-                                       size_t bufferSize)
+                                       CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize)
 {
     SIM_GATED(instantiate_legacy(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize));
 }

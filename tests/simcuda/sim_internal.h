@@ -13,7 +13,7 @@
 #ifndef GPUSHARE_SIM_INTERNAL_H
 #define GPUSHARE_SIM_INTERNAL_H
 
-#define __CUDA_API_VERSION_INTERNAL 1
+#define __CUDA_API_VERSION_INTERNAL        1
 #define __CUDA_API_PUSH_VISIBILITY_DEFAULT 1
 #include <cuda.h>
 
@@ -37,12 +37,12 @@
 /* ---- configuration (sim_env.c) ---------------------------------------- */
 
 struct sim_config {
-    char name[256];            /* shm segment name, starts with '/' */
-    int devices;               /* GPUSHARE_SIM_DEVICES */
-    unsigned long long memory; /* GPUSHARE_SIM_MEMORY, bytes per device */
-    unsigned concurrency;      /* GPUSHARE_SIM_CONCURRENCY */
+    char name[256];               /* shm segment name, starts with '/' */
+    int devices;                  /* GPUSHARE_SIM_DEVICES */
+    unsigned long long memory;    /* GPUSHARE_SIM_MEMORY, bytes per device */
+    unsigned concurrency;         /* GPUSHARE_SIM_CONCURRENCY */
     unsigned long long kernel_us; /* GPUSHARE_SIM_KERNEL_US (per process) */
-    char log_path[4096];       /* GPUSHARE_SIM_LOG, "" = none */
+    char log_path[4096];          /* GPUSHARE_SIM_LOG, "" = none */
 };
 
 /* Fills cfg from the environment; on a malformed variable prints one line
@@ -58,8 +58,8 @@ int sim_parse_size(const char *s, unsigned long long *out);
 enum sim_step { SIM_STEP_LOCK, SIM_STEP_CHECKPOINT, SIM_STEP_RESTORE, SIM_STEP_UNLOCK, SIM_STEPS };
 
 struct sim_proc {
-    int32_t pid; /* 0: free entry */
-    int32_t state; /* CUprocessState */
+    int32_t pid;         /* 0: free entry */
+    int32_t state;       /* CUprocessState */
     uint64_t start_time; /* /proc/<pid>/stat starttime, detects pid reuse */
     int32_t restore_tid; /* the control thread */
     int32_t pad0;
@@ -101,7 +101,7 @@ struct sim_segment {
     uint32_t pad0;
     uint64_t capacity; /* per device */
     char name[256];
-    pthread_mutex_t mutex; /* robust, process-shared: guards all below */
+    pthread_mutex_t mutex;       /* robust, process-shared: guards all below */
     struct sim_shm_cond slot_cv; /* engine slots freed */
     struct sim_shm_cond ctl_cv;  /* checkpoint mailboxes changed */
     uint64_t used[SIM_MAX_DEVICES];
@@ -303,9 +303,9 @@ struct sim_op {
             char *dst;
             const char *src;
             size_t width, height, depth;
-            size_t dpitch, spitch;     /* bytes between rows */
-            size_t dslice, sslice;     /* bytes between slices */
-            const char *kind;          /* "HtoD", ... for the log */
+            size_t dpitch, spitch; /* bytes between rows */
+            size_t dslice, sslice; /* bytes between slices */
+            const char *kind;      /* "HtoD", ... for the log */
         } copy;
         struct {
             char *dst;
@@ -367,7 +367,7 @@ struct sim_event {
 };
 
 struct sim_op *sim_op_new(int type);
-void sim_op_free_locked(struct sim_op *op);      /* drops refs, frees */
+void sim_op_free_locked(struct sim_op *op);                  /* drops refs, frees */
 struct sim_op *sim_op_clone_locked(const struct sim_op *op); /* NULL on OOM */
 
 struct sim_stream *sim_stream_new_locked(struct sim_ctx *ctx, unsigned flags, int priority,
@@ -402,8 +402,8 @@ enum sim_alloc_kind { SIM_MEM_DEVICE = 1, SIM_MEM_MANAGED, SIM_MEM_HOST };
 
 struct sim_alloc {
     uintptr_t base;
-    size_t size;     /* as requested */
-    size_t map_size; /* page-rounded mapping */
+    size_t size;        /* as requested */
+    size_t map_size;    /* page-rounded mapping */
     uint64_t accounted; /* bytes counted against capacity (0 for host) */
     int dev;
     int kind;
@@ -441,7 +441,7 @@ struct sim_resv {
 CUresult sim_mem_alloc_locked(struct sim_ctx *ctx, size_t size, int kind, int low32,
                               CUdeviceptr *out);
 CUresult sim_mem_free_locked(CUdeviceptr p, int kind);
-void sim_mem_release_locked(struct sim_alloc *a); /* unmaps, uncounts, frees */
+void sim_mem_release_locked(struct sim_alloc *a);   /* unmaps, uncounts, frees */
 struct sim_alloc *sim_mem_find_locked(uintptr_t p); /* containing allocation */
 void sim_mem_free_ctx_locked(struct sim_ctx *ctx);
 

@@ -52,8 +52,7 @@ void sim_log_op(int dev, const char *op, const char *name, const void *stream, u
                      "{\"pid\":%d,\"dev\":%d,\"op\":\"%s\",\"name\":\"%s\",\"stream\":\"0x%llx\","
                      "\"start_ns\":%llu,\"end_ns\":%llu",
                      (int)sim_g.pid, dev, op, esc, (unsigned long long)(uintptr_t)stream,
-                     (unsigned long long)start_ns,
-                     (unsigned long long)end_ns);
+                     (unsigned long long)start_ns, (unsigned long long)end_ns);
     if (bytes >= 0)
         n += snprintf(line + n, sizeof line - (size_t)n, ",\"bytes\":%lld", bytes);
     n += snprintf(line + n, sizeof line - (size_t)n, "}\n");

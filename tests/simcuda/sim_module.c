@@ -19,8 +19,8 @@ static CUresult module_new(int is_library, int need_ctx, struct sim_module **out
     struct sim_module *m = NULL;
     if (rc == CUDA_SUCCESS) {
         m = calloc(1, sizeof *m);
-        if (!m || sim_hmap_put(&sim_g.handles, (uintptr_t)m, is_library ? SIM_H_LIBRARY : SIM_H_MODULE,
-                               m) != 0) {
+        if (!m || sim_hmap_put(&sim_g.handles, (uintptr_t)m,
+                               is_library ? SIM_H_LIBRARY : SIM_H_MODULE, m) != 0) {
             free(m);
             rc = CUDA_ERROR_OUT_OF_MEMORY;
         } else {

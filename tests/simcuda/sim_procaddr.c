@@ -100,7 +100,7 @@
     E(cuMemHostGetDevicePointer, 3020, cuMemHostGetDevicePointer_v2)                               \
     E(cuMemAllocManaged, 6000, cuMemAllocManaged)                                                  \
     E(cuMemGetAddressRange, 3020, cuMemGetAddressRange_v2)                                         \
-    P(cuMemAllocAsync, 11020, cuMemAllocAsync, 11020, ptsz, cuMemAllocAsync_ptsz)                 \
+    P(cuMemAllocAsync, 11020, cuMemAllocAsync, 11020, ptsz, cuMemAllocAsync_ptsz)                  \
     P(cuMemFreeAsync, 11020, cuMemFreeAsync, 11020, ptsz, cuMemFreeAsync_ptsz)                     \
     E(cuMemAddressReserve, 10020, cuMemAddressReserve)                                             \
     E(cuMemAddressFree, 10020, cuMemAddressFree)                                                   \
@@ -193,7 +193,8 @@
     E(cuGraphGetNodes, 10000, cuGraphGetNodes)                                                     \
     E(cuGraphInstantiate, 10000, cuGraphInstantiate)                                               \
     E(cuGraphInstantiate, 11000, cuGraphInstantiate_v2)                                            \
-    T(cuGraphInstantiate, 12000, cuGraphInstantiateWithFlags, PFN_cuGraphInstantiateWithFlags_v11040) \
+    T(cuGraphInstantiate, 12000, cuGraphInstantiateWithFlags,                                      \
+      PFN_cuGraphInstantiateWithFlags_v11040)                                                      \
     E(cuGraphInstantiateWithFlags, 11040, cuGraphInstantiateWithFlags)                             \
     P(cuGraphInstantiateWithParams, 12000, cuGraphInstantiateWithParams, 12000, ptsz,              \
       cuGraphInstantiateWithParams_ptsz)                                                           \
@@ -208,7 +209,8 @@
     E(cuCheckpointProcessUnlock, 12080, cuCheckpointProcessUnlock)
 
 /* compile-time signature checks */
-#define SIM_SAME(fn, pfn) _Static_assert(__builtin_types_compatible_p(__typeof__(&fn), pfn), #fn " is not " #pfn);
+#define SIM_SAME(fn, pfn)                                                                          \
+    _Static_assert(__builtin_types_compatible_p(__typeof__(&fn), pfn), #fn " is not " #pfn);
 #define CHECK_E(name, ver, fn) SIM_SAME(fn, PFN_##name##_v##ver)
 #define CHECK_P(name, ver, fn, ptver, sfx, ptfn)                                                   \
     SIM_SAME(fn, PFN_##name##_v##ver) SIM_SAME(ptfn, PFN_##name##_v##ptver##_##sfx)
@@ -223,9 +225,9 @@ struct proc_entry {
     void *pt_fn;
 };
 
-#define ROW_E(name, ver, fn)                     {#name, ver, (void *)fn, 0, NULL},
-#define ROW_P(name, ver, fn, ptver, sfx, ptfn)   {#name, ver, (void *)fn, ptver, (void *)ptfn},
-#define ROW_T(name, ver, fn, pfn)                {#name, ver, (void *)fn, 0, NULL},
+#define ROW_E(name, ver, fn)                   {#name, ver, (void *)fn, 0, NULL},
+#define ROW_P(name, ver, fn, ptver, sfx, ptfn) {#name, ver, (void *)fn, ptver, (void *)ptfn},
+#define ROW_T(name, ver, fn, pfn)              {#name, ver, (void *)fn, 0, NULL},
 
 static const struct proc_entry table[] = {SIM_PROC_TABLE(ROW_E, ROW_P, ROW_T)};
 
@@ -266,7 +268,8 @@ static CUresult lookup(const char *symbol, void **pfn, int version, cuuint64_t f
 }
 
 SIM_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
-                                        cuuint64_t flags, CUdriverProcAddressQueryResult *symbolStatus)
+                                        cuuint64_t flags,
+                                        CUdriverProcAddressQueryResult *symbolStatus)
 {
     return lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
 }

@@ -46,7 +46,6 @@ static void init_segment(struct sim_segment *s, const struct sim_config *cfg)
     pthread_mutex_init(&s->mutex, &ma);
     pthread_mutexattr_destroy(&ma);
 
-
     atomic_store_explicit(&s->initialised, 1, memory_order_release);
 }
 
@@ -95,6 +94,27 @@ static int compatible(const struct sim_segment *s, const char *name)
             "(left by another build?); remove /dev/shm%s\n",
             name, name);
     return 0;
+}
+
+/* A segment that no live process uses any more (segments outlive their
+ * processes) takes the settings of the process attaching it, as if it
+ * had created it; its busy counters are kept. */
+static void adopt_if_abandoned(const struct sim_config *cfg)
+{
+    sim_shm_lock();
+    sim_reclaim_dead_locked();
+    int live = 0;
+    for (int i = 0; i < SIM_MAX_PROCS; i++)
+        live += sim_seg->procs[i].pid != 0;
+    if (!live) {
+        sim_seg->device_count = (uint32_t)cfg->devices;
+        sim_seg->concurrency = cfg->concurrency;
+        sim_seg->capacity = cfg->memory;
+        memset(sim_seg->used, 0, sizeof sim_seg->used);
+        memset(sim_seg->slots_used, 0, sizeof sim_seg->slots_used);
+        memset(sim_seg->inject, 0, sizeof sim_seg->inject);
+    }
+    sim_shm_unlock();
 }
 
 CUresult sim_shared_open(const struct sim_config *cfg)
@@ -153,6 +173,7 @@ CUresult sim_shared_open(const struct sim_config *cfg)
             break;
         }
         sim_seg = s;
+        adopt_if_abandoned(cfg);
         rc = CUDA_SUCCESS;
         break;
     }

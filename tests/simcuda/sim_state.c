@@ -194,8 +194,8 @@ static CUresult do_init(void)
     sim_g.proc_idx = sim_proc_register_locked();
     sim_shm_unlock();
     if (sim_g.proc_idx < 0) {
-        fprintf(stderr, "gpushare simulated driver: process table of %s is full (%d)\n",
-                cfg.name, SIM_MAX_PROCS);
+        fprintf(stderr, "gpushare simulated driver: process table of %s is full (%d)\n", cfg.name,
+                SIM_MAX_PROCS);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (cfg.log_path[0])

@@ -308,8 +308,7 @@ SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     SIM_GATED(mem_unmap(ptr, size));
 }
 
-static CUresult set_access(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
-                           size_t count)
+static CUresult set_access(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
     if (!desc || count == 0 || size == 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -448,8 +447,7 @@ CUresult sim_vmm_restore_locked(void)
         size_t done = 0;
         if (ph->fd >= 0 && ftruncate(ph->fd, (off_t)ph->size) == 0) {
             while (done < ph->size) {
-                ssize_t n =
-                    pwrite(ph->fd, (char *)ph->saved + done, ph->size - done, (off_t)done);
+                ssize_t n = pwrite(ph->fd, (char *)ph->saved + done, ph->size - done, (off_t)done);
                 if (n <= 0) {
                     if (n < 0 && errno == EINTR)
                         continue;
@@ -467,9 +465,8 @@ CUresult sim_vmm_restore_locked(void)
     }
     for (struct sim_resv *r = sim_g.resvs; r; r = r->next) {
         for (struct sim_mapping *m = r->maps; m; m = m->next) {
-            if (m->phys->fd < 0 || mmap((void *)m->va, m->size, m->prot,
-                                        MAP_SHARED | MAP_FIXED, m->phys->fd,
-                                        (off_t)m->offset) == MAP_FAILED)
+            if (m->phys->fd < 0 || mmap((void *)m->va, m->size, m->prot, MAP_SHARED | MAP_FIXED,
+                                        m->phys->fd, (off_t)m->offset) == MAP_FAILED)
                 rc = CUDA_ERROR_OUT_OF_MEMORY;
         }
     }

@@ -107,7 +107,7 @@ void simtest_spawn(struct simchild *c, simchild_fn fn, void *arg)
         close(down[1]);
         close(up[0]);
         fn(down[0], up[1], arg);
-        _exit(0);
+        exit(0); /* runs the simulator's destructor (and LeakSanitizer) */
     }
     close(down[0]);
     close(up[1]);
@@ -181,6 +181,14 @@ uint64_t simtest_recv_u64(int fd)
     uint64_t v;
     simtest_recv(fd, &v, sizeof v);
     return v;
+}
+
+void simtest_wait_zombie(pid_t pid)
+{
+    siginfo_t si;
+    while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) != 0)
+        if (errno != EINTR)
+            fail_msg("waitid(%d): %s", (int)pid, strerror(errno));
 }
 
 int simtest_readable(int fd)

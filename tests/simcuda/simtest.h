@@ -79,6 +79,8 @@ void simtest_send(int fd, const void *p, size_t n);
 void simtest_recv(int fd, void *p, size_t n);
 void simtest_send_u64(int fd, uint64_t v);
 uint64_t simtest_recv_u64(int fd);
+/* Waits until child pid has exited, leaving it unreaped (a zombie). */
+void simtest_wait_zombie(pid_t pid);
 /* 1 if fd has something to read right now. */
 int simtest_readable(int fd);
 

@@ -457,14 +457,14 @@ static void child_vmm(int rd, int wr, void *arg)
     REQ_CU(cuMemGetInfo(&fr, &total));
     REQUIRE(fr == total - 2 * gran); /* physical memory counts at create */
     REQ_CU(cuMemMap(va, 2 * gran, 0, h, 0));
-    REQ_CU(cuMemMap(va + 4 * gran, gran, gran, h, 0)); /* second half again */
+    REQ_CU(cuMemMap(va + 4 * gran, gran, gran, h, 0));                /* second half again */
     REQ_CU_EQ(cuMemMap(va, gran, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* mapped */
     CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     REQ_CU(cuMemSetAccess(va, 2 * gran, &acc, 1));
     REQ_CU(cuMemSetAccess(va + 4 * gran, gran, &acc, 1));
     REQ_CU(cuMemsetD32(va + gran, 0x5a5a5a5a, gran / 4));
     REQUIRE(*(unsigned int *)(va + 4 * gran + 64) == 0x5a5a5a5a); /* shared pages */
-    REQ_CU(cuMemRelease(h)); /* still mapped: stays counted */
+    REQ_CU(cuMemRelease(h));                                      /* still mapped: stays counted */
     REQ_CU(cuMemGetInfo(&fr, &total));
     REQUIRE(fr == total - 2 * gran);
     REQ_CU_EQ(cuMemUnmap(va, gran), CUDA_ERROR_INVALID_VALUE); /* would split */
@@ -508,8 +508,7 @@ static void child_modules(int rd, int wr, void *arg)
               CUDA_ERROR_INVALID_VALUE);
     REQ_CU(cuModuleUnload(m));
     REQ_CU_EQ(cuModuleUnload(m), CUDA_ERROR_INVALID_HANDLE);
-    REQ_CU_EQ(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL),
-              CUDA_ERROR_INVALID_HANDLE);
+    REQ_CU_EQ(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), CUDA_ERROR_INVALID_HANDLE);
     REQ_CU(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
     REQ_CU(cuLibraryGetKernel(&k, lib, "lib_kernel"));
     REQ_CU(cuKernelGetFunction(&f, k));

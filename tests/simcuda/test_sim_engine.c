@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MS 1000000ULL
-#define TOLERANCE_NS (10 * MS) /* scheduling slack allowed on a busy machine */
+#define MS           1000000ULL
+#define TOLERANCE_NS (30 * MS) /* scheduling slack allowed on a busy machine */
 
 static CUfunction get_kernel(const char *name)
 {
@@ -61,7 +61,7 @@ static void test_kernel_100ms(void **state)
     struct simlog r[4];
     assert_int_equal(simtest_read_log(log, r, 4), 1);
     uint64_t dur = r[0].end - r[0].start;
-    assert_true(dur >= 100 * MS && dur < 100 * MS + TOLERANCE_NS);
+    assert_int_equal(dur, 100 * MS); /* the simulated duration, exactly */
     assert_true(proc_busy == dur);
     assert_true(dev_busy == dur);
     /* the device-wide counter is in the segment: readable by anyone */
@@ -129,7 +129,10 @@ static void test_no_overlap_concurrency_1(void **state)
         for (int j = i + 1; j < n; j++)
             if (overlaps(&r[i], &r[j]))
                 fail_msg("kernels %d (pid %d) and %d (pid %d) overlap", i, r[i].pid, j, r[j].pid);
-    assert_true(r[0].pid != r[n - 1].pid || r[0].pid != r[3].pid); /* both ran */
+    int first = 0;
+    for (int i = 0; i < n; i++)
+        first += r[i].pid == r[0].pid;
+    assert_int_equal(first, 4); /* four from each process */
     assert_true(busy >= 8 * 15 * MS);
     assert_int_equal(gpusim_busy_ns(0), busy);
 }
@@ -217,7 +220,7 @@ static void child_events(int rd, int wr, void *arg)
     REQ_CU(cuEventSynchronize(e1));
     REQ_CU(cuEventQuery(e1));
     REQ_CU(cuEventElapsedTime(&ms, e0, e1)); /* cuEventElapsedTime_v2 */
-    REQUIRE(ms >= 50.0f && ms < 60.0f);
+    REQUIRE(ms >= 50.0f && ms < 50.0f + TOLERANCE_NS / 1e6f);
     float ms1 = -1;
     CUresult (*legacy)(float *, CUevent, CUevent);
     CUdriverProcAddressQueryResult st;
@@ -309,8 +312,8 @@ static void test_legacy_default_stream(void **state)
     const struct simlog *h = find(r, n, "host_func", NULL);
     const struct simlog *m = find(r, n, "memset", NULL);
     const struct simlog *k2 = find(r, n, "kernel", "after_default");
-    assert_true(h->start < k->end);  /* non-blocking: not held back */
-    assert_true(m->start >= k->end); /* default waits for the blocking stream */
+    assert_true(h->start < k->end);   /* non-blocking: not held back */
+    assert_true(m->start >= k->end);  /* default waits for the blocking stream */
     assert_true(k2->start >= m->end); /* and the blocking stream for it */
 }
 
@@ -363,8 +366,8 @@ static void test_next_kernel_us_once(void **state)
     simtest_in_child(child_next_us, NULL);
     struct simlog r[4];
     assert_int_equal(simtest_read_log(log, r, 4), 2);
-    assert_true(r[0].end - r[0].start >= 20 * MS && r[0].end - r[0].start < 20 * MS + TOLERANCE_NS);
-    assert_true(r[1].end - r[1].start >= 3 * MS && r[1].end - r[1].start < 3 * MS + TOLERANCE_NS);
+    assert_int_equal(r[0].end - r[0].start, 20 * MS);
+    assert_int_equal(r[1].end - r[1].start, 3 * MS);
 }
 
 /* Stream-ordered allocation: freed (capacity back) in stream order. */

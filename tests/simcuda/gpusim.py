@@ -1,0 +1,283 @@
+#!/usr/bin/env python3
+"""gpusim - a tiny client of the simulated CUDA driver for test scripts and
+notebooks (python3 standard library only).
+
+It loads "libcuda.so.1" with ctypes.CDLL, the way a CUDA application's
+runtime does, so an LD_PRELOAD hook sees the calls through dlopen/dlsym.
+Point LD_LIBRARY_PATH at tests/simcuda/.libs to get the simulator.
+
+    import gpusim
+    gpusim.init()
+    p = gpusim.alloc(1 << 20)
+    gpusim.write(p, b"hello")
+    gpusim.launch(us=2000)          # a 2 ms simulated kernel
+    gpusim.synchronize()
+    gpusim.read(p, 5), gpusim.mem_info(), gpusim.busy_ns()
+
+Command line (exit status 0 on success, 1 with the CUDA error on stderr):
+    python3 gpusim.py work --kernels N --us U   run N kernels of U us, sync
+    python3 gpusim.py alloc BYTES [--hold]      allocate (K/M/G suffixes);
+                                                --hold keeps it until stdin
+                                                is closed
+    python3 gpusim.py info                      devices, memory, busy time
+"""
+import ctypes
+import json
+import sys
+import threading
+
+__all__ = [
+    "CudaError", "Stream", "init", "alloc", "free", "write", "read", "launch",
+    "synchronize", "mem_info", "busy_ns", "process_busy_ns", "stream",
+    "is_simulated",
+]
+
+_lib = None
+_ctx = None
+_device = 0
+_module = None
+_functions = {}
+_threads = set()
+_lock = threading.Lock()
+
+
+class CudaError(RuntimeError):
+    """A CUDA call failed; .name is the CUresult's name (CUDA_ERROR_...)."""
+
+    def __init__(self, call, code, name, text):
+        self.call, self.code, self.name, self.text = call, code, name, text
+        super().__init__("%s failed: %s (%s)" % (call, name, text))
+
+
+def _load():
+    global _lib
+    if _lib is None:
+        lib = ctypes.CDLL("libcuda.so.1")
+        lib.cuGetErrorName.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+        lib.cuGetErrorString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+        _lib = lib
+    return _lib
+
+
+def _check(call, rc):
+    if rc != 0:
+        name, text = ctypes.c_char_p(), ctypes.c_char_p()
+        lib = _load()
+        lib.cuGetErrorName(rc, ctypes.byref(name))
+        lib.cuGetErrorString(rc, ctypes.byref(text))
+        raise CudaError(call, rc,
+                        name.value.decode() if name.value else "CUresult %d" % rc,
+                        text.value.decode() if text.value else "unknown error")
+
+
+def _call(name, *args):
+    fn = getattr(_load(), name)
+    fn.restype = ctypes.c_int
+    _check(name, fn(*args))
+
+
+def _current():
+    """Makes the context current in the calling thread (init() did it in
+    its own thread only)."""
+    if _ctx is None:
+        raise RuntimeError("gpusim.init() has not been called")
+    me = threading.get_ident()
+    if me not in _threads:
+        _call("cuCtxSetCurrent", _ctx)
+        _threads.add(me)
+
+
+def is_simulated():
+    """True when libcuda.so.1 is the gpushare simulator."""
+    lib = _load()
+    try:
+        fn = lib.gpusim_is_simulated
+    except AttributeError:
+        return False
+    fn.restype = ctypes.c_int
+    return fn() == 1
+
+
+def init(device=0):
+    """cuInit, retain the device's primary context and make it current."""
+    global _ctx, _device
+    with _lock:
+        _call("cuInit", ctypes.c_uint(0))
+        ctx = ctypes.c_void_p()
+        _call("cuDevicePrimaryCtxRetain", ctypes.byref(ctx), ctypes.c_int(device))
+        _call("cuCtxSetCurrent", ctx)
+        _ctx, _device = ctx, device
+        _threads.clear()
+        _threads.add(threading.get_ident())
+
+
+def alloc(nbytes):
+    """Device memory of nbytes; returns the device pointer (an int)."""
+    _current()
+    p = ctypes.c_uint64()
+    _call("cuMemAlloc_v2", ctypes.byref(p), ctypes.c_size_t(nbytes))
+    return p.value
+
+
+def free(ptr):
+    _current()
+    _call("cuMemFree_v2", ctypes.c_uint64(ptr))
+
+
+def write(ptr, data):
+    """Copies bytes-like data to device memory at ptr (synchronously)."""
+    _current()
+    buf = bytes(data)
+    _call("cuMemcpyHtoD_v2", ctypes.c_uint64(ptr), ctypes.c_char_p(buf),
+          ctypes.c_size_t(len(buf)))
+
+
+def read(ptr, n):
+    """n bytes of device memory at ptr."""
+    _current()
+    buf = ctypes.create_string_buffer(n)
+    _call("cuMemcpyDtoH_v2", buf, ctypes.c_uint64(ptr), ctypes.c_size_t(n))
+    return buf.raw
+
+
+class Stream:
+    """A CUDA stream (cuStreamCreate); .handle is the CUstream value."""
+
+    def __init__(self, non_blocking=False):
+        _current()
+        h = ctypes.c_void_p()
+        _call("cuStreamCreate", ctypes.byref(h), ctypes.c_uint(1 if non_blocking else 0))
+        self.handle = h.value
+
+    def synchronize(self):
+        _current()
+        _call("cuStreamSynchronize", ctypes.c_void_p(self.handle))
+
+    def destroy(self):
+        if self.handle is not None:
+            _current()
+            _call("cuStreamDestroy_v2", ctypes.c_void_p(self.handle))
+            self.handle = None
+
+
+def stream(non_blocking=False):
+    return Stream(non_blocking)
+
+
+def _function(name):
+    global _module
+    if name not in _functions:
+        if _module is None:
+            m = ctypes.c_void_p()
+            _call("cuModuleLoadData", ctypes.byref(m), ctypes.c_char_p(b"gpusim dummy image"))
+            _module = m
+        f = ctypes.c_void_p()
+        _call("cuModuleGetFunction", ctypes.byref(f), _module, ctypes.c_char_p(name.encode()))
+        _functions[name] = f
+    return _functions[name]
+
+
+def launch(us=None, stream=None, name="kernel"):
+    """Launches one simulated kernel called `name` on `stream` (a Stream, a
+    CUstream value, or None for the default stream); it runs `us`
+    microseconds (default: GPUSHARE_SIM_KERNEL_US).  Simulator only."""
+    if not is_simulated():
+        raise RuntimeError("gpusim.launch() needs the simulated driver: this libcuda.so.1 "
+                           "is a real NVIDIA driver (set LD_LIBRARY_PATH to tests/simcuda/.libs)")
+    _current()
+    f = _function(name)
+    if isinstance(stream, Stream):
+        stream = stream.handle
+    if us is not None:
+        setter = _load().gpusim_set_next_kernel_us
+        setter.restype = None
+        setter(ctypes.c_ulonglong(int(us)))
+    one = ctypes.c_uint(1)
+    _call("cuLaunchKernel", f, one, one, one, one, one, one, ctypes.c_uint(0),
+          ctypes.c_void_p(stream), None, None)
+
+
+def synchronize():
+    """Waits for all work of the context (cuCtxSynchronize)."""
+    _current()
+    _call("cuCtxSynchronize")
+
+
+def mem_info():
+    """(free, total) bytes of the device, as cuMemGetInfo reports them."""
+    _current()
+    fr, total = ctypes.c_size_t(), ctypes.c_size_t()
+    _call("cuMemGetInfo_v2", ctypes.byref(fr), ctypes.byref(total))
+    return fr.value, total.value
+
+
+def busy_ns(device=None):
+    """Nanoseconds the device ran kernels, all processes together."""
+    fn = _load().gpusim_busy_ns
+    fn.restype = ctypes.c_ulonglong
+    return fn(ctypes.c_int(_device if device is None else device))
+
+
+def process_busy_ns(device=None):
+    """Nanoseconds this process' kernels ran on the device."""
+    fn = _load().gpusim_process_busy_ns
+    fn.restype = ctypes.c_ulonglong
+    return fn(ctypes.c_int(_device if device is None else device))
+
+
+# ---- command line -----------------------------------------------------------
+
+def _parse_size(text):
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    t = text.strip().upper().replace("IB", "").rstrip("B")
+    suffix = t[-1:] if t[-1:] in "KMGT" else ""
+    number = t[:-1] if suffix else t
+    if not number.isdigit():
+        raise ValueError("not a byte count: %r" % text)
+    return int(number) * units[suffix]
+
+
+def _main(argv):
+    import argparse
+    ap = argparse.ArgumentParser(prog="gpusim.py", description="drive the simulated CUDA driver")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    w = sub.add_parser("work", help="run kernels and synchronize")
+    w.add_argument("--kernels", type=int, default=1)
+    w.add_argument("--us", type=int, default=None, help="microseconds per kernel")
+    w.add_argument("--name", default="kernel")
+    w.add_argument("--device", type=int, default=0)
+    a = sub.add_parser("alloc", help="allocate device memory")
+    a.add_argument("bytes", type=_parse_size)
+    a.add_argument("--hold", action="store_true", help="keep it until stdin is closed")
+    a.add_argument("--device", type=int, default=0)
+    i = sub.add_parser("info", help="print the simulated machine")
+    i.add_argument("--device", type=int, default=0)
+    args = ap.parse_args(argv)
+    try:
+        init(args.device)
+        if args.cmd == "work":
+            before = process_busy_ns()
+            for _ in range(args.kernels):
+                launch(us=args.us, name=args.name)
+            synchronize()
+            print(json.dumps({"kernels": args.kernels,
+                              "process_busy_ns": process_busy_ns() - before,
+                              "device_busy_ns": busy_ns()}))
+        elif args.cmd == "alloc":
+            p = alloc(args.bytes)
+            print(json.dumps({"ptr": p, "bytes": args.bytes}), flush=True)
+            if args.hold:
+                sys.stdin.read()
+            free(p)
+        else:
+            fr, total = mem_info()
+            print(json.dumps({"simulated": is_simulated(), "free": fr, "total": total,
+                              "busy_ns": busy_ns() if is_simulated() else None}))
+    except (CudaError, RuntimeError, OSError) as e:
+        print("gpusim.py: %s" % e, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
