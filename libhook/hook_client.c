@@ -54,7 +54,8 @@ static struct {
     int efd;
     int stopping;
     int io_done;
-    int decided; /* the first attempt ended (READY or UNGATED) */
+    int decided;   /* the first attempt ended (READY or UNGATED) */
+    int connected; /* welcomed by the broker on the current socket */
     char endpoint[512];
     json_t *releases[MAX_RELEASES];
     int nreleases;
@@ -157,7 +158,7 @@ static void send_join(void)
  * when not (a new broker knows nothing of old grants). */
 void hook_client_release_locked(struct hook_dev *d, const char *reason)
 {
-    if (hook_client_state != CS_READY || d->grant_id < 1 || sh.nreleases >= MAX_RELEASES)
+    if (!sh.connected || d->grant_id < 1 || sh.nreleases >= MAX_RELEASES)
         return;
     json_t *m = gs_msg_new(GS_MSG_RELEASE);
     if (!m)
@@ -227,6 +228,7 @@ static void go_ungated(const char *why, uint64_t retry_in_ms)
     io.next_attempt = now_ms() + retry_in_ms;
     pthread_mutex_lock(&hook_mu);
     int warn = hook_client_state != CS_UNGATED;
+    sh.connected = 0;
     if (hook_client_state != CS_STOPPED)
         hook_client_state = CS_UNGATED;
     sh.decided = 1;
@@ -295,6 +297,7 @@ static void on_welcome(const json_t *m)
     if (hook_client_state != CS_STOPPED)
         hook_client_state = CS_READY;
     sh.decided = 1;
+    sh.connected = 1;
     /* A (new) broker: no grants yet; whoever waits asks again. */
     for (int i = 0; i < HOOK_MAX_DEVICES; i++) {
         struct hook_dev *d = &hook_st.dev[i];

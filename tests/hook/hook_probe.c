@@ -24,10 +24,11 @@
  *   sleep ms
  *   gate                print the hook's gate word
  *   count name          print gpushare_hook_calls(name)
- *   fork nocuda|cuda    fork; the child exits at once, or runs
- *                       "init launch L 1000 sync"; the parent reports the
- *                       child's exit status
+ *   fork nocuda|cuda|linger  fork; the child exits at once, or runs
+ *                       "init launch L 1000 sync", or sleeps 3 s; the parent
+ *                       reports the child's exit status (not for linger)
  *   exit                exit(0) from this thread
+ *   end                 stop here (return from main)
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -264,12 +265,22 @@ int main(int argc, char **argv)
             if (pid == 0) {
                 if (strcmp(mode, "cuda") == 0)
                     child_cuda();
+                if (strcmp(mode, "linger") == 0) {
+                    sleep(3);
+                    _exit(0);
+                }
                 say("child ok");
                 exit(0);
+            }
+            if (strcmp(mode, "linger") == 0) {
+                say("forked linger child=%d", (int)pid);
+                continue;
             }
             int st = 0;
             waitpid(pid, &st, 0);
             say("forked %s status=%d", mode, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+        } else if (strcmp(c, "end") == 0) {
+            break;
         } else if (strcmp(c, "exit") == 0) {
             say("exiting");
             exit(0);

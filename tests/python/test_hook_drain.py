@@ -1,0 +1,170 @@
+"""Giving the GPU back: after a revoke the hook stops new work at once,
+waits for the work already submitted (on the stream it went to) and only
+then answers release; it gives the GPU back unasked when idle; and it never
+synchronises while a stream capture is in progress."""
+import shutil
+import tempfile
+
+import pytest
+
+from fakebroker import FakeBroker, Probe, ensure_probe, hook_env, kernels
+
+BLOCKED_S = 0.3
+
+
+@pytest.fixture
+def endpoint():
+    d = tempfile.mkdtemp(prefix="gsh")
+    yield "ipc://%s/b.sock" % d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def broker(endpoint):
+    ensure_probe()
+    b = FakeBroker(endpoint, auto_grant=True).start()
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def run(tmp_path, sim, endpoint):
+    probes = []
+
+    def start(steps, name="probe", **extra):
+        p = Probe(tmp_path, hook_env(sim, endpoint, **extra), steps, name)
+        probes.append(p)
+        return p
+
+    yield start
+    for p in probes:
+        p.kill()
+
+
+@pytest.mark.parametrize("stream", ["L", "P", "0"])
+def test_revoke_waits_for_submitted_work_then_releases(broker, run, sim, stream):
+    steps = ["init", "stream", "launch", stream, "300000", "klong", "wait",
+             "launch", stream, "1000", "kafter", "sync", "end"]
+    p = run(steps)
+    p.expect("launched klong CUDA_SUCCESS")
+    p.expect("wait")
+    grant = broker.messages("grant", direction="out")[0]
+    revoke = broker.revoke(grant, reason="quantum")
+    rel = broker.wait_for("release", timeout=5)
+    assert rel["msg"]["grant_id"] == grant["msg"]["grant_id"]
+    assert rel["msg"]["reason"] == "revoked"
+    assert rel["msg"]["device"] == grant["msg"]["device"]
+    assert rel["msg"]["used_us"] > 0
+    # the release came only once the in-flight kernel had completed ...
+    (k,) = kernels(sim, "klong")
+    assert k["end_ns"] <= rel["t"], "released while klong was still running"
+    assert rel["t"] - revoke["t"] < 2e9
+    # ... and new work waits for the next grant
+    broker.auto_grant = False
+    n = broker.count()
+    p.go()
+    acq = broker.wait_for("acquire", after=n)
+    with pytest.raises(AssertionError):
+        p.expect("launched kafter", timeout=BLOCKED_S)
+    g = broker.grant(acq)
+    p.expect("launched kafter CUDA_SUCCESS")
+    assert p.wait() == 0
+    (k2,) = kernels(sim, "kafter")
+    assert k2["start_ns"] >= g["t"]
+
+
+def test_revoke_of_idle_holder_is_answered_at_once(broker, run, sim):
+    p = run(["init", "launch", "L", "1000", "sync", "wait", "end"])
+    p.expect("wait")
+    grant = broker.messages("grant", direction="out")[0]
+    revoke = broker.revoke(grant, reason="cell_idle")
+    rel = broker.wait_for("release")
+    assert rel["t"] - revoke["t"] < 0.5e9
+    p.go()
+    assert p.wait() == 0
+
+
+def test_drain_does_not_wait_for_idle_streams(broker, run, sim):
+    # Two streams, work on one only, and it has completed: the release is
+    # prompt (the drain records on the streams that got work, and waits for
+    # nothing else).
+    p = run(["init", "stream", "stream", "launch", "0", "1000", "kshort", "ssync", "0", "wait",
+             "end"])
+    p.expect("wait")
+    grant = broker.messages("grant", direction="out")[0]
+    revoke = broker.revoke(grant)
+    rel = broker.wait_for("release")
+    assert rel["t"] - revoke["t"] < 0.5e9
+    p.go()
+    assert p.wait() == 0
+
+
+def test_no_synchronisation_while_capturing(broker, run, sim):
+    # klong runs on stream 0; stream 1 captures.  The revoke arrives during
+    # the capture: the drain must wait for the capture to end before it
+    # synchronises (the simulated driver would invalidate the capture and
+    # EndCapture would fail), and the captured launch needs no grant.
+    p = run(["init", "stream", "stream", "launch", "0", "200000", "klong",
+             "capture_begin", "1", "wait", "launch", "1", "1000", "kcap", "wait",
+             "capture_end", "1", "sync", "end"])
+    p.expect("capture_begin CUDA_SUCCESS")
+    p.expect("wait")
+    grant = broker.messages("grant", direction="out")[0]
+    broker.revoke(grant)
+    p.go()
+    p.expect("launched kcap CUDA_SUCCESS")
+    p.expect("wait")
+    with pytest.raises(AssertionError):
+        broker.wait_for("release", timeout=BLOCKED_S)  # the capture is still open
+    p.go()
+    _, t_end = p.expect("capture_end CUDA_SUCCESS")
+    rel = broker.wait_for("release")
+    assert rel["t"] >= t_end
+    (k,) = kernels(sim, "klong")
+    assert k["end_ns"] <= rel["t"]
+    p.expect("sync CUDA_SUCCESS")
+    assert p.wait() == 0
+
+
+def test_stream_destroyed_before_drain(broker, run, sim):
+    p = run(["init", "stream", "launch", "0", "1000", "kx", "ssync", "0", "destroy", "0", "wait",
+             "end"])
+    p.expect("destroy CUDA_SUCCESS")
+    p.expect("wait")
+    grant = broker.messages("grant", direction="out")[0]
+    broker.revoke(grant)
+    broker.wait_for("release")
+    p.go()
+    assert p.wait() == 0
+
+
+def test_idle_release_and_reacquire(broker, run, sim):
+    p = run(["init", "launch", "L", "50000", "kfirst", "wait", "launch", "L", "1000", "ksecond",
+             "sync", "end"], GPUSHARE_IDLE_RELEASE_MS=100)
+    p.expect("launched kfirst CUDA_SUCCESS")
+    p.expect("wait")
+    rel = broker.wait_for("release", timeout=3)
+    assert rel["msg"]["reason"] == "idle"
+    (k,) = kernels(sim, "kfirst")
+    assert rel["t"] >= k["end_ns"], "idle release before the work was done"
+    grant = broker.messages("grant", direction="out")[0]
+    assert rel["t"] - grant["t"] >= 100e6, "released before GPUSHARE_IDLE_RELEASE_MS"
+    assert rel["t"] - k["end_ns"] < 1e9, "idle release well under a second"
+    n = broker.count()
+    p.go()
+    broker.wait_for("acquire", after=n)
+    p.expect("launched ksecond CUDA_SUCCESS")
+    assert p.wait() == 0
+
+
+def test_busy_program_is_not_idle(broker, run, sim):
+    # launches every 20 ms for 0.4 s with a 100 ms idle threshold: no release
+    steps = ["init"]
+    for _ in range(20):
+        steps += ["launch", "L", "1000", "sleep", "20"]
+    steps += ["wait", "end"]
+    p = run(steps, GPUSHARE_IDLE_RELEASE_MS=100)
+    p.expect("wait", timeout=10)
+    assert not broker.messages("release")
+    p.go()
+    assert p.wait() == 0

@@ -1,0 +1,245 @@
+"""The hook never makes a program worse off: without a broker (missing,
+silent, lost, shutting down) it warns once and runs ungated, registers again
+when a broker comes back, survives fork, exits promptly even while waiting
+for the GPU, gives its grant back at exit, tells a waiting notebook who has
+the GPU, and never writes to stdout."""
+import os
+import shutil
+import tempfile
+import time
+
+import pytest
+
+from fakebroker import FakeBroker, Probe, ensure_probe, hook_env, kernels
+
+
+@pytest.fixture
+def endpoint():
+    d = tempfile.mkdtemp(prefix="gsh")
+    yield "ipc://%s/b.sock" % d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def brokers():
+    ensure_probe()
+    started = []
+
+    def start(endpoint, **kw):
+        b = FakeBroker(endpoint, **kw).start()
+        started.append(b)
+        return b
+
+    yield start
+    for b in started:
+        b.stop()
+
+
+@pytest.fixture
+def run(tmp_path, sim, endpoint):
+    probes = []
+
+    def start(steps, name="probe", **extra):
+        p = Probe(tmp_path, hook_env(sim, endpoint, **extra), steps, name)
+        probes.append(p)
+        return p
+
+    yield start
+    for p in probes:
+        p.kill()
+
+
+def warnings(p):
+    return [line for line in p.stderr().splitlines() if line.strip()]
+
+
+def wait_stderr(p, text, timeout=5.0):
+    """Waits until the probe's stderr contains text (the file is the only
+    channel the hook has; polled, with a deadline)."""
+    deadline = time.monotonic() + timeout
+    while text not in p.stderr():
+        assert time.monotonic() < deadline, "stderr never said %r:\n%s" % (text, p.stderr())
+        time.sleep(0.02)
+
+
+# ---- no broker -------------------------------------------------------------
+
+
+def test_no_broker_runs_ungated_with_one_warning(run, sim, endpoint):
+    ensure_probe()
+    start = time.monotonic()
+    p = run(["init", "launch", "L", "1000", "sync", "launch", "L", "1000", "sync", "gate",
+             "end"])
+    fields, _ = p.expect("gate")
+    assert fields[1] == "2", "not ungated"
+    assert p.wait() == 0
+    assert time.monotonic() - start < 3
+    (w,) = warnings(p)
+    assert "no gpushare broker" in w and endpoint in w and "warn" in w
+    assert len(kernels(sim)) == 2
+
+
+def test_silent_broker_fails_open_within_a_moment(brokers, run, sim, endpoint):
+    b = brokers(endpoint, welcome=False)
+    p = run(["init", "launch", "L", "1000", "kfirst", "sync", "end"])
+    _, t0 = p.expect("launching kfirst")
+    _, t1 = p.expect("launched kfirst CUDA_SUCCESS")
+    assert t1 - t0 < 1e9, "a silent broker held the program up"
+    assert p.wait() == 0
+    b.wait_for("hello")
+    (w,) = warnings(p)
+    assert "no welcome" in w
+
+
+def test_broker_appearing_later_is_joined(brokers, run, sim, endpoint):
+    p = run(["init", "launch", "L", "1000", "sync", "wait", "launch", "L", "1000", "klater",
+             "sync", "end"])
+    p.expect("wait")
+    b = brokers(endpoint)
+    b.wait_for("hello", timeout=5)
+    b.wait_for("join")
+    p.go()
+    acq = b.wait_for("acquire")
+    with pytest.raises(AssertionError):
+        p.expect("launched klater", timeout=0.3)
+    g = b.grant(acq)
+    p.expect("launched klater CUDA_SUCCESS")
+    assert p.wait() == 0
+    assert len(warnings(p)) == 1, p.stderr()
+    (k,) = kernels(sim, "klater")
+    assert k["start_ns"] >= g["t"]
+
+
+def test_broker_lost_later_then_back(brokers, run, sim, endpoint):
+    b = brokers(endpoint, auto_grant=True)
+    p = run(["init", "launch", "L", "1000", "sync", "wait", "launch", "L", "1000", "kalone",
+             "sync", "wait", "launch", "L", "1000", "kback", "sync", "end"])
+    p.expect("wait")
+    b.stop()
+    wait_stderr(p, "lost the gpushare broker")
+    p.go()
+    p.expect("launched kalone CUDA_SUCCESS")  # ungated: nobody to ask
+    p.expect("wait")
+    b2 = brokers(endpoint)
+    b2.wait_for("join", timeout=5)
+    p.go()
+    acq = b2.wait_for("acquire")
+    b2.grant(acq)
+    p.expect("launched kback CUDA_SUCCESS")
+    assert p.wait() == 0
+    assert len(warnings(p)) == 1, p.stderr()
+
+
+def test_shutdown_revoke_releases_at_once_and_fails_open(brokers, run, sim, endpoint):
+    b = brokers(endpoint, auto_grant=True)
+    p = run(["init", "launch", "L", "300000", "klong", "wait", "end"])
+    p.expect("wait")
+    grant = b.messages("grant", direction="out")[0]
+    revoke = b.revoke(grant, reason="shutdown")
+    rel = b.wait_for("release")
+    assert rel["msg"]["reason"] == "revoked"
+    assert rel["t"] - revoke["t"] < 0.2e9, "waited for the GPU for a broker that is going away"
+    wait_stderr(p, "shutting down")
+    p.go()
+    assert p.wait() == 0
+
+
+# ---- fork ------------------------------------------------------------------
+
+
+def test_fork_child_without_cuda(brokers, run, sim, endpoint):
+    b = brokers(endpoint, auto_grant=True)
+    p = run(["init", "launch", "L", "1000", "sync", "fork", "nocuda", "launch", "L", "1000",
+             "kafter", "sync", "end"])
+    fields, _ = p.expect("forked nocuda")
+    assert fields[-1] == "status=0"
+    p.expect("launched kafter CUDA_SUCCESS")
+    assert p.wait() == 0
+    assert len(b.messages("hello")) == 1
+    assert len(b.messages("acquire")) == 1, "the parent kept its grant across fork"
+
+
+def test_fork_child_uses_cuda_afresh(brokers, run, sim, endpoint):
+    b = brokers(endpoint, auto_grant=True)
+    p = run(["fork", "cuda", "init", "launch", "L", "1000", "kparent", "sync", "end"])
+    fields, _ = p.expect("forked cuda", timeout=10)
+    assert fields[-1] == "status=0"
+    p.expect("launched kparent CUDA_SUCCESS")
+    assert p.wait() == 0
+    pids = {r["msg"]["pid"] for r in b.messages("hello")}
+    assert len(pids) == 2 and p.proc.pid in pids, "the child registered as a process of its own"
+    assert len(kernels(sim, "child")) == 1
+
+
+def test_fork_child_of_cuda_parent_does_not_hang(brokers, run, sim, endpoint):
+    brokers(endpoint, auto_grant=True)
+    p = run(["init", "launch", "L", "1000", "sync", "fork", "cuda", "launch", "L", "1000",
+             "kparent", "sync", "end"])
+    p.expect("forked cuda", timeout=10)  # whatever CUDA says in the child, it returns
+    p.expect("launched kparent CUDA_SUCCESS")
+    assert p.wait() == 0
+
+
+def test_child_does_not_keep_the_parents_connection(brokers, run, sim, endpoint):
+    b = brokers(endpoint, auto_grant=True)
+    p = run(["init", "launch", "L", "1000", "sync", "fork", "linger", "end"])
+    p.expect("forked linger")
+    assert p.wait() == 0
+    # the parent is gone, its child (sleeping 3 s) is not: the broker sees
+    # the connection close now, not when the child exits
+    b.wait_for("_disconnected", timeout=2, direction="event")
+
+
+# ---- exit ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["exit", "end"])
+def test_exit_while_waiting_for_the_gpu(brokers, run, sim, endpoint, how):
+    b = brokers(endpoint)
+    p = run(["init", "bg_launch", "1000", "wait", how])
+    b.wait_for("acquire")
+    p.expect("wait")
+    start = time.monotonic()
+    p.go()
+    assert p.wait(timeout=5) == 0
+    assert time.monotonic() - start < 2
+    assert not kernels(sim)
+
+
+def test_exit_releases_the_grant(brokers, run, sim, endpoint):
+    b = brokers(endpoint, auto_grant=True)
+    p = run(["init", "launch", "L", "1000", "sync", "end"])
+    assert p.wait() == 0
+    rel = b.wait_for("release", timeout=2)
+    grant = b.messages("grant", direction="out")[0]
+    assert rel["msg"]["reason"] == "exit"
+    assert rel["msg"]["grant_id"] == grant["msg"]["grant_id"]
+
+
+# ---- messages ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("info", [None, "held by alice (train.ipynb) for at most 3 s"])
+def test_long_wait_says_so_once(brokers, run, sim, endpoint, info):
+    b = brokers(endpoint)
+    b.ack_info = info
+    p = run(["init", "threads", "4", "1000", "end"])
+    b.wait_for("acquire")
+    wait_stderr(p, "waiting for", timeout=3)
+    b.grant()
+    p.expect("threads done")
+    assert p.wait() == 0
+    lines = [line for line in warnings(p) if "waiting for" in line]
+    assert len(lines) == 1, p.stderr()
+    if info:
+        assert info in lines[0]
+    else:
+        assert "waiting for the GPU (held by another notebook)" in lines[0]
+
+
+def test_nothing_on_stdout(brokers, run, sim, endpoint):
+    brokers(endpoint, auto_grant=True)
+    p = run(["init", "launch", "L", "1000", "sync", "end"], GPUSHARE_LOG="debug")
+    assert p.wait() == 0
+    assert all(line is None or " t=" in line for line in p.lines), p.lines
+    assert "debug" in p.stderr()
