@@ -43,7 +43,7 @@ static _Atomic(hook_dlsym_fn) real_dlsym_fn;
 static void *libcuda_handle;
 static int by_abi[HOOK_N], by_base[HOOK_N];
 
-hook_dlsym_fn hook_real_dlsym(void)
+HOOK_NO_SANITIZE hook_dlsym_fn hook_real_dlsym(void)
 {
     hook_dlsym_fn f = atomic_load_explicit(&real_dlsym_fn, memory_order_acquire);
     if (f)

@@ -12,8 +12,10 @@
  * program gets the hook's wrapper of that variant: PyTorch's CUDA 13 runtime
  * resolves everything through the pointer it gets that way.
  *
- * dlsym(RTLD_NEXT, ...) is relative to the caller, so it cannot simply be
- * forwarded (the real dlsym would search after the hook).  The hook finds
+ * dlsym(RTLD_NEXT, ...) is relative to the caller.  For names the hook does
+ * not interpose the real dlsym is reached by a tail call, so it sees the
+ * caller's return address and answers exactly as without the hook.  For the
+ * table's names the answer must be post-processed, so the hook finds
  * the caller's object with __builtin_return_address(0) and dladdr1
  * (RTLD_DL_LINKMAP), then walks the link map after it and takes the first
  * object that defines the name (dlopen RTLD_NOLOAD of each, dlsym, dladdr1
@@ -112,7 +114,7 @@ HOOK_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVe
 
 /* ---- dlsym -------------------------------------------------------------- */
 
-static int maybe_ours(const char *name)
+HOOK_NO_SANITIZE static int maybe_ours(const char *name)
 {
     return name && name[0] == 'c' && name[1] == 'u' && hook_find_abi(name) >= 0;
 }
@@ -166,14 +168,81 @@ static void *dlsym_next(hook_dlsym_fn real, const void *caller, const char *name
     return NULL;
 }
 
-HOOK_EXPORT void *dlsym(void *handle, const char *name)
+/* The dlsym the program calls.  Names the hook does not interpose go
+ * straight to the real dlsym by a jump, not a call: glibc's dlsym takes the
+ * caller for RTLD_NEXT from its own return address, which a jump leaves
+ * pointing at our caller.  So every other RTLD_NEXT lookup in the process
+ * (sanitizers, malloc interposers, profilers) keeps exact glibc semantics
+ * and costs nothing.  A compiler may not turn a C call into a jump (it does
+ * not in sanitizer builds), hence the few lines of assembly: dlsym asks
+ * hook_dlsym_route() where to go and jumps there with its arguments and
+ * return address untouched. */
+void *hook_dlsym_ours(void *handle, const char *name);
+void *hook_dlsym_route(void *handle, const char *name);
+
+__attribute__((noinline)) void *hook_dlsym_ours(void *handle, const char *name)
 {
     hook_dlsym_fn real = hook_real_dlsym();
-    if (!real)
-        return NULL;
+    /* reached by a jump from dlsym: our return address is the caller's */
     void *p = handle == RTLD_NEXT ? dlsym_next(real, __builtin_return_address(0), name)
                                   : real(handle, name);
-    if (!maybe_ours(name))
-        return p;
     return substitute_dl(real, name, p);
 }
+
+HOOK_NO_SANITIZE void *hook_dlsym_route(void *handle, const char *name)
+{
+    (void)handle;
+    hook_dlsym_fn real = hook_real_dlsym();
+    if (!real || !maybe_ours(name))
+        return (void *)real;
+    return (void *)hook_dlsym_ours;
+}
+
+#if defined(__CET__)
+#define HOOK_ENDBR "endbr64\n"
+#else
+#define HOOK_ENDBR ""
+#endif
+
+#if defined(__x86_64__)
+__asm__(".text\n"
+        ".globl dlsym\n"
+        ".type dlsym, @function\n"
+        "dlsym:\n" HOOK_ENDBR "    push %rdi\n"
+        "    push %rsi\n"
+        "    sub $8, %rsp\n" /* 16-byte alignment for the call */
+        "    call hook_dlsym_route\n"
+        "    add $8, %rsp\n"
+        "    pop %rsi\n"
+        "    pop %rdi\n"
+        "    test %rax, %rax\n"
+        "    jz 1f\n"
+        "    jmp *%rax\n"
+        "1:  ret\n" /* no real dlsym at all: NULL */
+        ".size dlsym, .-dlsym\n");
+#elif defined(__aarch64__)
+__asm__(".text\n"
+        ".globl dlsym\n"
+        ".type dlsym, %function\n"
+        "dlsym:\n"
+        "    stp x29, x30, [sp, #-32]!\n"
+        "    mov x29, sp\n"
+        "    stp x0, x1, [sp, #16]\n"
+        "    bl hook_dlsym_route\n"
+        "    mov x16, x0\n"
+        "    ldp x0, x1, [sp, #16]\n"
+        "    ldp x29, x30, [sp], #32\n"
+        "    cbz x16, 1f\n"
+        "    br x16\n"
+        "1:  mov x0, #0\n"
+        "    ret\n"
+        ".size dlsym, .-dlsym\n");
+#else
+/* Elsewhere: C, relying on the compiler's sibling-call optimisation. */
+HOOK_EXPORT __attribute__((optimize("optimize-sibling-calls"))) void *dlsym(void *handle,
+                                                                            const char *name)
+{
+    hook_dlsym_fn f = (hook_dlsym_fn)hook_dlsym_route(handle, name);
+    return f ? f(handle, name) : NULL;
+}
+#endif

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <gnu/libc-version.h>
 
 #include "test_resolve.h"
 
@@ -25,9 +26,18 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
 extern __typeof__(cuLaunchKernel) gsnext_own
     __attribute__((alias("cuLaunchKernel"), visibility("hidden")));
 
-void *gsnext_lookup_next(const char *name)
+/* Also defined by libc: RTLD_NEXT from here must give libc's, for names
+ * the hook does not interpose as for those it does. */
+const char *gnu_get_libc_release(void)
 {
-    return dlsym(RTLD_NEXT, name);
+    return "gsnext";
+}
+
+/* Not a tail call: dlsym must see this library as its caller. */
+__attribute__((optimize("no-optimize-sibling-calls"))) void *gsnext_lookup_next(const char *name)
+{
+    void *volatile p = dlsym(RTLD_NEXT, name);
+    return p;
 }
 
 void *gsnext_own_launch(void)

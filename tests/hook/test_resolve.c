@@ -251,8 +251,14 @@ static void test_dlsym_next_from_library(void **state)
     dlerror();
     assert_null(gsnext_lookup_next("gsnext_no_such_symbol"));
     assert_non_null(dlerror());
-    /* an ordinary symbol after it: libc's */
-    assert_ptr_equal(gsnext_lookup_next("strlen"), dlsym(RTLD_DEFAULT, "strlen"));
+    /* ordinary symbols after it: libc's, also one that libgsnext defines too */
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    assert_non_null(libc);
+    assert_ptr_equal(gsnext_lookup_next("strlen"), dlsym(libc, "strlen"));
+    void *rel = gsnext_lookup_next("gnu_get_libc_release");
+    assert_ptr_equal(rel, dlsym(libc, "gnu_get_libc_release"));
+    assert_string_not_equal(((const char *(*)(void))rel)(), "gsnext");
+    dlclose(libc);
 }
 
 static void test_dlsym_next_from_program(void **state)
