@@ -282,3 +282,21 @@ def hook_env(sim, endpoint, **extra):
     env.pop("GPUSHARE_SESSION", None)
     env.update({k: str(v) for k, v in extra.items()})
     return env
+
+
+def main(argv):
+    """python3 fakebroker.py ENDPOINT [--auto-grant]: a broker in a process of
+    its own (tests stop it with SIGSTOP to see a broker that hangs).  Prints
+    "ready" once bound."""
+    import signal
+    import sys
+    b = FakeBroker(argv[1], auto_grant="--auto-grant" in argv).start()
+    print("ready", flush=True)
+    signal.sigwait([signal.SIGTERM, signal.SIGINT])
+    b.stop()
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    import sys
+    main(sys.argv)

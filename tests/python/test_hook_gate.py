@@ -169,3 +169,33 @@ def test_disabled_is_pure_pass_through(broker, run, sim):
     assert p.wait() == 0
     assert broker.count() == 0, "GPUSHARE_DISABLE=1 still talked to the broker"
     assert p.stderr() == ""
+
+
+def test_python_ctypes_program_is_gated(broker, tmp_path, sim, endpoint):
+    # ctypes finds every function with dlsym on its dlopen("libcuda.so.1")
+    # handle: the hook's wrappers, so the launch waits for the grant.
+    import subprocess
+    import sys
+    prog = ("import ctypes, gpusim\n"
+            "gpusim.init()\n"
+            "print('init', flush=True)\n"
+            "gpusim.launch(us=1000, name='kpy')\n"
+            "gpusim.synchronize()\n"
+            "calls = ctypes.CDLL(None).gpushare_hook_calls\n"
+            "calls.restype = ctypes.c_longlong\n"
+            "print('launches', calls(b'cuLaunchKernel'), flush=True)\n")
+    env = hook_env(sim, endpoint)
+    proc = subprocess.Popen([sys.executable, "-c", prog], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        acq = broker.wait_for("acquire", timeout=10)
+        assert not kernels(sim)
+        g = broker.grant(acq)
+        out, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "launches 1" in out
+    (k,) = kernels(sim, "kpy")
+    assert k["start_ns"] >= g["t"]

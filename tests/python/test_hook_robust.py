@@ -243,3 +243,61 @@ def test_nothing_on_stdout(brokers, run, sim, endpoint):
     assert p.wait() == 0
     assert all(line is None or " t=" in line for line in p.lines), p.lines
     assert "debug" in p.stderr()
+
+
+def test_hanging_broker_is_noticed_by_heartbeats(run, sim, endpoint, tmp_path):
+    # The broker process stops (SIGSTOP): its socket stays open, only the
+    # ZMTP heartbeats go unanswered.  The hook must notice and fail open.
+    import signal
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    bp = subprocess.Popen([sys.executable, os.path.join(here, "fakebroker.py"), endpoint,
+                           "--auto-grant"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert bp.stdout.readline().strip() == "ready"
+        ensure_probe()
+        p = run(["init", "launch", "L", "1000", "sync", "wait", "launch", "L", "1000", "kalone",
+                 "sync", "end"])
+        p.expect("wait")
+        os.kill(bp.pid, signal.SIGSTOP)
+        wait_stderr(p, "lost the gpushare broker", timeout=8)
+        p.go()
+        p.expect("launched kalone CUDA_SUCCESS")
+        assert p.wait() == 0
+    finally:
+        os.kill(bp.pid, signal.SIGCONT)
+        bp.terminate()
+        bp.wait(5)
+
+
+def test_heartbeats(brokers, run, sim, endpoint):
+    b = brokers(endpoint, heartbeat_ms=50)
+    p = run(["init", "wait", "end"])
+    n = b.count()
+    b.wait_for("heartbeat", after=n)
+    b.wait_for("heartbeat", after=b.count())
+    p.go()
+    assert p.wait() == 0
+
+
+def test_unknown_session_joins_without_it(brokers, run, sim, endpoint):
+    b = brokers(endpoint, auto_grant=True)
+    orig = b._answer
+
+    def answer(ident, msg):
+        if msg.get("type") == "join" and msg.get("session"):
+            b._send_now(ident, {"v": 1, "type": "error", "seq": msg["seq"],
+                                "code": "unknown_session", "request_type": "join",
+                                "message": "no session %s" % msg["session"]})
+        else:
+            orig(ident, msg)
+
+    b._answer = answer
+    p = run(["init", "launch", "L", "1000", "sync", "end"], GPUSHARE_SESSION="s-gone")
+    p.expect("launched k CUDA_SUCCESS")
+    assert p.wait() == 0
+    joins = [r["msg"] for r in b.messages("join")]
+    assert joins[0]["session"] == "s-gone" and "session" not in joins[1]
+    assert b.messages("acquire"), "gated after joining without the session"
+    assert "s-gone" in p.stderr()
