@@ -22,17 +22,9 @@
 #include "socket_dir.h"
 #include "status.h"
 #include "wire.h"
+#include "broker_internal.h"
 
-struct gs_broker {
-    gs_broker_options_t opt;
-    gs_gpu_inventory_t inventory;
-    zsock_t *router;
-    int signal_fd;
-    const char *policy;
-    int scheduler_on;
-    long long started_unix;
-    unsigned long long next_client_id;
-};
+
 
 static int open_signal_fd(void)
 {
@@ -58,6 +50,7 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
     self->opt = *opt;
     self->policy = "adaptive";
     self->scheduler_on = 1;
+    self->sessions = gs_sessions_new();
     self->started_unix = (long long)time(NULL);
     if (!self->opt.heartbeat_ms)
         self->opt.heartbeat_ms = 1000;
@@ -107,6 +100,7 @@ void gs_broker_destroy(gs_broker_t **self_p)
     if (!self)
         return;
     zsock_destroy(&self->router);
+    gs_sessions_destroy(&self->sessions);
     const char *path = gs_endpoint_ipc_path(self->opt.endpoint);
     if (path && self->signal_fd > 0)
         unlink(path); /* only a broker that got as far as binding owns it */
@@ -116,7 +110,7 @@ void gs_broker_destroy(gs_broker_t **self_p)
     *self_p = NULL;
 }
 
-static void reply(gs_broker_t *self, zframe_t *peer, json_t *msg)
+void gs_broker_reply(gs_broker_t *self, zframe_t *peer, json_t *msg)
 {
     gs_perr_t err;
     if (gs_wire_send(self->router, peer, msg, &err) != 0 && err.code != GS_PERR_NONE)
@@ -124,13 +118,13 @@ static void reply(gs_broker_t *self, zframe_t *peer, json_t *msg)
     json_decref(msg);
 }
 
-static void reply_error(gs_broker_t *self, zframe_t *peer, const json_t *req, const char *code,
-                        const char *text)
+void gs_broker_reply_error(gs_broker_t *self, zframe_t *peer, const json_t *req, const char *code,
+                           const char *text)
 {
-    reply(self, peer, gs_msg_error_reply(req, code, text));
+    gs_broker_reply(self, peer, gs_msg_error_reply(req, code, text));
 }
 
-static void echo_seq(json_t *out, const json_t *req)
+void gs_broker_echo_seq(json_t *out, const json_t *req)
 {
     json_t *seq = json_object_get(req, "seq");
     if (json_is_integer(seq))
@@ -148,9 +142,9 @@ static void on_hello(gs_broker_t *self, zframe_t *peer, const json_t *req)
     json_object_set_new(w, "scheduler", json_string(self->scheduler_on ? "on" : "off"));
     json_object_set_new(w, "heartbeat_ms", json_integer(self->opt.heartbeat_ms));
     json_object_set_new(w, "simulated", json_boolean(self->inventory.simulated));
-    echo_seq(w, req);
+    gs_broker_echo_seq(w, req);
     gs_debug("hello from %s pid %lld", gs_msg_str(req, "role", "?"), gs_msg_int(req, "pid", 0));
-    reply(self, peer, w);
+    gs_broker_reply(self, peer, w);
 }
 
 static void on_status(gs_broker_t *self, zframe_t *peer, const json_t *req)
@@ -160,10 +154,11 @@ static void on_status(gs_broker_t *self, zframe_t *peer, const json_t *req)
                             .endpoint = self->opt.endpoint,
                             .inventory = &self->inventory,
                             .started_unix = self->started_unix};
+    in.sessions = self->sessions;
     json_t *r = gs_msg_new(GS_MSG_STATUS_REPLY);
     json_object_set_new(r, "status", gs_status_build(&in));
-    echo_seq(r, req);
-    reply(self, peer, r);
+    gs_broker_echo_seq(r, req);
+    gs_broker_reply(self, peer, r);
 }
 
 static void handle_message(gs_broker_t *self)
@@ -176,9 +171,14 @@ static void handle_message(gs_broker_t *self)
     if (!msg) {
         if (peer && perr.code != GS_PERR_NONE) {
             gs_info("rejected a message: %s", perr.text);
-            reply_error(self, peer, rejected, gs_perr_code_name(perr.code), perr.text);
+            gs_broker_reply_error(self, peer, rejected, gs_perr_code_name(perr.code), perr.text);
         }
         json_decref(rejected);
+        zframe_destroy(&peer);
+        return;
+    }
+    if (gs_broker_dispatch_session(self, peer, type, msg)) {
+        json_decref(msg);
         zframe_destroy(&peer);
         return;
     }
@@ -202,14 +202,14 @@ static void handle_message(gs_broker_t *self)
         char text[96];
         snprintf(text, sizeof text, "\"%s\" is sent by the broker, not to it",
                  gs_msg_type_name(type));
-        reply_error(self, peer, msg, "wrong_direction", text);
+        gs_broker_reply_error(self, peer, msg, "wrong_direction", text);
         break;
     }
     default: {
         char text[96];
         snprintf(text, sizeof text, "\"%s\" is not implemented by this broker yet",
                  gs_msg_type_name(type));
-        reply_error(self, peer, msg, "not_implemented", text);
+        gs_broker_reply_error(self, peer, msg, "not_implemented", text);
         break;
     }
     }

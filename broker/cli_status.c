@@ -23,6 +23,8 @@ void gs_cli_status_print(FILE *out, const json_t *st)
     if (gs_msg_bool(st, "simulated", 0))
         fprintf(out, "SIMULATED GPU: no NVIDIA driver is in use; this is the test suite's "
                      "simulated driver.\n");
+    if (json_is_string(json_object_get(st, "note")))
+        fprintf(out, "note: %s\n", gs_msg_str(st, "note", ""));
     json_t *gpus = json_object_get(st, "gpus");
     if (json_array_size(gpus) == 0)
         fprintf(out, "no GPUs: %s\n", gs_msg_str(st, "problem", "unknown reason"));

@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 #include "gpu_inventory.h"
+#include "sessions.h"
 
 typedef struct {
     const char *policy;
@@ -14,6 +15,7 @@ typedef struct {
     const char *endpoint;
     const gs_gpu_inventory_t *inventory;
     long long started_unix;
+    gs_sessions_t *sessions;
 } gs_status_input_t;
 
 json_t *gs_status_build(const gs_status_input_t *in);

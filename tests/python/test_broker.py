@@ -142,3 +142,78 @@ def test_help_and_version():
     assert r.returncode == 0 and "Usage: gpushare-broker" in r.stdout
     r = subprocess.run([gstest.BROKER, "--version"], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("gpushare-broker ")
+
+
+class Client:
+    """A raw protocol client (pyzmq DEALER) for driving the broker."""
+
+    def __init__(self, endpoint, role):
+        self.sock = zmq.Context.instance().socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.RCVTIMEO, 3000)
+        self.sock.connect(endpoint)
+        self.seq = 0
+        assert self.call({"type": "hello", "role": role, "pid": os.getpid()})["type"] == "welcome"
+
+    def send(self, msg):
+        self.seq += 1
+        self.sock.send(json.dumps(dict(msg, v=1, seq=self.seq)).encode())
+
+    def call(self, msg):
+        self.send(msg)
+        while True:
+            reply = json.loads(self.sock.recv())
+            if reply.get("seq") == self.seq:
+                return reply
+
+    def close(self):
+        self.sock.close()
+
+
+def test_sessions_cells_and_grants_appear_in_status(broker):
+    gpu = broker.status()["gpus"][0]["uuid"]
+    launcher = Client(broker.endpoint, "launcher")
+    hook = Client(broker.endpoint, "hook")
+    try:
+        r = launcher.call({"type": "register", "kernel_id": "k-1", "user": "ada",
+                           "notebook": "train.ipynb", "pid": os.getpid()})
+        assert r == dict(r, type="registered", session="k-1")
+        launcher.send({"type": "cell", "session": "k-1", "state": "busy", "msg_id": "m1"})
+        assert hook.call({"type": "join", "pid": 4242, "session": "k-1",
+                          "devices": [gpu]})["session"] == "k-1"
+        grant = hook.call({"type": "acquire", "device": gpu})
+        assert grant["type"] == "grant" and grant["grant_id"] >= 1
+        hook.send({"type": "memory", "device": gpu, "used_bytes": 123456})
+        st = broker.status()
+        g = st["gpus"][0]
+        assert g["holders"] == ["k-1"]
+        assert g["memory_used"] == 123456
+        (s,) = g["sessions"]
+        assert (s["id"], s["user"], s["notebook"], s["kernel_id"]) == \
+            ("k-1", "ada", "train.ipynb", "k-1")
+        assert s["pids"] == [4242] and s["cell"] == "busy" and s["state"] == "running"
+        assert s["grants"] == 1 and s["resident_bytes"] == 123456
+        hook.send({"type": "release", "device": gpu, "grant_id": grant["grant_id"],
+                   "reason": "idle"})
+        launcher.send({"type": "cell", "session": "k-1", "state": "idle", "msg_id": "m1"})
+        s = broker.status()["gpus"][0]["sessions"][0]
+        assert (s["state"], s["cell"]) == ("idle", "idle")
+        assert launcher.call({"type": "unregister", "session": "k-1"})["type"] == "ok"
+        r = launcher.call({"type": "unregister", "session": "k-1"})
+        assert (r["type"], r["code"]) == ("error", "unknown_session")
+    finally:
+        launcher.close()
+        hook.close()
+
+
+def test_acquire_before_join_and_unknown_device_are_refused(broker):
+    hook = Client(broker.endpoint, "hook")
+    try:
+        r = hook.call({"type": "acquire", "device": "GPU-nope"})
+        assert (r["type"], r["code"]) == ("error", "not_joined")
+        hook.call({"type": "join", "pid": 1, "devices": []})
+        r = hook.call({"type": "acquire", "device": "GPU-nope"})
+        assert (r["type"], r["code"]) == ("error", "unknown_device")
+        assert "GPU-nope" in r["message"]
+    finally:
+        hook.close()

@@ -1,0 +1,67 @@
+/*
+ * sessions.h - the broker's table of clients and notebook sessions.
+ *
+ * A session is one notebook kernel (registered by the launcher) or one
+ * process tree started outside Jupyter (made when a hook joins without a
+ * session id).  Hook clients join sessions; each client holds at most one
+ * grant per GPU.  The scheduler decides grants; this table only records.
+ */
+#ifndef GS_SESSIONS_H
+#define GS_SESSIONS_H
+
+#include <czmq.h>
+#include <stdint.h>
+
+#include "gpu_inventory.h"
+
+typedef struct {
+    uint64_t grant_id; /* 0 = no grant */
+    int waiting;       /* acquire received, no grant yet */
+    uint64_t used_bytes;
+    uint64_t peak_bytes;
+    uint64_t grants, revokes;
+} gs_client_gpu_t;
+
+typedef struct {
+    char key[64];        /* hex of the ZeroMQ routing id */
+    zframe_t *identity;  /* routing id, for replies */
+    char role[16];
+    long pid;
+    char session[129];
+    int64_t last_seen_ms;
+    gs_client_gpu_t gpu[GS_MAX_GPUS];
+} gs_client_t;
+
+typedef struct {
+    char id[129];
+    char user[64];
+    char kernel_id[129];
+    char notebook[512];
+    long kernel_pid;
+    int registered; /* by a launcher (else made for a hook's process) */
+    int cell_busy;
+    char cell_msg_id[129];
+} gs_session_t;
+
+typedef struct gs_sessions gs_sessions_t;
+
+gs_sessions_t *gs_sessions_new(void);
+void gs_sessions_destroy(gs_sessions_t **self_p);
+
+/* Client by routing id; created (role "unknown") when absent. */
+gs_client_t *gs_sessions_client(gs_sessions_t *self, zframe_t *identity);
+gs_client_t *gs_sessions_client_lookup(gs_sessions_t *self, zframe_t *identity);
+void gs_sessions_client_remove(gs_sessions_t *self, gs_client_t *client);
+
+/* Session by id; created when create is set and absent. */
+gs_session_t *gs_sessions_session(gs_sessions_t *self, const char *id, int create);
+void gs_sessions_session_remove(gs_sessions_t *self, const char *id);
+
+/* Iteration (stable while the table is not modified). */
+gs_client_t *gs_sessions_first_client(gs_sessions_t *self);
+gs_client_t *gs_sessions_next_client(gs_sessions_t *self);
+gs_session_t *gs_sessions_first_session(gs_sessions_t *self);
+gs_session_t *gs_sessions_next_session(gs_sessions_t *self);
+size_t gs_sessions_client_count(gs_sessions_t *self);
+
+#endif
