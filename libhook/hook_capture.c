@@ -40,7 +40,7 @@ static struct capture *begin_enter(struct hook_thr *t, CUstream s)
     pthread_mutex_lock(&hook_mu);
     hook_wait_no_drain_locked();
     atomic_fetch_add(&hook_capture_count, 1);
-    t->captures++;
+    atomic_fetch_add_explicit(&t->captures, 1, memory_order_relaxed);
     if (c) {
         c->s = s;
         c->owner = t;
@@ -58,8 +58,9 @@ static void end_locked(struct capture *c)
             *pp = c->next;
             break;
         }
-    if (c->owner->captures > 0)
-        c->owner->captures--;
+    /* EndCapture may come from another thread (relaxed capture mode) */
+    if (atomic_load_explicit(&c->owner->captures, memory_order_relaxed) > 0)
+        atomic_fetch_sub_explicit(&c->owner->captures, 1, memory_order_relaxed);
     atomic_fetch_sub(&hook_capture_count, 1);
     free(c);
     pthread_cond_broadcast(&hook_cv);
@@ -73,7 +74,7 @@ static void begin_leave(struct hook_thr *t, struct capture *c, CUresult r)
     if (c)
         end_locked(c);
     else {
-        t->captures--;
+        atomic_fetch_sub_explicit(&t->captures, 1, memory_order_relaxed);
         atomic_fetch_sub(&hook_capture_count, 1);
         pthread_cond_broadcast(&hook_cv);
     }

@@ -137,7 +137,7 @@ void hook_gate_slow(struct hook_thr *t, CUstream s, int pt)
     /* Work captured into a graph runs only when the graph is launched, and
      * a thread that is capturing must never be held here: the drain that
      * closed the gate waits for its capture to end. */
-    if (t->captures > 0)
+    if (atomic_load_explicit(&t->captures, memory_order_relaxed) > 0)
         goto proceed;
     t->nest++;
     if (atomic_load_explicit(&hook_capture_count, memory_order_acquire) > 0 &&

@@ -122,12 +122,12 @@ uint64_t hook_now_ns(void); /* CLOCK_MONOTONIC */
 #define HOOK_TCACHE 4
 
 struct hook_thr {
-    _Atomic int busy; /* inside a gated submission: a drain waits for 0 */
-    int nest;         /* inside a wrapper or a hook thread: calls pass straight through */
-    int captures;     /* stream captures this thread began and has not ended */
-    unsigned ctx_gen; /* bumped when this thread's current context may change */
-    int internal;     /* one of the hook's own threads */
-    int live;         /* owned by a running thread */
+    _Atomic int busy;     /* inside a gated submission: a drain waits for 0 */
+    int nest;             /* inside a wrapper or a hook thread: calls pass straight through */
+    _Atomic int captures; /* stream captures this thread began and has not ended */
+    unsigned ctx_gen;     /* bumped when this thread's current context may change */
+    int internal;         /* one of the hook's own threads */
+    int live;             /* owned by a running thread */
     unsigned cache_next;
     struct {
         CUstream s;
