@@ -27,7 +27,7 @@
 /* For code that runs inside dlsym calls made before a sanitizer runtime is
  * initialised (ASan resolves its interceptors through dlsym(RTLD_NEXT)):
  * instrumented code would touch shadow memory that does not exist yet. */
-#define HOOK_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
+#define HOOK_NO_SANITIZE __attribute__((no_sanitize("address", "undefined", "thread")))
 
 /* ---- the table --------------------------------------------------------- */
 
