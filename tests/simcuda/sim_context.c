@@ -243,10 +243,10 @@ SIM_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice
 SIM_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
                                    unsigned int flags, CUdevice dev)
 {
+    SIM_NEED_INIT();
     if (numParams < 0 || (numParams > 0 && !paramsArray))
-        return atomic_load(&sim_g.initialised) ? CUDA_ERROR_INVALID_VALUE
-                                               : CUDA_ERROR_NOT_INITIALIZED;
-    SIM_GATED(ctx_create(pctx, flags, dev));
+        return CUDA_ERROR_INVALID_VALUE;
+    SIM_GATED(ctx_create(pctx, flags, dev)); /* execution affinity is ignored */
 }
 
 SIM_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams,

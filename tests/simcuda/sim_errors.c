@@ -203,12 +203,6 @@ static int find(CUresult r)
     return -1;
 }
 
-const char *sim_error_name(CUresult r)
-{
-    int i = find(r);
-    return i < 0 ? "CUDA_ERROR_UNKNOWN" : errors[i].name;
-}
-
 SIM_EXPORT CUresult cuGetErrorName(CUresult error, const char **pStr)
 {
     if (!pStr)

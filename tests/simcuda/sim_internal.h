@@ -448,7 +448,6 @@ void sim_mem_free_ctx_locked(struct sim_ctx *ctx);
 /* Checkpoint support: park/unpark every device allocation (sim_g.mu held). */
 CUresult sim_mem_checkpoint_locked(uint64_t out_bytes[SIM_MAX_DEVICES]);
 void sim_mem_restore_locked(void);
-void sim_mem_checkpointed_bytes_locked(uint64_t out_bytes[SIM_MAX_DEVICES]);
 CUresult sim_vmm_checkpoint_locked(uint64_t out_bytes[SIM_MAX_DEVICES]);
 CUresult sim_vmm_restore_locked(void);
 
@@ -496,10 +495,6 @@ void sim_graph_run(struct sim_stream *s, struct sim_graph_exec *e);
 /* ---- checkpoint (sim_checkpoint.c) ------------------------------------ */
 
 int sim_ctl_start(void);
-
-/* ---- errors (sim_errors.c) -------------------------------------------- */
-
-const char *sim_error_name(CUresult r);
 
 /* ---- small helpers ---------------------------------------------------- */
 

@@ -203,16 +203,6 @@ CUresult sim_mem_checkpoint_locked(uint64_t bytes[SIM_MAX_DEVICES])
     return CUDA_SUCCESS;
 }
 
-void sim_mem_checkpointed_bytes_locked(uint64_t bytes[SIM_MAX_DEVICES])
-{
-    struct collect c = {.mask = 1 << SIM_MEM_DEVICE};
-    sim_hmap_each(&sim_g.allocs, SIM_H_ALLOC, collect_one, &c);
-    for (size_t i = 0; i < c.n; i++)
-        if (c.v[i]->saved)
-            bytes[c.v[i]->dev] += c.v[i]->accounted;
-    free(c.v);
-}
-
 void sim_mem_restore_locked(void)
 {
     struct collect c = {.mask = 1 << SIM_MEM_DEVICE};

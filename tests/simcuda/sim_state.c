@@ -134,9 +134,10 @@ static void atfork_parent(void)
  * the parent's allocations are not its own). */
 static void atfork_child(void)
 {
-    pthread_mutex_init(&sim_g.mu, NULL);
-    pthread_mutex_init(&init_mu, NULL);
-    init_cv();
+    /* this thread locked both in atfork_prepare: they are consistent */
+    pthread_mutex_unlock(&sim_g.mu);
+    pthread_mutex_unlock(&init_mu);
+    init_cv(); /* waiters of other (parent) threads do not exist here */
     atomic_store(&sim_g.initialised, 0);
     sim_g.pid = 0;
     sim_g.proc_idx = -1;

@@ -178,14 +178,13 @@ static void child_exit_holding(int rd, int wr, void *arg)
 
 static void test_exit_returns_capacity(void **state)
 {
-    struct simchild a, b;
+    struct simchild b;
     simtest_fresh("64M", NULL);
     simtest_in_child(child_exit_holding, NULL);
     start(&b);
     assert_int_equal(do_info(&b), 64 * MiB);
     CK(do_alloc(&b, 64 * MiB));
     stop(&b);
-    (void)a;
 }
 
 int main(void)

@@ -7,8 +7,10 @@
  */
 #include "simtest.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #define MS           1000000ULL
 #define TOLERANCE_NS (30 * MS) /* scheduling slack allowed on a busy machine */
@@ -147,6 +149,70 @@ static void test_overlap_concurrency_2(void **state)
     assert_int_equal(n, 2);
     assert_true(r[0].pid != r[1].pid);
     assert_true(overlaps(&r[0], &r[1]));
+}
+
+/* A process killed while its kernel holds the only engine slot: another
+ * process' kernel gets the slot once its wait notices (every 10 ms). */
+static void signal_fn(void *arg)
+{
+    simtest_send_u64(*(int *)arg, 1);
+}
+
+static void child_hog(int rd, int wr, void *arg)
+{
+    static int fd;
+    fd = wr;
+    simtest_init();
+    REQ_CU(cuLaunchHostFunc(NULL, signal_fn, &fd));
+    launch("hog", 30000000, NULL); /* 30 s */
+    REQ_CU(cuCtxSynchronize());
+}
+
+static void child_short(int rd, int wr, void *arg)
+{
+    simtest_init();
+    get_kernel("short");
+    simtest_send_u64(wr, 1);
+    simtest_recv_u64(rd); /* go */
+    uint64_t t0 = simtest_now_ns();
+    launch("short", 1000, NULL);
+    REQ_CU(cuCtxSynchronize());
+    simtest_send_u64(wr, simtest_now_ns() - t0);
+}
+
+/* One round; returns how long the other process' 1 ms kernel took. */
+static uint64_t dead_slot_round(void)
+{
+    struct simchild hog, other;
+    simtest_fresh(NULL, NULL);
+    simtest_spawn(&other, child_short, NULL); /* registered before the hog dies */
+    assert_int_equal(simtest_recv_u64(other.rd), 1);
+    simtest_spawn(&hog, child_hog, NULL);
+    assert_int_equal(simtest_recv_u64(hog.rd), 1); /* its next op is the 30 s kernel */
+    kill(hog.pid, SIGKILL);
+    simtest_wait_zombie(hog.pid);
+    simtest_send_u64(other.wr, 1);
+    uint64_t took = simtest_recv_u64(other.rd);
+    simtest_join(&other);
+    int st;
+    waitpid(hog.pid, &st, 0);
+    close(hog.rd);
+    close(hog.wr);
+    simtest_teardown(NULL);
+    return took;
+}
+
+static void test_dead_slot_holder(void **state)
+{
+    /* The hog may die just before its worker takes the slot; then the
+     * other kernel runs at once.  A few rounds make it likely that one
+     * round has the slot held by the dead hog (reclaimed after 10 ms). */
+    for (int round = 0; round < 4; round++) {
+        uint64_t took = dead_slot_round();
+        assert_true(took < 2000 * MS);
+        if (took >= 10 * MS)
+            break;
+    }
 }
 
 /* ---- streams ----------------------------------------------------------- */
@@ -402,6 +468,7 @@ int main(void)
         cmocka_unit_test_teardown(test_kernel_100ms, simtest_teardown),
         cmocka_unit_test_teardown(test_no_overlap_concurrency_1, simtest_teardown),
         cmocka_unit_test_teardown(test_overlap_concurrency_2, simtest_teardown),
+        cmocka_unit_test_teardown(test_dead_slot_holder, simtest_teardown),
         cmocka_unit_test_teardown(test_stream_order, simtest_teardown),
         cmocka_unit_test_teardown(test_events, simtest_teardown),
         cmocka_unit_test_teardown(test_wait_event_across_streams, simtest_teardown),
