@@ -158,7 +158,7 @@ void sim_stream_destroy_locked(struct sim_stream *s)
     }
     if (s->capture) {
         if (s->capture->origin == s)
-            sim_capture_invalidate_locked(s->capture);
+            sim_capture_abort_locked(s->capture); /* ends it for the joined streams too */
         s->capture = NULL;
     }
     s->destroyed = 1;

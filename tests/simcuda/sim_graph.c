@@ -145,6 +145,13 @@ static void detach_capture_locked(struct sim_capture *c)
     }
 }
 
+void sim_capture_abort_locked(struct sim_capture *c)
+{
+    detach_capture_locked(c);
+    graph_free_locked(c->graph);
+    free(c);
+}
+
 static CUresult end_capture(CUstream h, CUgraph *phGraph, int pt)
 {
     if (!phGraph)

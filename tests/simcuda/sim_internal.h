@@ -489,6 +489,7 @@ struct sim_capture {
 CUresult sim_graph_append_locked(struct sim_graph *g, struct sim_op *op);
 struct sim_capture *sim_capture_find_locked(uint64_t id);
 void sim_capture_invalidate_locked(struct sim_capture *c);
+void sim_capture_abort_locked(struct sim_capture *c); /* origin stream destroyed */
 void sim_graph_exec_unref_locked(struct sim_graph_exec *e);
 void sim_graph_run(struct sim_stream *s, struct sim_graph_exec *e);
 

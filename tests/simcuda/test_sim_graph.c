@@ -227,6 +227,35 @@ static void test_fork_join_capture(void **state)
     assert_string_equal(r[2].op, "graph");
 }
 
+/* Destroying the stream a capture began on ends the capture for the
+ * streams that joined it; they work normally afterwards. */
+static void child_destroy_origin(int rd, int wr, void *arg)
+{
+    CUstream s1, s2;
+    CUevent ev;
+    CUstreamCaptureStatus st;
+    simtest_init();
+    REQ_CU(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    REQ_CU(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    REQ_CU(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    REQ_CU(cuStreamBeginCapture(s1, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    REQ_CU(cuEventRecord(ev, s1));
+    REQ_CU(cuStreamWaitEvent(s2, ev, 0));
+    launch("captured", 1000, s2);
+    REQ_CU(cuStreamDestroy(s1));
+    REQ_CU(cuStreamIsCapturing(s2, &st));
+    REQUIRE(st == CU_STREAM_CAPTURE_STATUS_NONE);
+    launch("normal", 2000, s2);
+    REQ_CU(cuStreamSynchronize(s2));
+    REQUIRE(gpusim_process_busy_ns(0) == 2 * MS);
+}
+
+static void test_destroy_capturing_stream(void **state)
+{
+    simtest_fresh(NULL, NULL);
+    simtest_in_child(child_destroy_origin, NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -234,6 +263,7 @@ int main(void)
         cmocka_unit_test_teardown(test_sync_on_capturing_stream_refused, simtest_teardown),
         cmocka_unit_test_teardown(test_capture_rules, simtest_teardown),
         cmocka_unit_test_teardown(test_fork_join_capture, simtest_teardown),
+        cmocka_unit_test_teardown(test_destroy_capturing_stream, simtest_teardown),
     };
     return cmocka_run_group_tests_name("simcuda graph", tests, NULL, NULL);
 }
