@@ -34,7 +34,8 @@ static void thr_exit(void *p)
         atomic_store_explicit(&t->calls[i], 0, memory_order_relaxed);
     }
     atomic_store_explicit(&t->busy, 0, memory_order_release);
-    t->nest = t->captures = t->internal = 0;
+    t->nest = t->internal = 0;
+    atomic_store_explicit(&t->captures, 0, memory_order_relaxed);
     memset(t->cache, 0, sizeof t->cache);
     t->live = 0;
     pthread_mutex_unlock(&reg_mu);
@@ -121,11 +122,12 @@ void hook_thr_atfork_child(void)
             retired[i] += atomic_load_explicit(&t->calls[i], memory_order_relaxed);
             atomic_store_explicit(&t->calls[i], 0, memory_order_relaxed);
         }
-        t->nest = t->captures = t->internal = 0;
+        t->nest = t->internal = 0;
+        atomic_store_explicit(&t->captures, 0, memory_order_relaxed);
         t->live = 0;
     }
     if (self) {
-        self->captures = 0;
+        atomic_store_explicit(&self->captures, 0, memory_order_relaxed);
         memset(self->cache, 0, sizeof self->cache);
     }
 }
