@@ -24,12 +24,27 @@ enum {
     CMD_SETUP,       /* n, sizes... -> pointers */
     CMD_VERIFY,      /* -> 1 if every buffer is intact at its address */
     CMD_ALLOC,       /* n -> MARK, result, time after the call */
-    CMD_LAUNCH,      /* us -> 1 (asynchronous) */
     CMD_LAUNCH_SYNC, /* us -> MARK after the launch, then time after the sync */
     CMD_MANAGED,     /* -> result */
     CMD_INFO,        /* -> free bytes */
     CMD_FREE_ALL,    /* -> 1 */
+    CMD_HELD_WORK,   /* -> 1; queues a host function that waits for held_release() */
 };
+
+/* Work the test controls: a host function blocked on a pipe of its own
+ * (created before the fork) until the parent writes to it. */
+static int held_pipe[2];
+
+static void held_fn(void *arg)
+{
+    (void)arg;
+    simtest_recv_u64(held_pipe[0]);
+}
+
+static void held_release(void)
+{
+    simtest_send_u64(held_pipe[1], 1);
+}
 
 #define MAXBUF 8
 
@@ -145,11 +160,6 @@ static void child_target(int rd, int wr, void *arg)
             simtest_send_u64(wr, when);
             break;
         }
-        case CMD_LAUNCH:
-            gpusim_set_next_kernel_us(simtest_recv_u64(rd));
-            REQ_CU(cuLaunchKernel(kernel(), 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
-            simtest_send_u64(wr, 1);
-            break;
         case CMD_LAUNCH_SYNC:
             gpusim_set_next_kernel_us(simtest_recv_u64(rd));
             REQ_CU(cuLaunchKernel(kernel(), 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
@@ -168,6 +178,10 @@ static void child_target(int rd, int wr, void *arg)
             simtest_send_u64(wr, fr);
             break;
         }
+        case CMD_HELD_WORK:
+            REQ_CU(cuLaunchHostFunc(NULL, held_fn, NULL));
+            simtest_send_u64(wr, 1);
+            break;
         case CMD_FREE_ALL:
             for (int i = 0; i < t.count; i++)
                 REQ_CU(cuMemFree(t.p[i]));
@@ -291,12 +305,12 @@ static void test_lock_waits_for_work(void **state)
     simtest_fresh(NULL, NULL);
     start(&t);
     simtest_send_u64(t.wr, CMD_LAUNCH_SYNC);
-    simtest_send_u64(t.wr, 150000);
+    simtest_send_u64(t.wr, 300000); /* the lock must come while it runs */
     assert_int_equal(simtest_recv_u64(t.rd), MARK);
     CUcheckpointLockArgs args = {0};
     args.timeoutMs = 5000;
     CK(cuCheckpointProcessLock(t.pid, &args));
-    assert_true(gpusim_busy_ns(0) >= 150 * MS); /* the kernel finished first */
+    assert_true(gpusim_busy_ns(0) >= 300 * MS); /* the kernel finished first */
     assert_false(simtest_readable(t.rd));
     uint64_t unlocked_at = simtest_now_ns();
     CK(cuCheckpointProcessUnlock(t.pid, NULL));
@@ -308,23 +322,25 @@ static void test_lock_timeout(void **state)
 {
     struct simchild t;
     simtest_fresh(NULL, NULL);
+    assert_int_equal(pipe(held_pipe), 0);
     start(&t);
-    simtest_send_u64(t.wr, CMD_LAUNCH);
-    simtest_send_u64(t.wr, 300000);
+    simtest_send_u64(t.wr, CMD_HELD_WORK); /* queued work that cannot finish yet */
     assert_int_equal(simtest_recv_u64(t.rd), 1);
     CUcheckpointLockArgs args = {0};
     args.timeoutMs = 30;
     uint64_t t0 = simtest_now_ns();
     CK_EQ(cuCheckpointProcessLock(t.pid, &args), CUDA_ERROR_TIMEOUT);
     uint64_t waited = simtest_now_ns() - t0;
-    assert_true(waited >= 30 * MS && waited < 250 * MS);
+    assert_true(waited >= 30 * MS);
     assert_int_equal(state_of(t.pid), CU_PROCESS_STATE_RUNNING);
     CK(alloc_now(&t, 4096)); /* the gate is open again */
+    held_release();
     args.timeoutMs = 0;
-    CK(cuCheckpointProcessLock(t.pid, &args)); /* no timeout: waits for the kernel */
-    assert_true(gpusim_busy_ns(0) >= 300 * MS);
+    CK(cuCheckpointProcessLock(t.pid, &args)); /* no timeout: the work finishes */
     CK(cuCheckpointProcessUnlock(t.pid, NULL));
     stop(&t);
+    close(held_pipe[0]);
+    close(held_pipe[1]);
 }
 
 static void test_wrong_states(void **state)
