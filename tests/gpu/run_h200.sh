@@ -1,0 +1,84 @@
+#!/bin/bash
+# The hook's validation and benchmarks on a real GPU (the H200 device
+# machine).  Everything is built on the development machine and carried in
+# .carry/ (see tests/gpu/README.md); this script only runs things and writes
+# JSON lines to $OUT/results.jsonl plus logs.
+#   bash tests/gpu/run_h200.sh          (from the repository root)
+set -u
+C=$PWD/.carry
+OUT=${OUT:-/tmp/gpushare-out}
+mkdir -p "$OUT" /tmp/gs
+export LD_LIBRARY_PATH=$C/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+HOOK=$C/gpushare/libgpushare-hook.so
+R=$OUT/results.jsonl
+: >"$R"
+cupti_dir=$(dirname "$(find / -name 'libcupti.so.13*' -not -path '/proc/*' 2>/dev/null | head -1)")
+
+record() { # record TAG JSON
+    local tag=$1 json=$2
+    [ -n "$json" ] || json='{"error": "no output"}'
+    echo "{\"test\": \"$tag\", \"result\": $json}" >>"$R"
+    echo "$tag: $json"
+}
+
+# The machine, for every figure.
+{
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+    nproc; uname -r
+} >"$OUT/machine.txt" 2>&1
+cat "$OUT/machine.txt"
+
+export GPUSHARE_BROKER=ipc:///tmp/gs/broker.sock
+"$C/gpushare/gpushare-broker" -v >"$OUT/broker.log" 2>&1 &
+broker=$!
+timeout 20 grep -q -m1 "listening on" <(tail -F "$OUT/broker.log" 2>/dev/null) || { echo "broker did not start"; cat "$OUT/broker.log"; }
+"$C/gpushare/gpushare" status >>"$OUT/broker.log" 2>&1
+
+
+# 1. Results identical to native; launch counts equal to CUPTI's.
+for prog in validate_cuda_shared validate_cuda_static; do
+    record "$prog/native" "$(timeout 120 "$C/bin/$prog" 2>>"$OUT/errors.log")"
+    record "$prog/hook" "$(timeout 120 env LD_PRELOAD=$HOOK "$C/bin/$prog" 2>>"$OUT/errors.log")"
+    rm -f "$OUT/cupti.json"
+    out=$(timeout 120 env LD_PRELOAD=$HOOK CUDA_INJECTION64_PATH=$C/lib/libcupti_count.so \
+        CUPTI_COUNT_FILE=$OUT/cupti.json LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$cupti_dir \
+        "$C/bin/$prog" 2>>"$OUT/errors.log")
+    record "$prog/hook+cupti" "{\"program\": ${out:-null}, \"cupti\": $(cat "$OUT/cupti.json" 2>/dev/null || echo null)}"
+done
+record "torch_check/native" "$(timeout 300 python3 tests/gpu/torch_check.py 2>>"$OUT/errors.log")"
+record "torch_check/hook" "$(timeout 300 env LD_PRELOAD=$HOOK python3 tests/gpu/torch_check.py 2>>"$OUT/errors.log")"
+rm -f "$OUT/cupti.json"
+out=$(timeout 300 env LD_PRELOAD=$HOOK CUDA_INJECTION64_PATH=$C/lib/libcupti_count.so \
+    CUPTI_COUNT_FILE=$OUT/cupti.json LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$cupti_dir \
+    python3 tests/gpu/torch_check.py 2>>"$OUT/errors.log")
+record "torch_check/hook+cupti" "{\"program\": ${out:-null}, \"cupti\": $(cat "$OUT/cupti.json" 2>/dev/null || echo null)}"
+
+# 2. Launch fast path: native, hook with the broker granting, hook without a
+#    broker (ungated); interleaved rounds.
+for round in 1 2 3; do
+    record "null_launch/native/$round" "$(timeout 120 "$C/bin/null_launch" 2>>"$OUT/errors.log")"
+    record "null_launch/hook+broker/$round" "$(timeout 120 env LD_PRELOAD=$HOOK "$C/bin/null_launch" 2>>"$OUT/errors.log")"
+    record "null_launch/hook-ungated/$round" "$(timeout 120 env LD_PRELOAD=$HOOK GPUSHARE_BROKER=ipc:///tmp/gs/none.sock "$C/bin/null_launch" 2>>"$OUT/errors.log")"
+done
+
+# 3. A ResNet-50 training and inference step, native vs hook with the broker.
+for round in 1 2 3; do
+    record "torch_step/native/$round" "$(timeout 200 python3 bench/torch_step.py 2>>"$OUT/errors.log")"
+    record "torch_step/hook+broker/$round" "$(timeout 200 env LD_PRELOAD=$HOOK python3 bench/torch_step.py 2>>"$OUT/errors.log")"
+done
+"$C/gpushare/gpushare" status --json >"$OUT/status-after.json" 2>&1
+
+# 4. Revoke to release on an idle GPU (bench/revoke_latency stands in for
+#    the broker; the hook never releases on its own here).
+"$C/gpushare/revoke_latency" ipc:///tmp/gs/rl.sock 200 5 >"$OUT/revoke.json" 2>>"$OUT/errors.log" &
+rl=$!
+timeout 60 env LD_PRELOAD=$HOOK GPUSHARE_BROKER=ipc:///tmp/gs/rl.sock GPUSHARE_IDLE_RELEASE_MS=0 \
+    "$C/bin/sporadic" 4 5000 >>"$OUT/errors.log" 2>&1
+wait $rl
+record "revoke_latency" "$(cat "$OUT/revoke.json")"
+
+kill $broker 2>/dev/null
+wait
+echo done
