@@ -175,6 +175,18 @@ HOOK_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
     CAPTURE_END(cuStreamEndCapture_ptsz, 1, hStream, (hStream, phGraph));
 }
 
+/* A stream destroyed while capturing takes its capture with it. */
+void hook_capture_forget_stream(CUstream s)
+{
+    pthread_mutex_lock(&hook_mu);
+    for (struct capture *c = captures, *next; c; c = next) {
+        next = c->next;
+        if (c->s == s && !hook_stream_implicit(s))
+            end_locked(c);
+    }
+    pthread_mutex_unlock(&hook_mu);
+}
+
 /* The child has no captures: the parent's belong to the parent's streams. */
 void hook_capture_atfork_child(void)
 {

@@ -237,6 +237,8 @@ HOOK_EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
     if (r_ == CUDA_SUCCESS)                                                                        \
         hook_streams_forget_stream(hStream);                                                       \
     pthread_mutex_unlock(&hook_smu);                                                               \
+    if (r_ == CUDA_SUCCESS)                                                                        \
+        hook_capture_forget_stream(hStream);                                                       \
     DONE
 
 HOOK_EXPORT CUresult cuStreamDestroy(CUstream hStream)

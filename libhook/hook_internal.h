@@ -306,6 +306,7 @@ void hook_streams_atfork_child(void);
 /* Waits until no drain is synchronising (hook_mu held by the callers). */
 void hook_wait_no_drain_locked(void);
 void hook_capture_atfork_child(void);
+void hook_capture_forget_stream(CUstream s);
 
 /* ---- drains (hook_drain.c) --------------------------------------------- */
 

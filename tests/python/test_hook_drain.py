@@ -138,6 +138,20 @@ def test_stream_destroyed_before_drain(broker, run, sim):
     assert p.wait() == 0
 
 
+def test_destroying_a_capturing_stream_ends_its_capture(broker, run, sim):
+    # Without EndCapture: the drain must not wait for ever for a capture
+    # whose stream is gone.
+    p = run(["init", "stream", "capture_begin", "0", "launch", "0", "10", "destroy", "0",
+             "launch", "L", "1000", "sync", "wait", "end"])
+    p.expect("destroy CUDA_SUCCESS")
+    p.expect("wait")
+    grant = broker.messages("grant", direction="out")[0]
+    broker.revoke(grant)
+    broker.wait_for("release")
+    p.go()
+    assert p.wait() == 0
+
+
 def test_idle_release_and_reacquire(broker, run, sim):
     p = run(["init", "launch", "L", "50000", "kfirst", "wait", "launch", "L", "1000", "ksecond",
              "sync", "end"], GPUSHARE_IDLE_RELEASE_MS=100)
