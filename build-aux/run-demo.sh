@@ -22,6 +22,8 @@ done
     { echo "run-demo: --prefix must name an installed gpushare (no $prefix/bin/gpushare-broker)" >&2; exit 2; }
 python=${GS_KERNEL_PYTHON:-/usr/bin/python3}
 state="$prefix/var/run"
+# A unix socket path holds 107 bytes; a deep prefix gets a short private dir.
+[ ${#state} -le 80 ] || state=$(mktemp -d /tmp/gpushare-demo.XXXXXX)
 mkdir -p "$state"
 export GPUSHARE_BROKER="ipc://$state/broker.sock"
 export JUPYTER_PATH="$prefix/share/jupyter${JUPYTER_PATH:+:$JUPYTER_PATH}"
