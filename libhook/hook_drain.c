@@ -22,6 +22,7 @@
 
 #include <linux/membarrier.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,14 +32,37 @@
 static pthread_cond_t helper_cv = PTHREAD_COND_INITIALIZER;
 static int helper_running; /* hook_mu */
 static int membarrier_ok = -1;
+static void *ipi_page; /* for the mprotect fallback */
 
 static void membarrier_setup(void)
 {
     long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
     membarrier_ok = cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
                     syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
-    if (!membarrier_ok)
-        gs_debug("membarrier(PRIVATE_EXPEDITED) unavailable: drains fall back to a short pause");
+    if (!membarrier_ok) {
+        ipi_page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (ipi_page == MAP_FAILED || mlock(ipi_page, 4096) != 0) {
+            if (ipi_page != MAP_FAILED)
+                munmap(ipi_page, 4096);
+            ipi_page = NULL;
+        }
+        gs_debug("membarrier(PRIVATE_EXPEDITED) unavailable: drains serialise threads with %s",
+                 ipi_page ? "an mprotect TLB shootdown" : "a 1 ms pause");
+    }
+}
+
+/* The process-wide barrier membarrier gives, without it: downgrading a
+ * dirty, locked page's protection makes the kernel shoot down its TLB
+ * entry on every CPU running this process, an IPI that serialises each of
+ * them (the technique FlushProcessWriteBuffers uses on Linux). */
+static int ipi_barrier(void)
+{
+    if (!ipi_page)
+        return -1;
+    *(volatile char *)ipi_page = 1;
+    if (mprotect(ipi_page, 4096, PROT_READ) != 0)
+        return -1;
+    return mprotect(ipi_page, 4096, PROT_READ | PROT_WRITE);
 }
 
 /* Step 1: every submission that loaded the gate word as open has finished
@@ -47,7 +71,7 @@ static void quiesce(void)
 {
     if (membarrier_ok)
         syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
-    else {
+    else if (ipi_barrier() != 0) {
         /* Without membarrier a thread's busy store may still sit in its
          * store buffer; a pause long enough for it to drain is the best
          * available (and what the kernel's fallback would do, too). */
@@ -66,7 +90,9 @@ static void quiesce(void)
 
 static void drain_one(int dev, unsigned gen)
 {
+    uint64_t t0 = hook_now_ns();
     quiesce();
+    uint64_t t1 = hook_now_ns();
     pthread_mutex_lock(&hook_mu);
     struct hook_dev *d = &hook_st.dev[dev];
     while ((atomic_load(&hook_capture_count) > 0 || hook_st.ctx_destroying > 0) &&
@@ -80,7 +106,11 @@ static void drain_one(int dev, unsigned gen)
     hook_st.drain_syncing = 1;
     pthread_mutex_unlock(&hook_mu);
 
+    uint64_t t2 = hook_now_ns();
     hook_streams_drain(dev, since);
+    gs_debug("drain of GPU %d: quiesce %llu us, capture wait %llu us, streams %llu us", dev,
+             (unsigned long long)(t1 - t0) / 1000, (unsigned long long)(t2 - t1) / 1000,
+             (unsigned long long)(hook_now_ns() - t2) / 1000);
 
     pthread_mutex_lock(&hook_mu);
     hook_st.drain_syncing = 0;
@@ -163,4 +193,7 @@ void hook_drain_atfork_child(void)
     pthread_cond_init(&helper_cv, NULL);
     helper_running = 0;
     membarrier_ok = -1; /* registration is per address space */
+    if (ipi_page)
+        munmap(ipi_page, 4096);
+    ipi_page = NULL;
 }

@@ -106,6 +106,7 @@ struct hook_cuda {
     __typeof__(&cuEventCreate) eventCreate;
     __typeof__(&cuEventRecord) eventRecord;
     __typeof__(&cuEventSynchronize) eventSynchronize;
+    __typeof__(&cuEventQuery) eventQuery;
     __typeof__(&cuEventDestroy_v2) eventDestroy;
     __typeof__(&cuDeviceGetCount) deviceGetCount;
     __typeof__(&cuDeviceGet) deviceGet;

@@ -187,6 +187,7 @@ void hook_real_load(void)
     AUX(eventCreate, cuEventCreate);
     AUX(eventRecord, cuEventRecord);
     AUX(eventSynchronize, cuEventSynchronize);
+    AUX(eventQuery, cuEventQuery);
     AUX(eventDestroy, cuEventDestroy_v2);
     AUX(deviceGetCount, cuDeviceGetCount);
     AUX(deviceGet, cuDeviceGet);

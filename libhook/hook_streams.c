@@ -177,9 +177,18 @@ void hook_streams_drain(int dev, unsigned long long since)
         np++;
     }
     pthread_mutex_unlock(&hook_smu);
+    /* On an idle GPU the events complete within microseconds, and a
+     * blocking-sync wait would add the interrupt wake-up (~1 ms measured on
+     * an H200); so poll briefly first, then block without burning a core. */
+    uint64_t spin_until = hook_now_ns() + 200000;
     for (size_t i = 0; i < np; i++) {
         hook_cu.ctxSetCurrent(p[i].ctx);
-        CUresult r = hook_cu.eventSynchronize(p[i].ev);
+        CUresult r = CUDA_ERROR_NOT_READY;
+        while (hook_cu.eventQuery && hook_now_ns() < spin_until &&
+               (r = hook_cu.eventQuery(p[i].ev)) == CUDA_ERROR_NOT_READY)
+            ;
+        if (r != CUDA_SUCCESS)
+            r = hook_cu.eventSynchronize(p[i].ev);
         if (r != CUDA_SUCCESS)
             gs_debug("drain: event synchronisation failed (error %d)", (int)r);
         hook_cu.eventDestroy(p[i].ev);

@@ -3,8 +3,11 @@
 # machine).  Everything is built on the development machine and carried in
 # .carry/ (see tests/gpu/README.md); this script only runs things and writes
 # JSON lines to $OUT/results.jsonl plus logs.
-#   bash tests/gpu/run_h200.sh          (from the repository root)
+#   bash tests/gpu/run_h200.sh [SECTION...]   (from the repository root)
+# Sections: validate launch torch revoke (default: all).
 set -u
+sections=" ${*:-validate launch torch revoke} "
+want() { [[ $sections == *" $1 "* ]]; }
 C=$PWD/.carry
 OUT=${OUT:-/tmp/gpushare-out}
 mkdir -p "$OUT" /tmp/gs
@@ -38,7 +41,7 @@ timeout 20 grep -q -m1 "listening on" <(tail -F "$OUT/broker.log" 2>/dev/null) |
 
 
 # 1. Results identical to native; launch counts equal to CUPTI's.
-for prog in validate_cuda_shared validate_cuda_static; do
+want validate && for prog in validate_cuda_shared validate_cuda_static; do
     record "$prog/native" "$(timeout 120 "$C/bin/$prog" 2>>"$OUT/errors.log")"
     record "$prog/hook" "$(timeout 120 env LD_PRELOAD=$HOOK "$C/bin/$prog" 2>>"$OUT/errors.log")"
     rm -f "$OUT/cupti.json"
@@ -47,24 +50,23 @@ for prog in validate_cuda_shared validate_cuda_static; do
         "$C/bin/$prog" 2>>"$OUT/errors.log")
     record "$prog/hook+cupti" "{\"program\": ${out:-null}, \"cupti\": $(cat "$OUT/cupti.json" 2>/dev/null || echo null)}"
 done
-record "torch_check/native" "$(timeout 300 python3 tests/gpu/torch_check.py 2>>"$OUT/errors.log")"
-record "torch_check/hook" "$(timeout 300 env LD_PRELOAD=$HOOK python3 tests/gpu/torch_check.py 2>>"$OUT/errors.log")"
-rm -f "$OUT/cupti.json"
-out=$(timeout 300 env LD_PRELOAD=$HOOK CUDA_INJECTION64_PATH=$C/lib/libcupti_count.so \
+want validate && record "torch_check/native" "$(timeout 300 python3 tests/gpu/torch_check.py 2>>"$OUT/errors.log")"
+want validate && record "torch_check/hook" "$(timeout 300 env LD_PRELOAD=$HOOK python3 tests/gpu/torch_check.py 2>>"$OUT/errors.log")"
+want validate && rm -f "$OUT/cupti.json" && out=$(timeout 300 env LD_PRELOAD=$HOOK CUDA_INJECTION64_PATH=$C/lib/libcupti_count.so \
     CUPTI_COUNT_FILE=$OUT/cupti.json LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$cupti_dir \
     python3 tests/gpu/torch_check.py 2>>"$OUT/errors.log")
-record "torch_check/hook+cupti" "{\"program\": ${out:-null}, \"cupti\": $(cat "$OUT/cupti.json" 2>/dev/null || echo null)}"
+want validate && record "torch_check/hook+cupti" "{\"program\": ${out:-null}, \"cupti\": $(cat "$OUT/cupti.json" 2>/dev/null || echo null)}"
 
 # 2. Launch fast path: native, hook with the broker granting, hook without a
 #    broker (ungated); interleaved rounds.
-for round in 1 2 3; do
+want launch && for round in 1 2 3; do
     record "null_launch/native/$round" "$(timeout 120 "$C/bin/null_launch" 2>>"$OUT/errors.log")"
     record "null_launch/hook+broker/$round" "$(timeout 120 env LD_PRELOAD=$HOOK "$C/bin/null_launch" 2>>"$OUT/errors.log")"
     record "null_launch/hook-ungated/$round" "$(timeout 120 env LD_PRELOAD=$HOOK GPUSHARE_BROKER=ipc:///tmp/gs/none.sock "$C/bin/null_launch" 2>>"$OUT/errors.log")"
 done
 
 # 3. A ResNet-50 training and inference step, native vs hook with the broker.
-for round in 1 2 3; do
+want torch && for round in 1 2 3; do
     record "torch_step/native/$round" "$(timeout 200 python3 bench/torch_step.py 2>>"$OUT/errors.log")"
     record "torch_step/hook+broker/$round" "$(timeout 200 env LD_PRELOAD=$HOOK python3 bench/torch_step.py 2>>"$OUT/errors.log")"
 done
@@ -72,12 +74,15 @@ done
 
 # 4. Revoke to release on an idle GPU (bench/revoke_latency stands in for
 #    the broker; the hook never releases on its own here).
-"$C/gpushare/revoke_latency" ipc:///tmp/gs/rl.sock 200 5 >"$OUT/revoke.json" 2>>"$OUT/errors.log" &
-rl=$!
-timeout 60 env LD_PRELOAD=$HOOK GPUSHARE_BROKER=ipc:///tmp/gs/rl.sock GPUSHARE_IDLE_RELEASE_MS=0 \
-    "$C/bin/sporadic" 4 5000 >>"$OUT/errors.log" 2>&1
-wait $rl
-record "revoke_latency" "$(cat "$OUT/revoke.json")"
+if want revoke; then
+    python3 -c 'import ctypes; print("membarrier query:", ctypes.CDLL(None).syscall(324, 0, 0, 0))' >>"$OUT/machine.txt"
+    "$C/gpushare/revoke_latency" ipc:///tmp/gs/rl.sock 200 5 >"$OUT/revoke.json" 2>>"$OUT/errors.log" &
+    rl=$!
+    timeout 60 env LD_PRELOAD=$HOOK GPUSHARE_BROKER=ipc:///tmp/gs/rl.sock GPUSHARE_IDLE_RELEASE_MS=0 \
+        GPUSHARE_LOG=debug "$C/bin/sporadic" 4 5000 >"$OUT/revoke-hook.log" 2>&1
+    wait $rl
+    record "revoke_latency" "$(cat "$OUT/revoke.json")"
+fi
 
 kill $broker 2>/dev/null
 wait

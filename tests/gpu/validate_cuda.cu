@@ -52,7 +52,9 @@ int main()
     }
     // Runtime API on a stream with events.
     cudaStream_t s;
-    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    // A blocking stream: it orders after the driver launches on the legacy
+    // default stream above (a non-blocking one would race with them).
+    CK(cudaStreamCreate(&s));
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
@@ -75,6 +77,7 @@ int main()
         CK(cudaGraphLaunch(ge, s));
         graph_launches++;
     }
+    launches += 10; // the captured launches also reach cuLaunchKernel
     CK(cudaStreamSynchronize(s));
     // Copy back with the driver API and with the runtime.
     std::vector<unsigned> h(n), h2(n);
