@@ -349,6 +349,7 @@ static void on_revoke(const json_t *m)
     long long gid = gs_msg_int(m, "grant_id", 0);
     const char *reason = gs_msg_str(m, "reason", "");
     int shutdown = strcmp(reason, "shutdown") == 0;
+    int drain_dev = -1;
     pthread_mutex_lock(&hook_mu);
     struct hook_dev *d = hook_dev_by_uuid_locked(uuid);
     if (!d || d->grant_id != gid || (d->state != DS_GRANTED && d->state != DS_DRAINING)) {
@@ -363,9 +364,12 @@ static void on_revoke(const json_t *m)
     } else if (d->state == DS_DRAINING) {
         d->drain_reason = DRAIN_REVOKED; /* an idle release already under way answers it */
     } else {
-        hook_drain_start_locked((int)(d - hook_st.dev), DRAIN_REVOKED);
+        drain_dev = (int)(d - hook_st.dev);
+        hook_drain_start_locked(drain_dev, DRAIN_REVOKED, 0);
     }
     pthread_mutex_unlock(&hook_mu);
+    if (drain_dev >= 0)
+        hook_drain_now_or_later(drain_dev);
     if (shutdown) {
         send_pending();
         go_ungated("the broker is shutting down", RETRY_MS);
@@ -460,7 +464,7 @@ static void idle_tick(uint64_t now)
     pthread_mutex_lock(&hook_mu);
     for (int i = 0; i < HOOK_MAX_DEVICES; i++)
         if (hook_st.dev[i].touched && hook_st.dev[i].state == DS_GRANTED)
-            hook_drain_start_locked(i, DRAIN_IDLE);
+            hook_drain_start_locked(i, DRAIN_IDLE, 1);
     pthread_mutex_unlock(&hook_mu);
 }
 

@@ -16,6 +16,10 @@
  *      current on this thread only;
  *   4. sends release, unless the drain was cancelled meanwhile (new work
  *      arrived during an idle release) or superseded.
+ * A revoke is first tried on the I/O thread itself, spinning at most
+ * ~200 us: on an idle GPU that answers at once, without waking the helper
+ * (thread wake-ups cost ~100 us each in a VM).  Otherwise the helper takes
+ * over and may block.
  */
 #define _GNU_SOURCE
 #include "hook_internal.h"
@@ -66,9 +70,12 @@ static int ipi_barrier(void)
 }
 
 /* Step 1: every submission that loaded the gate word as open has finished
- * entering the driver. */
-static void quiesce(void)
+ * entering the driver.  Returns 0 when that would mean waiting past
+ * deadline_ns (0: no deadline). */
+static int quiesce(uint64_t deadline_ns)
 {
+    if (membarrier_ok < 0)
+        membarrier_setup();
     if (membarrier_ok)
         syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
     else if (ipi_barrier() != 0) {
@@ -82,39 +89,55 @@ static void quiesce(void)
         if (t == hook_t_self || t->internal)
             continue;
         while (atomic_load_explicit(&t->busy, memory_order_acquire)) {
+            if (deadline_ns && hook_now_ns() > deadline_ns)
+                return 0; /* e.g. a launch blocked on a full queue */
             struct timespec ts = {0, 20000};
             nanosleep(&ts, NULL);
         }
     }
+    return 1;
 }
 
-static void drain_one(int dev, unsigned gen)
+/* One attempt at draining device dev for drain generation gen.  With
+ * may_block, waits as long as it takes (the helper thread); without, gives
+ * up after a short spin (the I/O thread, answering a revoke at once when
+ * the GPU is idle, which saves two thread wake-ups).  Returns 1 when the
+ * drain finished or was cancelled, 0 when it gave up. */
+static int drain_attempt(int dev, unsigned gen, int may_block)
 {
     uint64_t t0 = hook_now_ns();
-    quiesce();
+    uint64_t deadline = may_block ? 0 : t0 + 200000;
+    if (!quiesce(deadline))
+        return 0;
     uint64_t t1 = hook_now_ns();
     pthread_mutex_lock(&hook_mu);
     struct hook_dev *d = &hook_st.dev[dev];
     while ((atomic_load(&hook_capture_count) > 0 || hook_st.ctx_destroying > 0) &&
-           d->drain_gen == gen && d->state == DS_DRAINING)
+           d->drain_gen == gen && d->state == DS_DRAINING) {
+        if (!may_block) {
+            pthread_mutex_unlock(&hook_mu);
+            return 0;
+        }
         pthread_cond_wait(&hook_cv, &hook_mu);
+    }
     if (d->drain_gen != gen || d->state != DS_DRAINING) {
         pthread_mutex_unlock(&hook_mu);
-        return; /* cancelled */
+        return 1; /* cancelled */
     }
     unsigned long long since = d->epoch_start;
     hook_st.drain_syncing = 1;
     pthread_mutex_unlock(&hook_mu);
 
     uint64_t t2 = hook_now_ns();
-    hook_streams_drain(dev, since);
-    gs_debug("drain of GPU %d: quiesce %llu us, capture wait %llu us, streams %llu us", dev,
-             (unsigned long long)(t1 - t0) / 1000, (unsigned long long)(t2 - t1) / 1000,
-             (unsigned long long)(hook_now_ns() - t2) / 1000);
+    int done = hook_streams_drain(dev, since, may_block);
+    gs_debug("drain of GPU %d%s: quiesce %llu us, capture wait %llu us, streams %llu us%s", dev,
+             may_block ? "" : " (inline)", (unsigned long long)(t1 - t0) / 1000,
+             (unsigned long long)(t2 - t1) / 1000,
+             (unsigned long long)(hook_now_ns() - t2) / 1000, done ? "" : ", still busy");
 
     pthread_mutex_lock(&hook_mu);
     hook_st.drain_syncing = 0;
-    if (d->drain_gen == gen && d->state == DS_DRAINING) {
+    if (done && d->drain_gen == gen && d->state == DS_DRAINING) {
         hook_client_release_locked(d, d->drain_reason == DRAIN_IDLE ? "idle" : "revoked");
         d->state = d->waiters > 0 ? DS_WANT : DS_IDLE;
         d->grant_id = 0;
@@ -122,6 +145,24 @@ static void drain_one(int dev, unsigned gen)
         hook_client_kick();
     }
     pthread_cond_broadcast(&hook_cv);
+    pthread_mutex_unlock(&hook_mu);
+    return done;
+}
+
+void hook_drain_now_or_later(int dev)
+{
+    pthread_mutex_lock(&hook_mu);
+    struct hook_dev *d = &hook_st.dev[dev];
+    unsigned gen = d->drain_gen;
+    int live = d->state == DS_DRAINING && !d->drain_pending;
+    pthread_mutex_unlock(&hook_mu);
+    if (!live || drain_attempt(dev, gen, 0))
+        return;
+    pthread_mutex_lock(&hook_mu);
+    if (d->drain_gen == gen && d->state == DS_DRAINING && !d->drain_pending) {
+        d->drain_pending = 1;
+        hook_helper_kick_locked();
+    }
     pthread_mutex_unlock(&hook_mu);
 }
 
@@ -145,7 +186,7 @@ static void *helper_main(void *arg)
         int live = d->state == DS_DRAINING;
         pthread_mutex_unlock(&hook_mu);
         if (live)
-            drain_one(dev, gen);
+            drain_attempt(dev, gen, 1);
         pthread_mutex_lock(&hook_mu);
     }
     return NULL;
@@ -155,8 +196,6 @@ static void *helper_main(void *arg)
 void hook_helper_kick_locked(void)
 {
     if (!helper_running) {
-        if (membarrier_ok < 0)
-            membarrier_setup();
         pthread_t th;
         pthread_attr_t a;
         sigset_t all, old;

@@ -106,15 +106,16 @@ struct hook_dev *hook_dev_by_uuid_locked(const char *uuid)
     return NULL;
 }
 
-void hook_drain_start_locked(int dev, enum hook_drain_reason why)
+void hook_drain_start_locked(int dev, enum hook_drain_reason why, int kick)
 {
     struct hook_dev *d = &hook_st.dev[dev];
     d->state = DS_DRAINING;
     d->drain_reason = why;
     d->drain_gen++;
-    d->drain_pending = 1;
+    d->drain_pending = kick;
     hook_gate_update_locked();
-    hook_helper_kick_locked();
+    if (kick)
+        hook_helper_kick_locked();
 }
 
 static void wait_notice_locked(struct hook_dev *d, int dev)

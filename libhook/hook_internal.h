@@ -223,7 +223,12 @@ void hook_touch(int dev);
 struct hook_dev *hook_touch_locked(int dev);
 struct hook_dev *hook_dev_by_uuid_locked(const char *uuid);
 /* Starts a drain of d (hook_mu held). */
-void hook_drain_start_locked(int dev, enum hook_drain_reason why);
+/* Close the gate of dev and start draining it; kick: hand the drain to the
+ * helper thread now (else the caller runs hook_drain_now_or_later). */
+void hook_drain_start_locked(int dev, enum hook_drain_reason why, int kick);
+/* On the I/O thread, hook_mu not held: drain dev at once if the GPU is
+ * idle, else leave it to the helper thread. */
+void hook_drain_now_or_later(int dev);
 void hook_gate_atfork_prepare(void);
 void hook_gate_atfork_parent(void);
 void hook_gate_atfork_child(void);
@@ -294,7 +299,10 @@ void hook_cuctx_atfork_child(void);
 extern pthread_mutex_t hook_smu;
 /* Records an event on every stream of `dev` marked since `since` and waits
  * for them all. */
-void hook_streams_drain(int dev, unsigned long long since);
+/* Record an event on every stream of dev that got work since `since` and
+ * wait for them; without may_block, spin briefly and return 0 when they are
+ * not all complete yet.  Returns 1 when drained. */
+int hook_streams_drain(int dev, unsigned long long since, int may_block);
 void hook_streams_forget_stream(CUstream s); /* hook_smu held */
 void hook_streams_forget_ctx(CUcontext ctx);
 void hook_streams_forget_green(CUgreenCtx g);

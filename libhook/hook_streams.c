@@ -145,11 +145,14 @@ struct pending {
 /* Runs on the helper thread (internal: its calls reach the driver
  * directly), with no capture in progress and context teardown held off
  * (hook_drain.c arranges both). */
-void hook_streams_drain(int dev, unsigned long long since)
+int hook_streams_drain(int dev, unsigned long long since, int may_block)
 {
     if (!hook_cu.ctxSetCurrent || !hook_cu.eventCreate || !hook_cu.eventRecord ||
         !hook_cu.eventSynchronize || !hook_cu.eventDestroy)
-        return;
+        return 1;
+    if (!may_block && !hook_cu.eventQuery)
+        return 0;
+    int done = 1;
     pthread_mutex_lock(&hook_smu);
     struct pending *p = calloc(nset ? nset : 1, sizeof *p);
     size_t np = 0;
@@ -187,15 +190,18 @@ void hook_streams_drain(int dev, unsigned long long since)
         while (hook_cu.eventQuery && hook_now_ns() < spin_until &&
                (r = hook_cu.eventQuery(p[i].ev)) == CUDA_ERROR_NOT_READY)
             ;
-        if (r != CUDA_SUCCESS)
+        if (r == CUDA_ERROR_NOT_READY && !may_block)
+            done = 0; /* the helper thread will wait for it */
+        else if (r != CUDA_SUCCESS)
             r = hook_cu.eventSynchronize(p[i].ev);
         if (r != CUDA_SUCCESS)
             gs_debug("drain: event synchronisation failed (error %d)", (int)r);
         hook_cu.eventDestroy(p[i].ev);
     }
     hook_cu.ctxSetCurrent(NULL);
-    gs_debug("drained GPU %d: %zu stream(s)", dev, np);
+    gs_debug("drained GPU %d: %zu stream(s)%s", dev, np, done ? "" : " (not yet complete)");
     free(p);
+    return done;
 }
 
 void hook_streams_atfork_prepare(void)
