@@ -82,6 +82,9 @@ if want revoke; then
         GPUSHARE_LOG=debug "$C/bin/sporadic" 4 5000 >"$OUT/revoke-hook.log" 2>&1
     wait $rl
     record "revoke_latency" "$(cat "$OUT/revoke.json")"
+    # The platform's floor: a ZeroMQ round trip between two processes.
+    record "zmq_rtt/gap5ms" "$("$C/gpushare/zmq_rtt" 200 5)"
+    record "zmq_rtt/back-to-back" "$("$C/gpushare/zmq_rtt" 2000 0)"
 fi
 
 kill $broker 2>/dev/null
