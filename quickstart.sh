@@ -8,7 +8,7 @@ cd "$(dirname "$0")"
 here=$(pwd)
 build-aux/install-deps.sh
 autoreconf -fi >/dev/null
-mkdir -p _build
-(cd _build && { [ -f Makefile ] || ../configure -q --prefix="$here/_prefix"; } && make -s -j"$(nproc)" && make -s install)
-exec build-aux/run-demo.sh --prefix "$here/_prefix" --simdir "$here/_build/tests/simcuda" \
+mkdir -p _build-run
+(cd _build-run && { [ -f Makefile ] || ../configure -q --prefix="$here/_prefix"; } && make -s -j"$(nproc)" && make -s install)
+exec build-aux/run-demo.sh --prefix "$here/_prefix" --simdir "$here/_build-run/tests/simcuda" \
     --notebooks "$here/examples" "$@"
