@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "endpoint.h"
+#include "peer.h"
 #include "preload.h"
 #include "size.h"
 
@@ -105,6 +106,26 @@ static void test_preload_value(void **state)
     assert_int_equal(gs_preload_value("/h.so", "/very/long/library.so", out, 10), -1);
 }
 
+static void test_peer_parse(void **state)
+{
+    (void)state;
+    gs_peer_t p;
+    assert_int_equal(gs_peer_parse("localhost:1000:100:4122", &p), 0);
+    assert_true(p.valid);
+    assert_int_equal(p.uid, 1000);
+    assert_int_equal(p.gid, 100);
+    assert_int_equal(p.pid, 4122);
+    assert_int_equal(gs_peer_parse("::1:0:0:7", &p), 0);
+    assert_int_equal(p.pid, 7);
+    const char *bad[] = {"", "localhost", "127.0.0.1", "a:1:2", "a:1:2:x", "a:1::3",
+                         "a:1:2:0", "a:99999999999:1:1", NULL};
+    for (int i = 0; bad[i]; i++) {
+        assert_int_equal(gs_peer_parse(bad[i], &p), -1);
+        assert_false(p.valid);
+    }
+    assert_int_equal(gs_peer_parse(NULL, &p), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -112,6 +133,7 @@ int main(void)
         cmocka_unit_test(test_endpoint_defaults),
         cmocka_unit_test(test_size_parse),
         cmocka_unit_test(test_preload_value),
+        cmocka_unit_test(test_peer_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,44 @@
+/*
+ * config.h - the broker's configuration file: `key = value` lines.
+ *
+ * /etc/gpushare/broker.conf (or --config FILE).  '#' starts a comment;
+ * blank lines are ignored; every key is documented in gpushare-broker(8).
+ * This module only reads the syntax; the broker decides what each key
+ * means (daemon keys itself, scheduling keys through the scheduler), so a
+ * key is validated in one place whether it comes from the file, a flag or
+ * `gpushare set`.
+ */
+#ifndef GS_CONFIG_H
+#define GS_CONFIG_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#define GS_DEFAULT_CONFIG "/etc/gpushare/broker.conf"
+
+typedef struct {
+    char key[64];
+    char value[512];
+    int line;
+} gs_config_entry_t;
+
+typedef struct {
+    char path[512];
+    gs_config_entry_t *entries;
+    size_t count;
+} gs_config_t;
+
+/* Read path.  Returns 0, or -1 with "path:line: problem" in err.  When
+ * missing_ok is set, a file that does not exist gives an empty config. */
+int gs_config_load(const char *path, int missing_ok, gs_config_t *out, char *err, size_t errlen);
+
+/* Last value of key, or NULL. */
+const gs_config_entry_t *gs_config_get(const gs_config_t *cfg, const char *key);
+
+/* A value as JSON: an integer or real when it is a number, true/false for
+ * the words, else a string.  New reference. */
+json_t *gs_config_value_json(const char *value);
+
+void gs_config_free(gs_config_t *cfg);
+
+#endif
