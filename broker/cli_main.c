@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli_kernelspec.h"
+#include "cli_set.h"
 #include "cli_status.h"
 #include "config.h"
 
@@ -14,6 +15,7 @@ static void usage(FILE *out)
     fprintf(out, "Usage: gpushare [--broker ENDPOINT] COMMAND [ARGS]\n"
                  "Commands:\n"
                  "  status [--json]        sessions, grants and memory per GPU\n"
+                 "  set KEY=VALUE...       change policy, tq, boost, shares (admins)\n"
                  "  kernelspec install     install the \"Shared GPU\" Jupyter kernel\n"
                  "  version                show the version\n"
                  "The broker is found through --broker, $GPUSHARE_BROKER, the per-user\n"
@@ -48,6 +50,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[i];
     if (!strcmp(cmd, "status"))
         return gs_cli_status_main(argc - i, argv + i, endpoint);
+    if (!strcmp(cmd, "set"))
+        return gs_cli_set_main(argc - i, argv + i, endpoint);
     if (!strcmp(cmd, "kernelspec"))
         return gs_cli_kernelspec_main(argc - i, argv + i);
     if (!strcmp(cmd, "version")) {

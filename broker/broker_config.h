@@ -1,5 +1,5 @@
 /*
- * config.h - the broker's configuration file: `key = value` lines.
+ * broker_config.h - the broker's configuration file: `key = value` lines.
  *
  * /etc/gpushare/broker.conf (or --config FILE).  '#' starts a comment;
  * blank lines are ignored; every key is documented in gpushare-broker(8).
@@ -8,8 +8,8 @@
  * key is validated in one place whether it comes from the file, a flag or
  * `gpushare set`.
  */
-#ifndef GS_CONFIG_H
-#define GS_CONFIG_H
+#ifndef GS_BROKER_CONFIG_H
+#define GS_BROKER_CONFIG_H
 
 #include <jansson.h>
 #include <stddef.h>

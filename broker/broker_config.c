@@ -1,7 +1,7 @@
 /*
- * config.c - see config.h.
+ * broker_config.c - see broker_config.h.
  */
-#include "config.h"
+#include "broker_config.h"
 
 #include <ctype.h>
 #include <errno.h>
