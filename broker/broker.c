@@ -48,8 +48,6 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
         return NULL;
     }
     self->opt = *opt;
-    self->policy = "adaptive";
-    self->scheduler_on = 1;
     self->sessions = gs_sessions_new();
     self->started_unix = (long long)time(NULL);
     if (!self->opt.heartbeat_ms)
@@ -63,6 +61,14 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
         goto fail;
 
     gs_gpu_inventory_load(&self->inventory);
+    uint64_t memory[GS_MAX_GPUS];
+    for (int i = 0; i < self->inventory.count; i++)
+        memory[i] = self->inventory.gpus[i].memory_total;
+    self->sched = gs_sched_new(self->inventory.count, memory);
+    if (!self->sessions || !self->sched) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
 
     /* czmq's own SIGINT handler would only set a flag we never read. */
     zsys_handler_set(NULL);
@@ -88,6 +94,8 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
         if (chown(path, (uid_t)-1, opt->socket_group) != 0 || chmod(path, 0660) != 0)
             gs_warn("cannot give %s to the socket group: %s", path, strerror(errno));
     }
+    if (gs_liveness_start(self, err, errlen) != 0)
+        goto fail;
     return self;
 fail:
     gs_broker_destroy(&self);
@@ -99,8 +107,10 @@ void gs_broker_destroy(gs_broker_t **self_p)
     gs_broker_t *self = *self_p;
     if (!self)
         return;
+    gs_liveness_stop(self);
     zsock_destroy(&self->router);
     gs_sessions_destroy(&self->sessions);
+    gs_sched_destroy(&self->sched);
     const char *path = gs_endpoint_ipc_path(self->opt.endpoint);
     if (path && self->signal_fd > 0)
         unlink(path); /* only a broker that got as far as binding owns it */
@@ -138,8 +148,9 @@ static void on_hello(gs_broker_t *self, zframe_t *peer, const json_t *req)
     json_t *w = gs_msg_new(GS_MSG_WELCOME);
     json_object_set_new(w, "client_id", json_string(id));
     json_object_set_new(w, "broker_version", json_string(PACKAGE_VERSION));
-    json_object_set_new(w, "policy", json_string(self->policy));
-    json_object_set_new(w, "scheduler", json_string(self->scheduler_on ? "on" : "off"));
+    const gs_sched_config_t *cfg = gs_sched_config(self->sched);
+    json_object_set_new(w, "policy", json_string(gs_sched_policy_name(cfg->policy)));
+    json_object_set_new(w, "scheduler", json_string(cfg->enabled ? "on" : "off"));
     json_object_set_new(w, "heartbeat_ms", json_integer(self->opt.heartbeat_ms));
     json_object_set_new(w, "simulated", json_boolean(self->inventory.simulated));
     gs_broker_echo_seq(w, req);
@@ -149,8 +160,8 @@ static void on_hello(gs_broker_t *self, zframe_t *peer, const json_t *req)
 
 static void on_status(gs_broker_t *self, zframe_t *peer, const json_t *req)
 {
-    gs_status_input_t in = {.policy = self->policy,
-                            .scheduler_on = self->scheduler_on,
+    gs_status_input_t in = {.sched = self->sched,
+                            .now_us = gs_broker_now_us(),
                             .endpoint = self->opt.endpoint,
                             .inventory = &self->inventory,
                             .started_unix = self->started_unix};
@@ -229,13 +240,17 @@ static int handle_signal(gs_broker_t *self)
                     si.ssi_signo);
             return 0;
         case SIGUSR1:
-            self->scheduler_on = 1;
-            gs_info("scheduler on");
+        case SIGUSR2: {
+            char err[200];
+            json_t *on = json_string(si.ssi_signo == SIGUSR1 ? "on" : "off");
+            if (gs_sched_set(self->sched, "scheduler", on, err, sizeof err) != 0)
+                gs_error("internal: %s", err);
+            json_decref(on);
+            gs_info(si.ssi_signo == SIGUSR1
+                        ? "scheduler on"
+                        : "scheduler off: every session is granted and only monitored");
             break;
-        case SIGUSR2:
-            self->scheduler_on = 0;
-            gs_info("scheduler off: every session is granted and only monitored");
-            break;
+        }
         case SIGHUP:
             gs_info("SIGHUP: nothing to reload yet");
             break;
@@ -261,6 +276,29 @@ static void announce(const gs_broker_t *self)
                inv->simulated ? " (simulated)" : "");
 }
 
+/* The scheduler's next deadline and the liveness checks bound the wait. */
+static long poll_timeout_ms(const gs_broker_t *self)
+{
+    int64_t due = gs_sched_next_deadline(self->sched);
+    int64_t live = gs_liveness_next_deadline(self);
+    if (live < due)
+        due = live;
+    if (due == GS_SCHED_NEVER)
+        return -1;
+    int64_t left = due - gs_broker_now_us();
+    return left <= 0 ? 0 : (long)((left + 999) / 1000);
+}
+
+static void run_timers(gs_broker_t *self)
+{
+    int64_t now = gs_broker_now_us();
+    if (now >= gs_sched_next_deadline(self->sched)) {
+        gs_sched_tick(self->sched, now);
+        gs_broker_sched_flush(self);
+    }
+    gs_liveness_check(self, now);
+}
+
 int gs_broker_run(gs_broker_t *self)
 {
     announce(self);
@@ -268,9 +306,10 @@ int gs_broker_run(gs_broker_t *self)
     zmq_pollitem_t items[] = {
         {zsock_resolve(self->router), 0, ZMQ_POLLIN, 0},
         {NULL, self->signal_fd, ZMQ_POLLIN, 0},
+        {self->monitor, 0, ZMQ_POLLIN, 0},
     };
     for (;;) {
-        int rc = zmq_poll(items, 2, -1);
+        int rc = zmq_poll(items, 3, poll_timeout_ms(self));
         if (rc < 0) {
             if (zmq_errno() == EINTR)
                 continue;
@@ -279,9 +318,12 @@ int gs_broker_run(gs_broker_t *self)
         }
         if (items[1].revents & ZMQ_POLLIN && !handle_signal(self))
             break;
+        if (items[2].revents & ZMQ_POLLIN)
+            gs_liveness_on_monitor(self);
         /* Drain what is queued, bounded so signals stay responsive. */
         for (int i = 0; i < 1000 && (zsock_events(self->router) & ZMQ_POLLIN); i++)
             handle_message(self);
+        run_timers(self);
     }
     gs_sd_notify("STOPPING=1");
     return 0;

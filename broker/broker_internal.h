@@ -10,6 +10,7 @@
 #include "broker.h"
 #include "gpu_inventory.h"
 #include "protocol.h"
+#include "scheduler.h"
 #include "sessions.h"
 
 struct gs_broker {
@@ -17,12 +18,14 @@ struct gs_broker {
     gs_gpu_inventory_t inventory;
     zsock_t *router;
     int signal_fd;
-    const char *policy;
-    int scheduler_on;
     long long started_unix;
     unsigned long long next_client_id;
-    unsigned long long next_grant_id;
     gs_sessions_t *sessions;
+    gs_sched_t *sched; /* grants: policy, scheduler on/off and settings live here */
+    /* liveness (liveness.c) */
+    void *monitor;         /* PAIR socket receiving the ROUTER's disconnect events */
+    int64_t next_sweep_us; /* periodic check of every client */
+    int64_t recheck_us[4]; /* checks soon after a disconnect, 0 = unused */
 };
 
 void gs_broker_reply(gs_broker_t *self, zframe_t *peer, json_t *msg);
@@ -37,5 +40,26 @@ int gs_broker_dispatch_session(gs_broker_t *self, zframe_t *peer, gs_msg_type_t 
 
 /* Index of the GPU with this UUID, or -1. */
 int gs_broker_gpu_index(const gs_broker_t *self, const char *uuid);
+
+/* CLOCK_MONOTONIC in microseconds: the scheduler's clock. */
+int64_t gs_broker_now_us(void);
+
+/* Send the scheduler's pending grants and revokes (session_dispatch.c);
+ * call after every scheduler event or tick. */
+void gs_broker_sched_flush(gs_broker_t *self);
+
+/* A client is gone (disconnected, dead, silent, exited): its grants and
+ * memory go back to the scheduler at once and it leaves the tables. */
+void gs_broker_client_gone(gs_broker_t *self, const char *key, const char *why);
+
+/* Liveness (liveness.c): ZeroMQ disconnect events, heartbeats (a client
+ * silent for 3 heartbeat intervals is dead) and whether the peer's process
+ * still exists (checked every heartbeat interval and right after each
+ * disconnect, so a killed process' grant is reclaimed within ~150 ms). */
+int gs_liveness_start(gs_broker_t *self, char *err, size_t errlen);
+void gs_liveness_stop(gs_broker_t *self);
+void gs_liveness_on_monitor(gs_broker_t *self);
+void gs_liveness_check(gs_broker_t *self, int64_t now_us);
+int64_t gs_liveness_next_deadline(const gs_broker_t *self);
 
 #endif

@@ -1,16 +1,21 @@
 /*
  * session_dispatch.c - register/unregister/cell from launchers, join,
- * acquire, release, memory and heartbeat from hooks.
+ * acquire, release and memory from hooks, turned into scheduler events
+ * (scheduler.h); the scheduler's grants and revokes turned into messages.
  *
- * Grants: until the scheduling policies land, the broker grants every
- * acquire at once (quantum 0: until revoked) and only monitors, which is
- * what "scheduler off" means; status says so in its "note".
+ * Every handler ends with gs_broker_sched_flush, so a decision reaches the
+ * hooks in the same turn of the loop as the message that caused it (the
+ * hand-off after a release is one loop turn).
  */
+#include <errno.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "broker_internal.h"
 #include "log.h"
+#include "peer.h"
+#include "wire.h"
 
 int gs_broker_gpu_index(const gs_broker_t *self, const char *uuid)
 {
@@ -18,6 +23,13 @@ int gs_broker_gpu_index(const gs_broker_t *self, const char *uuid)
         if (strcmp(self->inventory.gpus[i].uuid, uuid) == 0)
             return i;
     return -1;
+}
+
+int64_t gs_broker_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 static void reply_ok(gs_broker_t *self, zframe_t *peer, const json_t *req, const char *session)
@@ -28,6 +40,77 @@ static void reply_ok(gs_broker_t *self, zframe_t *peer, const json_t *req, const
     gs_broker_echo_seq(ok, req);
     gs_broker_reply(self, peer, ok);
 }
+
+/* ---- scheduler actions -> messages ---------------------------------------- */
+
+void gs_broker_sched_flush(gs_broker_t *self)
+{
+    enum { MAX_DEAD = 16 };
+    char dead[MAX_DEAD][64];
+    int ndead = 0;
+    gs_sched_action_t a;
+    while (gs_sched_pop_action(self->sched, &a)) {
+        gs_client_t *c = gs_sessions_client_by_key(self->sessions, a.client);
+        if (!c || a.gpu < 0 || a.gpu >= self->inventory.count)
+            continue;
+        json_t *m;
+        if (a.kind == GS_ACT_GRANT) {
+            m = gs_msg_new(GS_MSG_GRANT);
+            json_object_set_new(m, "quantum_us", json_integer((json_int_t)a.quantum_us));
+            if (c->acquire_seq[a.gpu] >= 0)
+                json_object_set_new(m, "seq", json_integer(c->acquire_seq[a.gpu]));
+        } else {
+            m = gs_msg_new(GS_MSG_REVOKE);
+            json_object_set_new(m, "reason", json_string(a.reason));
+        }
+        json_object_set_new(m, "device", json_string(self->inventory.gpus[a.gpu].uuid));
+        json_object_set_new(m, "grant_id", json_integer((json_int_t)a.grant_id));
+        gs_debug("%s %llu to pid %ld (session %s, GPU %d)%s%s",
+                 a.kind == GS_ACT_GRANT ? "grant" : "revoke", (unsigned long long)a.grant_id,
+                 c->pid, c->session, a.gpu, a.reason ? ": " : "", a.reason ? a.reason : "");
+        gs_perr_t err;
+        if (gs_wire_send(self->router, c->identity, m, &err) != 0) {
+            if (err.code != GS_PERR_NONE)
+                gs_error("internal: a grant or revoke breaks the protocol: %s", err.text);
+            else if (errno == EHOSTUNREACH && ndead < MAX_DEAD)
+                snprintf(dead[ndead++], sizeof dead[0], "%s", c->key); /* peer vanished */
+            else
+                gs_warn("could not send to pid %ld: %s", c->pid, zmq_strerror(errno));
+        }
+        json_decref(m);
+    }
+    for (int i = 0; i < ndead; i++)
+        gs_broker_client_gone(self, dead[i], "its connection is gone");
+}
+
+/* The broker's record of a session that the scheduler has forgotten. */
+static void forget_if_gone(gs_broker_t *self, const char *id)
+{
+    gs_session_t *s = gs_sessions_session(self->sessions, id, 0);
+    if (s && !s->registered && !gs_sched_has_session(self->sched, id))
+        gs_sessions_session_remove(self->sessions, id);
+}
+
+void gs_broker_client_gone(gs_broker_t *self, const char *key, const char *why)
+{
+    gs_client_t *c = gs_sessions_client_by_key(self->sessions, key);
+    if (!c)
+        return;
+    char session[sizeof c->session];
+    snprintf(session, sizeof session, "%s", c->session);
+    if (session[0]) {
+        int grants = gs_sched_client_grants(self->sched, key);
+        gs_info("pid %ld of session %s is gone (%s)%s", c->pid, session, why,
+                grants > 0 ? ": its grant is released" : "");
+        gs_sched_client_gone(self->sched, key, gs_broker_now_us());
+    }
+    gs_sessions_client_remove(self->sessions, c);
+    if (session[0])
+        forget_if_gone(self, session);
+    gs_broker_sched_flush(self);
+}
+
+/* ---- launcher messages ----------------------------------------------------- */
 
 static void on_register(gs_broker_t *self, zframe_t *peer, const json_t *msg)
 {
@@ -42,45 +125,59 @@ static void on_register(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     snprintf(s->user, sizeof s->user, "%s", gs_msg_str(msg, "user", ""));
     snprintf(s->notebook, sizeof s->notebook, "%s", gs_msg_str(msg, "notebook", ""));
     s->kernel_pid = (long)gs_msg_int(msg, "pid", 0);
+    gs_sched_register(self->sched, s->id, gs_broker_now_us());
     gs_info("session %s registered: user %s, notebook \"%s\", kernel pid %ld", s->id, s->user,
             s->notebook, s->kernel_pid);
     json_t *r = gs_msg_new(GS_MSG_REGISTERED);
     json_object_set_new(r, "session", json_string(s->id));
     gs_broker_echo_seq(r, msg);
     gs_broker_reply(self, peer, r);
+    gs_broker_sched_flush(self);
 }
 
-static gs_session_t *known_session(gs_broker_t *self, zframe_t *peer, const json_t *msg)
+static gs_session_t *known_session(gs_broker_t *self, zframe_t *peer, const json_t *msg,
+                                   int registered)
 {
     const char *id = gs_msg_str(msg, "session", "");
     gs_session_t *s = gs_sessions_session(self->sessions, id, 0);
-    if (!s) {
+    if (!s || (registered && !s->registered)) {
         char text[200];
-        snprintf(text, sizeof text, "no session \"%.128s\"", id);
+        snprintf(text, sizeof text, "no %ssession \"%.128s\"", registered ? "registered " : "", id);
         gs_broker_reply_error(self, peer, msg, "unknown_session", text);
+        return NULL;
     }
     return s;
 }
 
 static void on_unregister(gs_broker_t *self, zframe_t *peer, const json_t *msg)
 {
-    gs_session_t *s = known_session(self, peer, msg);
+    gs_session_t *s = known_session(self, peer, msg, 1);
     if (!s)
         return;
     gs_info("session %s unregistered", s->id);
-    gs_sessions_session_remove(self->sessions, s->id);
+    char id[sizeof s->id];
+    snprintf(id, sizeof id, "%s", s->id);
+    s->registered = 0;
+    s->cell_busy = 0;
+    gs_sched_unregister(self->sched, id, gs_broker_now_us());
+    forget_if_gone(self, id);
     reply_ok(self, peer, msg, NULL);
+    gs_broker_sched_flush(self);
 }
 
 static void on_cell(gs_broker_t *self, zframe_t *peer, const json_t *msg)
 {
-    gs_session_t *s = known_session(self, peer, msg);
+    gs_session_t *s = known_session(self, peer, msg, 0);
     if (!s)
         return;
     s->cell_busy = strcmp(gs_msg_str(msg, "state", "idle"), "busy") == 0;
     snprintf(s->cell_msg_id, sizeof s->cell_msg_id, "%s", gs_msg_str(msg, "msg_id", ""));
     gs_debug("session %s cell %s", s->id, s->cell_busy ? "busy" : "idle");
+    gs_sched_cell(self->sched, s->id, s->cell_busy, gs_broker_now_us());
+    gs_broker_sched_flush(self);
 }
+
+/* ---- hook messages ------------------------------------------------------------ */
 
 static void on_join(gs_broker_t *self, zframe_t *peer, const json_t *msg)
 {
@@ -90,6 +187,10 @@ static void on_join(gs_broker_t *self, zframe_t *peer, const json_t *msg)
         return;
     }
     c->pid = (long)gs_msg_int(msg, "pid", 0);
+    gs_peer_t cred;
+    if (gs_peer_parse(zframe_meta(peer, "Peer-Address"), &cred) == 0)
+        c->peer_pid = (long)cred.pid;
+    c->last_seen_us = gs_broker_now_us();
     const char *session = gs_msg_str(msg, "session", NULL);
     char made[32];
     if (!session) {
@@ -97,16 +198,25 @@ static void on_join(gs_broker_t *self, zframe_t *peer, const json_t *msg)
         session = made;
     }
     gs_session_t *s = gs_sessions_session(self->sessions, session, 1);
+    if (!s) {
+        gs_broker_reply_error(self, peer, msg, "internal", "out of memory");
+        return;
+    }
+    char old[sizeof c->session];
+    snprintf(old, sizeof old, "%s", c->session);
     snprintf(c->session, sizeof c->session, "%s", s->id);
     snprintf(c->role, sizeof c->role, "hook");
+    gs_sched_join(self->sched, c->key, s->id, gs_broker_now_us());
+    if (old[0] && strcmp(old, s->id) != 0)
+        forget_if_gone(self, old);
     gs_debug("pid %ld joined session %s", c->pid, s->id);
     reply_ok(self, peer, msg, s->id);
+    gs_broker_sched_flush(self);
 }
 
-/* The client's per-GPU record for the message's device, or NULL after an
+/* The client and the GPU index of the message's device, or NULL after an
  * error reply. */
-static gs_client_gpu_t *client_gpu(gs_broker_t *self, zframe_t *peer, const json_t *msg,
-                                   int *index)
+static gs_client_t *client_gpu(gs_broker_t *self, zframe_t *peer, const json_t *msg, int *index)
 {
     gs_client_t *c = gs_sessions_client_lookup(self->sessions, peer);
     if (!c || !c->session[0]) {
@@ -122,55 +232,49 @@ static gs_client_gpu_t *client_gpu(gs_broker_t *self, zframe_t *peer, const json
         return NULL;
     }
     *index = i;
-    return &c->gpu[i];
+    return c;
 }
 
 static void on_acquire(gs_broker_t *self, zframe_t *peer, const json_t *msg)
 {
     int i;
-    gs_client_gpu_t *g = client_gpu(self, peer, msg, &i);
-    if (!g)
+    gs_client_t *c = client_gpu(self, peer, msg, &i);
+    if (!c)
         return;
-    if (!g->grant_id) {
-        g->grant_id = ++self->next_grant_id;
-        g->grants++;
-    }
-    g->waiting = 0;
-    json_t *grant = gs_msg_new(GS_MSG_GRANT);
-    json_object_set_new(grant, "device", json_string(self->inventory.gpus[i].uuid));
-    json_object_set_new(grant, "grant_id", json_integer((json_int_t)g->grant_id));
-    json_object_set_new(grant, "quantum_us", json_integer(0));
-    gs_broker_echo_seq(grant, msg);
-    gs_broker_reply(self, peer, grant);
+    json_t *seq = json_object_get(msg, "seq");
+    c->acquire_seq[i] = json_is_integer(seq) ? (long long)json_integer_value(seq) : -1;
+    gs_sched_acquire(self->sched, c->key, i, gs_msg_int(msg, "burst_p90_us", -1),
+                     gs_msg_int(msg, "burst_last_us", -1), gs_broker_now_us());
+    gs_broker_sched_flush(self);
 }
 
 static void on_release(gs_broker_t *self, zframe_t *peer, const json_t *msg)
 {
     int i;
-    gs_client_t *c = gs_sessions_client_lookup(self->sessions, peer);
-    gs_client_gpu_t *g = client_gpu(self, peer, msg, &i);
-    if (!g)
+    gs_client_t *c = client_gpu(self, peer, msg, &i);
+    if (!c)
         return;
-    if (g->grant_id == (uint64_t)gs_msg_int(msg, "grant_id", 0))
-        g->grant_id = 0;
-    if (strcmp(gs_msg_str(msg, "reason", ""), "exit") == 0 && c) {
-        int holds = 0;
-        for (int k = 0; k < GS_MAX_GPUS; k++)
-            holds |= c->gpu[k].grant_id != 0;
-        if (!holds)
-            gs_sessions_client_remove(self->sessions, c);
+    gs_sched_release(self->sched, c->key, i, (uint64_t)gs_msg_int(msg, "grant_id", 0),
+                     gs_broker_now_us());
+    if (strcmp(gs_msg_str(msg, "reason", ""), "exit") == 0 &&
+        gs_sched_client_grants(self->sched, c->key) == 0) {
+        char key[sizeof c->key];
+        snprintf(key, sizeof key, "%s", c->key);
+        gs_broker_client_gone(self, key, "exited");
+        return;
     }
+    gs_broker_sched_flush(self);
 }
 
 static void on_memory(gs_broker_t *self, zframe_t *peer, const json_t *msg)
 {
     int i;
-    gs_client_gpu_t *g = client_gpu(self, peer, msg, &i);
-    if (!g)
+    gs_client_t *c = client_gpu(self, peer, msg, &i);
+    if (!c)
         return;
-    g->used_bytes = (uint64_t)gs_msg_int(msg, "used_bytes", 0);
-    if (g->used_bytes > g->peak_bytes)
-        g->peak_bytes = g->used_bytes;
+    gs_sched_memory(self->sched, c->key, i, (uint64_t)gs_msg_int(msg, "used_bytes", 0),
+                    gs_broker_now_us());
+    gs_broker_sched_flush(self);
 }
 
 static void on_make_room(gs_broker_t *self, zframe_t *peer, const json_t *msg)
@@ -189,15 +293,35 @@ static void on_make_room(gs_broker_t *self, zframe_t *peer, const json_t *msg)
 int gs_broker_dispatch_session(gs_broker_t *self, zframe_t *peer, gs_msg_type_t type,
                                const json_t *msg)
 {
+    gs_client_t *known = gs_sessions_client_lookup(self->sessions, peer);
+    if (known)
+        known->last_seen_us = gs_broker_now_us(); /* any message is a sign of life */
     switch (type) {
-    case GS_MSG_REGISTER: on_register(self, peer, msg); return 1;
-    case GS_MSG_UNREGISTER: on_unregister(self, peer, msg); return 1;
-    case GS_MSG_CELL: on_cell(self, peer, msg); return 1;
-    case GS_MSG_JOIN: on_join(self, peer, msg); return 1;
-    case GS_MSG_ACQUIRE: on_acquire(self, peer, msg); return 1;
-    case GS_MSG_RELEASE: on_release(self, peer, msg); return 1;
-    case GS_MSG_MEMORY: on_memory(self, peer, msg); return 1;
-    case GS_MSG_MAKE_ROOM: on_make_room(self, peer, msg); return 1;
-    default: return 0;
+    case GS_MSG_REGISTER:
+        on_register(self, peer, msg);
+        return 1;
+    case GS_MSG_UNREGISTER:
+        on_unregister(self, peer, msg);
+        return 1;
+    case GS_MSG_CELL:
+        on_cell(self, peer, msg);
+        return 1;
+    case GS_MSG_JOIN:
+        on_join(self, peer, msg);
+        return 1;
+    case GS_MSG_ACQUIRE:
+        on_acquire(self, peer, msg);
+        return 1;
+    case GS_MSG_RELEASE:
+        on_release(self, peer, msg);
+        return 1;
+    case GS_MSG_MEMORY:
+        on_memory(self, peer, msg);
+        return 1;
+    case GS_MSG_MAKE_ROOM:
+        on_make_room(self, peer, msg);
+        return 1;
+    default:
+        return 0;
     }
 }

@@ -61,6 +61,11 @@ gs_client_t *gs_sessions_client_lookup(gs_sessions_t *self, zframe_t *identity)
     return zhashx_lookup(self->clients, key);
 }
 
+gs_client_t *gs_sessions_client_by_key(gs_sessions_t *self, const char *key)
+{
+    return zhashx_lookup(self->clients, key);
+}
+
 gs_client_t *gs_sessions_client(gs_sessions_t *self, zframe_t *identity)
 {
     gs_client_t *c = gs_sessions_client_lookup(self, identity);
@@ -72,6 +77,8 @@ gs_client_t *gs_sessions_client(gs_sessions_t *self, zframe_t *identity)
     identity_key(identity, c->key, sizeof c->key);
     c->identity = zframe_dup(identity);
     snprintf(c->role, sizeof c->role, "unknown");
+    for (int i = 0; i < GS_MAX_GPUS; i++)
+        c->acquire_seq[i] = -1;
     zhashx_insert(self->clients, c->key, c);
     return c;
 }

@@ -3,8 +3,9 @@
  *
  * A session is one notebook kernel (registered by the launcher) or one
  * process tree started outside Jupyter (made when a hook joins without a
- * session id).  Hook clients join sessions; each client holds at most one
- * grant per GPU.  The scheduler decides grants; this table only records.
+ * session id).  Hook clients join sessions.  This table keeps what the
+ * broker needs to talk to them and to show them; grants, waiting and memory
+ * live in the scheduler (scheduler.h), keyed by the same ids.
  */
 #ifndef GS_SESSIONS_H
 #define GS_SESSIONS_H
@@ -15,21 +16,14 @@
 #include "gpu_inventory.h"
 
 typedef struct {
-    uint64_t grant_id; /* 0 = no grant */
-    int waiting;       /* acquire received, no grant yet */
-    uint64_t used_bytes;
-    uint64_t peak_bytes;
-    uint64_t grants, revokes;
-} gs_client_gpu_t;
-
-typedef struct {
-    char key[64];        /* hex of the ZeroMQ routing id */
-    zframe_t *identity;  /* routing id, for replies */
+    char key[64];       /* hex of the ZeroMQ routing id; the scheduler's client id */
+    zframe_t *identity; /* routing id, for replies */
     char role[16];
-    long pid;
-    char session[129];
-    int64_t last_seen_ms;
-    gs_client_gpu_t gpu[GS_MAX_GPUS];
+    long pid;          /* from join (informational) */
+    long peer_pid;     /* from the connection's credentials, 0 = unknown */
+    char session[129]; /* empty until join */
+    int64_t last_seen_us;
+    long long acquire_seq[GS_MAX_GPUS]; /* seq of its last acquire, echoed in grants */
 } gs_client_t;
 
 typedef struct {
@@ -51,6 +45,7 @@ void gs_sessions_destroy(gs_sessions_t **self_p);
 /* Client by routing id; created (role "unknown") when absent. */
 gs_client_t *gs_sessions_client(gs_sessions_t *self, zframe_t *identity);
 gs_client_t *gs_sessions_client_lookup(gs_sessions_t *self, zframe_t *identity);
+gs_client_t *gs_sessions_client_by_key(gs_sessions_t *self, const char *key);
 void gs_sessions_client_remove(gs_sessions_t *self, gs_client_t *client);
 
 /* Session by id; created when create is set and absent. */

@@ -8,67 +8,61 @@
 #include <czmq.h>
 #include <string.h>
 
-/* The session entry of GPU gpu: its processes' pids, memory and grants. */
-static json_t *session_on_gpu(gs_sessions_t *tab, const gs_session_t *s, int gpu, int *holds,
-                              int *waits)
+static const char *const state_names[] = {"idle", "running", "waiting"};
+
+/* The session entry of GPU gpu: its processes, memory, grants and times;
+ * NULL when the session never used that GPU and is not a notebook. */
+static json_t *session_on_gpu(const gs_status_input_t *in, const gs_session_t *s, int gpu)
 {
-    json_t *pids = json_array();
-    json_int_t resident = 0, grants = 0, revokes = 0;
-    int used = 0;
-    *holds = *waits = 0;
-    for (gs_client_t *c = gs_sessions_first_client(tab); c; c = gs_sessions_next_client(tab)) {
-        if (strcmp(c->session, s->id) != 0)
-            continue;
-        const gs_client_gpu_t *g = &c->gpu[gpu];
-        json_array_append_new(pids, json_integer(c->pid));
-        resident += (json_int_t)g->used_bytes;
-        grants += (json_int_t)g->grants;
-        revokes += (json_int_t)g->revokes;
-        *holds |= g->grant_id != 0;
-        *waits |= g->waiting;
-        used |= g->grants != 0 || g->used_bytes != 0;
-    }
-    if (!used && !s->registered) {
-        json_decref(pids);
+    gs_sched_info_t si;
+    if (gs_sched_info(in->sched, s->id, gpu, in->now_us, &si) != 0 ||
+        (!gs_sched_session_used_gpu(in->sched, s->id, gpu) && !s->registered))
         return NULL;
-    }
-    const char *state = *waits ? "waiting" : *holds ? "running" : "idle";
-    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:s, s:I, s:I, s:f, s:f, s:I, s:I}", "id",
-                     s->id, "user", s->user, "kernel_id", s->kernel_id, "notebook", s->notebook,
-                     "pids", pids, "state", state, "cell", s->cell_busy ? "busy" : "idle",
-                     "resident_bytes", resident, "parked_bytes", (json_int_t)0, "gpu_time_s",
-                     0.0, "wait_time_s", 0.0, "grants", grants, "revokes", revokes);
+    json_t *pids = json_array();
+    gs_sessions_t *tab = in->sessions;
+    for (gs_client_t *c = gs_sessions_first_client(tab); c; c = gs_sessions_next_client(tab))
+        if (strcmp(c->session, s->id) == 0)
+            json_array_append_new(pids, json_integer(c->pid));
+    json_t *e = json_pack(
+        "{s:s, s:s, s:s, s:s, s:o, s:s, s:s, s:I, s:I, s:f, s:f, s:I, s:I}", "id", s->id, "user",
+        s->user, "kernel_id", s->kernel_id, "notebook", s->notebook, "pids", pids, "state",
+        state_names[si.state], "cell", s->cell_busy ? "busy" : "idle", "resident_bytes",
+        (json_int_t)si.resident_bytes, "parked_bytes", (json_int_t)0, "gpu_time_s",
+        (double)si.gpu_time_us / 1e6, "wait_time_s", (double)si.wait_time_us / 1e6, "grants",
+        (json_int_t)si.grants, "revokes", (json_int_t)si.revokes);
+    json_object_set_new(e, "quantum_s", json_real((double)si.quantum_us / 1e6));
+    json_object_set_new(e, "boosted", json_boolean(si.boosted));
+    json_object_set_new(e, "share",
+                        json_pack("{s:f, s:f, s:f}", "request", si.request, "limit", si.limit,
+                                  "used", si.share_used));
+    return e;
 }
 
 static json_t *gpu_status(const gs_status_input_t *in, int i)
 {
     const gs_gpu_inventory_t *inv = in->inventory;
     const gs_gpu_t *g = &inv->gpus[i];
-    json_t *holders = json_array(), *waiting = json_array(), *sessions = json_array();
+    json_t *sessions = json_array();
     json_int_t used = 0;
     gs_sessions_t *tab = in->sessions;
     /* Collect first: session_on_gpu iterates the client table itself. */
-    zlistx_t *ids = zlistx_new();
+    zlistx_t *list = zlistx_new();
     for (gs_session_t *s = tab ? gs_sessions_first_session(tab) : NULL; s;
          s = gs_sessions_next_session(tab))
-        zlistx_add_end(ids, s);
-    for (gs_session_t *s = zlistx_first(ids); s; s = zlistx_next(ids)) {
-        int holds, waits;
-        json_t *entry = session_on_gpu(tab, s, i, &holds, &waits);
+        zlistx_add_end(list, s);
+    for (gs_session_t *s = zlistx_first(list); s; s = zlistx_next(list)) {
+        json_t *entry = session_on_gpu(in, s, i);
         if (!entry)
             continue;
         used += json_integer_value(json_object_get(entry, "resident_bytes"));
-        if (holds)
-            json_array_append_new(holders, json_string(s->id));
-        if (waits)
-            json_array_append_new(waiting, json_string(s->id));
         json_array_append_new(sessions, entry);
     }
-    zlistx_destroy(&ids);
+    zlistx_destroy(&list);
     return json_pack("{s:i, s:s, s:s, s:b, s:I, s:I, s:o, s:o, s:o}", "index", g->index, "uuid",
                      g->uuid, "name", g->name, "simulated", inv->simulated, "memory_total",
-                     (json_int_t)g->memory_total, "memory_used", used, "holders", holders,
-                     "waiting", waiting, "sessions", sessions);
+                     (json_int_t)g->memory_total, "memory_used", used, "holders",
+                     gs_sched_holders_json(in->sched, i), "waiting",
+                     gs_sched_waiting_json(in->sched, i), "sessions", sessions);
 }
 
 json_t *gs_status_build(const gs_status_input_t *in)
@@ -77,15 +71,13 @@ json_t *gs_status_build(const gs_status_input_t *in)
     json_t *gpus = json_array();
     for (int i = 0; i < inv->count; i++)
         json_array_append_new(gpus, gpu_status(in, i));
-    json_t *st = json_pack("{s:s, s:s, s:s, s:s, s:b, s:s, s:i, s:I, s:o}", "broker_version",
-                           PACKAGE_VERSION, "endpoint", in->endpoint, "policy", in->policy,
-                           "scheduler", in->scheduler_on ? "on" : "off", "simulated",
-                           inv->simulated, "driver", inv->driver, "driver_version",
-                           inv->driver_version, "started_unix", (json_int_t)in->started_unix,
-                           "gpus", gpus);
-    json_object_set_new(st, "note",
-                        json_string("scheduling policies are not implemented yet: every acquire "
-                                    "is granted at once and the broker only monitors"));
+    const gs_sched_config_t *cfg = gs_sched_config(in->sched);
+    json_t *st = json_pack(
+        "{s:s, s:s, s:s, s:s, s:b, s:s, s:i, s:I, s:o, s:o}", "broker_version", PACKAGE_VERSION,
+        "endpoint", in->endpoint, "policy", gs_sched_policy_name(cfg->policy), "scheduler",
+        cfg->enabled ? "on" : "off", "simulated", inv->simulated, "driver", inv->driver,
+        "driver_version", inv->driver_version, "started_unix", (json_int_t)in->started_unix,
+        "config", gs_sched_config_json(in->sched), "gpus", gpus);
     if (inv->count == 0)
         json_object_set_new(st, "problem", json_string(inv->problem));
     return st;

@@ -7,11 +7,12 @@
 
 #include <jansson.h>
 #include "gpu_inventory.h"
+#include "scheduler.h"
 #include "sessions.h"
 
 typedef struct {
-    const char *policy;
-    int scheduler_on;
+    const gs_sched_t *sched; /* grants, accounting, settings */
+    int64_t now_us;          /* the scheduler's clock, for times up to now */
     const char *endpoint;
     const gs_gpu_inventory_t *inventory;
     long long started_unix;

@@ -1,0 +1,193 @@
+/*
+ * scheduler.h - who may use which GPU when: the broker's scheduling logic.
+ *
+ * Pure logic with a virtual clock, so that it is tested deterministically:
+ * no I/O, no clock of its own (every call takes now_us, microseconds of
+ * CLOCK_MONOTONIC in the broker, anything monotonic in tests), no threads.
+ * Calls feed it events (sessions, cells, clients, acquire/release, memory);
+ * it answers with actions (grant, revoke) the broker turns into messages,
+ * and with the next time it wants gs_sched_tick() to be called.
+ *
+ * Units: a session (a notebook kernel, or the process tree of a program
+ * outside Jupyter) owns clients (hook processes); the scheduling unit is the
+ * session on one GPU.  While a session holds a GPU, each of its clients that
+ * asks is granted at once (one grant_id per client per GPU); revoking the
+ * session revokes all of its clients' grants there, and the session has let
+ * go when every one of them has released (or died).
+ *
+ * Policies (per GPU; doc/scheduling.md tells the whole story):
+ *   exclusive  one holder at a time, FIFO, quantum tq, revoked only when
+ *              someone waits (the thesis' anti-thrashing lock);
+ *   burst      one holder at a time, quantum from the reported kernel bursts
+ *              (Gemini), waiters chosen by request/limit shares of GPU time
+ *              over a sliding window; a limit is hard;
+ *   adaptive   everyone who wants the GPU holds it at once while their
+ *              memory fits, time slices when it does not, and a cell that
+ *              just started gets the GPU to itself for a short boost.
+ * Always: a cell that finishes has its grants revoked at once; the first
+ * grant on an idle GPU is immediate.  Scheduler off: every acquire is
+ * granted at once and nothing is revoked (monitoring only).
+ */
+#ifndef GS_SCHEDULER_H
+#define GS_SCHEDULER_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GS_SCHED_MAX_GPUS 16
+#define GS_SCHED_ID_MAX   130 /* ids up to 129 bytes (protocol: kernel_id <= 128) */
+#define GS_SCHED_NEVER    INT64_MAX
+
+typedef struct gs_sched gs_sched_t;
+
+typedef enum { GS_POLICY_EXCLUSIVE, GS_POLICY_BURST, GS_POLICY_ADAPTIVE } gs_sched_policy_t;
+
+typedef struct {
+    int enabled;              /* 0: grant everything at once, never revoke */
+    gs_sched_policy_t policy; /* default adaptive */
+    int64_t tq_us;            /* exclusive quantum (20 s) */
+    double alpha, beta;       /* burst estimate and smoothing (0.5, 0.5) */
+    int64_t quota_min_us;     /* burst quota bounds (20 ms, 2 s) */
+    int64_t quota_max_us;     /* (also the first quota before any report) */
+    int64_t window_us;        /* burst share window (10 s) */
+    double request, limit;    /* default shares of GPU time (0, 1) */
+    int64_t boost_us;         /* adaptive interactive boost, GPU time (500 ms) */
+    int64_t adaptive_min_us;  /* adaptive slice bounds (2 s, 20 s) */
+    int64_t adaptive_max_us;
+    double headroom; /* fraction of GPU memory kept free (0.05) */
+} gs_sched_config_t;
+
+typedef enum { GS_ACT_GRANT, GS_ACT_REVOKE } gs_sched_act_kind_t;
+
+typedef struct {
+    gs_sched_act_kind_t kind;
+    char client[GS_SCHED_ID_MAX];
+    int gpu;
+    uint64_t grant_id;
+    int64_t quantum_us; /* grants: time left of the session's slice, 0 = until revoked */
+    const char *reason; /* revokes: "quantum", "cell_idle", "preempt", "policy" */
+} gs_sched_action_t;
+
+typedef enum { GS_SESS_IDLE, GS_SESS_RUNNING, GS_SESS_WAITING } gs_sched_state_t;
+
+/* A session on one GPU, for status and metrics. */
+typedef struct {
+    gs_sched_state_t state;
+    int64_t gpu_time_us;  /* time holding the GPU (grant hold time), up to now */
+    int64_t wait_time_us; /* time between acquire and grant, up to now */
+    uint64_t grants, revokes;
+    uint64_t resident_bytes; /* sum of its clients' reported used_bytes */
+    int64_t quantum_us;      /* current slice (0: none / until revoked) */
+    int boosted;             /* adaptive: holds the GPU alone under a boost */
+    int64_t boost_left_us;   /* boost GPU time left for the running cell */
+    double request, limit;   /* its shares */
+    double share_used;       /* burst: fraction of the window it held the GPU */
+    int64_t tau_us;          /* burst: its last quota (0 before the first) */
+} gs_sched_info_t;
+
+/* ---- life and configuration ---------------------------------------------- */
+
+void gs_sched_config_default(gs_sched_config_t *cfg);
+
+/* ngpus GPUs with their memory sizes in bytes (0 = unknown: always fits). */
+gs_sched_t *gs_sched_new(int ngpus, const uint64_t *memory_total);
+void gs_sched_destroy(gs_sched_t **self_p);
+
+/* Check and install a whole configuration.  Returns 0, or -1 with a
+ * sentence naming the bad setting in err (nothing changed).  The new
+ * settings take effect at the next gs_sched_tick (the deadline becomes
+ * "now"): holders beyond what the policy allows are revoked ("policy"). */
+int gs_sched_set_config(gs_sched_t *self, const gs_sched_config_t *cfg, char *err, size_t errlen);
+const gs_sched_config_t *gs_sched_config(const gs_sched_t *self);
+
+/* One setting by name, as `gpushare set`, the configuration file and
+ * signals give them.  Keys (and the JSON values accepted):
+ *   scheduler "on"|"off" (or true/false)   policy "exclusive"|"burst"|"adaptive"
+ *   tq (or tq_s) seconds > 0               boost_ms >= 0
+ *   alpha, beta in [0, 1]                  quota_min_ms, quota_max_ms > 0
+ *   window_s > 0                           adaptive_min_s, adaptive_max_s > 0
+ *   headroom in [0, 0.9] (fraction of each GPU's memory)
+ *   request, limit in [0, 1] (defaults for every session)
+ *   share.<session>.request, share.<session>.limit in [0, 1]
+ *     (the session need not exist yet; kept until it is changed)
+ * Returns 0, or -1 with err set ("tq: must be a number of seconds > 0, not
+ * \"x\"").  Same timing as gs_sched_set_config. */
+int gs_sched_set(gs_sched_t *self, const char *key, const json_t *value, char *err, size_t errlen);
+
+/* The current settings as an object whose keys gs_sched_set accepts back:
+ * {"scheduler":"on","policy":"adaptive","tq_s":20.0,"boost_ms":500,...,
+ *  "shares":{"<session>":{"request":0.5,"limit":1.0}}}. New reference. */
+json_t *gs_sched_config_json(const gs_sched_t *self);
+
+const char *gs_sched_policy_name(gs_sched_policy_t policy);
+int gs_sched_policy_parse(const char *name, gs_sched_policy_t *out);
+
+/* ---- events --------------------------------------------------------------- */
+
+/* A launcher registered session id (created if new, e.g. by a hook's join
+ * after a broker restart). */
+void gs_sched_register(gs_sched_t *self, const char *session, int64_t now_us);
+
+/* The launcher unregistered it: its grants are revoked ("cell_idle") and
+ * it is forgotten once its last client is gone.  Returns -1 when the
+ * session is unknown or was not registered. */
+int gs_sched_unregister(gs_sched_t *self, const char *session, int64_t now_us);
+
+/* Cell busy (1) or idle (0).  Idle revokes the session's grants at once
+ * ("cell_idle"); busy starts the interactive boost. -1: unknown session. */
+int gs_sched_cell(gs_sched_t *self, const char *session, int busy, int64_t now_us);
+
+/* A hook joined session (created unregistered if new).  A client that
+ * joins again leaves its old session first (as if it had died). */
+int gs_sched_join(gs_sched_t *self, const char *client, const char *session, int64_t now_us);
+
+/* The client wants the GPU.  burst_*_us < 0: not reported.  A client that
+ * already holds a grant gets it again (same grant_id). -1: unknown client
+ * or GPU. */
+int gs_sched_acquire(gs_sched_t *self, const char *client, int gpu, int64_t burst_p90_us,
+                     int64_t burst_last_us, int64_t now_us);
+
+/* The client gave grant_id back (any reason).  A release naming a grant
+ * the client does not hold is ignored (returns 1); -1: unknown client. */
+int gs_sched_release(gs_sched_t *self, const char *client, int gpu, uint64_t grant_id,
+                     int64_t now_us);
+
+/* The client's device memory on the GPU. */
+int gs_sched_memory(gs_sched_t *self, const char *client, int gpu, uint64_t used_bytes,
+                    int64_t now_us);
+
+/* The client is gone (exited, killed, silent): its grants are released,
+ * its requests and memory forgotten.  Returns 1 when this left an
+ * unregistered session without clients (the session was removed too), 0
+ * otherwise, -1 for an unknown client. */
+int gs_sched_client_gone(gs_sched_t *self, const char *client, int64_t now_us);
+
+/* Timers: call when now_us >= gs_sched_next_deadline(). */
+void gs_sched_tick(gs_sched_t *self, int64_t now_us);
+
+/* When the next tick is due (GS_SCHED_NEVER: only events matter). */
+int64_t gs_sched_next_deadline(const gs_sched_t *self);
+
+/* Take the oldest pending action; 0 when there is none. */
+int gs_sched_pop_action(gs_sched_t *self, gs_sched_action_t *out);
+
+/* ---- queries --------------------------------------------------------------- */
+
+int gs_sched_has_session(const gs_sched_t *self, const char *session);
+int gs_sched_session_registered(const gs_sched_t *self, const char *session);
+/* Number of grants the client holds (all GPUs); -1 unknown client. */
+int gs_sched_client_grants(const gs_sched_t *self, const char *client);
+
+/* The session on a GPU; 0, or -1 when unknown.  "Used" sessions on a GPU
+ * are those that held, asked for or have memory on it. */
+int gs_sched_info(const gs_sched_t *self, const char *session, int gpu, int64_t now_us,
+                  gs_sched_info_t *out);
+int gs_sched_session_used_gpu(const gs_sched_t *self, const char *session, int gpu);
+
+/* Sessions holding / waiting for a GPU (waiting in arrival order), as a
+ * JSON array of ids.  New reference. */
+json_t *gs_sched_holders_json(const gs_sched_t *self, int gpu);
+json_t *gs_sched_waiting_json(const gs_sched_t *self, int gpu);
+
+#endif

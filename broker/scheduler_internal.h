@@ -1,0 +1,112 @@
+/*
+ * scheduler_internal.h - the scheduler's tables, shared by scheduler.c
+ * (events, holds, accounting), scheduler_policy.c (the per-GPU decisions)
+ * and scheduler_config.c (settings).  Tables are plain arrays searched
+ * linearly: a machine has tens of sessions, not thousands.
+ */
+#ifndef GS_SCHEDULER_INTERNAL_H
+#define GS_SCHEDULER_INTERNAL_H
+
+#include "scheduler.h"
+
+typedef struct sched_session sched_session_t;
+
+typedef struct {
+    int wants;         /* acquire not yet answered by a grant */
+    uint64_t grant_id; /* grant held, 0 = none */
+    int revoked;       /* revoke sent for grant_id, release awaited */
+    uint64_t used_bytes;
+} client_gpu_t;
+
+typedef struct {
+    char id[GS_SCHED_ID_MAX];
+    sched_session_t *session;
+    client_gpu_t g[GS_SCHED_MAX_GPUS];
+} sched_client_t;
+
+typedef struct {
+    int64_t start, end;
+} interval_t;
+
+/* A session on one GPU. */
+typedef struct {
+    int holding;          /* holds the GPU: its clients are granted on asking */
+    int nheld;            /* client grants outstanding */
+    const char *revoking; /* reason of the revoke in progress, NULL = none */
+    int64_t hold_start;   /* this hold began */
+    int64_t deadline;     /* its slice ends (GS_SCHED_NEVER: no slice) */
+    int64_t quantum;      /* length of the slice given (0: none) */
+    int waiting;          /* in the queue for the GPU */
+    uint64_t queue_seq;   /* arrival order in the queue */
+    int64_t wait_start;
+    int64_t active_since; /* start of this busy period (waiting or holding) */
+    int64_t gpu_mark;     /* gpu_time when the cell or busy period began */
+    int used;             /* ever held, asked for or had memory here */
+    /* accounting */
+    int64_t gpu_time, wait_time;
+    uint64_t grants, revokes;
+    /* burst */
+    int64_t tau;       /* last quota given, 0 = none yet */
+    int64_t p90, last; /* latest burst report of any of its clients */
+    int stats_new;     /* a report arrived since the last quota */
+    interval_t *hist;  /* past holds, oldest first, pruned to the window */
+    int nhist, caphist;
+    /* adaptive boost */
+    int64_t boost_left; /* GPU time of boost left for the running cell */
+    int boosting;       /* holds the GPU alone under the boost */
+    int64_t boost_start;
+} sess_gpu_t;
+
+struct sched_session {
+    char id[GS_SCHED_ID_MAX];
+    int registered;
+    int cell_busy;
+    int64_t cell_start;
+    int nclients;
+    sess_gpu_t g[GS_SCHED_MAX_GPUS];
+};
+
+typedef struct {
+    char session[GS_SCHED_ID_MAX];
+    double request, limit; /* < 0: the default */
+} share_t;
+
+struct gs_sched {
+    gs_sched_config_t cfg;
+    int ngpus;
+    uint64_t mem_total[GS_SCHED_MAX_GPUS];
+    int64_t wake[GS_SCHED_MAX_GPUS]; /* per GPU, from the last decision */
+    sched_session_t **sessions;
+    int nsessions, capsessions;
+    sched_client_t **clients;
+    int nclients, capclients;
+    share_t *shares;
+    int nshares, capshares;
+    gs_sched_action_t *acts;
+    int nacts, headacts, capacts;
+    uint64_t next_grant_id, next_queue_seq;
+    int64_t last_now;
+    int dirty; /* settings changed: decide again at the next tick */
+};
+
+/* scheduler.c */
+sched_session_t *sched_session_find(const gs_sched_t *s, const char *id);
+void sched_emit(gs_sched_t *s, gs_sched_act_kind_t kind, const char *client, int gpu,
+                uint64_t grant_id, int64_t quantum, const char *reason);
+void sched_session_grant(gs_sched_t *s, sched_session_t *ss, int gpu, int64_t quantum, int boosting,
+                         int64_t now);
+void sched_session_revoke(gs_sched_t *s, sched_session_t *ss, int gpu, const char *reason,
+                          int64_t now);
+uint64_t sched_footprint(const gs_sched_t *s, const sched_session_t *ss, int gpu);
+void sched_shares(const gs_sched_t *s, const char *session, double *request, double *limit);
+int64_t sched_window_used(const sess_gpu_t *g, int64_t now, int64_t window);
+/* Sessions holding (oldest hold first) or waiting (arrival order) on a
+ * GPU; malloc'd array of *n, the caller frees it. */
+sched_session_t **sched_list(const gs_sched_t *s, int gpu, int holders, int *n);
+
+/* scheduler_policy.c: decide grants and revokes on one GPU; returns when
+ * it wants to decide again (> now, or GS_SCHED_NEVER). */
+int64_t sched_decide(gs_sched_t *s, int gpu, int64_t now);
+int64_t sched_burst_quota(const gs_sched_config_t *cfg, sess_gpu_t *g);
+
+#endif

@@ -1,0 +1,367 @@
+/*
+ * scheduler_policy.c - the decisions: on one GPU, who gets it now, who has
+ * to give it back, and when to look again.  Called after every event and
+ * at every deadline; each function returns a wake time strictly after now
+ * (or GS_SCHED_NEVER), so the broker's loop never spins.
+ *
+ * A session "holds" a GPU from its grant until all its clients released;
+ * a revoked holder still holds (its work drains) and the GPU is handed on
+ * only when it has let go, so exclusive policies never overlap work.
+ */
+#include "scheduler_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+static int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* After a policy change (or the scheduler turned on) several sessions may
+ * hold a GPU that now allows one: the oldest hold keeps it. */
+static void keep_one_holder(gs_sched_t *s, int gpu, sched_session_t **h, int nh, int64_t now)
+{
+    int kept = 0;
+    for (int i = 0; i < nh; i++) {
+        if (h[i]->g[gpu].revoking)
+            continue;
+        if (kept)
+            sched_session_revoke(s, h[i], gpu, "policy", now);
+        kept = 1;
+    }
+}
+
+static void end_boosts(sched_session_t **h, int nh, int gpu, int64_t now)
+{
+    for (int i = 0; i < nh; i++) {
+        sess_gpu_t *g = &h[i]->g[gpu];
+        if (g->boosting) {
+            g->boost_left -= now - g->boost_start;
+            g->boost_left = g->boost_left < 0 ? 0 : g->boost_left;
+            g->boosting = 0;
+        }
+    }
+}
+
+/* ---- off: grant everything, revoke nothing --------------------------------- */
+
+static int64_t decide_off(gs_sched_t *s, int gpu, sched_session_t **h, int nh, sched_session_t **w,
+                          int nw, int64_t now)
+{
+    end_boosts(h, nh, gpu, now);
+    for (int i = 0; i < nw; i++)
+        sched_session_grant(s, w[i], gpu, 0, 0, now);
+    return GS_SCHED_NEVER;
+}
+
+/* ---- exclusive: the thesis' lock -------------------------------------------- */
+
+static int64_t decide_exclusive(gs_sched_t *s, int gpu, sched_session_t **h, int nh,
+                                sched_session_t **w, int nw, int64_t now)
+{
+    end_boosts(h, nh, gpu, now);
+    keep_one_holder(s, gpu, h, nh, now);
+    if (nh == 0) {
+        if (nw == 0)
+            return GS_SCHED_NEVER;
+        sched_session_grant(s, w[0], gpu, s->cfg.tq_us, 0, now);
+        if (nw == 1)
+            return GS_SCHED_NEVER;
+        return w[0]->g[gpu].deadline;
+    }
+    sess_gpu_t *g = &h[0]->g[gpu];
+    if (g->revoking || nw == 0 || nh > 1)
+        return GS_SCHED_NEVER; /* a release or an acquire brings us back */
+    if (now >= g->deadline) {
+        sched_session_revoke(s, h[0], gpu, "quantum", now);
+        return GS_SCHED_NEVER;
+    }
+    return g->deadline;
+}
+
+/* ---- burst: Gemini's dynamic quota and request/limit shares ----------------- */
+
+int64_t sched_burst_quota(const gs_sched_config_t *cfg, sess_gpu_t *g)
+{
+    double tau;
+    if (g->stats_new) {
+        double p90 = (double)(g->p90 >= 0 ? g->p90 : g->last);
+        double last = (double)(g->last >= 0 ? g->last : g->p90);
+        double kb = cfg->alpha * p90 + (1.0 - cfg->alpha) * last;
+        tau = g->tau ? cfg->beta * (double)g->tau + (1.0 - cfg->beta) * kb : kb;
+        g->stats_new = 0;
+    } else {
+        tau = g->tau ? (double)g->tau : (double)cfg->quota_max_us;
+    }
+    g->tau = clamp64((int64_t)llround(tau), cfg->quota_min_us, cfg->quota_max_us);
+    return g->tau;
+}
+
+/* A limit below 1 is hard: at or over it a session waits, even when the GPU
+ * would otherwise idle. */
+static int over_limit(const gs_sched_t *s, const sched_session_t *ss, int gpu, int64_t now)
+{
+    double req, lim;
+    sched_shares(s, ss->id, &req, &lim);
+    if (lim >= 1.0)
+        return 0;
+    int64_t used = sched_window_used(&ss->g[gpu], now, s->cfg.window_us);
+    return (double)used >= lim * (double)s->cfg.window_us;
+}
+
+/* When a waiting session over its limit drops below it: the window's start
+ * has to move past `excess` of its past holds. */
+static int64_t below_limit_at(const gs_sched_t *s, const sched_session_t *ss, int gpu, int64_t now)
+{
+    double req, lim;
+    sched_shares(s, ss->id, &req, &lim);
+    const sess_gpu_t *g = &ss->g[gpu];
+    int64_t W = s->cfg.window_us, from = now - W;
+    int64_t excess = sched_window_used(g, now, W) - (int64_t)floor(lim * (double)W) + 1;
+    for (int i = 0; i < g->nhist; i++) {
+        int64_t a = g->hist[i].start > from ? g->hist[i].start : from;
+        int64_t b = g->hist[i].end < now ? g->hist[i].end : now;
+        if (b <= a)
+            continue;
+        if (excess <= b - a)
+            return now + (a + excess - from);
+        excess -= b - a;
+    }
+    return now + W; /* not reached: the window forgets everything by then */
+}
+
+/* The slice a burst holder gets: its quota, cut so that a limit below 1 is
+ * overrun by less than quota_min. */
+static int64_t burst_slice(gs_sched_t *s, sched_session_t *ss, int gpu, int64_t now, int fresh)
+{
+    sess_gpu_t *g = &ss->g[gpu];
+    int64_t q = fresh || !g->tau ? sched_burst_quota(&s->cfg, g) : g->tau;
+    double req, lim;
+    sched_shares(s, ss->id, &req, &lim);
+    if (lim < 1.0) {
+        int64_t room =
+            (int64_t)(lim * (double)s->cfg.window_us) - sched_window_used(g, now, s->cfg.window_us);
+        q = min64(q, room > s->cfg.quota_min_us ? room : s->cfg.quota_min_us);
+    }
+    return q;
+}
+
+/* Gemini's order: below their request first (farthest below first), then
+ * below their limit (farthest below first); arrival order breaks ties. */
+static sched_session_t *burst_pick(gs_sched_t *s, int gpu, sched_session_t **w, int nw, int64_t now)
+{
+    sched_session_t *best = NULL;
+    int best_tier = 0;
+    double best_gap = 0;
+    for (int i = 0; i < nw; i++) {
+        if (over_limit(s, w[i], gpu, now))
+            continue;
+        double req, lim;
+        sched_shares(s, w[i]->id, &req, &lim);
+        double u = (double)sched_window_used(&w[i]->g[gpu], now, s->cfg.window_us) /
+                   (double)s->cfg.window_us;
+        int tier = u < req ? 2 : 1;
+        double gap = tier == 2 ? req - u : lim - u;
+        if (!best || tier > best_tier || (tier == best_tier && gap > best_gap + 1e-12)) {
+            best = w[i];
+            best_tier = tier;
+            best_gap = gap;
+        }
+    }
+    return best;
+}
+
+static int64_t decide_burst(gs_sched_t *s, int gpu, sched_session_t **h, int nh,
+                            sched_session_t **w, int nw, int64_t now)
+{
+    end_boosts(h, nh, gpu, now);
+    keep_one_holder(s, gpu, h, nh, now);
+    if (nh > 0) {
+        sched_session_t *ss = h[0];
+        sess_gpu_t *g = &ss->g[gpu];
+        if (g->revoking || nh > 1)
+            return GS_SCHED_NEVER;
+        if (now < g->deadline)
+            return g->deadline;
+        int eligible = 0;
+        for (int i = 0; i < nw; i++)
+            eligible |= !over_limit(s, w[i], gpu, now);
+        if (eligible || over_limit(s, ss, gpu, now)) {
+            sched_session_revoke(s, ss, gpu, "quantum", now);
+            return GS_SCHED_NEVER;
+        }
+        /* Nobody else may go: the holder keeps the GPU for another slice. */
+        g->quantum = burst_slice(s, ss, gpu, now, g->stats_new);
+        g->deadline = now + g->quantum;
+        return g->deadline;
+    }
+    sched_session_t *pick = burst_pick(s, gpu, w, nw, now);
+    if (pick) {
+        sched_session_grant(s, pick, gpu, burst_slice(s, pick, gpu, now, 1), 0, now);
+        return pick->g[gpu].deadline;
+    }
+    int64_t wake = GS_SCHED_NEVER;
+    for (int i = 0; i < nw; i++)
+        wake = min64(wake, below_limit_at(s, w[i], gpu, now));
+    return wake;
+}
+
+/* ---- adaptive: share while memory fits, slice when not, boost new cells ---- */
+
+/* Slices grow with the GPU time the running cell (without cells: the busy
+ * period) has had: a cell that has computed for t gets slices of t, within
+ * [adaptive_min, adaptive_max].  Short cells switch often and stay
+ * responsive; a long training cell is not interrupted needlessly. */
+static int64_t adaptive_slice(const gs_sched_t *s, const sched_session_t *ss, int gpu, int64_t now)
+{
+    const sess_gpu_t *g = &ss->g[gpu];
+    int64_t had = g->gpu_time + (g->holding ? now - g->hold_start : 0) - g->gpu_mark;
+    return clamp64(had, s->cfg.adaptive_min_us, s->cfg.adaptive_max_us);
+}
+
+static int boost_eligible(const sched_session_t *ss, int gpu)
+{
+    const sess_gpu_t *g = &ss->g[gpu];
+    return ss->cell_busy && g->boost_left > 0 && (g->waiting || (g->holding && !g->revoking));
+}
+
+/* Returns 1 when a boost owns the GPU (nothing else may be granted);
+ * *wake is set to its end. */
+static int adaptive_boost(gs_sched_t *s, int gpu, sched_session_t **h, int nh, sched_session_t **w,
+                          int nw, int64_t now, int64_t *wake)
+{
+    sched_session_t *b = NULL;
+    for (int i = 0; i < nh; i++)
+        if (h[i]->g[gpu].boosting)
+            b = h[i];
+    if (b) {
+        sess_gpu_t *g = &b->g[gpu];
+        if (!b->cell_busy || g->boost_left - (now - g->boost_start) <= 0) {
+            end_boosts(&b, 1, gpu, now);
+            b = NULL;
+        }
+    }
+    if (!b) {
+        /* The cell that started first among those that want the GPU. */
+        for (int i = 0; i < nh + nw; i++) {
+            sched_session_t *c = i < nh ? h[i] : w[i - nh];
+            if (boost_eligible(c, gpu) && (!b || c->cell_start < b->cell_start))
+                b = c;
+        }
+        if (!b)
+            return 0;
+        sess_gpu_t *g = &b->g[gpu];
+        if (g->holding) {
+            g->boosting = 1;
+            g->boost_start = now;
+        }
+    }
+    int others = 0;
+    for (int i = 0; i < nh; i++) {
+        if (h[i] == b)
+            continue;
+        sched_session_revoke(s, h[i], gpu, "preempt", now);
+        others = 1;
+    }
+    sess_gpu_t *g = &b->g[gpu];
+    if (!g->holding && !others)
+        sched_session_grant(s, b, gpu, adaptive_slice(s, b, gpu, now), 1, now);
+    *wake = g->holding ? g->boost_start + g->boost_left : GS_SCHED_NEVER;
+    return 1;
+}
+
+static int fits(const gs_sched_t *s, int gpu, uint64_t bytes)
+{
+    if (!s->mem_total[gpu])
+        return 1;
+    double room = (double)s->mem_total[gpu] * (1.0 - s->cfg.headroom);
+    return (double)bytes <= room;
+}
+
+static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, int nh,
+                               sched_session_t **w, int nw, int64_t now)
+{
+    sched_session_t **h = *hp;
+    int64_t wake = GS_SCHED_NEVER;
+    if (adaptive_boost(s, gpu, h, nh, w, nw, now, &wake))
+        return wake;
+    uint64_t used = 0;
+    for (int i = 0; i < nh; i++)
+        used += sched_footprint(s, h[i], gpu);
+    int held = nh;
+    sched_session_t *blocked = NULL;
+    for (int i = 0; i < nw; i++) {
+        uint64_t need = sched_footprint(s, w[i], gpu);
+        if (held > 0 && !fits(s, gpu, used + need)) {
+            blocked = w[i]; /* first come, first served: nobody overtakes it */
+            break;
+        }
+        sched_session_grant(s, w[i], gpu, adaptive_slice(s, w[i], gpu, now), 0, now);
+        used += need;
+        held++;
+    }
+    if (!blocked)
+        return GS_SCHED_NEVER;
+    /* Time slicing: holders whose slice is over make room, oldest first,
+     * until what is being given back lets the blocked session in. */
+    if (held > nh) {
+        free(*hp);
+        h = *hp = sched_list(s, gpu, 1, &nh);
+    }
+    uint64_t need = sched_footprint(s, blocked, gpu), freed = 0;
+    for (int i = 0; i < nh; i++)
+        if (h[i]->g[gpu].revoking)
+            freed += sched_footprint(s, h[i], gpu);
+    for (int i = 0; i < nh; i++) {
+        sess_gpu_t *g = &h[i]->g[gpu];
+        if (g->revoking)
+            continue;
+        if (!fits(s, gpu, used - freed + need) && now >= g->deadline) {
+            freed += sched_footprint(s, h[i], gpu);
+            sched_session_revoke(s, h[i], gpu, "quantum", now);
+            continue;
+        }
+        if (g->deadline > now)
+            wake = min64(wake, g->deadline);
+    }
+    return wake;
+}
+
+int64_t sched_decide(gs_sched_t *s, int gpu, int64_t now)
+{
+    int nh, nw;
+    sched_session_t **h = sched_list(s, gpu, 1, &nh);
+    sched_session_t **w = sched_list(s, gpu, 0, &nw);
+    int64_t wake;
+    if (s->cfg.enabled) {
+        /* Holds granted while the scheduler was off have no slice: give
+         * them the policy's longest from when they began. */
+        int64_t len = s->cfg.policy == GS_POLICY_EXCLUSIVE ? s->cfg.tq_us
+                      : s->cfg.policy == GS_POLICY_BURST   ? s->cfg.quota_max_us
+                                                           : s->cfg.adaptive_max_us;
+        for (int i = 0; i < nh; i++) {
+            sess_gpu_t *g = &h[i]->g[gpu];
+            if (g->deadline == GS_SCHED_NEVER) {
+                g->quantum = len;
+                g->deadline = g->hold_start + len;
+            }
+        }
+    }
+    if (!s->cfg.enabled)
+        wake = decide_off(s, gpu, h, nh, w, nw, now);
+    else if (s->cfg.policy == GS_POLICY_EXCLUSIVE)
+        wake = decide_exclusive(s, gpu, h, nh, w, nw, now);
+    else if (s->cfg.policy == GS_POLICY_BURST)
+        wake = decide_burst(s, gpu, h, nh, w, nw, now);
+    else
+        wake = decide_adaptive(s, gpu, &h, nh, w, nw, now);
+    free(h);
+    free(w);
+    return wake > now ? wake : GS_SCHED_NEVER;
+}

@@ -1,0 +1,702 @@
+/*
+ * test_scheduler.c - the scheduler (broker/scheduler.h) on a virtual clock:
+ * every policy's decisions, the accounting and the settings, with exact
+ * times.  Actions are compared as text: "G:a" is a grant to client a on GPU
+ * 0, "G:a/q=200" one with a 200 ms quantum, "R:a:quantum" a revoke.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "scheduler.h"
+
+#define MS  1000LL
+#define SEC 1000000LL
+
+static gs_sched_t *S;
+static int64_t NOW;
+
+/* The grant each client holds on GPU 0 and 1, from the actions seen. */
+static struct {
+    char client[32];
+    uint64_t grant[2];
+    int64_t quantum[2];
+} held[16];
+static int nheld;
+
+static int slot(const char *client)
+{
+    for (int i = 0; i < nheld; i++)
+        if (strcmp(held[i].client, client) == 0)
+            return i;
+    snprintf(held[nheld].client, sizeof held[nheld].client, "%s", client);
+    return nheld++;
+}
+
+/* Actions popped so far, as text, plain and with grants' quanta in ms. */
+static char plain[2048], withq[2048];
+
+static void add(char *buf, const char *one)
+{
+    if (buf[0])
+        strcat(buf, " ");
+    strcat(buf, one);
+}
+
+static void pull(void)
+{
+    gs_sched_action_t a;
+    while (gs_sched_pop_action(S, &a)) {
+        char one[200], q[240];
+        int k = slot(a.client);
+        const char *dev = a.gpu ? "@1" : "";
+        if (a.kind == GS_ACT_GRANT) {
+            held[k].grant[a.gpu] = a.grant_id;
+            held[k].quantum[a.gpu] = a.quantum_us;
+            snprintf(one, sizeof one, "G:%s%s", a.client, dev);
+            snprintf(q, sizeof q, "%s/q=%lld", one, (long long)(a.quantum_us / MS));
+        } else {
+            snprintf(one, sizeof one, "R:%s%s:%s", a.client, dev, a.reason);
+            snprintf(q, sizeof q, "%s", one);
+        }
+        add(plain, one);
+        add(withq, q);
+    }
+}
+
+/* The actions since the last call. */
+static const char *acts_q(int with_q)
+{
+    static char out[2048];
+    pull();
+    snprintf(out, sizeof out, "%s", with_q ? withq : plain);
+    plain[0] = withq[0] = '\0';
+    return out;
+}
+
+static const char *acts(void)
+{
+    return acts_q(0);
+}
+
+static void setup_with(gs_sched_policy_t policy, uint64_t mem)
+{
+    uint64_t m[2] = {mem, mem};
+    S = gs_sched_new(2, m);
+    NOW = 1000 * SEC;
+    nheld = 0;
+    memset(held, 0, sizeof held);
+    plain[0] = withq[0] = '\0';
+    gs_sched_config_t c;
+    gs_sched_config_default(&c);
+    c.policy = policy;
+    char err[200];
+    assert_int_equal(gs_sched_set_config(S, &c, err, sizeof err), 0);
+    gs_sched_tick(S, NOW);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    gs_sched_destroy(&S);
+    return 0;
+}
+
+static void set(const char *key, const char *json)
+{
+    char err[300];
+    json_t *v = json_loads(json, JSON_DECODE_ANY, NULL);
+    assert_non_null(v);
+    int rc = gs_sched_set(S, key, v, err, sizeof err);
+    if (rc != 0)
+        fail_msg("set %s=%s: %s", key, json, err);
+    json_decref(v);
+    gs_sched_tick(S, NOW);
+}
+
+/* A plain process: session "s<client>" with one client. */
+static void proc(const char *client)
+{
+    char session[40];
+    snprintf(session, sizeof session, "s%s", client);
+    assert_int_equal(gs_sched_join(S, client, session, NOW), 0);
+}
+
+static void acquire(const char *client)
+{
+    assert_int_equal(gs_sched_acquire(S, client, 0, -1, -1, NOW), 0);
+}
+
+static void release(const char *client)
+{
+    pull();
+    assert_int_equal(gs_sched_release(S, client, 0, held[slot(client)].grant[0], NOW), 0);
+}
+
+/* Advance the clock to t, ticking at every deadline on the way. */
+static void run_to(int64_t t)
+{
+    for (;;) {
+        int64_t d = gs_sched_next_deadline(S);
+        if (d > t)
+            break;
+        assert_true(d >= NOW);
+        NOW = d;
+        gs_sched_tick(S, NOW);
+    }
+    NOW = t;
+}
+
+static gs_sched_info_t info(const char *session)
+{
+    gs_sched_info_t i;
+    assert_int_equal(gs_sched_info(S, session, 0, NOW, &i), 0);
+    return i;
+}
+
+/* ---- exclusive ------------------------------------------------------------ */
+
+static void exclusive_first_grant_on_idle_gpu_is_immediate(void **state)
+{
+    setup_with(GS_POLICY_EXCLUSIVE, 0);
+    proc("a");
+    acquire("a");
+    assert_string_equal(acts_q(1), "G:a/q=20000");
+    assert_int_equal(gs_sched_next_deadline(S), GS_SCHED_NEVER);
+    gs_sched_info_t i = info("sa");
+    assert_int_equal(i.state, GS_SESS_RUNNING);
+    assert_int_equal(i.wait_time_us, 0);
+}
+
+static void exclusive_round_robin_by_quantum(void **state)
+{
+    setup_with(GS_POLICY_EXCLUSIVE, 0);
+    set("tq", "0.2");
+    proc("a"), proc("b"), proc("c");
+    acquire("a");
+    NOW += 10 * MS;
+    acquire("b");
+    acquire("c");
+    assert_string_equal(acts(), "G:a");
+    assert_int_equal(gs_sched_next_deadline(S), NOW - 10 * MS + 200 * MS);
+    run_to(NOW + 190 * MS);
+    assert_string_equal(acts(), "R:a:quantum");
+    NOW += 1 * MS;
+    release("a");
+    acquire("a"); /* still has work: back of the queue */
+    assert_string_equal(acts(), "G:b");
+    run_to(NOW + 200 * MS);
+    assert_string_equal(acts(), "R:b:quantum");
+    release("b");
+    acquire("b");
+    assert_string_equal(acts(), "G:c");
+    run_to(NOW + 200 * MS);
+    release("c");
+    assert_string_equal(acts(), "R:c:quantum G:a");
+    json_t *w = gs_sched_waiting_json(S, 0);
+    assert_int_equal(json_array_size(w), 1);
+    assert_string_equal(json_string_value(json_array_get(w, 0)), "sb");
+    json_decref(w);
+}
+
+static void exclusive_quantum_ends_only_when_someone_waits(void **state)
+{
+    setup_with(GS_POLICY_EXCLUSIVE, 0);
+    set("tq", "1");
+    proc("a"), proc("b");
+    acquire("a");
+    assert_string_equal(acts(), "G:a");
+    run_to(NOW + 5 * SEC);
+    assert_string_equal(acts(), "");
+    acquire("b"); /* a is long past its quantum: revoked at once */
+    assert_string_equal(acts(), "R:a:quantum");
+    NOW += 3 * MS;
+    release("a");
+    assert_string_equal(acts(), "G:b");
+    assert_int_equal(info("sb").wait_time_us, 3 * MS);
+    assert_int_equal(info("sa").gpu_time_us, 5 * SEC + 3 * MS);
+    assert_int_equal(info("sa").revokes, 1);
+}
+
+static void exclusive_idle_release_hands_over_at_once(void **state)
+{
+    setup_with(GS_POLICY_EXCLUSIVE, 0);
+    proc("a"), proc("b");
+    acquire("a");
+    acquire("b");
+    assert_string_equal(acts(), "G:a");
+    NOW += 50 * MS;
+    release("a"); /* the hook's idle release */
+    assert_string_equal(acts(), "G:b");
+    assert_int_equal(info("sa").state, GS_SESS_IDLE);
+    assert_int_equal(info("sb").state, GS_SESS_RUNNING);
+}
+
+static void session_clients_hold_and_release_together(void **state)
+{
+    setup_with(GS_POLICY_EXCLUSIVE, 0);
+    gs_sched_join(S, "a1", "A", NOW);
+    gs_sched_join(S, "a2", "A", NOW);
+    proc("b");
+    acquire("a1");
+    acquire("b");
+    acquire("a2"); /* its session holds the GPU: granted at once */
+    assert_string_equal(acts(), "G:a1 G:a2");
+    run_to(NOW + 20 * SEC);
+    assert_string_equal(acts(), "R:a1:quantum R:a2:quantum");
+    release("a1");
+    assert_string_equal(acts(), "");
+    release("a2");
+    assert_string_equal(acts(), "G:b");
+    assert_int_equal(info("A").grants, 1);
+    assert_int_equal(info("A").revokes, 1);
+}
+
+static void acquire_while_holding_grants_the_same_again(void **state)
+{
+    setup_with(GS_POLICY_EXCLUSIVE, 0);
+    proc("a");
+    acquire("a");
+    assert_string_equal(acts(), "G:a");
+    uint64_t id = held[slot("a")].grant[0];
+    NOW += 5 * SEC;
+    acquire("a");
+    assert_string_equal(acts_q(1), "G:a/q=15000");
+    assert_int_equal(held[slot("a")].grant[0], id);
+    assert_int_equal(info("sa").grants, 1);
+    /* A stale release is ignored. */
+    assert_int_equal(gs_sched_release(S, "a", 0, id + 100, NOW), 1);
+    assert_int_equal(info("sa").state, GS_SESS_RUNNING);
+}
+
+static void cell_idle_revokes_at_once_and_hands_off(void **state)
+{
+    setup_with(GS_POLICY_EXCLUSIVE, 0);
+    gs_sched_register(S, "nb", NOW);
+    gs_sched_join(S, "h", "nb", NOW);
+    proc("b");
+    gs_sched_cell(S, "nb", 1, NOW);
+    acquire("h");
+    acquire("b");
+    assert_string_equal(acts(), "G:h");
+    NOW += 100 * MS;
+    gs_sched_cell(S, "nb", 0, NOW);
+    assert_string_equal(acts(), "R:h:cell_idle");
+    NOW += 1 * MS;
+    release("h");
+    assert_string_equal(acts(), "G:b");
+    /* An idle notebook that holds nothing is left alone. */
+    gs_sched_cell(S, "nb", 0, NOW);
+    assert_string_equal(acts(), "");
+    assert_int_equal(gs_sched_cell(S, "nobody", 0, NOW), -1);
+}
+
+static void client_death_releases_and_reclaims(void **state)
+{
+    setup_with(GS_POLICY_EXCLUSIVE, 0);
+    proc("a"), proc("b");
+    gs_sched_memory(S, "a", 0, 1 << 20, NOW);
+    acquire("a");
+    acquire("b");
+    assert_string_equal(acts(), "G:a");
+    assert_int_equal(info("sa").resident_bytes, 1 << 20);
+    assert_int_equal(gs_sched_client_gone(S, "a", NOW), 1); /* its session went too */
+    assert_string_equal(acts(), "G:b");
+    assert_false(gs_sched_has_session(S, "sa"));
+    assert_int_equal(gs_sched_client_gone(S, "a", NOW), -1);
+    /* A waiting client that dies leaves the queue. */
+    proc("c");
+    acquire("c");
+    json_t *w = gs_sched_waiting_json(S, 0);
+    assert_int_equal(json_array_size(w), 1);
+    json_decref(w);
+    gs_sched_client_gone(S, "c", NOW);
+    w = gs_sched_waiting_json(S, 0);
+    assert_int_equal(json_array_size(w), 0);
+    json_decref(w);
+    /* A registered session outlives its clients. */
+    gs_sched_register(S, "nb", NOW);
+    gs_sched_join(S, "h", "nb", NOW);
+    assert_int_equal(gs_sched_client_gone(S, "h", NOW), 0);
+    assert_true(gs_sched_has_session(S, "nb"));
+    assert_int_equal(gs_sched_unregister(S, "nb", NOW), 0);
+    assert_false(gs_sched_has_session(S, "nb"));
+    assert_int_equal(gs_sched_unregister(S, "nb", NOW), -1);
+}
+
+/* ---- burst ---------------------------------------------------------------- */
+
+static void burst_quota_follows_the_formula(void **state)
+{
+    setup_with(GS_POLICY_BURST, 0);
+    set("alpha", "0.5"), set("beta", "0.5"), set("quota_min_ms", "10"), set("quota_max_ms", "1000");
+    proc("a");
+    /* No report yet: quota_max. */
+    acquire("a");
+    assert_string_equal(acts_q(1), "G:a/q=1000");
+    release("a");
+    /* KB = .5*100 + .5*60 = 80; tau = .5*1000 + .5*80 = 540 */
+    gs_sched_acquire(S, "a", 0, 100 * MS, 60 * MS, NOW);
+    assert_string_equal(acts_q(1), "G:a/q=540");
+    release("a");
+    /* KB = .5*200 + .5*100 = 150; tau = .5*540 + .5*150 = 345 */
+    gs_sched_acquire(S, "a", 0, 200 * MS, 100 * MS, NOW);
+    assert_string_equal(acts_q(1), "G:a/q=345");
+    release("a");
+    /* tiny bursts: .5*345 + .5*1 = 173 (rounded) */
+    gs_sched_acquire(S, "a", 0, 1 * MS, 1 * MS, NOW);
+    assert_int_equal(info("sa").tau_us, 173 * MS);
+    release("a");
+    acts();
+    /* clamped at the bounds */
+    for (int i = 0; i < 12; i++) {
+        gs_sched_acquire(S, "a", 0, 0, 0, NOW);
+        release("a");
+    }
+    assert_int_equal(info("sa").tau_us, 10 * MS);
+    for (int i = 0; i < 12; i++) {
+        gs_sched_acquire(S, "a", 0, 60 * SEC, -1, NOW);
+        release("a");
+    }
+    assert_int_equal(info("sa").tau_us, 1000 * MS);
+    acts();
+}
+
+static void burst_waiter_farthest_below_request_goes_first(void **state)
+{
+    setup_with(GS_POLICY_BURST, 0);
+    set("quota_max_ms", "10000"), set("window_s", "10");
+    set("share.sa.request", "0.5");
+    proc("a"), proc("b"), proc("c");
+    /* history: a held 3 s, b 1 s */
+    acquire("a");
+    NOW += 3 * SEC;
+    release("a");
+    acquire("b");
+    NOW += 1 * SEC;
+    release("b");
+    acquire("c");
+    acts();
+    acquire("b");
+    acquire("a"); /* a: 0.3 used < 0.5 requested: first despite using more */
+    NOW += 100 * MS;
+    release("c");
+    assert_string_equal(acts(), "G:a");
+    NOW += 100 * MS;
+    release("a");
+    assert_string_equal(acts(), "G:b");
+    release("b");
+    /* Nobody below its request: farthest below its limit (least used) first. */
+    set("share.sa.request", "null");
+    acquire("c");
+    acts();
+    acquire("a");
+    acquire("b");
+    NOW += 10 * MS;
+    release("c");
+    assert_string_equal(acts(), "G:b");
+    gs_sched_info_t i = info("sa");
+    assert_true(i.request == 0.0 && i.limit == 1.0);
+}
+
+static void burst_over_limit_waits_even_on_an_idle_gpu(void **state)
+{
+    setup_with(GS_POLICY_BURST, 0);
+    set("quota_max_ms", "1000"), set("window_s", "10");
+    set("share.sa.limit", "0.3");
+    proc("a");
+    int64_t t0 = NOW;
+    acquire("a");
+    assert_string_equal(acts_q(1), "G:a/q=1000");
+    /* Nobody waits: slices renew until the limit (3 s of 10 s). */
+    run_to(t0 + 2999 * MS);
+    assert_string_equal(acts(), "");
+    run_to(t0 + 3 * SEC);
+    assert_string_equal(acts(), "R:a:quantum");
+    release("a");
+    acquire("a");
+    assert_string_equal(acts(), "");
+    assert_int_equal(info("sa").state, GS_SESS_WAITING);
+    /* The window forgets the first microsecond of that hold at t0+10s+1us. */
+    assert_int_equal(gs_sched_next_deadline(S), t0 + 10 * SEC + 1);
+    run_to(t0 + 10 * SEC + 1);
+    assert_string_equal(acts(), "G:a");
+}
+
+/* ---- adaptive ------------------------------------------------------------- */
+
+static void adaptive_shares_while_memory_fits(void **state)
+{
+    setup_with(GS_POLICY_ADAPTIVE, 1000);
+    set("headroom", "0");
+    proc("a"), proc("b");
+    gs_sched_memory(S, "a", 0, 400, NOW);
+    gs_sched_memory(S, "b", 0, 600, NOW);
+    acquire("a");
+    acquire("b");
+    assert_string_equal(acts(), "G:a G:b");
+    json_t *h = gs_sched_holders_json(S, 0);
+    assert_int_equal(json_array_size(h), 2);
+    json_decref(h);
+    assert_int_equal(gs_sched_next_deadline(S), GS_SCHED_NEVER);
+}
+
+static void adaptive_slices_when_memory_does_not_fit(void **state)
+{
+    setup_with(GS_POLICY_ADAPTIVE, 1000);
+    set("headroom", "0.1"); /* 900 bytes usable */
+    proc("a"), proc("b");
+    gs_sched_memory(S, "a", 0, 500, NOW);
+    gs_sched_memory(S, "b", 0, 450, NOW);
+    acquire("a");
+    assert_string_equal(acts_q(1), "G:a/q=2000"); /* adaptive_min */
+    NOW += 500 * MS;
+    acquire("b");
+    assert_string_equal(acts(), "");
+    assert_int_equal(gs_sched_next_deadline(S), NOW + 1500 * MS);
+    run_to(NOW + 1500 * MS);
+    assert_string_equal(acts(), "R:a:quantum");
+    release("a");
+    acquire("a");
+    assert_string_equal(acts(), "G:b");
+    run_to(NOW + 2 * SEC);
+    assert_string_equal(acts(), "R:b:quantum");
+    release("b");
+    assert_string_equal(acts(), "G:a");
+    /* a frees memory: both fit again */
+    gs_sched_memory(S, "a", 0, 100, NOW);
+    acquire("b");
+    assert_string_equal(acts(), "G:b");
+}
+
+static void adaptive_boost_preempts_and_restores(void **state)
+{
+    setup_with(GS_POLICY_ADAPTIVE, 0);
+    gs_sched_register(S, "train", NOW);
+    gs_sched_register(S, "short", NOW);
+    gs_sched_join(S, "t", "train", NOW);
+    gs_sched_join(S, "s", "short", NOW);
+    gs_sched_cell(S, "train", 1, NOW);
+    acquire("t");
+    assert_string_equal(acts(), "G:t");
+    run_to(NOW + 60 * SEC); /* train's own boost ran out long ago */
+    assert_string_equal(acts(), "");
+    assert_false(info("train").boosted);
+    gs_sched_cell(S, "short", 1, NOW);
+    acquire("s");
+    assert_string_equal(acts(), "R:t:preempt");
+    NOW += 2 * MS;
+    release("t");
+    acquire("t"); /* held back while short is boosted */
+    assert_string_equal(acts(), "G:s");
+    assert_true(info("short").boosted);
+    assert_int_equal(info("train").state, GS_SESS_WAITING);
+    /* boost_ms (500) of GPU time, then train runs alongside again. */
+    assert_int_equal(gs_sched_next_deadline(S), NOW + 500 * MS);
+    run_to(NOW + 500 * MS);
+    assert_string_equal(acts(), "G:t");
+    assert_false(info("short").boosted);
+    assert_int_equal(info("short").boost_left_us, 0);
+
+    /* A cell that finishes inside its boost ends it at once. */
+    gs_sched_cell(S, "short", 0, NOW);
+    assert_string_equal(acts(), "R:s:cell_idle");
+    release("s");
+    gs_sched_cell(S, "short", 1, NOW);
+    acquire("s");
+    assert_string_equal(acts(), "R:t:preempt");
+    release("t");
+    acquire("t");
+    assert_string_equal(acts(), "G:s");
+    NOW += 80 * MS;
+    gs_sched_cell(S, "short", 0, NOW); /* train shares with short's drain: it fits */
+    assert_string_equal(acts(), "R:s:cell_idle G:t");
+    NOW += 1 * MS;
+    release("s");
+    assert_string_equal(acts(), "");
+    assert_int_equal(info("short").gpu_time_us, 500 * MS + 81 * MS);
+}
+
+static void adaptive_quanta_grow_with_the_cell(void **state)
+{
+    setup_with(GS_POLICY_ADAPTIVE, 1000);
+    set("headroom", "0");
+    gs_sched_register(S, "long", NOW);
+    gs_sched_register(S, "new", NOW);
+    gs_sched_join(S, "l", "long", NOW);
+    gs_sched_join(S, "n", "new", NOW);
+    gs_sched_memory(S, "l", 0, 800, NOW);
+    gs_sched_memory(S, "n", 0, 800, NOW);
+    gs_sched_cell(S, "long", 1, NOW);
+    acquire("l");
+    assert_string_equal(acts_q(1), "G:l/q=2000"); /* a fresh cell: adaptive_min */
+    NOW += 7 * SEC;
+    release("l");
+    acquire("l"); /* 7 s into the cell: 7 s slices */
+    assert_string_equal(acts_q(1), "G:l/q=7000");
+    NOW += 60 * SEC;
+    release("l");
+    acquire("l"); /* capped at adaptive_max */
+    assert_string_equal(acts_q(1), "G:l/q=20000");
+    gs_sched_cell(S, "new", 1, NOW);
+    set("boost_ms", "0"); /* no boost: plain slicing */
+    gs_sched_cell(S, "new", 0, NOW);
+    gs_sched_cell(S, "new", 1, NOW);
+    acquire("n");
+    assert_string_equal(acts(), "");
+    run_to(NOW + 20 * SEC);
+    release("l");
+    assert_string_equal(acts_q(1), "R:l:quantum G:n/q=2000");
+}
+
+/* ---- off, settings ----------------------------------------------------------- */
+
+static void off_grants_everything_and_revokes_nothing(void **state)
+{
+    setup_with(GS_POLICY_EXCLUSIVE, 0);
+    set("scheduler", "\"off\"");
+    gs_sched_register(S, "nb", NOW);
+    gs_sched_join(S, "h", "nb", NOW);
+    proc("b");
+    gs_sched_cell(S, "nb", 1, NOW);
+    acquire("h");
+    acquire("b");
+    assert_string_equal(acts_q(1), "G:h/q=0 G:b/q=0");
+    run_to(NOW + 100 * SEC);
+    gs_sched_cell(S, "nb", 0, NOW);
+    assert_string_equal(acts(), "");
+    /* On again: the exclusive policy keeps the oldest holder. */
+    set("scheduler", "true");
+    assert_string_equal(acts(), "R:b:policy");
+    release("b");
+    acquire("b"); /* h's slice counts from its grant: long over */
+    assert_string_equal(acts(), "R:h:quantum");
+    release("h");
+    assert_string_equal(acts(), "G:b");
+}
+
+static void policy_change_applies_at_the_next_tick(void **state)
+{
+    setup_with(GS_POLICY_ADAPTIVE, 0);
+    proc("a"), proc("b");
+    acquire("a");
+    acquire("b");
+    assert_string_equal(acts(), "G:a G:b");
+    char err[200];
+    json_t *v = json_string("exclusive");
+    assert_int_equal(gs_sched_set(S, "policy", v, err, sizeof err), 0);
+    json_decref(v);
+    assert_int_equal(gs_sched_next_deadline(S), NOW);
+    gs_sched_tick(S, NOW);
+    assert_string_equal(acts(), "R:b:policy");
+    assert_int_equal(gs_sched_config(S)->policy, GS_POLICY_EXCLUSIVE);
+}
+
+static void set_rejects_bad_settings_with_a_reason(void **state)
+{
+    setup_with(GS_POLICY_ADAPTIVE, 0);
+    static const struct {
+        const char *key, *json, *text;
+    } bad[] = {
+        {"policy", "\"fair\"",
+         "policy: must be \"exclusive\", \"burst\" or \"adaptive\", not \"fair\""},
+        {"scheduler", "1", "scheduler: must be \"on\" or \"off\", not 1"},
+        {"tq", "0", "tq: must be greater than 0"},
+        {"tq", "\"soon\"", "tq: must be a number of seconds > 0, not \"soon\""},
+        {"tq", "-1", "tq: must be a number of seconds > 0, not -1"},
+        {"alpha", "1.5", "alpha: must be a number from 0 to 1"},
+        {"headroom", "0.95", "headroom: must be a number from 0 to 0.9"},
+        {"quota_min_ms", "5000", "quota_min_ms must not exceed quota_max_ms (2000 ms)"},
+        {"adaptive_min_s", "30", "adaptive_min_s must not exceed adaptive_max_s (20 s)"},
+        {"boost_ms", "true", "boost_ms: must be a number of milliseconds >= 0, not true"},
+        {"limit", "0", "limit: must be greater than 0"},
+        {"share.nb.limit", "2", "share.nb.limit: must be a fraction above 0, at most 1"},
+        {"share.nb.bogus", "1", "share settings are share.<session>.request"},
+        {"speed", "11", "speed: no such setting"},
+    };
+    gs_sched_config_t before = *gs_sched_config(S);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char err[300] = "";
+        json_t *v = json_loads(bad[i].json, JSON_DECODE_ANY, NULL);
+        assert_int_equal(gs_sched_set(S, bad[i].key, v, err, sizeof err), -1);
+        if (!strstr(err, bad[i].text))
+            fail_msg("%s=%s: \"%s\" lacks \"%s\"", bad[i].key, bad[i].json, err, bad[i].text);
+        json_decref(v);
+    }
+    assert_memory_equal(&before, gs_sched_config(S), sizeof before);
+    /* request above limit, in either order */
+    set("share.nb.limit", "0.4");
+    char err[300];
+    json_t *v = json_real(0.6);
+    assert_int_equal(gs_sched_set(S, "share.nb.request", v, err, sizeof err), -1);
+    assert_non_null(strstr(err, "must not exceed the limit (0.4)"));
+    json_decref(v);
+    /* whole configurations are checked too */
+    gs_sched_config_t c = before;
+    c.beta = -0.1;
+    assert_int_equal(gs_sched_set_config(S, &c, err, sizeof err), -1);
+    assert_string_equal(err, "beta: must be a number from 0 to 1");
+}
+
+static void settings_round_trip_through_json(void **state)
+{
+    setup_with(GS_POLICY_ADAPTIVE, 0);
+    set("tq", "0.25");
+    set("boost_ms", "\"750\""); /* a number in a string (configuration file) */
+    set("share.nb.request", "0.25");
+    json_t *j = gs_sched_config_json(S);
+    assert_string_equal(json_string_value(json_object_get(j, "policy")), "adaptive");
+    assert_string_equal(json_string_value(json_object_get(j, "scheduler")), "on");
+    assert_true(json_real_value(json_object_get(j, "tq_s")) == 0.25);
+    assert_true(json_real_value(json_object_get(j, "boost_ms")) == 750.0);
+    json_t *nb = json_object_get(json_object_get(j, "shares"), "nb");
+    assert_true(json_real_value(json_object_get(nb, "request")) == 0.25);
+    assert_true(json_real_value(json_object_get(nb, "limit")) == 1.0);
+    /* every key set back unchanged */
+    gs_sched_config_t before = *gs_sched_config(S);
+    const char *key;
+    json_t *val;
+    json_object_foreach(j, key, val)
+    {
+        char err[300];
+        if (strcmp(key, "shares") == 0)
+            continue;
+        if (gs_sched_set(S, key, val, err, sizeof err) != 0)
+            fail_msg("%s: %s", key, err);
+    }
+    assert_memory_equal(&before, gs_sched_config(S), sizeof before);
+    json_decref(j);
+    assert_int_equal(gs_sched_config(S)->tq_us, 250 * MS);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(exclusive_first_grant_on_idle_gpu_is_immediate, teardown),
+        cmocka_unit_test_teardown(exclusive_round_robin_by_quantum, teardown),
+        cmocka_unit_test_teardown(exclusive_quantum_ends_only_when_someone_waits, teardown),
+        cmocka_unit_test_teardown(exclusive_idle_release_hands_over_at_once, teardown),
+        cmocka_unit_test_teardown(session_clients_hold_and_release_together, teardown),
+        cmocka_unit_test_teardown(acquire_while_holding_grants_the_same_again, teardown),
+        cmocka_unit_test_teardown(cell_idle_revokes_at_once_and_hands_off, teardown),
+        cmocka_unit_test_teardown(client_death_releases_and_reclaims, teardown),
+        cmocka_unit_test_teardown(burst_quota_follows_the_formula, teardown),
+        cmocka_unit_test_teardown(burst_waiter_farthest_below_request_goes_first, teardown),
+        cmocka_unit_test_teardown(burst_over_limit_waits_even_on_an_idle_gpu, teardown),
+        cmocka_unit_test_teardown(adaptive_shares_while_memory_fits, teardown),
+        cmocka_unit_test_teardown(adaptive_slices_when_memory_does_not_fit, teardown),
+        cmocka_unit_test_teardown(adaptive_boost_preempts_and_restores, teardown),
+        cmocka_unit_test_teardown(adaptive_quanta_grow_with_the_cell, teardown),
+        cmocka_unit_test_teardown(off_grants_everything_and_revokes_nothing, teardown),
+        cmocka_unit_test_teardown(policy_change_applies_at_the_next_tick, teardown),
+        cmocka_unit_test_teardown(set_rejects_bad_settings_with_a_reason, teardown),
+        cmocka_unit_test_teardown(settings_round_trip_through_json, teardown),
+    };
+    return cmocka_run_group_tests_name("scheduler", tests, NULL, NULL);
+}
