@@ -9,6 +9,7 @@
 
 #include "broker.h"
 #include "gpu_inventory.h"
+#include "peer.h"
 #include "protocol.h"
 #include "scheduler.h"
 #include "sessions.h"
@@ -22,11 +23,17 @@ struct gs_broker {
     unsigned long long next_client_id;
     gs_sessions_t *sessions;
     gs_sched_t *sched; /* grants: policy, scheduler on/off and settings live here */
+    gs_peer_t peer;    /* credentials of the message being handled (broker_recv.c) */
     /* liveness (liveness.c) */
     void *monitor;         /* PAIR socket receiving the ROUTER's disconnect events */
     int64_t next_sweep_us; /* periodic check of every client */
     int64_t recheck_us[4]; /* checks soon after a disconnect, 0 = unused */
 };
+
+/* Receive one request (broker_recv.c): gs_wire_recv's contract, and the
+ * sender's credentials in self->peer (valid = 0 without them). */
+json_t *gs_broker_recv(gs_broker_t *self, zframe_t **identity, gs_msg_type_t *type, gs_perr_t *err,
+                       json_t **rejected);
 
 void gs_broker_reply(gs_broker_t *self, zframe_t *peer, json_t *msg);
 void gs_broker_reply_error(gs_broker_t *self, zframe_t *peer, const json_t *req, const char *code,

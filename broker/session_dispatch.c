@@ -187,9 +187,8 @@ static void on_join(gs_broker_t *self, zframe_t *peer, const json_t *msg)
         return;
     }
     c->pid = (long)gs_msg_int(msg, "pid", 0);
-    gs_peer_t cred;
-    if (gs_peer_parse(zframe_meta(peer, "Peer-Address"), &cred) == 0)
-        c->peer_pid = (long)cred.pid;
+    if (self->peer.valid)
+        c->peer_pid = (long)self->peer.pid;
     c->last_seen_us = gs_broker_now_us();
     const char *session = gs_msg_str(msg, "session", NULL);
     char made[32];
