@@ -1,0 +1,86 @@
+"""The adaptive policy (the default) end to end with the real hook on the
+simulated GPU: notebooks whose memory fits run side by side, and a cell
+that just started gets the GPU to itself for a moment (the interactive
+boost) even while another notebook trains."""
+import pathlib
+import shutil
+import tempfile
+
+import pytest
+
+import gstest
+from schedtest import (Client, Worker, configure, kernels, overlaps, session_of, sim_env,
+                       wait_until, worker_env)
+
+
+@pytest.fixture
+def short_tmp():
+    d = tempfile.mkdtemp(prefix="gsa")  # ipc paths hold 107 bytes: keep it short
+    yield pathlib.Path(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def broker(short_tmp, sim):
+    b = gstest.Broker(short_tmp, sim_env(sim)).start()
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def workers(broker, sim, tmp_path):
+    started = []
+
+    def start(name, us=2000, mode="loop", **extra):
+        w = Worker(worker_env(sim, broker.endpoint, **extra), mode, us, name, tmp_path)
+        started.append(w)
+        return w
+
+    yield start
+    for w in started:
+        w.kill()
+
+
+def test_small_footprints_run_side_by_side(broker, sim, workers):
+    assert broker.status()["policy"] == "adaptive"
+    a = workers("a", us=5000)
+    b = workers("b", us=5000)
+    a.expect("first")
+    b.expect("first")
+    st = broker.status()
+    assert len(st["gpus"][0]["holders"]) == 2, st["gpus"][0]
+    assert not st["gpus"][0]["waiting"]
+    wait_until(lambda: overlaps(kernels(sim)), what="kernels of both at once")
+
+
+def test_a_new_cell_is_boosted_while_another_notebook_trains(broker, sim, workers):
+    configure(broker.endpoint, boost_ms=150)
+    launcher = Client(broker.endpoint)
+    try:
+        train = workers("train", GPUSHARE_SESSION="train")
+        short = workers("short", mode="steps", GPUSHARE_SESSION="short")
+        launcher.register("train", train.pid)
+        launcher.register("short", short.pid)
+        launcher.cell("train", "busy")
+        train.expect("first")
+        # train's own boost (150 ms of GPU time) runs out; then it just trains.
+        wait_until(lambda: not session_of(broker.status(), train.pid)["boosted"] and
+                   session_of(broker.status(), train.pid)["gpu_time_s"] > 0.15,
+                   what="train's boost to end")
+        launcher.cell("short", "busy")
+        short.send("run 20")
+        short.expect("done 20")
+        launcher.cell("short", "idle")
+        ks = kernels(sim, short.pid)
+        assert len(ks) == 20
+        start, end = ks[0]["start_ns"], ks[-1]["end_ns"]
+        during = [k for k in kernels(sim, train.pid) if start <= k["start_ns"] < end]
+        assert not during, "train ran %d kernels inside the boosted cell" % len(during)
+        # 20 steps of 2 ms alone: 40 ms, plus the steps' own overhead.
+        assert end - start < 80e6, "the boosted cell took %.0f ms" % ((end - start) / 1e6)
+        s = session_of(broker.status(), train.pid)
+        assert s["revokes"] >= 1  # preempted
+        wait_until(lambda: [k for k in kernels(sim, train.pid) if k["start_ns"] > end],
+                   what="train to resume")
+    finally:
+        launcher.close()

@@ -1,0 +1,92 @@
+"""The exclusive policy end to end: the real broker, the real hook in
+several processes, the simulated GPU (which could run their kernels side
+by side: GPUSHARE_SIM_CONCURRENCY=4).  Kernels of two processes never
+overlap and alternate by quantum; a notebook whose cell finishes hands the
+GPU over at once."""
+import pathlib
+import shutil
+import tempfile
+
+import pytest
+
+import gstest
+from schedtest import (Client, Worker, configure, kernels, overlaps, runs, session_of,
+                       sim_env, wait_until, worker_env)
+
+
+@pytest.fixture
+def short_tmp():
+    d = tempfile.mkdtemp(prefix="gss")  # ipc paths hold 107 bytes: keep it short
+    yield pathlib.Path(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def broker(short_tmp, sim):
+    b = gstest.Broker(short_tmp, sim_env(sim)).start()
+    configure(b.endpoint, policy="exclusive")
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def workers(broker, sim, tmp_path):
+    started = []
+
+    def start(name, us=2000, mode="loop", **extra):
+        w = Worker(worker_env(sim, broker.endpoint, **extra), mode, us, name, tmp_path)
+        started.append(w)
+        return w
+
+    yield start
+    for w in started:
+        w.kill()
+
+
+def test_kernels_never_overlap_and_alternate_by_quantum(broker, sim, workers):
+    configure(broker.endpoint, tq=0.2)
+    a = workers("a")
+    a.expect("first")
+    b = workers("b")
+    # Both ran, and the GPU changed hands at least five times.
+    wait_until(lambda: len(runs(kernels(sim))) >= 6, timeout=20, what="six turns")
+    a.kill()
+    b.kill()
+    ks = kernels(sim)
+    assert not overlaps(ks), "kernels of both processes ran at once"
+    turns = runs(ks)
+    assert {t[0] for t in turns} == {a.pid, b.pid}
+    # Every turn but the first and the last lasted about one quantum (200 ms;
+    # the 2 ms kernel in flight at the revoke finishes first).
+    for pid, start, end, n in turns[1:-1]:
+        assert 150e6 <= end - start <= 320e6, "a turn of %.0f ms" % ((end - start) / 1e6)
+    st = broker.status()
+    assert st["policy"] == "exclusive" and st["config"]["tq_s"] == 0.2
+
+
+def test_cell_idle_hands_the_gpu_over_within_10ms(broker, sim, workers):
+    launcher = Client(broker.endpoint)
+    try:
+        a = workers("a", GPUSHARE_SESSION="nb-a")
+        session = launcher.register("nb-a", a.pid)
+        launcher.cell(session, "busy")
+        a.expect("first")
+        # One hand-back first: a hook's first drain also sets up its
+        # membarrier (~10-20 ms on some kernels); measure the steady state.
+        launcher.cell(session, "idle")
+        wait_until(lambda: session_of(broker.status(), a.pid)["revokes"] == 1, what="warm-up")
+        launcher.cell(session, "busy")
+        b = workers("b")
+        wait_until(lambda: broker.status()["gpus"][0]["waiting"], what="b waiting")
+        assert not kernels(sim, b.pid), "b ran while a's cell held the GPU (tq is 20 s)"
+        launcher.cell(session, "idle")
+        wait_until(lambda: kernels(sim, b.pid), what="b's first kernel")
+        a_last = max(k["end_ns"] for k in kernels(sim, a.pid)
+                     if k["start_ns"] < kernels(sim, b.pid)[0]["start_ns"])
+        b_first = kernels(sim, b.pid)[0]["start_ns"]
+        assert 0 <= b_first - a_last < 10e6, "hand-over took %.1f ms" % (
+            (b_first - a_last) / 1e6)
+        s = session_of(broker.status(), a.pid)
+        assert s["id"] == session and s["cell"] == "idle" and s["revokes"] == 2
+    finally:
+        launcher.close()

@@ -1,0 +1,109 @@
+"""Dead clients and a restarted broker, end to end with the real hook on
+the simulated GPU: a holder killed with SIGKILL gives its grant (and its
+memory) back within 200 ms, a silent one after three heartbeat intervals,
+and hooks come back by themselves to a broker that restarts."""
+import os
+import pathlib
+import shutil
+import signal
+import tempfile
+import time
+
+import pytest
+
+import gstest
+from schedtest import (Client, Worker, configure, kernels, session_of, sim_env, wait_until,
+                       worker_env)
+
+
+@pytest.fixture
+def short_tmp():
+    d = tempfile.mkdtemp(prefix="gsl")  # ipc paths hold 107 bytes: keep it short
+    yield pathlib.Path(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def broker(short_tmp, sim):
+    b = gstest.Broker(short_tmp, sim_env(sim)).start()
+    configure(b.endpoint, policy="exclusive")
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def workers(broker, sim, tmp_path):
+    started = []
+
+    def start(name, us=2000, **extra):
+        w = Worker(worker_env(sim, broker.endpoint, **extra), "loop", us, name, tmp_path)
+        started.append(w)
+        return w
+
+    yield start
+    for w in started:
+        w.kill()
+
+
+def _holder_and_waiter(broker, workers):
+    a = workers("a")
+    a.expect("first")
+    b = workers("b")
+    wait_until(lambda: broker.status()["gpus"][0]["waiting"], what="b waiting")
+    return a, b
+
+
+def test_killed_holder_is_reclaimed_within_200ms(broker, sim, workers):
+    a, b = _holder_and_waiter(broker, workers)
+    st = broker.status()
+    a_session = session_of(st, a.pid)["id"]
+    assert st["gpus"][0]["holders"] == [a_session]
+    t_kill = time.monotonic_ns()
+    a.proc.send_signal(signal.SIGKILL)  # not reaped yet: a zombie, as under a busy parent
+    first = wait_until(lambda: kernels(sim, b.pid), what="b's first kernel")[0]
+    assert first["start_ns"] - t_kill < 200e6, "b started %.0f ms after the kill" % (
+        (first["start_ns"] - t_kill) / 1e6)
+    a.kill()
+    gpu = broker.status()["gpus"][0]
+    assert a_session not in [s["id"] for s in gpu["sessions"]], "the dead session lingers"
+    assert gpu["holders"] == [session_of(broker.status(), b.pid)["id"]]
+    assert "its process died" in broker.log() or "is gone" in broker.log()
+
+
+def test_silent_holder_is_dropped_after_three_heartbeats(broker, sim, workers):
+    # A hook that holds the GPU and then says nothing more (a hung process
+    # whose connection stays open): a raw client that joined and acquired.
+    gpu = broker.status()["gpus"][0]["uuid"]
+    silent = Client(broker.endpoint, "hook")
+    try:
+        silent.call({"type": "join", "pid": os.getpid(), "devices": [gpu]})
+        assert silent.call({"type": "acquire", "device": gpu})["type"] == "grant"
+        t_silent = time.monotonic_ns()
+        b = workers("b")
+        first = wait_until(lambda: kernels(sim, b.pid), timeout=8, what="b's first kernel")[0]
+        waited = (first["start_ns"] - t_silent) / 1e9
+        assert 2.9 < waited < 4.5, "b waited %.2f s (heartbeats are 1 s apart)" % waited
+        assert "silent for 3 heartbeat intervals" in broker.log()
+    finally:
+        silent.close()
+
+
+def test_hooks_come_back_to_a_restarted_broker(short_tmp, sim, tmp_path):
+    b = gstest.Broker(short_tmp, sim_env(sim)).start()
+    w = Worker(worker_env(sim, b.endpoint), "loop", 2000, "a", tmp_path)
+    try:
+        w.expect("first")
+        wait_until(lambda: (session_of(b.status(), w.pid) or {}).get("grants"), what="a grant")
+        b.stop()
+        n = len(kernels(sim, w.pid))
+        wait_until(lambda: len(kernels(sim, w.pid)) > n + 10, what="work without a broker")
+        b = gstest.Broker(short_tmp, sim_env(sim)).start()
+        s = wait_until(lambda: (session_of(b.status(), w.pid) or {}).get("grants") and
+                       session_of(b.status(), w.pid), what="the hook back with a grant")
+        assert s["state"] in ("running", "idle")
+        n = len(kernels(sim, w.pid))
+        wait_until(lambda: len(kernels(sim, w.pid)) > n + 10, what="work under the new broker")
+        assert "lost the gpushare broker" in w.stderr()
+    finally:
+        w.kill()
+        b.stop()
