@@ -228,6 +228,8 @@ void sched_session_grant(gs_sched_t *s, sched_session_t *ss, int gpu, int64_t qu
 {
     sess_gpu_t *g = &ss->g[gpu];
     dequeue(g, now);
+    if (!session_wants(s, ss, gpu))
+        return; /* nobody to grant: a hold without grants would never end */
     g->holding = 1;
     g->used = 1;
     g->revoking = NULL;

@@ -330,6 +330,29 @@ static void client_death_releases_and_reclaims(void **state)
     assert_int_equal(gs_sched_unregister(S, "nb", NOW), -1);
 }
 
+static void gpus_are_apart_and_unregister_revokes(void **state)
+{
+    setup_with(GS_POLICY_EXCLUSIVE, 0);
+    gs_sched_register(S, "nb", NOW);
+    gs_sched_join(S, "h", "nb", NOW);
+    proc("b");
+    acquire("h");
+    assert_int_equal(gs_sched_acquire(S, "b", 1, -1, -1, NOW), 0);
+    assert_string_equal(acts(), "G:h G:b@1");
+    assert_int_equal(gs_sched_acquire(S, "h", 1, -1, -1, NOW), 0);
+    assert_string_equal(acts(), ""); /* GPU 1 is b's */
+    assert_int_equal(gs_sched_acquire(S, "b", 5, -1, -1, NOW), -1);
+    /* The notebook's kernel is gone: its grants are revoked, and it goes
+     * when its last client does. */
+    assert_int_equal(gs_sched_unregister(S, "nb", NOW), 0);
+    assert_string_equal(acts(), "R:h:cell_idle");
+    assert_true(gs_sched_has_session(S, "nb"));
+    assert_false(gs_sched_session_registered(S, "nb"));
+    assert_int_equal(gs_sched_client_gone(S, "h", NOW), 1);
+    assert_false(gs_sched_has_session(S, "nb"));
+    assert_int_equal(gs_sched_client_grants(S, "b"), 1);
+}
+
 /* ---- burst ---------------------------------------------------------------- */
 
 static void burst_quota_follows_the_formula(void **state)
@@ -686,6 +709,7 @@ int main(void)
         cmocka_unit_test_teardown(acquire_while_holding_grants_the_same_again, teardown),
         cmocka_unit_test_teardown(cell_idle_revokes_at_once_and_hands_off, teardown),
         cmocka_unit_test_teardown(client_death_releases_and_reclaims, teardown),
+        cmocka_unit_test_teardown(gpus_are_apart_and_unregister_revokes, teardown),
         cmocka_unit_test_teardown(burst_quota_follows_the_formula, teardown),
         cmocka_unit_test_teardown(burst_waiter_farthest_below_request_goes_first, teardown),
         cmocka_unit_test_teardown(burst_over_limit_waits_even_on_an_idle_gpu, teardown),
