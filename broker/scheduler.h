@@ -49,11 +49,12 @@ typedef struct {
     int64_t tq_us;            /* exclusive quantum (20 s) */
     double alpha, beta;       /* burst estimate and smoothing (0.5, 0.5) */
     int64_t quota_min_us;     /* burst quota bounds (20 ms, 2 s) */
-    int64_t quota_max_us;     /* (also the first quota before any report) */
-    int64_t window_us;        /* burst share window (10 s) */
-    double request, limit;    /* default shares of GPU time (0, 1) */
-    int64_t boost_us;         /* adaptive interactive boost, GPU time (500 ms) */
-    int64_t adaptive_min_us;  /* adaptive slice bounds (2 s, 20 s) */
+    int64_t quota_max_us;
+    int64_t quota_base_us;   /* burst: a session's first tau_last (300 ms) */
+    int64_t window_us;       /* burst share window (10 s) */
+    double request, limit;   /* default shares of GPU time (0, 1) */
+    int64_t boost_us;        /* adaptive interactive boost, GPU time (500 ms) */
+    int64_t adaptive_min_us; /* adaptive slice bounds (2 s, 20 s) */
     int64_t adaptive_max_us;
     double headroom; /* fraction of GPU memory kept free (0.05) */
 } gs_sched_config_t;
@@ -105,7 +106,7 @@ const gs_sched_config_t *gs_sched_config(const gs_sched_t *self);
  * signals give them.  Keys (and the JSON values accepted):
  *   scheduler "on"|"off" (or true/false)   policy "exclusive"|"burst"|"adaptive"
  *   tq (or tq_s) seconds > 0               boost_ms >= 0
- *   alpha, beta in [0, 1]                  quota_min_ms, quota_max_ms > 0
+ *   alpha, beta in [0, 1]                  quota_min_ms, quota_max_ms, quota_base_ms > 0
  *   window_s > 0                           adaptive_min_s, adaptive_max_s > 0
  *   headroom in [0, 0.9] (fraction of each GPU's memory)
  *   request, limit in [0, 1] (defaults for every session)

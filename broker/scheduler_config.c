@@ -26,6 +26,7 @@ void gs_sched_config_default(gs_sched_config_t *c)
     c->beta = 0.5;
     c->quota_min_us = 20 * MSEC;
     c->quota_max_us = 2 * SEC;
+    c->quota_base_us = 300 * MSEC; /* Gemini's base quota */
     c->window_us = 10 * SEC;
     c->request = 0.0; /* no guaranteed share: least recent use goes first */
     c->limit = 1.0;   /* no cap */
@@ -64,6 +65,7 @@ int gs_sched_set_config(gs_sched_t *s, const gs_sched_config_t *c, char *err, si
     } t[] = {{"tq", c->tq_us, 1},
              {"quota_min_ms", c->quota_min_us, 1},
              {"quota_max_ms", c->quota_max_us, 1},
+             {"quota_base_ms", c->quota_base_us, 1},
              {"window_s", c->window_us, 1},
              {"boost_ms", c->boost_us, 0},
              {"adaptive_min_s", c->adaptive_min_us, 1},
@@ -241,6 +243,8 @@ int gs_sched_set(gs_sched_t *s, const char *key, const json_t *v, char *err, siz
          "a number of milliseconds > 0"},
         {"quota_max_ms", offsetof(gs_sched_config_t, quota_max_us), 1e3,
          "a number of milliseconds > 0"},
+        {"quota_base_ms", offsetof(gs_sched_config_t, quota_base_us), 1e3,
+         "a number of milliseconds > 0"},
         {"window_s", offsetof(gs_sched_config_t, window_us), 1e6, "a number of seconds > 0"},
         {"adaptive_min_s", offsetof(gs_sched_config_t, adaptive_min_us), 1e6,
          "a number of seconds > 0"},
@@ -269,7 +273,8 @@ int gs_sched_set(gs_sched_t *s, const char *key, const json_t *v, char *err, siz
     }
     snprintf(err, errlen,
              "%.80s: no such setting (scheduler, policy, tq, boost_ms, alpha, beta, "
-             "quota_min_ms, quota_max_ms, window_s, adaptive_min_s, adaptive_max_s, headroom, "
+             "quota_min_ms, quota_max_ms, quota_base_ms, window_s, adaptive_min_s, adaptive_max_s, "
+             "headroom, "
              "request, limit, share.<session>.request, share.<session>.limit)",
              key);
     return -1;
@@ -285,13 +290,14 @@ json_t *gs_sched_config_json(const gs_sched_t *s)
         json_object_set_new(shares, s->shares[i].session,
                             json_pack("{s:f, s:f}", "request", req, "limit", lim));
     }
-    return json_pack(
-        "{s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
-        "s:o}",
-        "scheduler", c->enabled ? "on" : "off", "policy", gs_sched_policy_name(c->policy), "tq_s",
-        (double)c->tq_us / SEC, "boost_ms", (double)c->boost_us / MSEC, "alpha", c->alpha, "beta",
-        c->beta, "quota_min_ms", (double)c->quota_min_us / MSEC, "quota_max_ms",
-        (double)c->quota_max_us / MSEC, "window_s", (double)c->window_us / SEC, "adaptive_min_s",
-        (double)c->adaptive_min_us / SEC, "adaptive_max_s", (double)c->adaptive_max_us / SEC,
-        "headroom", c->headroom, "request", c->request, "limit", c->limit, "shares", shares);
+    return json_pack("{s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
+                     "s:o}",
+                     "scheduler", c->enabled ? "on" : "off", "policy",
+                     gs_sched_policy_name(c->policy), "tq_s", (double)c->tq_us / SEC, "boost_ms",
+                     (double)c->boost_us / MSEC, "alpha", c->alpha, "beta", c->beta, "quota_min_ms",
+                     (double)c->quota_min_us / MSEC, "quota_max_ms", (double)c->quota_max_us / MSEC,
+                     "quota_base_ms", (double)c->quota_base_us / MSEC, "window_s",
+                     (double)c->window_us / SEC, "adaptive_min_s", (double)c->adaptive_min_us / SEC,
+                     "adaptive_max_s", (double)c->adaptive_max_us / SEC, "headroom", c->headroom,
+                     "request", c->request, "limit", c->limit, "shares", shares);
 }

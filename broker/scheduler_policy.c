@@ -89,15 +89,14 @@ static int64_t decide_exclusive(gs_sched_t *s, int gpu, sched_session_t **h, int
 
 int64_t sched_burst_quota(const gs_sched_config_t *cfg, sess_gpu_t *g)
 {
-    double tau;
+    /* Before its first quota a session's tau_last is the base quota. */
+    double tau = (double)(g->tau ? g->tau : cfg->quota_base_us);
     if (g->stats_new) {
         double p90 = (double)(g->p90 >= 0 ? g->p90 : g->last);
         double last = (double)(g->last >= 0 ? g->last : g->p90);
         double kb = cfg->alpha * p90 + (1.0 - cfg->alpha) * last;
-        tau = g->tau ? cfg->beta * (double)g->tau + (1.0 - cfg->beta) * kb : kb;
+        tau = cfg->beta * tau + (1.0 - cfg->beta) * kb;
         g->stats_new = 0;
-    } else {
-        tau = g->tau ? (double)g->tau : (double)cfg->quota_max_us;
     }
     g->tau = clamp64((int64_t)llround(tau), cfg->quota_min_us, cfg->quota_max_us);
     return g->tau;

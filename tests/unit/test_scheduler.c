@@ -360,21 +360,30 @@ static void burst_quota_follows_the_formula(void **state)
     setup_with(GS_POLICY_BURST, 0);
     set("alpha", "0.5"), set("beta", "0.5"), set("quota_min_ms", "10"), set("quota_max_ms", "1000");
     proc("a");
-    /* No report yet: quota_max. */
+    /* No report yet: the base quota (300 ms). */
     acquire("a");
-    assert_string_equal(acts_q(1), "G:a/q=1000");
+    assert_string_equal(acts_q(1), "G:a/q=300");
     release("a");
-    /* KB = .5*100 + .5*60 = 80; tau = .5*1000 + .5*80 = 540 */
+    /* KB = .5*100 + .5*60 = 80; tau = .5*300 + .5*80 = 190 */
     gs_sched_acquire(S, "a", 0, 100 * MS, 60 * MS, NOW);
-    assert_string_equal(acts_q(1), "G:a/q=540");
+    assert_string_equal(acts_q(1), "G:a/q=190");
     release("a");
-    /* KB = .5*200 + .5*100 = 150; tau = .5*540 + .5*150 = 345 */
+    /* KB = .5*200 + .5*100 = 150; tau = .5*190 + .5*150 = 170 */
     gs_sched_acquire(S, "a", 0, 200 * MS, 100 * MS, NOW);
-    assert_string_equal(acts_q(1), "G:a/q=345");
+    assert_string_equal(acts_q(1), "G:a/q=170");
     release("a");
-    /* tiny bursts: .5*345 + .5*1 = 173 (rounded) */
+    /* Without a new report the quota stays. */
+    acquire("a");
+    assert_string_equal(acts_q(1), "G:a/q=170");
+    release("a");
+    /* tiny bursts: .5*170 + .5*1 = 85.5; alpha weighs p90 against last:
+     * KB = .8*40 + .2*10 = 34; tau = .5*85.5 + .5*34 = 59.75 */
     gs_sched_acquire(S, "a", 0, 1 * MS, 1 * MS, NOW);
-    assert_int_equal(info("sa").tau_us, 173 * MS);
+    assert_int_equal(info("sa").tau_us, 85500);
+    release("a");
+    set("alpha", "0.8");
+    gs_sched_acquire(S, "a", 0, 40 * MS, 10 * MS, NOW);
+    assert_int_equal(info("sa").tau_us, 59750);
     release("a");
     acts();
     /* clamped at the bounds */
@@ -436,7 +445,7 @@ static void burst_over_limit_waits_even_on_an_idle_gpu(void **state)
     proc("a");
     int64_t t0 = NOW;
     acquire("a");
-    assert_string_equal(acts_q(1), "G:a/q=1000");
+    assert_string_equal(acts_q(1), "G:a/q=300");
     /* Nobody waits: slices renew until the limit (3 s of 10 s). */
     run_to(t0 + 2999 * MS);
     assert_string_equal(acts(), "");
