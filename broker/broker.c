@@ -8,6 +8,7 @@
 
 #include <czmq.h>
 #include <errno.h>
+#include <grp.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/signalfd.h>
@@ -48,8 +49,42 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
         return NULL;
     }
     self->opt = *opt;
+    self->opt.overrides.entries = NULL; /* the caller keeps its copy */
+    self->opt.overrides.count = 0;
+    self->admin_gid = (gid_t)-1;
     self->sessions = gs_sessions_new();
     self->started_unix = (long long)time(NULL);
+
+    /* The configuration file: the start-only keys now, the rest once the
+     * scheduler exists.  Flags win over the file. */
+    gs_config_t file = {{0}, NULL, 0};
+    int explicit_config = self->opt.config_path[0] != '\0';
+    if (!explicit_config)
+        snprintf(self->opt.config_path, sizeof self->opt.config_path, "%s", GS_DEFAULT_CONFIG);
+    if (gs_config_load(self->opt.config_path, !explicit_config, &file, err, errlen) != 0)
+        goto fail;
+    const gs_config_entry_t *e;
+    if (!self->opt.endpoint[0] && (e = gs_config_get(&file, "endpoint")) &&
+        gs_endpoint_normalise(e->value, self->opt.endpoint, sizeof self->opt.endpoint, err,
+                              errlen) != 0)
+        goto fail;
+    if (!self->opt.heartbeat_ms && (e = gs_config_get(&file, "heartbeat_ms"))) {
+        self->opt.heartbeat_ms = atoi(e->value);
+        if (self->opt.heartbeat_ms < 10 || self->opt.heartbeat_ms > 600000) {
+            snprintf(err, errlen, "%s:%d: heartbeat_ms: must be 10 to 600000, not \"%s\"",
+                     file.path, e->line, e->value);
+            goto fail;
+        }
+    }
+    if (self->opt.socket_group == (gid_t)-1 && (e = gs_config_get(&file, "socket_group"))) {
+        struct group *gr = getgrnam(e->value);
+        if (!gr) {
+            snprintf(err, errlen, "%s:%d: socket_group: no group named \"%s\"", file.path,
+                     e->line, e->value);
+            goto fail;
+        }
+        self->opt.socket_group = gr->gr_gid;
+    }
     if (!self->opt.heartbeat_ms)
         self->opt.heartbeat_ms = 1000;
     if (!self->opt.endpoint[0] &&
@@ -69,6 +104,12 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
+    if (gs_broker_apply_config(self, &file, err, errlen) != 0 ||
+        gs_broker_apply_config(self, &opt->overrides, err, errlen) != 0)
+        goto fail;
+    gs_config_free(&file);
+    if (!explicit_config && access(self->opt.config_path, F_OK) != 0)
+        self->opt.config_path[0] = '\0'; /* nothing to reload */
 
     /* czmq's own SIGINT handler would only set a flag we never read. */
     zsys_handler_set(NULL);
@@ -98,6 +139,7 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
         goto fail;
     return self;
 fail:
+    gs_config_free(&file);
     gs_broker_destroy(&self);
     return NULL;
 }
@@ -110,6 +152,8 @@ void gs_broker_destroy(gs_broker_t **self_p)
     gs_liveness_stop(self);
     zsock_destroy(&self->router);
     gs_sessions_destroy(&self->sessions);
+    gs_eventlog_close(&self->eventlog);
+    gs_metrics_destroy(&self->metrics);
     gs_sched_destroy(&self->sched);
     const char *path = gs_endpoint_ipc_path(self->opt.endpoint);
     if (path && self->signal_fd > 0)
@@ -158,7 +202,7 @@ static void on_hello(gs_broker_t *self, zframe_t *peer, const json_t *req)
     gs_broker_reply(self, peer, w);
 }
 
-static void on_status(gs_broker_t *self, zframe_t *peer, const json_t *req)
+json_t *gs_broker_status(gs_broker_t *self)
 {
     gs_status_input_t in = {.sched = self->sched,
                             .now_us = gs_broker_now_us(),
@@ -166,8 +210,13 @@ static void on_status(gs_broker_t *self, zframe_t *peer, const json_t *req)
                             .inventory = &self->inventory,
                             .started_unix = self->started_unix};
     in.sessions = self->sessions;
+    return gs_status_build(&in);
+}
+
+static void on_status(gs_broker_t *self, zframe_t *peer, const json_t *req)
+{
     json_t *r = gs_msg_new(GS_MSG_STATUS_REPLY);
-    json_object_set_new(r, "status", gs_status_build(&in));
+    json_object_set_new(r, "status", gs_broker_status(self));
     gs_broker_echo_seq(r, req);
     gs_broker_reply(self, peer, r);
 }
@@ -201,6 +250,9 @@ static void handle_message(gs_broker_t *self)
         on_status(self, peer, msg);
         break;
     case GS_MSG_HEARTBEAT:
+        break;
+    case GS_MSG_SET:
+        gs_broker_on_set(self, peer, msg);
         break;
     case GS_MSG_WELCOME:
     case GS_MSG_REGISTERED:
@@ -252,7 +304,7 @@ static int handle_signal(gs_broker_t *self)
             break;
         }
         case SIGHUP:
-            gs_info("SIGHUP: nothing to reload yet");
+            gs_broker_reload(self);
             break;
         default:
             break;
@@ -299,17 +351,28 @@ static void run_timers(gs_broker_t *self)
     gs_liveness_check(self, now);
 }
 
+/* The metrics server's status source. */
+static json_t *current_status(void *arg)
+{
+    gs_broker_t *self = arg;
+    return gs_broker_status(self);
+}
+
 int gs_broker_run(gs_broker_t *self)
 {
     announce(self);
     gs_sd_notify("READY=1\nSTATUS=serving");
-    zmq_pollitem_t items[] = {
+    enum { FIXED = 3, MAX_ITEMS = FIXED + 16 };
+    zmq_pollitem_t items[MAX_ITEMS] = {
         {zsock_resolve(self->router), 0, ZMQ_POLLIN, 0},
         {NULL, self->signal_fd, ZMQ_POLLIN, 0},
         {self->monitor, 0, ZMQ_POLLIN, 0},
     };
     for (;;) {
-        int rc = zmq_poll(items, 3, poll_timeout_ms(self));
+        int n = FIXED;
+        if (self->metrics)
+            n += gs_metrics_poll_items(self->metrics, items + FIXED, MAX_ITEMS - FIXED);
+        int rc = zmq_poll(items, n, poll_timeout_ms(self));
         if (rc < 0) {
             if (zmq_errno() == EINTR)
                 continue;
@@ -323,6 +386,8 @@ int gs_broker_run(gs_broker_t *self)
         /* Drain what is queued, bounded so signals stay responsive. */
         for (int i = 0; i < 1000 && (zsock_events(self->router) & ZMQ_POLLIN); i++)
             handle_message(self);
+        if (self->metrics && n > FIXED)
+            gs_metrics_handle(self->metrics, items + FIXED, n - FIXED, current_status, self);
         run_timers(self);
     }
     gs_sd_notify("STOPPING=1");

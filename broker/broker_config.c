@@ -68,25 +68,11 @@ int gs_config_load(const char *path, int missing_ok, gs_config_t *out, char *err
             value[vlen - 1] = '\0';
             value++;
         }
-        if (!valid_key(key) || strlen(key) >= sizeof out->entries->key) {
-            snprintf(err, errlen, "%s:%d: \"%.60s\" is not a valid key", path, lineno, key);
+        char why[160];
+        if (gs_config_add(out, key, value, lineno, why, sizeof why) != 0) {
+            snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
             goto fail;
         }
-        if (strlen(value) >= sizeof out->entries->value) {
-            snprintf(err, errlen, "%s:%d: the value of %s is too long", path, lineno, key);
-            goto fail;
-        }
-        gs_config_entry_t *grown =
-            realloc(out->entries, (out->count + 1) * sizeof *out->entries);
-        if (!grown) {
-            snprintf(err, errlen, "%s: out of memory", path);
-            goto fail;
-        }
-        out->entries = grown;
-        gs_config_entry_t *e = &out->entries[out->count++];
-        snprintf(e->key, sizeof e->key, "%s", key);
-        snprintf(e->value, sizeof e->value, "%s", value);
-        e->line = lineno;
     }
     if (ferror(f)) {
         snprintf(err, errlen, "%s: read error", path);
@@ -98,6 +84,30 @@ fail:
     fclose(f);
     gs_config_free(out);
     return -1;
+}
+
+int gs_config_add(gs_config_t *cfg, const char *key, const char *value, int line, char *err,
+                  size_t errlen)
+{
+    if (!valid_key(key) || strlen(key) >= sizeof cfg->entries->key) {
+        snprintf(err, errlen, "\"%.60s\" is not a valid key", key);
+        return -1;
+    }
+    if (strlen(value) >= sizeof cfg->entries->value) {
+        snprintf(err, errlen, "the value of %s is too long", key);
+        return -1;
+    }
+    gs_config_entry_t *grown = realloc(cfg->entries, (cfg->count + 1) * sizeof *cfg->entries);
+    if (!grown) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    cfg->entries = grown;
+    gs_config_entry_t *e = &cfg->entries[cfg->count++];
+    snprintf(e->key, sizeof e->key, "%s", key);
+    snprintf(e->value, sizeof e->value, "%s", value);
+    e->line = line;
+    return 0;
 }
 
 const gs_config_entry_t *gs_config_get(const gs_config_t *cfg, const char *key)

@@ -32,6 +32,11 @@ typedef struct {
  * missing_ok is set, a file that does not exist gives an empty config. */
 int gs_config_load(const char *path, int missing_ok, gs_config_t *out, char *err, size_t errlen);
 
+/* Append key = value (line 0: it came from a flag).  Returns 0, or -1
+ * with err set (bad key, too long, out of memory). */
+int gs_config_add(gs_config_t *cfg, const char *key, const char *value, int line, char *err,
+                  size_t errlen);
+
 /* Last value of key, or NULL. */
 const gs_config_entry_t *gs_config_get(const gs_config_t *cfg, const char *key);
 

@@ -8,6 +8,8 @@
 #include <jansson.h>
 
 #include "broker.h"
+#include "eventlog.h"
+#include "metrics.h"
 #include "gpu_inventory.h"
 #include "peer.h"
 #include "protocol.h"
@@ -28,7 +30,32 @@ struct gs_broker {
     void *monitor;         /* PAIR socket receiving the ROUTER's disconnect events */
     int64_t next_sweep_us; /* periodic check of every client */
     int64_t recheck_us[4]; /* checks soon after a disconnect, 0 = unused */
+    /* settings.c */
+    gid_t admin_gid;         /* may change settings and others' sessions; -1 = root only */
+    gs_eventlog_t *eventlog; /* NULL = off */
+    gs_metrics_t *metrics;   /* NULL = off */
+    int metrics_port;
+    char metrics_address[64];
+    int metrics_dirty;
 };
+
+/* Settings (settings.c): apply a {key: value} batch from `set` (from_set:
+ * only run-time keys) or a reload; scheduling keys all-or-nothing.  0, or
+ * -1 with the first problem in err. */
+int gs_broker_apply(gs_broker_t *self, const json_t *settings, int from_set, char *err,
+                    size_t errlen);
+/* Apply a configuration file's entries one by one (errors name FILE:LINE). */
+int gs_broker_apply_config(gs_broker_t *self, const gs_config_t *cfg, char *err, size_t errlen);
+/* The file's entries then the overrides, as one {key: value} object. */
+json_t *gs_broker_config_settings(const gs_config_t *cfg, const gs_config_t *overrides);
+/* SIGHUP: re-read the configuration file; on error keep the running one. */
+int gs_broker_reload(gs_broker_t *self);
+
+/* The status object (status.h) as `gpushare status --json` prints it. */
+json_t *gs_broker_status(gs_broker_t *self);
+
+/* `set` from the CLI (control.c): admins only. */
+void gs_broker_on_set(gs_broker_t *self, zframe_t *peer, const json_t *msg);
 
 /* Receive one request (broker_recv.c): gs_wire_recv's contract, and the
  * sender's credentials in self->peer (valid = 0 without them). */

@@ -165,7 +165,8 @@ void gs_metrics_handle(gs_metrics_t *self, const zmq_pollitem_t *items, int n,
             }
             c->got += (size_t)r;
             c->buf[c->got] = '\0';
-            if (strstr(c->buf, "\r\n\r\n") || strstr(c->buf, "\n\n"))
+            /* memmem, not strstr: a request may carry NUL bytes. */
+            if (memmem(c->buf, c->got, "\r\n\r\n", 4) || memmem(c->buf, c->got, "\n\n", 2))
                 serve(c, status_fn, arg);
             else if (c->got >= sizeof c->buf - 1)
                 respond(c, "431 Request Header Fields Too Large", "text/plain", "too large\n");

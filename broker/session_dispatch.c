@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "admin.h"
 #include "broker_internal.h"
 #include "log.h"
 #include "peer.h"
@@ -65,6 +66,12 @@ void gs_broker_sched_flush(gs_broker_t *self)
         }
         json_object_set_new(m, "device", json_string(self->inventory.gpus[a.gpu].uuid));
         json_object_set_new(m, "grant_id", json_integer((json_int_t)a.grant_id));
+        gs_eventlog_write(
+            self->eventlog, a.kind == GS_ACT_GRANT ? "grant" : "revoke",
+            json_pack("{s:s, s:i, s:s, s:I, s:I, s:s?}", "session", c->session, "pid",
+                      (int)c->pid, "gpu", self->inventory.gpus[a.gpu].uuid, "grant_id",
+                      (json_int_t)a.grant_id, "quantum_us", (json_int_t)a.quantum_us, "reason",
+                      a.kind == GS_ACT_GRANT ? NULL : a.reason));
         gs_debug("%s %llu to pid %ld (session %s, GPU %d)%s%s",
                  a.kind == GS_ACT_GRANT ? "grant" : "revoke", (unsigned long long)a.grant_id,
                  c->pid, c->session, a.gpu, a.reason ? ": " : "", a.reason ? a.reason : "");
@@ -103,6 +110,9 @@ void gs_broker_client_gone(gs_broker_t *self, const char *key, const char *why)
         gs_info("pid %ld of session %s is gone (%s)%s", c->pid, session, why,
                 grants > 0 ? ": its grant is released" : "");
         gs_sched_client_gone(self->sched, key, gs_broker_now_us());
+        gs_eventlog_write(self->eventlog, "client_gone",
+                          json_pack("{s:s, s:i, s:s}", "session", session, "pid", (int)c->pid,
+                                    "why", why));
     }
     gs_sessions_client_remove(self->sessions, c);
     if (session[0])
@@ -110,17 +120,34 @@ void gs_broker_client_gone(gs_broker_t *self, const char *key, const char *why)
     gs_broker_sched_flush(self);
 }
 
+/* The sender (by its socket credentials) owns s or is an admin. */
+static int may_touch(const gs_broker_t *self, const gs_session_t *s)
+{
+    return !self->peer.valid || gs_admin_may_touch(self->peer.uid, s->owner_uid, self->admin_gid);
+}
+
 /* ---- launcher messages ----------------------------------------------------- */
 
 static void on_register(gs_broker_t *self, zframe_t *peer, const json_t *msg)
 {
     const char *kernel_id = gs_msg_str(msg, "kernel_id", "");
-    gs_session_t *s = gs_sessions_session(self->sessions, kernel_id, 1);
+    gs_session_t *s = gs_sessions_session(self->sessions, kernel_id, 0);
+    if (s && s->owner_known && !may_touch(self, s)) {
+        gs_broker_reply_error(self, peer, msg, "permission_denied",
+                              "this kernel id belongs to another user's session");
+        return;
+    }
+    if (!s)
+        s = gs_sessions_session(self->sessions, kernel_id, 1);
     if (!s) {
         gs_broker_reply_error(self, peer, msg, "internal", "out of memory");
         return;
     }
     s->registered = 1;
+    if (self->peer.valid && !s->owner_known) {
+        s->owner_uid = self->peer.uid;
+        s->owner_known = 1;
+    }
     snprintf(s->kernel_id, sizeof s->kernel_id, "%s", kernel_id);
     snprintf(s->user, sizeof s->user, "%s", gs_msg_str(msg, "user", ""));
     snprintf(s->notebook, sizeof s->notebook, "%s", gs_msg_str(msg, "notebook", ""));
@@ -128,6 +155,9 @@ static void on_register(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     gs_sched_register(self->sched, s->id, gs_broker_now_us());
     gs_info("session %s registered: user %s, notebook \"%s\", kernel pid %ld", s->id, s->user,
             s->notebook, s->kernel_pid);
+    gs_eventlog_write(self->eventlog, "register",
+                      json_pack("{s:s, s:s, s:s, s:i}", "session", s->id, "user", s->user,
+                                "notebook", s->notebook, "pid", (int)s->kernel_pid));
     json_t *r = gs_msg_new(GS_MSG_REGISTERED);
     json_object_set_new(r, "session", json_string(s->id));
     gs_broker_echo_seq(r, msg);
@@ -146,6 +176,11 @@ static gs_session_t *known_session(gs_broker_t *self, zframe_t *peer, const json
         gs_broker_reply_error(self, peer, msg, "unknown_session", text);
         return NULL;
     }
+    if (s->owner_known && !may_touch(self, s)) {
+        gs_broker_reply_error(self, peer, msg, "permission_denied",
+                              "the session belongs to another user");
+        return NULL;
+    }
     return s;
 }
 
@@ -155,6 +190,7 @@ static void on_unregister(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     if (!s)
         return;
     gs_info("session %s unregistered", s->id);
+    gs_eventlog_write(self->eventlog, "unregister", json_pack("{s:s}", "session", s->id));
     char id[sizeof s->id];
     snprintf(id, sizeof id, "%s", s->id);
     s->registered = 0;
@@ -173,6 +209,9 @@ static void on_cell(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     s->cell_busy = strcmp(gs_msg_str(msg, "state", "idle"), "busy") == 0;
     snprintf(s->cell_msg_id, sizeof s->cell_msg_id, "%s", gs_msg_str(msg, "msg_id", ""));
     gs_debug("session %s cell %s", s->id, s->cell_busy ? "busy" : "idle");
+    gs_eventlog_write(self->eventlog, "cell",
+                      json_pack("{s:s, s:s, s:s}", "session", s->id, "state",
+                                s->cell_busy ? "busy" : "idle", "msg_id", s->cell_msg_id));
     gs_sched_cell(self->sched, s->id, s->cell_busy, gs_broker_now_us());
     gs_broker_sched_flush(self);
 }
@@ -196,7 +235,16 @@ static void on_join(gs_broker_t *self, zframe_t *peer, const json_t *msg)
         snprintf(made, sizeof made, "p%ld", c->pid);
         session = made;
     }
-    gs_session_t *s = gs_sessions_session(self->sessions, session, 1);
+    gs_session_t *s = gs_sessions_session(self->sessions, session, 0);
+    if (s && s->owner_known && !may_touch(self, s)) {
+        gs_broker_reply_error(self, peer, msg, "permission_denied",
+                              "the session belongs to another user");
+        return;
+    }
+    if (!s && (s = gs_sessions_session(self->sessions, session, 1)) && self->peer.valid) {
+        s->owner_uid = self->peer.uid;
+        s->owner_known = 1;
+    }
     if (!s) {
         gs_broker_reply_error(self, peer, msg, "internal", "out of memory");
         return;
@@ -255,6 +303,13 @@ static void on_release(gs_broker_t *self, zframe_t *peer, const json_t *msg)
         return;
     gs_sched_release(self->sched, c->key, i, (uint64_t)gs_msg_int(msg, "grant_id", 0),
                      gs_broker_now_us());
+    gs_eventlog_write(self->eventlog, "release",
+                      json_pack("{s:s, s:i, s:s, s:I, s:s, s:I, s:I}", "session", c->session, "pid",
+                                (int)c->pid, "gpu", self->inventory.gpus[i].uuid, "grant_id",
+                                (json_int_t)gs_msg_int(msg, "grant_id", 0), "reason",
+                                gs_msg_str(msg, "reason", ""), "used_us",
+                                (json_int_t)gs_msg_int(msg, "used_us", 0), "overuse_us",
+                                (json_int_t)gs_msg_int(msg, "overuse_us", 0)));
     if (strcmp(gs_msg_str(msg, "reason", ""), "exit") == 0 &&
         gs_sched_client_grants(self->sched, c->key) == 0) {
         char key[sizeof c->key];

@@ -12,6 +12,7 @@
 
 #include <czmq.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "gpu_inventory.h"
 
@@ -33,6 +34,8 @@ typedef struct {
     char notebook[512];
     long kernel_pid;
     int registered; /* by a launcher (else made for a hook's process) */
+    int owner_known; /* owner_uid came from the socket credentials */
+    uid_t owner_uid; /* who registered (or first joined) it: only they and admins act on it */
     int cell_busy;
     char cell_msg_id[129];
 } gs_session_t;

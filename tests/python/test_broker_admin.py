@@ -1,0 +1,223 @@
+"""The broker as an administrator meets it: configuration file and flags,
+reload on SIGHUP, `gpushare set` and who may use it, ownership of
+sessions, the event log and the Prometheus endpoint."""
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import urllib.error
+import urllib.request
+
+import pytest
+
+import gstest
+from test_broker import Client
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_config_file_sets_policy_and_quantum(tmp_path, sim):
+    conf = tmp_path / "broker.conf"
+    conf.write_text("# a comment\npolicy = exclusive\ntq = 7.5   # seconds\nboost_ms=250\n")
+    b = gstest.Broker(tmp_path, sim, ["--config", str(conf)]).start()
+    try:
+        st = b.status()
+        assert st["policy"] == "exclusive"
+        assert st["config"]["tq_s"] == 7.5
+    finally:
+        b.stop()
+
+
+def test_flags_win_over_the_file(tmp_path, sim):
+    conf = tmp_path / "broker.conf"
+    conf.write_text("policy = exclusive\n")
+    b = gstest.Broker(tmp_path, sim, ["--config", str(conf), "--policy", "burst"]).start()
+    try:
+        assert b.status()["policy"] == "burst"
+    finally:
+        b.stop()
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("policy = sometimes\n", ":1: policy: must be"),
+    ("tq = -3\n", ":1: tq:"),
+    ("\n\nno_such_key = 1\n", ":3: no_such_key: no such setting"),
+    ("just words\n", ":1: expected \"key = value\""),
+    ("admin_group = no-such-group-gs\n", ":1: admin_group: no group named"),
+    ("metrics_port = 99999\n", ":1: metrics_port: must be a port number"),
+])
+def test_bad_config_names_file_and_line(tmp_path, sim, text, problem):
+    conf = tmp_path / "broker.conf"
+    conf.write_text(text)
+    r = subprocess.run([gstest.BROKER, "--config", str(conf), "-e", str(tmp_path / "b.sock")],
+                       env=sim, capture_output=True, text=True, timeout=10)
+    assert r.returncode == 1
+    assert str(conf) + problem in r.stderr
+
+
+def test_missing_explicit_config_is_an_error(tmp_path, sim):
+    r = subprocess.run([gstest.BROKER, "--config", str(tmp_path / "nope.conf"), "-e",
+                        str(tmp_path / "b.sock")], env=sim, capture_output=True, text=True,
+                       timeout=10)
+    assert r.returncode == 1 and "nope.conf: No such file" in r.stderr
+
+
+def test_sighup_reloads_and_a_bad_reload_keeps_the_old(tmp_path, sim):
+    conf = tmp_path / "broker.conf"
+    conf.write_text("tq = 5\n")
+    b = gstest.Broker(tmp_path, sim, ["--config", str(conf)]).start()
+    try:
+        assert b.status()["config"]["tq_s"] == 5
+        conf.write_text("tq = 9\npolicy = exclusive\n")
+        b.proc.send_signal(signal.SIGHUP)
+        st = b.status()  # the signal is handled before the next request
+        assert st["config"]["tq_s"] == 9 and st["policy"] == "exclusive"
+        conf.write_text("tq = 11\npolicy = nonsense\n")
+        b.proc.send_signal(signal.SIGHUP)
+        st = b.status()
+        assert st["config"]["tq_s"] == 9 and st["policy"] == "exclusive"
+        assert "keeping the running configuration" in b.log()
+    finally:
+        b.stop()
+
+
+def test_set_changes_settings_at_run_time(broker):
+    r = broker.cli("set", "policy=exclusive", "tq=3")
+    assert "settings applied" in r.stdout
+    st = broker.status()
+    assert st["policy"] == "exclusive" and st["config"]["tq_s"] == 3
+
+
+@pytest.mark.parametrize("args, text", [
+    (["policy=maybe"], "policy: must be"),
+    (["tq=0"], "tq:"),
+    (["endpoint=/tmp/x"], "belongs in the configuration file"),
+    (["nonsense=1"], "no such setting"),
+])
+def test_set_rejects_bad_settings_and_changes_nothing(broker, args, text):
+    before = broker.status()["config"]
+    r = broker.cli("set", "tq=4", *args, check=False)
+    assert r.returncode == 1
+    assert "bad_setting" in r.stderr and text in r.stderr
+    assert broker.status()["config"] == before  # all or nothing
+
+
+def test_set_usage_errors(broker):
+    r = broker.cli("set", check=False)
+    assert r.returncode == 2
+    r = broker.cli("set", "novalue", check=False)
+    assert r.returncode == 2 and "not KEY=VALUE" in r.stderr
+
+
+def test_event_log_records_sessions_cells_grants(tmp_path, sim):
+    log = tmp_path / "events.jsonl"
+    b = gstest.Broker(tmp_path, sim, ["--event-log", str(log)]).start()
+    try:
+        gpu = b.status()["gpus"][0]["uuid"]
+        launcher, hook = Client(b.endpoint, "launcher"), Client(b.endpoint, "hook")
+        launcher.call({"type": "register", "kernel_id": "k-9", "user": "ada", "pid": os.getpid()})
+        launcher.send({"type": "cell", "session": "k-9", "state": "busy", "msg_id": "m"})
+        hook.call({"type": "join", "pid": 77, "session": "k-9", "devices": [gpu]})
+        grant = hook.call({"type": "acquire", "device": gpu})
+        launcher.send({"type": "cell", "session": "k-9", "state": "idle", "msg_id": "m"})
+        revoke = json.loads(hook.sock.recv())
+        assert revoke["type"] == "revoke" and revoke["reason"] == "cell_idle"
+        hook.send({"type": "release", "device": gpu, "grant_id": grant["grant_id"],
+                   "reason": "revoked"})
+        b.status()  # a round trip: everything before it is logged
+        launcher.close()
+        hook.close()
+    finally:
+        b.stop()
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    kinds = [e["event"] for e in events]
+    for k in ("register", "cell", "grant", "revoke", "release"):
+        assert k in kinds, kinds
+    assert all("ts" in e for e in events)
+    rev = next(e for e in events if e["event"] == "revoke")
+    assert rev["reason"] == "cell_idle" and rev["session"] == "k-9"
+
+
+def test_prometheus_metrics(tmp_path, sim):
+    port = free_port()
+    b = gstest.Broker(tmp_path, sim, ["--metrics-port", str(port)]).start()
+    try:
+        text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5).read()
+        text = text.decode()
+        assert "# TYPE gpushare_gpu_memory_total_bytes gauge" in text
+        assert 'gpushare_gpu_memory_total_bytes{gpu="GPU-' in text
+        assert "gpushare_scheduler_on 1" in text
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen("http://127.0.0.1:%d/other" % port, timeout=5)
+        assert e.value.code == 404
+        # Garbage does not hurt the broker.
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(b"\x00\xff garbage\r\n\r\n")
+            assert s.recv(100).startswith(b"HTTP/1.0 405")
+        assert b.status()["gpus"]
+    finally:
+        b.stop()
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="two uids need root (runs as uid %d)"
+                                % os.geteuid())
+
+
+def as_nobody(*args, env):
+    return subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                           gstest.CLI] + list(args), env=env, capture_output=True, text=True,
+                          timeout=10)
+
+
+@needs_root
+def test_only_admins_may_set_and_owners_keep_their_sessions(tmp_path, sim):
+    # A system-style broker whose socket the group nogroup may use, in a
+    # directory other users can reach (pytest's tmp_path is private).
+    import tempfile
+    base = pathlib.Path(tempfile.mkdtemp(prefix="gs-admin-"))
+    os.chmod(base, 0o755)
+    (base / "run").mkdir()
+    tmp_path = base / "run"
+    b = gstest.Broker(tmp_path, sim, ["--system", "--socket-group", "nogroup"]).start()
+    try:
+        r = as_nobody("status", "--json", env=b.env)
+        assert r.returncode == 0, r.stderr  # anyone in the group may look
+        r = as_nobody("set", "tq=5", env=b.env)
+        assert r.returncode == 1 and "permission_denied" in r.stderr
+        # root owns a session; another uid may not drive its cells.
+        launcher = Client(b.endpoint, "launcher")
+        launcher.call({"type": "register", "kernel_id": "k-root", "user": "root",
+                       "pid": os.getpid()})
+        code = ("import json, zmq, sys; s = zmq.Context().socket(zmq.DEALER); "
+                "s.setsockopt(zmq.RCVTIMEO, 3000); s.connect(sys.argv[1]); "
+                "s.send(b'{\"v\":1,\"type\":\"hello\",\"seq\":1,\"role\":\"launcher\",\"pid\":1}'); "
+                "s.recv(); "
+                "s.send(b'{\"v\":1,\"type\":\"unregister\",\"seq\":2,\"session\":\"k-root\"}'); "
+                "print(s.recv().decode())")
+        r = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                            gstest.PYTHON, "-c", code, b.endpoint], capture_output=True,
+                           text=True, timeout=10, env=b.env)
+        reply = json.loads(r.stdout)
+        assert reply["type"] == "error" and reply["code"] == "permission_denied", r.stderr
+        assert any(s["id"] == "k-root" for s in b.status()["gpus"][0]["sessions"])
+        launcher.close()
+        # The admin group may set.
+        b.cli("set", "tq=6")
+    finally:
+        b.stop()
+    b2 = gstest.Broker(tmp_path, sim, ["--system", "--socket-group", "nogroup", "--set",
+                                       "admin_group=nogroup"]).start()
+    try:
+        r = as_nobody("set", "tq=5", env=b2.env)
+        assert r.returncode == 0, r.stderr
+        assert b2.status()["config"]["tq_s"] == 5
+    finally:
+        b2.stop()
+        import shutil
+        shutil.rmtree(base, ignore_errors=True)
