@@ -1,0 +1,116 @@
+"""GpushareProvisioner: LocalProvisioner plus gpushare's identity variables
+and broker registration (see the package docstring)."""
+import getpass
+import os
+
+from jupyter_client.provisioning import LocalProvisioner
+from traitlets import Float, Unicode
+
+from .broker_client import BrokerClient, BrokerError, broker_endpoint
+
+
+def _user(env):
+    for name in ("GPUSHARE_USER", "JUPYTERHUB_USER"):
+        if env.get(name):
+            return env[name]
+    try:
+        return getpass.getuser()
+    except Exception:  # no passwd entry
+        return "uid %d" % os.getuid()
+
+
+class GpushareProvisioner(LocalProvisioner):
+    """Starts a kernel locally, tells gpushare-broker about it."""
+
+    broker = Unicode("", config=True,
+                     help="Broker endpoint (ipc://PATH, a path or tcp://...); default: "
+                          "GPUSHARE_BROKER of the kernel's environment, else the "
+                          "per-user, then the system broker.")
+    broker_timeout = Float(0.5, config=True,
+                           help="Seconds to wait for each broker reply (a missing "
+                                "broker's socket is not waited for at all).")
+
+    _warned = False  # one warning per server process about a missing broker
+    _env = None
+    _session = None
+
+    async def pre_launch(self, **kwargs):
+        kwargs = await super().pre_launch(**kwargs)
+        env = kwargs.setdefault("env", {})
+        env["GPUSHARE_KERNEL_ID"] = self.kernel_id
+        env["GPUSHARE_USER"] = _user(env)
+        # JPY_SESSION_NAME is set by servers that know the notebook's path
+        # (jupyter_server 2); it stays as the server put it.
+        self._env = dict(env)
+        return kwargs
+
+    async def post_launch(self, **kwargs):
+        await super().post_launch(**kwargs)
+        await self._register()
+
+    async def cleanup(self, restart=False):
+        await super().cleanup(restart=restart)
+        await self._unregister()
+
+    # ---- broker -------------------------------------------------------------
+
+    def _endpoint(self):
+        return self.broker or broker_endpoint(self._env or os.environ)
+
+    def _client(self):
+        from . import __version__
+        return BrokerClient(self._endpoint(), role="provisioner", session=self.kernel_id,
+                            timeout=self.broker_timeout, client_version=__version__)
+
+    def _broker_missing(self, err):
+        if not GpushareProvisioner._warned:
+            GpushareProvisioner._warned = True
+            self.log.warning("gpushare: no broker (%s); kernels run without GPU scheduling "
+                             "until one is started", err)
+        else:
+            self.log.debug("gpushare: no broker (%s)", err)
+
+    async def _register(self):
+        env = self._env or {}
+        client = self._client()
+        try:
+            session = await client.register(self.kernel_id, _user(env), self.pid,
+                                            notebook=env.get("JPY_SESSION_NAME"))
+        except BrokerError as e:
+            if e.code in ("unavailable", "timeout"):
+                self._broker_missing(e)
+            else:
+                self.log.warning("gpushare: the broker refused to register kernel %s: %s",
+                                 self.kernel_id, e)
+            return
+        finally:
+            client.close()
+        if session != self.kernel_id:
+            self.log.warning("gpushare: the broker named kernel %s's session %r", self.kernel_id,
+                             session)
+        self._session = session
+        self.log.debug("gpushare: kernel %s registered as session %s", self.kernel_id, session)
+
+    async def _unregister(self):
+        session, self._session = self._session, None
+        if not session:
+            return
+        client = self._client()
+        try:
+            await client.unregister(session)
+            self.log.debug("gpushare: session %s unregistered", session)
+        except BrokerError as e:
+            # unknown_session: the launcher's watcher was faster.
+            if e.code not in ("unknown_session",):
+                self.log.debug("gpushare: unregister %s: %s", session, e)
+        finally:
+            client.close()
+
+    async def get_provisioner_info(self):
+        info = await super().get_provisioner_info()
+        info["gpushare_session"] = self._session
+        return info
+
+    async def load_provisioner_info(self, provisioner_info):
+        await super().load_provisioner_info(provisioner_info)
+        self._session = provisioner_info.get("gpushare_session")

@@ -1,0 +1,313 @@
+"""gpushare_provisioner (kernelspecs/provisioner/): found through its entry
+point from the build tree's kernelspecs/pythonpath (what `make` lays out)
+and from a `make install` / `pip install` into a temporary prefix; kernels
+started through the `--provisioner` kernelspec carry the kernel id and the
+user, are registered on start and restart and unregistered on shutdown and
+kill; a missing or hanging broker never holds the server up for long."""
+import asyncio
+import configparser
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+import gstest
+from launchtest import (PROVISIONER_PATH, LaunchBroker, Kernels, kernel_pid, pid_gone, sessions,
+                        wait_until, watchers_of)
+
+sys.path.insert(0, PROVISIONER_PATH)
+
+import gpushare_provisioner  # noqa: E402  (from the build tree)
+from gpushare_provisioner import BrokerClient, BrokerError, broker_endpoint  # noqa: E402
+
+SRC = os.path.join(gstest.SRCDIR, "kernelspecs", "provisioner")
+ENTRY = "gpushare-provisioner = gpushare_provisioner:GpushareProvisioner"
+
+
+def version():
+    return subprocess.run([gstest.LAUNCH, "--version"], capture_output=True, text=True,
+                          check=True).stdout.split()[-1]
+
+
+def test_package_version_and_entry_point_agree():
+    assert gpushare_provisioner.__version__ == version()
+    cfg = configparser.ConfigParser()
+    cfg.read(os.path.join(SRC, "setup.cfg"))
+    group = cfg["options.entry_points"]["jupyter_client.kernel_provisioners"].strip()
+    assert group == ENTRY
+    dist = os.path.join(PROVISIONER_PATH, "gpushare_provisioner-%s.dist-info" % version())
+    with open(os.path.join(dist, "entry_points.txt")) as f:
+        assert f.read().split("\n")[:2] == ["[jupyter_client.kernel_provisioners]", ENTRY]
+
+
+def test_jupyter_client_finds_the_provisioner():
+    from jupyter_client.provisioning import KernelProvisionerFactory
+    kpf = KernelProvisionerFactory.instance()
+    assert kpf._check_availability("gpushare-provisioner")
+    cls = kpf.provisioners["gpushare-provisioner"].load()
+    assert cls is gpushare_provisioner.GpushareProvisioner
+    from jupyter_client.provisioning import LocalProvisioner
+    assert issubclass(cls, LocalProvisioner)
+
+
+def list_specs(prefix, pythonpath):
+    env = dict(os.environ, JUPYTER_PATH=str(prefix / "share" / "jupyter"),
+               PYTHONPATH=pythonpath)
+    r = subprocess.run([gstest.PYTHON, "-m", "jupyter_client.kernelspecapp", "list", "--json"],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["kernelspecs"], r.stderr
+
+
+def test_plain_spec_works_without_the_provisioner(tmp_path, sim):
+    gstest.install_kernelspec(tmp_path, sim)
+    gstest.install_kernelspec(tmp_path, sim, "--provisioner", "--name", "shared-gpu-prov")
+    specs, err = list_specs(tmp_path, "")
+    assert "shared-gpu" in specs
+    # jupyter_client hides a spec whose provisioner is not installed, and says so.
+    assert "shared-gpu-prov" not in specs and "gpushare-provisioner" in err
+    specs, _ = list_specs(tmp_path, PROVISIONER_PATH)
+    assert specs["shared-gpu-prov"]["spec"]["metadata"]["kernel_provisioner"][
+        "provisioner_name"] == "gpushare-provisioner"
+
+
+@pytest.fixture
+def kenv(broker):
+    env = dict(broker.env)
+    for k in ("GPUSHARE_KERNEL_ID", "GPUSHARE_USER", "JUPYTERHUB_USER", "JPY_SESSION_NAME",
+              "GPUSHARE_SESSION", "GPUSHARE_LOG"):
+        env.pop(k, None)
+    return env
+
+
+def provisioner_spec(tmp_path, env, *launcher_args):
+    """The --provisioner spec; launcher_args go before the launcher's --."""
+    kernels = gstest.install_kernelspec(tmp_path / "prefix", env, "--provisioner")
+    path = os.path.join(kernels, "shared-gpu", "kernel.json")
+    with open(path) as f:
+        ks = json.load(f)
+    ks["argv"][1:1] = list(launcher_args)
+    with open(path, "w") as f:
+        json.dump(ks, f)
+    return kernels
+
+
+def start(kernels, env):
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import KernelManager
+    km = KernelManager(kernel_name="shared-gpu",
+                       kernel_spec_manager=KernelSpecManager(kernel_dirs=[kernels]))
+    km.start_kernel(env=env)
+    kc = km.client()
+    kc.start_channels()
+    kc.wait_for_ready(timeout=60)
+    return km, kc
+
+
+def test_kernel_gets_id_and_user_and_is_registered(tmp_path, broker, kenv):
+    kernels = provisioner_spec(tmp_path, kenv)
+    env = dict(kenv, JUPYTERHUB_USER="carol", JPY_SESSION_NAME="dir/nb.ipynb")
+    km, kc = start(kernels, env)
+    try:
+        assert type(km.provisioner).__name__ == "GpushareProvisioner"
+        kid = km.kernel_id
+        # A plain KernelManager writes a temporary connection file; the kernel
+        # id still reaches the launcher and the hook through the environment.
+        assert "kernel-%s" % kid not in km.connection_file
+        code = ("import os; print(os.environ['GPUSHARE_KERNEL_ID'], os.environ['GPUSHARE_SESSION'],"
+                " os.environ['GPUSHARE_USER'])")
+        content, out, _ = gstest.run_cell(kc, code)
+        assert out.split() == [kid, kid, "carol"]
+        s = sessions(broker)[kid]
+        assert (s["user"], s["notebook"], s["kernel_id"]) == ("carol", "dir/nb.ipynb", kid)
+        content, out, _ = gstest.run_cell(kc, "import gpusim; gpusim.init(); gpusim.launch(us=500);"
+                                              " gpusim.synchronize(); print('ok')")
+        assert out.strip() == "ok"
+        assert kernel_pid(km) in sessions(broker)[kid]["pids"]
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel()
+    wait_until(lambda: kid not in sessions(broker), what="unregistered")
+
+
+def test_provisioner_alone_registers_restarts_and_unregisters(tmp_path, broker, kenv):
+    """With the launcher's watcher off, the registrations the broker sees are
+    the provisioner's: on start, again on restart, and gone on a kill."""
+    kernels = provisioner_spec(tmp_path, kenv, "--no-watch")
+    km, kc = start(kernels, kenv)
+    try:
+        kid = km.kernel_id
+        pid = kernel_pid(km)
+        assert watchers_of(pid) == []
+        assert kid in sessions(broker)
+        assert "kernel pid %d" % pid in broker.log()
+        km.restart_kernel()
+        kc.wait_for_ready(timeout=60)
+        new_pid = kernel_pid(km)
+        assert "kernel pid %d" % new_pid in broker.log()
+        assert kid in sessions(broker)
+        km.shutdown_kernel(now=True)  # SIGKILL to the kernel's process group
+        assert kid not in sessions(broker)
+        assert pid_gone(new_pid)
+    finally:
+        kc.stop_channels()
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
+
+
+def test_restart_and_kill_with_watcher_and_provisioner(tmp_path, broker, kenv):
+    kernels = provisioner_spec(tmp_path, kenv)
+    km, kc = start(kernels, kenv)
+    try:
+        kid = km.kernel_id
+        (w,) = wait_until(lambda: watchers_of(kernel_pid(km)), what="the watcher")
+        km.restart_kernel()
+        kc.wait_for_ready(timeout=60)
+        wait_until(lambda: pid_gone(w), what="the old watcher to go")
+        (w,) = wait_until(lambda: watchers_of(kernel_pid(km)), what="the new watcher")
+        wait_until(lambda: kid in sessions(broker), what="registered after restart")
+        msg = kc.execute("import time; time.sleep(1)")
+        wait_until(lambda: sessions(broker)[kid]["cell"] == "busy", what="cell busy")
+        kc.get_shell_msg(timeout=30)
+        km.shutdown_kernel(now=True)
+        assert kid not in sessions(broker)
+        wait_until(lambda: pid_gone(w), what="the watcher to go")
+    finally:
+        kc.stop_channels()
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
+
+
+class Capture(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+def test_missing_broker_costs_one_warning_and_no_wait(tmp_path, sim):
+    env = dict(sim, GPUSHARE_BROKER="ipc://%s" % (tmp_path / "none.sock"))
+    kernels = provisioner_spec(tmp_path, env)
+    cap = Capture()
+    from traitlets.log import get_logger
+    get_logger().addHandler(cap)
+    try:
+        km, kc = start(kernels, env)
+        try:
+            t0 = time.monotonic()
+            km.restart_kernel()
+            kc.wait_for_ready(timeout=60)
+            content, out, _ = gstest.run_cell(kc, "print('works')")
+            assert out.strip() == "works"
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel()
+    finally:
+        get_logger().removeHandler(cap)
+    warnings = [r.getMessage() for r in cap.records
+                if r.levelno >= logging.WARNING and "gpushare" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "no broker" in warnings[0] and "none.sock" in warnings[0]
+
+
+def test_broker_client_deadlines(tmp_path):
+    async def run(endpoint, timeout):
+        c = BrokerClient(endpoint, timeout=timeout)
+        t0 = time.monotonic()
+        try:
+            await c.register("k1", "u", 1)
+        except BrokerError as e:
+            return e.code, time.monotonic() - t0
+        finally:
+            c.close()
+        return "ok", time.monotonic() - t0
+
+    code, took = asyncio.run(run("ipc://%s" % (tmp_path / "absent.sock"), 0.5))
+    assert code == "unavailable" and took < 0.1
+    hung = LaunchBroker("ipc://%s" % (tmp_path / "hung.sock"), welcome=False).start()
+    try:
+        code, took = asyncio.run(run(hung.endpoint, 0.5))
+        assert code == "timeout" and 0.4 < took < 1.2
+    finally:
+        hung.stop()
+    ok = LaunchBroker("ipc://%s" % (tmp_path / "ok.sock")).start()
+    try:
+        code, _ = asyncio.run(run(ok.endpoint, 0.5))
+        assert code == "ok"
+        reg = ok.wait_for("register")["msg"]
+        assert (reg["kernel_id"], reg["user"], reg["pid"]) == ("k1", "u", 1)
+        assert ok.wait_for("hello")["msg"]["role"] == "provisioner"
+    finally:
+        ok.stop()
+
+
+def test_broker_endpoint_rule(tmp_path):
+    assert broker_endpoint({"GPUSHARE_BROKER": "/x/b.sock"}) == "ipc:///x/b.sock"
+    assert broker_endpoint({"GPUSHARE_BROKER": "tcp://h:1"}) == "tcp://h:1"
+    (tmp_path / "gpushare").mkdir()
+    assert broker_endpoint({"XDG_RUNTIME_DIR": str(tmp_path)}) == \
+        "ipc:///run/gpushare/broker.sock"
+    (tmp_path / "gpushare" / "broker.sock").write_text("")
+    assert broker_endpoint({"XDG_RUNTIME_DIR": str(tmp_path)}) == \
+        "ipc://%s/gpushare/broker.sock" % tmp_path
+    with pytest.raises(ValueError):
+        broker_endpoint({"GPUSHARE_BROKER": "udp://x"})
+
+
+def entry_point_seen_by(pythonpath):
+    code = ("from jupyter_client.provisioning import KernelProvisionerFactory as F\n"
+            "f = F.instance()\n"
+            "print(f._check_availability('gpushare-provisioner'),"
+            " f.provisioners['gpushare-provisioner'].load().__module__,"
+            " __import__('gpushare_provisioner').__file__)")
+    r = subprocess.run([gstest.PYTHON, "-c", code], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=pythonpath))
+    assert r.returncode == 0, r.stderr
+    return r.stdout.split()
+
+
+def test_make_install_and_uninstall_into_a_prefix(tmp_path):
+    dest = tmp_path / "dest"
+    make = ["make", "-s", "-C", os.path.join(gstest.BUILDDIR, "kernelspecs"),
+            "DESTDIR=%s" % dest, "prefix=/opt/gs"]
+    r = subprocess.run(make + ["install"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    sitedir = subprocess.run([gstest.PYTHON, os.path.join(SRC, "sitedir.py"), "/opt/gs"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    installed = str(dest) + sitedir
+    names = sorted(os.listdir(installed))
+    assert names == ["gpushare_provisioner", "gpushare_provisioner-%s.dist-info" % version()]
+    seen = entry_point_seen_by(installed)
+    assert seen[0] == "True" and seen[1] == "gpushare_provisioner.provisioner"
+    assert seen[2].startswith(installed)
+    assert (dest / "opt/gs/share/jupyter/kernels/shared-gpu/kernel.json").exists()
+    r = subprocess.run(make + ["uninstall"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    left = [os.path.join(d, f) for d, _, files in os.walk(dest) for f in files]
+    assert left == []
+
+
+def test_pip_installs_the_source_offline(tmp_path):
+    """setup.cfg and pyproject.toml work with Debian's setuptools and pip,
+    offline, from a copy (pip builds in the source tree)."""
+    src = tmp_path / "src"
+    shutil.copytree(SRC, src, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
+    r = subprocess.run([gstest.PYTHON, "-m", "pip", "install", "--no-build-isolation",
+                        "--no-deps", "--no-index", "--disable-pip-version-check", "-q",
+                        "--prefix", str(tmp_path / "prefix"), str(src)],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PIP_NO_INPUT="1"))
+    if r.returncode != 0 and "No module named pip" in r.stderr:
+        pytest.skip("pip is not installed")
+    assert r.returncode == 0, r.stderr
+    sites = [d for d, dirs, _ in os.walk(tmp_path / "prefix") if "gpushare_provisioner" in dirs]
+    assert len(sites) == 1
+    seen = entry_point_seen_by(sites[0])
+    assert seen[0] == "True" and seen[2].startswith(sites[0])
