@@ -212,7 +212,7 @@ void gs_watcher_main(const gs_watcher_args_t *a)
         (sub = zsock_new(ZMQ_SUB)) != NULL) {
         zsock_set_linger(sub, 0);
         zsock_set_rcvtimeo(sub, 0);
-        zsock_set_rcvhwm(sub, 100000);
+        zsock_set_rcvhwm(sub, 10000);     /* with the kernel's SNDHWM, bounds the backlog */
         zsock_set_reconnect_ivl(sub, 20); /* the kernel binds a moment after we start */
         zsock_set_subscribe(sub, "");
         if (strncmp(endpoint, "tcp://[", 7) == 0)

@@ -288,6 +288,10 @@ def test_make_install_and_uninstall_into_a_prefix(tmp_path):
     assert seen[0] == "True" and seen[1] == "gpushare_provisioner.provisioner"
     assert seen[2].startswith(installed)
     assert (dest / "opt/gs/share/jupyter/kernels/shared-gpu/kernel.json").exists()
+    # `jupyter kernelspec list` shows the spec make installed.
+    specs, _ = list_specs(dest / "opt" / "gs", "")
+    assert specs["shared-gpu"]["spec"]["display_name"] == "Shared GPU"
+    assert specs["shared-gpu"]["spec"]["argv"][0] == "/opt/gs/bin/gpushare-launch"
     r = subprocess.run(make + ["uninstall"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     left = [os.path.join(d, f) for d, _, files in os.walk(dest) for f in files]
