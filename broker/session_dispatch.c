@@ -144,6 +144,9 @@ static void on_register(gs_broker_t *self, zframe_t *peer, const json_t *msg)
         return;
     }
     s->registered = 1;
+    gs_client_t *registrar = gs_sessions_client(self->sessions, peer);
+    if (registrar)
+        snprintf(s->registrar, sizeof s->registrar, "%s", registrar->key);
     if (self->peer.valid && !s->owner_known) {
         s->owner_uid = self->peer.uid;
         s->owner_known = 1;
@@ -189,6 +192,17 @@ static void on_unregister(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     gs_session_t *s = known_session(self, peer, msg, 1);
     if (!s)
         return;
+    /* A kernel restarted by the server registers again from a new watcher;
+     * the old watcher's late unregister must not drop the new session. */
+    gs_client_t *sender = gs_sessions_client_lookup(self->sessions, peer);
+    if (s->registrar[0] && (!sender || strcmp(sender->key, s->registrar) != 0)) {
+        json_t *ok = gs_msg_new(GS_MSG_OK);
+        json_object_set_new(ok, "info",
+                            json_string("ignored: the session was registered again since"));
+        gs_broker_echo_seq(ok, msg);
+        gs_broker_reply(self, peer, ok);
+        return;
+    }
     gs_info("session %s unregistered", s->id);
     gs_eventlog_write(self->eventlog, "unregister", json_pack("{s:s}", "session", s->id));
     char id[sizeof s->id];

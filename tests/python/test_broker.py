@@ -217,3 +217,18 @@ def test_acquire_before_join_and_unknown_device_are_refused(broker):
         assert "GPU-nope" in r["message"]
     finally:
         hook.close()
+
+
+def test_a_late_unregister_from_an_old_launcher_keeps_the_new_registration(broker):
+    old, new = Client(broker.endpoint, "launcher"), Client(broker.endpoint, "launcher")
+    try:
+        old.call({"type": "register", "kernel_id": "k-r", "user": "ada", "pid": os.getpid()})
+        new.call({"type": "register", "kernel_id": "k-r", "user": "ada", "pid": os.getpid()})
+        r = old.call({"type": "unregister", "session": "k-r"})
+        assert r["type"] == "ok" and "ignored" in r["info"]
+        assert [s["id"] for s in broker.status()["gpus"][0]["sessions"]] == ["k-r"]
+        assert new.call({"type": "unregister", "session": "k-r"})["type"] == "ok"
+        assert broker.status()["gpus"][0]["sessions"] == []
+    finally:
+        old.close()
+        new.close()

@@ -102,7 +102,11 @@ def test_nbclient_runs_the_example_notebook(tmp_path, sim):
     km = KernelManager(kernel_name="shared-gpu",
                        kernel_spec_manager=KernelSpecManager(kernel_dirs=[kernels]))
     client = NotebookClient(nb, km=km, timeout=120, resources={"metadata": {"path": str(tmp_path)}})
-    client.execute(env=sim)
+    try:
+        client.execute(env=sim)
+    finally:
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)  # nbclient leaves a passed-in manager's kernel running
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
                    for o in c.outputs)
     assert "hook preloaded: True" in text
