@@ -34,6 +34,10 @@ if (cd _build-asan && ../configure -q --enable-werror ${CUDA_DIR:+--with-cuda=$C
         step_failed "sanitizer unit tests"
     (cd _build-asan && make -k -j"$jobs" -C tests/simcuda check >>check.out 2>&1) ||
         step_failed "sanitizer simulated-driver tests"
+    (cd _build-asan && make -k -j"$jobs" -C launcher check >>check.out 2>&1) ||
+        step_failed "sanitizer launcher tests"
+    (cd _build-asan && make -k -j"$jobs" -C tests/hook check >>check.out 2>&1) ||
+        step_failed "sanitizer hook tests"
 else
     step_failed "sanitizer build"
 fi
@@ -43,4 +47,4 @@ if [ "${GPUSHARE_SKIP_DISTCHECK:-0}" != 1 ]; then
     (cd _build && make -s distcheck >distcheck.out 2>&1) || { tail -40 _build/distcheck.out; step_failed "distcheck"; }
 fi
 
-EXTRA_FAILED=$extra_failed EXTRA_FAILED_WHAT="$extra_what" build-aux/test-summary.sh _build/tests _build-asan/tests
+EXTRA_FAILED=$extra_failed EXTRA_FAILED_WHAT="$extra_what" build-aux/test-summary.sh _build _build-asan

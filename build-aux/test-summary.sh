@@ -7,7 +7,7 @@
 set -u
 pass=0 fail=0 skip=0
 for dir in "$@"; do
-    for log in $(find "$dir" -name test-suite.log -not -path '*/_inst/*' 2>/dev/null); do
+    for log in $(find "$dir" -name test-suite.log -not -path '*/_inst/*' -not -path '*/gpushare-[0-9]*/*' 2>/dev/null); do
         eval "$(awk '
             /^# PASS: /  {p+=$3} /^# XFAIL: / {p+=$3}
             /^# FAIL: /  {f+=$3} /^# ERROR: / {f+=$3} /^# XPASS: / {f+=$3}
