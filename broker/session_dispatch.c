@@ -8,6 +8,7 @@
  * hand-off after a release is one loop turn).
  */
 #include <errno.h>
+#include <signal.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,7 +45,21 @@ static void reply_ok(gs_broker_t *self, zframe_t *peer, const json_t *req, const
 
 /* ---- scheduler actions -> messages ---------------------------------------- */
 
+static void send_actions(gs_broker_t *self);
+
+/* Parking looks at every change too (park.h): it may park or unpark
+ * sessions, which the scheduler turns into more actions. */
 void gs_broker_sched_flush(gs_broker_t *self)
+{
+    for (int round = 0; round < 8; round++) {
+        send_actions(self);
+        if (!gs_park_poll(self))
+            break;
+    }
+    send_actions(self);
+}
+
+static void send_actions(gs_broker_t *self)
 {
     enum { MAX_DEAD = 16 };
     char dead[MAX_DEAD][64];
@@ -114,6 +129,7 @@ void gs_broker_client_gone(gs_broker_t *self, const char *key, const char *why)
                           json_pack("{s:s, s:i, s:s}", "session", session, "pid", (int)c->pid,
                                     "why", why));
     }
+    gs_park_on_client_gone(self, key);
     gs_sessions_client_remove(self->sessions, c);
     if (session[0])
         forget_if_gone(self, session);
@@ -144,9 +160,7 @@ static void on_register(gs_broker_t *self, zframe_t *peer, const json_t *msg)
         return;
     }
     s->registered = 1;
-    gs_client_t *registrar = gs_sessions_client(self->sessions, peer);
-    if (registrar)
-        snprintf(s->registrar, sizeof s->registrar, "%s", registrar->key);
+    s->registrar_pid = self->peer.valid ? self->peer.pid : 0;
     if (self->peer.valid && !s->owner_known) {
         s->owner_uid = self->peer.uid;
         s->owner_known = 1;
@@ -192,10 +206,12 @@ static void on_unregister(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     gs_session_t *s = known_session(self, peer, msg, 1);
     if (!s)
         return;
-    /* A kernel restarted by the server registers again from a new watcher;
-     * the old watcher's late unregister must not drop the new session. */
-    gs_client_t *sender = gs_sessions_client_lookup(self->sessions, peer);
-    if (s->registrar[0] && (!sender || strcmp(sender->key, s->registrar) != 0)) {
+    /* A kernel restarted by the server registers again from a new watcher
+     * process; the old watcher's late unregister must not drop the new
+     * session.  (The provisioner registers and unregisters from the server's
+     * process, over separate connections: same pid.) */
+    if (s->registrar_pid && self->peer.valid && self->peer.pid != s->registrar_pid &&
+        kill(s->registrar_pid, 0) == 0) {
         json_t *ok = gs_msg_new(GS_MSG_OK);
         json_object_set_new(ok, "info",
                             json_string("ignored: the session was registered again since"));
@@ -268,6 +284,8 @@ static void on_join(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     snprintf(c->session, sizeof c->session, "%s", s->id);
     snprintf(c->role, sizeof c->role, "hook");
     gs_sched_join(self->sched, c->key, s->id, gs_broker_now_us());
+    gs_park_on_join(self, c->key, s->id, c->peer_pid,
+                    strcmp(gs_msg_str(msg, "memory_mode", "device"), "managed") == 0);
     if (old[0] && strcmp(old, s->id) != 0)
         forget_if_gone(self, old);
     gs_debug("pid %ld joined session %s", c->pid, s->id);
@@ -345,17 +363,16 @@ static void on_memory(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     gs_broker_sched_flush(self);
 }
 
+/* Answered by parking (park_poll.c), now or once victims are parked. */
 static void on_make_room(gs_broker_t *self, zframe_t *peer, const json_t *msg)
 {
     int i;
-    if (!client_gpu(self, peer, msg, &i))
+    gs_client_t *c = client_gpu(self, peer, msg, &i);
+    if (!c)
         return;
-    json_t *room = gs_msg_new(GS_MSG_ROOM);
-    json_object_set_new(room, "device", json_string(self->inventory.gpus[i].uuid));
-    json_object_set_new(room, "ok", json_false());
-    json_object_set_new(room, "reason", json_string("parking is not implemented yet"));
-    gs_broker_echo_seq(room, msg);
-    gs_broker_reply(self, peer, room);
+    json_t *seq = json_object_get(msg, "seq");
+    gs_park_make_room(self, peer, c->key, i, (uint64_t)gs_msg_int(msg, "bytes", 1),
+                      json_is_integer(seq) ? (long long)json_integer_value(seq) : -1);
 }
 
 int gs_broker_dispatch_session(gs_broker_t *self, zframe_t *peer, gs_msg_type_t type,

@@ -35,7 +35,7 @@ typedef struct {
     long kernel_pid;
     int registered; /* by a launcher (else made for a hook's process) */
     int owner_known; /* owner_uid came from the socket credentials */
-    char registrar[64]; /* key of the connection that registered it last */
+    pid_t registrar_pid; /* process that registered it last (socket credentials), 0 unknown */
     uid_t owner_uid; /* who registered (or first joined) it: only they and admins act on it */
     int cell_busy;
     char cell_msg_id[129];

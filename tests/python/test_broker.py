@@ -220,15 +220,30 @@ def test_acquire_before_join_and_unknown_device_are_refused(broker):
 
 
 def test_a_late_unregister_from_an_old_launcher_keeps_the_new_registration(broker):
-    old, new = Client(broker.endpoint, "launcher"), Client(broker.endpoint, "launcher")
+    """A restarted kernel's new watcher registers again; the old watcher's
+    unregister, arriving late from another process, must not drop it."""
+    new = Client(broker.endpoint, "launcher")
+    code = ("import json, sys, zmq\n"
+            "s = zmq.Context().socket(zmq.DEALER); s.setsockopt(zmq.RCVTIMEO, 3000)\n"
+            "s.connect(sys.argv[1])\n"
+            "def call(m):\n"
+            "    s.send(json.dumps(dict(m, v=1, seq=1)).encode()); return json.loads(s.recv())\n"
+            "call({'type': 'hello', 'role': 'launcher', 'pid': 1})\n"
+            "call({'type': 'register', 'kernel_id': 'k-r', 'user': 'ada', 'pid': 1})\n"
+            "print('registered', flush=True)\n"
+            "sys.stdin.readline()\n"
+            "print(json.dumps(call({'type': 'unregister', 'session': 'k-r'})))\n")
+    old = subprocess.Popen([gstest.PYTHON, "-c", code, broker.endpoint], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True)
     try:
-        old.call({"type": "register", "kernel_id": "k-r", "user": "ada", "pid": os.getpid()})
+        assert old.stdout.readline().strip() == "registered"
         new.call({"type": "register", "kernel_id": "k-r", "user": "ada", "pid": os.getpid()})
-        r = old.call({"type": "unregister", "session": "k-r"})
+        out, _ = old.communicate("go\n", timeout=10)
+        r = json.loads(out)
         assert r["type"] == "ok" and "ignored" in r["info"]
         assert [s["id"] for s in broker.status()["gpus"][0]["sessions"]] == ["k-r"]
         assert new.call({"type": "unregister", "session": "k-r"})["type"] == "ok"
         assert broker.status()["gpus"][0]["sessions"] == []
     finally:
-        old.close()
+        old.kill()
         new.close()
