@@ -100,7 +100,9 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
     for (int i = 0; i < self->inventory.count; i++)
         memory[i] = self->inventory.gpus[i].memory_total;
     self->sched = gs_sched_new(self->inventory.count, memory);
-    if (!self->sessions || !self->sched) {
+    if (self->sched)
+        self->park = gs_park_new(self);
+    if (!self->sessions || !self->sched || !self->park) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
@@ -149,6 +151,7 @@ void gs_broker_destroy(gs_broker_t **self_p)
     gs_broker_t *self = *self_p;
     if (!self)
         return;
+    gs_park_destroy(&self->park); /* brings parked sessions back first */
     gs_liveness_stop(self);
     zsock_destroy(&self->router);
     gs_sessions_destroy(&self->sessions);
@@ -210,7 +213,9 @@ json_t *gs_broker_status(gs_broker_t *self)
                             .inventory = &self->inventory,
                             .started_unix = self->started_unix};
     in.sessions = self->sessions;
-    return gs_status_build(&in);
+    json_t *st = gs_status_build(&in);
+    gs_park_status_add(self->park, st);
+    return st;
 }
 
 static void on_status(gs_broker_t *self, zframe_t *peer, const json_t *req)
@@ -335,6 +340,9 @@ static long poll_timeout_ms(const gs_broker_t *self)
     int64_t live = gs_liveness_next_deadline(self);
     if (live < due)
         due = live;
+    int64_t park = gs_park_next_deadline(self->park);
+    if (park < due)
+        due = park;
     if (due == GS_SCHED_NEVER)
         return -1;
     int64_t left = due - gs_broker_now_us();
@@ -347,6 +355,8 @@ static void run_timers(gs_broker_t *self)
     if (now >= gs_sched_next_deadline(self->sched)) {
         gs_sched_tick(self->sched, now);
         gs_broker_sched_flush(self);
+    } else if (now >= gs_park_next_deadline(self->park)) {
+        gs_broker_sched_flush(self); /* parking's own timers (idle thresholds, retries) */
     }
     gs_liveness_check(self, now);
 }
@@ -362,11 +372,13 @@ int gs_broker_run(gs_broker_t *self)
 {
     announce(self);
     gs_sd_notify("READY=1\nSTATUS=serving");
-    enum { FIXED = 3, MAX_ITEMS = FIXED + 16 };
+    enum { FIXED = 4, MAX_ITEMS = FIXED + 16 };
+    int park_fd = gs_park_fd(self->park);
     zmq_pollitem_t items[MAX_ITEMS] = {
         {zsock_resolve(self->router), 0, ZMQ_POLLIN, 0},
         {NULL, self->signal_fd, ZMQ_POLLIN, 0},
         {self->monitor, 0, ZMQ_POLLIN, 0},
+        {NULL, park_fd, park_fd >= 0 ? ZMQ_POLLIN : 0, 0}, /* park jobs finished */
     };
     for (;;) {
         int n = FIXED;
@@ -383,6 +395,8 @@ int gs_broker_run(gs_broker_t *self)
             break;
         if (items[2].revents & ZMQ_POLLIN)
             gs_liveness_on_monitor(self);
+        if (items[3].revents & ZMQ_POLLIN)
+            gs_park_on_jobs(self);
         /* Drain what is queued, bounded so signals stay responsive. */
         for (int i = 0; i < 1000 && (zsock_events(self->router) & ZMQ_POLLIN); i++)
             handle_message(self);

@@ -11,6 +11,7 @@
 #include "eventlog.h"
 #include "metrics.h"
 #include "gpu_inventory.h"
+#include "park.h"
 #include "peer.h"
 #include "protocol.h"
 #include "scheduler.h"
@@ -25,6 +26,7 @@ struct gs_broker {
     unsigned long long next_client_id;
     gs_sessions_t *sessions;
     gs_sched_t *sched; /* grants: policy, scheduler on/off and settings live here */
+    gs_park_t *park;   /* memory parking (park.h); its settings live there */
     gs_peer_t peer;    /* credentials of the message being handled (broker_recv.c) */
     /* liveness (liveness.c) */
     void *monitor;         /* PAIR socket receiving the ROUTER's disconnect events */

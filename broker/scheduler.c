@@ -138,6 +138,16 @@ static int session_wants(const gs_sched_t *s, const sched_session_t *ss, int gpu
     return 0;
 }
 
+int sched_session_wants(const gs_sched_t *s, const sched_session_t *ss, int gpu)
+{
+    return session_wants(s, ss, gpu);
+}
+
+int sched_grantable(const gs_sched_t *s, const sched_session_t *ss, int gpu)
+{
+    return ss->residency == GS_SCHED_RESIDENT && session_wants(s, ss, gpu);
+}
+
 void sched_shares(const gs_sched_t *s, const char *session, double *request, double *limit)
 {
     *request = s->cfg.request;
@@ -227,9 +237,16 @@ void sched_session_grant(gs_sched_t *s, sched_session_t *ss, int gpu, int64_t qu
                          int64_t now)
 {
     sess_gpu_t *g = &ss->g[gpu];
+    if (ss->residency != GS_SCHED_RESIDENT)
+        return; /* parked or moving: keeps its place until it is back */
+    if (!session_wants(s, ss, gpu)) {
+        if (!g->demand)
+            dequeue(g, now); /* nobody to grant: a hold without grants would never end */
+        return;              /* demand: keeps its place until its acquire arrives */
+    }
     dequeue(g, now);
-    if (!session_wants(s, ss, gpu))
-        return; /* nobody to grant: a hold without grants would never end */
+    g->demand = 0;
+    ss->last_active = now;
     g->holding = 1;
     g->used = 1;
     g->revoking = NULL;
@@ -293,6 +310,7 @@ static void hist_add(gs_sched_t *s, sess_gpu_t *g, int64_t start, int64_t end)
 static void end_hold(gs_sched_t *s, sched_session_t *ss, int gpu, int64_t now)
 {
     sess_gpu_t *g = &ss->g[gpu];
+    ss->last_active = now;
     end_boost(g, now);
     g->holding = 0;
     g->revoking = NULL;
@@ -365,7 +383,10 @@ int64_t gs_sched_next_deadline(const gs_sched_t *s)
 
 void gs_sched_register(gs_sched_t *s, const char *session, int64_t now)
 {
-    session_get(s, session)->registered = 1;
+    sched_session_t *ss = session_get(s, session);
+    ss->registered = 1;
+    if (!ss->last_active)
+        ss->last_active = now;
     decide_all(s, now);
 }
 
@@ -388,11 +409,25 @@ int gs_sched_unregister(gs_sched_t *s, const char *session, int64_t now)
     return 0;
 }
 
+/* A waiter queued only by demand leaves the queue. */
+static void drop_demand(gs_sched_t *s, sched_session_t *ss, int gpu, int64_t now)
+{
+    sess_gpu_t *g = &ss->g[gpu];
+    if (!g->demand)
+        return;
+    g->demand = 0;
+    if (g->waiting && !session_wants(s, ss, gpu)) {
+        dequeue(g, now);
+        g->active_since = 0;
+    }
+}
+
 int gs_sched_cell(gs_sched_t *s, const char *session, int busy, int64_t now)
 {
     sched_session_t *ss = sched_session_find(s, session);
     if (!ss)
         return -1;
+    ss->last_active = now;
     if (busy && !ss->cell_busy) {
         ss->cell_busy = 1;
         ss->cell_start = now;
@@ -408,6 +443,7 @@ int gs_sched_cell(gs_sched_t *s, const char *session, int busy, int64_t now)
             ss->g[i].boost_left = 0;
             if (s->cfg.enabled)
                 sched_session_revoke(s, ss, i, "cell_idle", now);
+            drop_demand(s, ss, i, now); /* the cell that waited is over */
         }
     }
     decide_all(s, now);
@@ -424,7 +460,7 @@ static void client_detach(gs_sched_t *s, sched_client_t *c, int64_t now)
         cg->used_bytes = 0;
         if (cg->grant_id)
             client_release_gpu(s, c, i, now);
-        if (ss->g[i].waiting && !session_wants(s, ss, i)) {
+        if (ss->g[i].waiting && !ss->g[i].demand && !session_wants(s, ss, i)) {
             dequeue(&ss->g[i], now);
             ss->g[i].active_since = 0;
         }
@@ -453,6 +489,8 @@ int gs_sched_join(gs_sched_t *s, const char *client, const char *session, int64_
     }
     c->session = session_get(s, session);
     c->session->nclients++;
+    if (!c->session->last_active)
+        c->session->last_active = now;
     decide_all(s, now);
     return 0;
 }
@@ -488,6 +526,7 @@ int gs_sched_acquire(gs_sched_t *s, const char *client, int gpu, int64_t p90, in
     sess_gpu_t *g = &c->session->g[gpu];
     client_gpu_t *cg = &c->g[gpu];
     g->used = 1;
+    c->session->last_active = now;
     if (p90 >= 0 || last >= 0) {
         g->p90 = p90;
         g->last = last;
@@ -498,7 +537,7 @@ int gs_sched_acquire(gs_sched_t *s, const char *client, int gpu, int64_t p90, in
         return 0;
     }
     cg->wants = 1;
-    if (g->holding && !g->revoking && !cg->grant_id)
+    if (g->holding && !g->revoking && !cg->grant_id && c->session->residency == GS_SCHED_RESIDENT)
         grant_client(s, c, gpu, now); /* its session holds the GPU */
     else
         enqueue(s, c->session, gpu, now); /* no-op while its session still holds */
@@ -513,6 +552,7 @@ int gs_sched_release(gs_sched_t *s, const char *client, int gpu, uint64_t grant_
         return -1;
     if (!grant_id || c->g[gpu].grant_id != grant_id)
         return 1;
+    c->session->last_active = now;
     client_release_gpu(s, c, gpu, now);
     decide_all(s, now);
     return 0;
@@ -527,6 +567,57 @@ int gs_sched_memory(gs_sched_t *s, const char *client, int gpu, uint64_t used_by
     if (used_bytes)
         c->session->g[gpu].used = 1;
     decide_all(s, now);
+    return 0;
+}
+
+/* ---- parking ---------------------------------------------------------------- */
+
+int gs_sched_set_residency(gs_sched_t *s, const char *session, gs_sched_residency_t r, int64_t now)
+{
+    sched_session_t *ss = sched_session_find(s, session);
+    if (!ss)
+        return -1;
+    if (r != GS_SCHED_RESIDENT && ss->residency == GS_SCHED_RESIDENT)
+        for (int i = 0; i < s->ngpus; i++) {
+            end_boost(&ss->g[i], now);
+            sched_session_revoke(s, ss, i, "park", now); /* even with the scheduler off */
+        }
+    ss->residency = r;
+    decide_all(s, now);
+    return 0;
+}
+
+int gs_sched_demand(gs_sched_t *s, const char *session, int gpu, int on, int64_t now)
+{
+    sched_session_t *ss = sched_session_find(s, session);
+    if (!ss || gpu < 0 || gpu >= s->ngpus)
+        return -1;
+    sess_gpu_t *g = &ss->g[gpu];
+    if (on && !g->demand) {
+        g->demand = 1;
+        enqueue(s, ss, gpu, now); /* no-op while it holds or waits already */
+    } else if (!on) {
+        drop_demand(s, ss, gpu, now);
+    }
+    decide_all(s, now);
+    return 0;
+}
+
+int gs_sched_set_min_slice(gs_sched_t *s, const char *session, int gpu, int64_t us)
+{
+    sched_session_t *ss = sched_session_find(s, session);
+    if (!ss || gpu < 0 || gpu >= s->ngpus)
+        return -1;
+    ss->g[gpu].min_slice = us > 0 ? us : 0;
+    return 0;
+}
+
+int gs_sched_session_holding(const gs_sched_t *s, const char *session)
+{
+    const sched_session_t *ss = sched_session_find(s, session);
+    for (int i = 0; ss && i < s->ngpus; i++)
+        if (ss->g[i].holding)
+            return 1;
     return 0;
 }
 
@@ -584,6 +675,14 @@ int gs_sched_info(const gs_sched_t *s, const char *session, int gpu, int64_t now
                                                  (double)s->cfg.window_us
                                            : 0.0;
     out->tau_us = g->tau;
+    out->registered = ss->registered;
+    out->cell_busy = ss->cell_busy;
+    out->cell_start_us = ss->cell_start;
+    out->last_active_us = ss->last_active;
+    out->wants = session_wants(s, ss, gpu);
+    out->demand = g->demand;
+    out->residency = ss->residency;
+    out->min_slice_us = g->min_slice;
     return 0;
 }
 

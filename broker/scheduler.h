@@ -72,6 +72,13 @@ typedef struct {
 
 typedef enum { GS_SESS_IDLE, GS_SESS_RUNNING, GS_SESS_WAITING } gs_sched_state_t;
 
+/* Where a session's GPU memory is (parking, broker/park*.c). */
+typedef enum {
+    GS_SCHED_RESIDENT, /* on the GPU: may be granted */
+    GS_SCHED_MOVING,   /* being parked or unparked: its processes are locked */
+    GS_SCHED_PARKED    /* in host memory */
+} gs_sched_residency_t;
+
 /* A session on one GPU, for status and metrics. */
 typedef struct {
     gs_sched_state_t state;
@@ -85,6 +92,15 @@ typedef struct {
     double request, limit;   /* its shares */
     double share_used;       /* burst: fraction of the window it held the GPU */
     int64_t tau_us;          /* burst: its last quota (0 before the first) */
+    /* for parking decisions */
+    int registered;                 /* a notebook (has cell events) */
+    int cell_busy;                  /* a cell is running */
+    int64_t cell_start_us;          /* when it started */
+    int64_t last_active_us;         /* last cell start/end, acquire, grant or release */
+    int wants;                      /* a client asked for this GPU and was not granted yet */
+    int demand;                     /* waits for the GPU on its cell's behalf (gs_sched_demand) */
+    gs_sched_residency_t residency; /* as set by gs_sched_set_residency */
+    int64_t min_slice_us;           /* as set by gs_sched_set_min_slice */
 } gs_sched_info_t;
 
 /* ---- life and configuration ---------------------------------------------- */
@@ -163,6 +179,29 @@ int gs_sched_memory(gs_sched_t *self, const char *client, int gpu, uint64_t used
  * unregistered session without clients (the session was removed too), 0
  * otherwise, -1 for an unknown client. */
 int gs_sched_client_gone(gs_sched_t *self, const char *client, int64_t now_us);
+
+/* ---- parking (broker/park*.c moves memory; the scheduler keeps order) ---- */
+
+/* Where the session's memory is.  A session that is not RESIDENT is never
+ * granted: it keeps its place in the queues, and under adaptive a parked
+ * waiter reserves its footprint as if it held the GPU (so slices of holders
+ * are cut to let it in).  Leaving RESIDENT revokes its holds ("park").
+ * -1: unknown session. */
+int gs_sched_set_residency(gs_sched_t *self, const char *session, gs_sched_residency_t r,
+                           int64_t now_us);
+
+/* Demand without an acquire: a parked notebook whose cell started cannot
+ * ask (its processes are blocked inside the locked driver), so it waits in
+ * the GPU's queue as if it had asked, until on = 0, its cell ends, or one of
+ * its clients asks and is granted.  -1: unknown session or GPU. */
+int gs_sched_demand(gs_sched_t *self, const char *session, int gpu, int on, int64_t now_us);
+
+/* The shortest slice the session gets on the GPU under adaptive (the park
+ * module's 10 x switch cost), 0 = none.  -1: unknown session or GPU. */
+int gs_sched_set_min_slice(gs_sched_t *self, const char *session, int gpu, int64_t us);
+
+/* The session holds (or is being revoked on) any GPU. */
+int gs_sched_session_holding(const gs_sched_t *self, const char *session);
 
 /* Timers: call when now_us >= gs_sched_next_deadline(). */
 void gs_sched_tick(gs_sched_t *self, int64_t now_us);

@@ -55,6 +55,9 @@ typedef struct {
     int64_t boost_left; /* GPU time of boost left for the running cell */
     int boosting;       /* holds the GPU alone under the boost */
     int64_t boost_start;
+    /* parking */
+    int demand;        /* queued for its parked cell, without an acquire */
+    int64_t min_slice; /* adaptive: shortest slice (switch cost x 10) */
 } sess_gpu_t;
 
 struct sched_session {
@@ -62,6 +65,8 @@ struct sched_session {
     int registered;
     int cell_busy;
     int64_t cell_start;
+    int64_t last_active;            /* cell start/end, acquire, grant, release */
+    gs_sched_residency_t residency; /* parking: only RESIDENT sessions are granted */
     int nclients;
     sess_gpu_t g[GS_SCHED_MAX_GPUS];
 };
@@ -98,6 +103,9 @@ void sched_session_grant(gs_sched_t *s, sched_session_t *ss, int gpu, int64_t qu
 void sched_session_revoke(gs_sched_t *s, sched_session_t *ss, int gpu, const char *reason,
                           int64_t now);
 uint64_t sched_footprint(const gs_sched_t *s, const sched_session_t *ss, int gpu);
+int sched_session_wants(const gs_sched_t *s, const sched_session_t *ss, int gpu);
+/* May be granted now: resident, and one of its clients asked. */
+int sched_grantable(const gs_sched_t *s, const sched_session_t *ss, int gpu);
 void sched_shares(const gs_sched_t *s, const char *session, double *request, double *limit);
 int64_t sched_window_used(const sess_gpu_t *g, int64_t now, int64_t window);
 /* Sessions holding (oldest hold first) or waiting (arrival order) on a

@@ -221,13 +221,19 @@ static int64_t adaptive_slice(const gs_sched_t *s, const sched_session_t *ss, in
 {
     const sess_gpu_t *g = &ss->g[gpu];
     int64_t had = g->gpu_time + (g->holding ? now - g->hold_start : 0) - g->gpu_mark;
-    return clamp64(had, s->cfg.adaptive_min_us, s->cfg.adaptive_max_us);
+    int64_t slice = clamp64(had, s->cfg.adaptive_min_us, s->cfg.adaptive_max_us);
+    /* A session brought back from host memory gets a slice that its switch
+     * (unpark, and park again after) costs at most a tenth of. */
+    return slice > g->min_slice ? slice : g->min_slice;
 }
 
-static int boost_eligible(const sched_session_t *ss, int gpu)
+/* A parked session is not boosted while it is brought back: preempting the
+ * holders for seconds of copying would only idle the GPU. */
+static int boost_eligible(const gs_sched_t *s, const sched_session_t *ss, int gpu)
 {
     const sess_gpu_t *g = &ss->g[gpu];
-    return ss->cell_busy && g->boost_left > 0 && (g->waiting || (g->holding && !g->revoking));
+    return ss->cell_busy && g->boost_left > 0 &&
+           ((g->waiting && sched_grantable(s, ss, gpu)) || (g->holding && !g->revoking));
 }
 
 /* Returns 1 when a boost owns the GPU (nothing else may be granted);
@@ -250,7 +256,7 @@ static int adaptive_boost(gs_sched_t *s, int gpu, sched_session_t **h, int nh, s
         /* The cell that started first among those that want the GPU. */
         for (int i = 0; i < nh + nw; i++) {
             sched_session_t *c = i < nh ? h[i] : w[i - nh];
-            if (boost_eligible(c, gpu) && (!b || c->cell_start < b->cell_start))
+            if (boost_eligible(s, c, gpu) && (!b || c->cell_start < b->cell_start))
                 b = c;
         }
         if (!b)
@@ -301,7 +307,10 @@ static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, in
             blocked = w[i]; /* first come, first served: nobody overtakes it */
             break;
         }
-        sched_session_grant(s, w[i], gpu, adaptive_slice(s, w[i], gpu, now), 0, now);
+        /* A waiter that cannot be granted yet (parked, moving, or queued by
+         * its cell's demand before its acquire) keeps its memory reserved. */
+        if (sched_grantable(s, w[i], gpu))
+            sched_session_grant(s, w[i], gpu, adaptive_slice(s, w[i], gpu, now), 0, now);
         used += need;
         held++;
     }

@@ -1,10 +1,11 @@
 /*
  * settings.c - one path for every setting, whether it comes from the
  * configuration file (at start and on SIGHUP), a command-line flag or
- * `gpushare set`: daemon keys are handled here, scheduling keys go to the
- * scheduler (gs_sched_set), and anything else is an error naming the key.
- * A batch is all-or-nothing for the scheduler: on the first bad key its
- * previous configuration is restored.
+ * `gpushare set`: daemon keys are handled here, parking keys (park*) go to
+ * parking (gs_park_set), scheduling keys to the scheduler (gs_sched_set),
+ * and anything else is an error naming the key.  A batch is all-or-nothing
+ * for the scheduler and parking: on the first bad key their previous
+ * configurations are restored.
  */
 #include <grp.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "broker_config.h"
 #include "broker_internal.h"
 #include "log.h"
+#include "park_policy.h"
 
 /* Keys read once, before the socket is bound; a reload that changes them
  * is told to restart. */
@@ -106,6 +108,8 @@ static int apply_one(gs_broker_t *self, const char *key, const json_t *value, in
     int r = daemon_key(self, key, value, from_set, err, errlen);
     if (r != 0)
         return r < 0 ? -1 : 0;
+    if (gs_park_is_key(key))
+        return gs_park_set(self->park, key, value, err, errlen) == 0 ? 0 : -1;
     return gs_sched_set(self->sched, key, value, err, errlen) == 0 ? 0 : -1;
 }
 
@@ -130,6 +134,7 @@ int gs_broker_apply(gs_broker_t *self, const json_t *settings, int from_set, cha
                     size_t errlen)
 {
     gs_sched_config_t saved = *gs_sched_config(self->sched);
+    void *park_saved = gs_park_config_save(self->park);
     const char *key;
     json_t *value;
     json_object_foreach((json_t *)settings, key, value)
@@ -139,9 +144,11 @@ int gs_broker_apply(gs_broker_t *self, const json_t *settings, int from_set, cha
             snprintf(err, errlen, "%s", why);
             char ignore[64];
             gs_sched_set_config(self->sched, &saved, ignore, sizeof ignore);
+            gs_park_config_restore(self->park, park_saved);
             return -1;
         }
     }
+    free(park_saved);
     if (reopen_metrics(self, err, errlen) != 0)
         return -1;
     gs_broker_sched_flush(self);

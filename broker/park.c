@@ -1,0 +1,506 @@
+/*
+ * park.c - parking's life in the broker (see park.h): the checkpoint API
+ * and the worker threads, settings, the hook clients parking may act on,
+ * starting park and unpark jobs and taking their results back.  What to
+ * park when is decided in park_poll.c; status fields are in park_status.c.
+ *
+ * Which processes: only hook clients of this broker, by the pid from their
+ * connection's credentials (never a pid from a message), that are alive
+ * when the job starts; the worker checks each one again before every step
+ * (park_worker.h).  A session's processes are parked and unparked together.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "park_internal.h"
+
+#define SEC 1000000LL
+
+static void sess_free(void **item)
+{
+    free(*item);
+    *item = NULL;
+}
+
+psess_t *park_sess(gs_park_t *p, const char *id, int create)
+{
+    psess_t *ps = zhashx_lookup(p->sess, id);
+    if (ps || !create)
+        return ps;
+    ps = calloc(1, sizeof *ps);
+    if (!ps)
+        return NULL;
+    snprintf(ps->id, sizeof ps->id, "%s", id);
+    ps->park_s = ps->park_gbps = ps->unpark_s = ps->unpark_gbps = -1;
+    zhashx_insert(p->sess, ps->id, ps);
+    return ps;
+}
+
+static uint64_t host_ram(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
+}
+
+gs_park_t *gs_park_new(gs_broker_t *b)
+{
+    gs_park_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->b = b;
+    p->sess = zhashx_new();
+    p->clients = zhashx_new();
+    zhashx_set_destructor(p->sess, sess_free);
+    zhashx_set_destructor(p->clients, sess_free);
+    p->wake = INT64_MAX;
+    p->host_ram = host_ram();
+    const gs_gpu_inventory_t *inv = &b->inventory;
+    p->ngpus = inv->count;
+    char uuids[GS_MAX_GPUS][48];
+    for (int i = 0; i < inv->count; i++) {
+        p->total[i] = inv->gpus[i].memory_total;
+        snprintf(uuids[i], sizeof uuids[i], "%s", inv->gpus[i].uuid);
+        p->park_bps[i] = GS_PARK_DEFAULT_PARK_BPS;
+        p->unpark_bps[i] = GS_PARK_DEFAULT_UNPARK_BPS;
+    }
+    gs_park_config_default(&p->cfg, inv->count, (const char(*)[48])uuids, p->host_ram);
+    if (inv->count == 0) {
+        snprintf(p->unavailable, sizeof p->unavailable, "no GPUs");
+        return p;
+    }
+    p->api = gs_park_api_load(p->unavailable, sizeof p->unavailable);
+    if (p->api) {
+        p->worker = gs_park_worker_new(p->api, inv->count < 4 ? inv->count : 4);
+        if (!p->worker) {
+            snprintf(p->unavailable, sizeof p->unavailable, "cannot start the park threads");
+            gs_park_api_free(&p->api);
+        }
+    }
+    if (!p->api)
+        gs_info("parking unavailable: %s", p->unavailable);
+    return p;
+}
+
+/* Shutdown: nobody may stay frozen when the broker is gone. */
+void gs_park_destroy(gs_park_t **self_p)
+{
+    gs_park_t *p = *self_p;
+    if (!p)
+        return;
+    gs_park_worker_destroy(&p->worker); /* waits for the jobs under way */
+    for (psess_t *ps = zhashx_first(p->sess); ps && p->api; ps = zhashx_next(p->sess)) {
+        if (ps->st == PS_RESIDENT && !ps->stuck)
+            continue;
+        gs_park_job_t j;
+        memset(&j, 0, sizeof j);
+        j.unpark = 1;
+        j.npids = ps->npids;
+        memcpy(j.pids, ps->pids, sizeof j.pids);
+        memcpy(j.start, ps->start, sizeof j.start);
+        gs_park_worker_run(p->api, &j);
+        if (j.ok)
+            gs_info("session %s unparked before the broker exits (%.2f s)", ps->id,
+                    (double)j.elapsed_us / SEC);
+        else
+            gs_error("session %s stays parked (its processes wait, frozen, for the next broker, "
+                     "which brings them back when their memory fits): %s",
+                     ps->id, j.error);
+    }
+    for (room_t *r = p->rooms, *next; r; r = next) {
+        next = r->next;
+        zframe_destroy(&r->peer);
+        free(r);
+    }
+    zhashx_destroy(&p->sess);
+    zhashx_destroy(&p->clients);
+    gs_park_api_free(&p->api);
+    free(p);
+    *self_p = NULL;
+}
+
+int gs_park_fd(const gs_park_t *p)
+{
+    return p && p->worker ? gs_park_worker_fd(p->worker) : -1;
+}
+
+/* ---- settings --------------------------------------------------------------- */
+
+int gs_park_set(gs_park_t *p, const char *key, const json_t *v, char *err, size_t errlen)
+{
+    if (gs_park_config_set(&p->cfg, key, v, p->host_ram, err, errlen) != 0)
+        return -1;
+    p->wake = 0; /* look again at once */
+    for (psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess))
+        ps->no_demand = 0;
+    return 0;
+}
+
+void *gs_park_config_save(const gs_park_t *p)
+{
+    gs_park_config_t *c = malloc(sizeof *c);
+    if (c)
+        *c = p->cfg;
+    return c;
+}
+
+void gs_park_config_restore(gs_park_t *p, void *saved)
+{
+    if (saved)
+        p->cfg = *(gs_park_config_t *)saved;
+    free(saved);
+}
+
+json_t *gs_park_config_json_of(const gs_park_t *p)
+{
+    return gs_park_config_json(&p->cfg);
+}
+
+/* ---- clients ------------------------------------------------------------------ */
+
+void gs_park_on_join(gs_broker_t *b, const char *client, const char *session, long peer_pid,
+                     int managed)
+{
+    gs_park_t *p = b->park;
+    if (!p)
+        return;
+    pclient_t *c = zhashx_lookup(p->clients, client);
+    if (!c && !(c = calloc(1, sizeof *c)))
+        return;
+    if (!c->key[0]) {
+        snprintf(c->key, sizeof c->key, "%s", client);
+        zhashx_insert(p->clients, c->key, c);
+    }
+    snprintf(c->session, sizeof c->session, "%s", session);
+    c->pid = peer_pid;
+    c->managed = managed;
+    if (!p->api || peer_pid <= 0)
+        return;
+    /* A previous broker may have exited or died with this process parked:
+     * it is adopted as parked and stuck, so it is brought back as soon as
+     * its memory (reported by its hook right after join) fits. */
+    int st = GS_PROC_RUNNING;
+    char err[200];
+    psess_t *ps;
+    if (gs_park_api_state(p->api, (int)peer_pid, &st, err, sizeof err) != 0 ||
+        st == GS_PROC_RUNNING || !(ps = park_sess(p, session, 1)) ||
+        ps->npids == GS_PARK_MAX_PIDS || (ps->st != PS_RESIDENT && ps->st != PS_PARKED))
+        return;
+    ps->pids[ps->npids] = (int)peer_pid;
+    ps->start[ps->npids++] = gs_park_proc_start((int)peer_pid);
+    ps->st = PS_PARKED;
+    ps->failed = ps->stuck = 1;
+    snprintf(ps->why, sizeof ps->why, "pid %ld joined %s (left so by a previous broker)", peer_pid,
+             st == GS_PROC_CHECKPOINTED ? "checkpointed" : "locked");
+    gs_warn("session %s: %s: bringing it back", session, ps->why);
+    gs_eventlog_write(
+        b->eventlog, "park_adopted",
+        json_pack("{s:s, s:i, s:i}", "session", session, "pid", (int)peer_pid, "state", st));
+    gs_sched_set_residency(b->sched, session, GS_SCHED_PARKED, gs_broker_now_us());
+}
+
+/* A parked process that is gone has nothing to bring back; a session
+ * whose parked processes are all gone has nothing parked any more. */
+void gs_park_on_client_gone(gs_broker_t *b, const char *client)
+{
+    gs_park_t *p = b->park;
+    pclient_t *c = p ? zhashx_lookup(p->clients, client) : NULL;
+    if (!c)
+        return;
+    psess_t *ps = park_sess(p, c->session, 0);
+    if (ps && ps->st == PS_PARKED && !ps->job) {
+        int n = 0;
+        for (int i = 0; i < ps->npids; i++)
+            if (ps->pids[i] != (int)c->pid) {
+                ps->pids[n] = ps->pids[i];
+                ps->start[n++] = ps->start[i];
+            }
+        ps->npids = n;
+        if (n == 0) {
+            ps->st = PS_RESIDENT;
+            ps->failed = ps->stuck = 0;
+            memset(ps->bytes, 0, sizeof ps->bytes);
+            gs_sched_set_residency(b->sched, ps->id, GS_SCHED_RESIDENT, gs_broker_now_us());
+        }
+    }
+    zhashx_delete(p->clients, client);
+}
+
+int park_session_pids(const gs_park_t *p, const char *session, int *pids, int max,
+                      const char **reason)
+{
+    int n = 0;
+    *reason = NULL;
+    for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients)) {
+        if (strcmp(c->session, session) != 0)
+            continue;
+        if (c->managed) {
+            *reason = "managed memory";
+            return 0;
+        }
+        if (c->pid <= 0) {
+            *reason = "a process without socket credentials";
+            return 0;
+        }
+        if (n == max) {
+            *reason = "too many processes";
+            return 0;
+        }
+        pids[n++] = (int)c->pid;
+    }
+    return n;
+}
+
+int park_unparkable(const gs_park_t *p, const char *session, char *out, size_t len)
+{
+    int pids[GS_PARK_MAX_PIDS];
+    const char *why = NULL;
+    gs_sched_info_t si;
+    int64_t now = gs_broker_now_us();
+    int registered = 0;
+    out[0] = '\0';
+    if (!p->api)
+        snprintf(out, len, "parking unavailable (%s)", p->unavailable);
+    else if (!p->cfg.enabled)
+        snprintf(out, len, "parking is off");
+    else if (park_session_pids(p, session, pids, GS_PARK_MAX_PIDS, &why) == 0)
+        snprintf(out, len, "%s", why ? why : "no CUDA process");
+    for (int g = 0; !out[0] && g < p->ngpus; g++) {
+        if (gs_sched_info(p->b->sched, session, g, now, &si) != 0)
+            continue;
+        registered |= si.registered;
+        if (si.resident_bytes && p->cfg.gpu_off[g])
+            snprintf(out, len, "parking is off on GPU %d", g);
+    }
+    if (!out[0] && !registered && !p->cfg.plain)
+        snprintf(out, len, "not a notebook (park_plain is off)");
+    return out[0] != '\0';
+}
+
+uint64_t park_host_used(const gs_park_t *p)
+{
+    uint64_t sum = 0;
+    for (psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess))
+        if (ps->st != PS_RESIDENT || ps->stuck)
+            for (int g = 0; g < p->ngpus; g++)
+                sum += ps->bytes[g];
+    return sum;
+}
+
+/* ---- jobs ---------------------------------------------------------------------- */
+
+static void submit(gs_park_t *p, psess_t *ps, int unpark);
+
+void park_submit(gs_park_t *p, psess_t *ps)
+{
+    ps->st = PS_PARKING;
+    submit(p, ps, 0);
+}
+
+static void submit(gs_park_t *p, psess_t *ps, int unpark)
+{
+    gs_park_job_t *j = calloc(1, sizeof *j);
+    if (!j)
+        abort(); /* the broker cannot keep its promises without memory */
+    j->id = ps->job = ++p->next_job;
+    j->unpark = unpark;
+    snprintf(j->session, sizeof j->session, "%s", ps->id);
+    j->npids = ps->npids;
+    memcpy(j->pids, ps->pids, sizeof j->pids);
+    memcpy(j->start, ps->start, sizeof j->start);
+    j->lock_timeout_ms = (unsigned)(p->cfg.lock_timeout_us / 1000);
+    gs_park_worker_submit(p->worker, j);
+}
+
+static uint64_t total_bytes(const gs_park_t *p, const psess_t *ps)
+{
+    uint64_t sum = 0;
+    for (int g = 0; g < p->ngpus; g++)
+        sum += ps->bytes[g];
+    return sum;
+}
+
+int park_start(gs_broker_t *b, psess_t *ps, const char *why)
+{
+    gs_park_t *p = b->park;
+    const char *reason;
+    int pids[GS_PARK_MAX_PIDS];
+    int n = park_session_pids(p, ps->id, pids, GS_PARK_MAX_PIDS, &reason);
+    if (n == 0)
+        return -1;
+    int64_t now = gs_broker_now_us();
+    ps->npids = n;
+    for (int i = 0; i < n; i++) {
+        ps->pids[i] = pids[i];
+        ps->start[i] = gs_park_proc_start(pids[i]); /* 0: gone, the worker skips it */
+    }
+    for (int g = 0; g < p->ngpus; g++) {
+        gs_sched_info_t si;
+        ps->bytes[g] = gs_sched_info(b->sched, ps->id, g, now, &si) == 0 ? si.resident_bytes : 0;
+    }
+    ps->since = now;
+    ps->noted = 0;
+    ps->demand_since = 0;
+    /* The scheduler revokes a hold ("park"); the job starts after its release. */
+    gs_sched_set_residency(b->sched, ps->id, GS_SCHED_MOVING, now);
+    p->changed = 1;
+    ps->st = gs_sched_session_holding(b->sched, ps->id) ? PS_REVOKING : PS_PARKING;
+    if (ps->st == PS_PARKING)
+        submit(p, ps, 0);
+    gs_info("parking session %s (%.1f MiB, %d process%s): %s", ps->id,
+            (double)total_bytes(p, ps) / 1048576.0, n, n == 1 ? "" : "es", why);
+    gs_eventlog_write(b->eventlog, "park_start",
+                      json_pack("{s:s, s:I, s:i, s:s}", "session", ps->id, "bytes",
+                                (json_int_t)total_bytes(p, ps), "processes", n, "why", why));
+    return 0;
+}
+
+void park_start_unpark(gs_broker_t *b, psess_t *ps, const char *why)
+{
+    gs_park_t *p = b->park;
+    int64_t now = gs_broker_now_us();
+    ps->st = PS_UNPARKING;
+    ps->since = now;
+    gs_sched_set_residency(b->sched, ps->id, GS_SCHED_MOVING, now);
+    p->changed = 1;
+    submit(p, ps, 1);
+    gs_info("unparking session %s (%.1f MiB): %s", ps->id, (double)total_bytes(p, ps) / 1048576.0,
+            why);
+    gs_eventlog_write(b->eventlog, "unpark_start",
+                      json_pack("{s:s, s:I, s:s}", "session", ps->id, "bytes",
+                                (json_int_t)total_bytes(p, ps), "why", why));
+}
+
+/* Processes found gone are forgotten: nothing to bring back there. */
+static void drop_gone(psess_t *ps, const gs_park_job_t *j)
+{
+    int n = 0;
+    for (int i = 0; i < ps->npids && i < j->npids; i++)
+        if (!j->gone[i]) {
+            ps->pids[n] = ps->pids[i];
+            ps->start[n++] = ps->start[i];
+        }
+    ps->npids = n;
+}
+
+static void room_failures(gs_park_t *p, const psess_t *ps, const char *text)
+{
+    for (room_t *r = p->rooms; r; r = r->next)
+        if (r->rounds > 0 && ps->bytes[r->gpu] > 0 && !r->fail[0])
+            snprintf(r->fail, sizeof r->fail, "parking session %.64s failed: %.300s", ps->id, text);
+}
+
+static void parked(gs_broker_t *b, psess_t *ps, const gs_park_job_t *j, int64_t now)
+{
+    gs_park_t *p = b->park;
+    uint64_t bytes = total_bytes(p, ps);
+    double s = (double)j->elapsed_us / SEC;
+    if (j->ok) {
+        ps->st = PS_PARKED;
+        ps->failed = ps->stuck = 0;
+        ps->parks++;
+        ps->park_s = s;
+        ps->park_gbps = s >= 0.001 ? (double)bytes / s / 1e9 : -1;
+        for (int g = 0; g < p->ngpus; g++)
+            if (ps->bytes[g])
+                gs_park_rate_update(&p->park_bps[g], bytes, s);
+        gs_sched_set_residency(b->sched, ps->id, GS_SCHED_PARKED, now);
+        gs_info("session %s parked: %.1f MiB in %.3f s (%.2f GB/s)", ps->id, bytes / 1048576.0, s,
+                ps->park_gbps);
+        gs_eventlog_write(b->eventlog, "park",
+                          json_pack("{s:s, s:I, s:f, s:f, s:i}", "session", ps->id, "bytes",
+                                    (json_int_t)bytes, "seconds", s, "gbps", ps->park_gbps,
+                                    "processes", ps->npids));
+        return;
+    }
+    ps->failed = 1;
+    ps->stuck = j->stuck;
+    snprintf(ps->why, sizeof ps->why, "park: %.400s%s", j->error,
+             j->stuck ? "; a process could not be brought back" : "; the session was left running");
+    /* A stuck session is treated as parked: it is brought back when it can. */
+    ps->st = j->stuck ? PS_PARKED : PS_RESIDENT;
+    gs_sched_set_residency(b->sched, ps->id, j->stuck ? GS_SCHED_PARKED : GS_SCHED_RESIDENT, now);
+    gs_warn("session %s: %s", ps->id, ps->why);
+    gs_eventlog_write(b->eventlog, "park_failed",
+                      json_pack("{s:s, s:s, s:b}", "session", ps->id, "error", j->error,
+                                "left_running", !j->stuck));
+    room_failures(p, ps, j->error);
+    if (!j->stuck)
+        memset(ps->bytes, 0, sizeof ps->bytes);
+}
+
+static void unparked(gs_broker_t *b, psess_t *ps, const gs_park_job_t *j, int64_t now)
+{
+    gs_park_t *p = b->park;
+    uint64_t bytes = total_bytes(p, ps);
+    double s = (double)j->elapsed_us / SEC;
+    if (!j->ok) {
+        ps->st = PS_PARKED;
+        ps->failed = ps->stuck = 1;
+        snprintf(ps->why, sizeof ps->why, "unpark: %.400s", j->error);
+        ps->retries++;
+        int64_t back = SEC << (ps->retries < 5 ? ps->retries : 5); /* 2 s .. 32 s */
+        ps->retry_at = now + back;
+        gs_sched_set_residency(b->sched, ps->id, GS_SCHED_PARKED, now);
+        gs_error("session %s: %s; trying again in %lld s", ps->id, ps->why,
+                 (long long)(back / SEC));
+        gs_eventlog_write(b->eventlog, "unpark_failed",
+                          json_pack("{s:s, s:s}", "session", ps->id, "error", j->error));
+        return;
+    }
+    ps->st = PS_RESIDENT;
+    ps->failed = ps->stuck = 0;
+    ps->retries = 0;
+    ps->unparks++;
+    ps->unpark_s = s;
+    ps->unpark_gbps = s >= 0.001 ? (double)bytes / s / 1e9 : -1;
+    ps->unparked_at = now;
+    ps->demand_since = 0;
+    ps->demand_expire = now + 2 * SEC;
+    if (j->error[0])
+        snprintf(ps->why, sizeof ps->why, "unpark needed retries: %.400s", j->error);
+    for (int g = 0; g < p->ngpus; g++) {
+        gs_sched_info_t si;
+        if (!ps->bytes[g])
+            continue;
+        gs_park_rate_update(&p->unpark_bps[g], bytes, s);
+        gs_sched_set_min_slice(
+            b->sched, ps->id, g,
+            gs_park_min_slice_us(ps->bytes[g], s, p->park_bps[g], p->unpark_bps[g]));
+        if (gs_sched_info(b->sched, ps->id, g, now, &si) == 0)
+            ps->grants_at_unpark[g] = si.grants;
+    }
+    gs_sched_set_residency(b->sched, ps->id, GS_SCHED_RESIDENT, now);
+    gs_info("session %s unparked: %.1f MiB in %.3f s (%.2f GB/s)%s%s", ps->id, bytes / 1048576.0, s,
+            ps->unpark_gbps, j->error[0] ? " after retries: " : "", j->error);
+    gs_eventlog_write(b->eventlog, "unpark",
+                      json_pack("{s:s, s:I, s:f, s:f, s:s?}", "session", ps->id, "bytes",
+                                (json_int_t)bytes, "seconds", s, "gbps", ps->unpark_gbps, "retried",
+                                j->error[0] ? j->error : NULL));
+    memset(ps->bytes, 0, sizeof ps->bytes);
+}
+
+void gs_park_on_jobs(gs_broker_t *b)
+{
+    gs_park_t *p = b->park;
+    gs_park_job_t *j;
+    while (p && p->worker && (j = gs_park_worker_done(p->worker)) != NULL) {
+        int64_t now = gs_broker_now_us();
+        psess_t *ps = park_sess(p, j->session, 0);
+        for (psess_t *o = zhashx_first(p->sess); o; o = zhashx_next(p->sess))
+            o->no_demand = 0; /* what is parked changed: the budget may allow more */
+        if (ps && ps->job == j->id) {
+            ps->job = 0;
+            drop_gone(ps, j);
+            if (j->unpark)
+                unparked(b, ps, j, now);
+            else
+                parked(b, ps, j, now);
+            p->changed = 1;
+        }
+        free(j);
+    }
+    gs_broker_sched_flush(b);
+}

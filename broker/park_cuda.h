@@ -1,0 +1,36 @@
+/*
+ * park_cuda.h - the driver's checkpoint API (cuCheckpointProcess*, driver
+ * >= 570), acting on another process: lock it (its CUDA calls block, its
+ * queued work completes), checkpoint it (device memory to host memory, the
+ * GPU's memory freed), restore it (same addresses, bit-exact) and unlock.
+ *
+ * Resolved with dlsym from the libcuda the broker loaded for its GPU
+ * inventory (dlopen RTLD_NOLOAD: the same library, never a second one), so
+ * the broker runs with parking off on drivers without the API.  Calls may
+ * take seconds (tens of GB at a few GB/s): only the park worker threads
+ * make them, never the event loop.
+ */
+#ifndef GS_PARK_CUDA_H
+#define GS_PARK_CUDA_H
+
+#include <stddef.h>
+
+typedef struct gs_park_api gs_park_api_t;
+
+/* Process states, as CUprocessState. */
+enum { GS_PROC_RUNNING = 0, GS_PROC_LOCKED = 1, GS_PROC_CHECKPOINTED = 2, GS_PROC_FAILED = 3 };
+
+/* The API from the loaded libcuda, or NULL with why set (no driver, too
+ * old a driver). */
+gs_park_api_t *gs_park_api_load(char *why, size_t whylen);
+void gs_park_api_free(gs_park_api_t **api_p);
+
+/* Each returns the CUresult (0 = success); on failure err gets
+ * "cuCheckpointProcessLock: CUDA_ERROR_TIMEOUT". */
+int gs_park_api_lock(gs_park_api_t *api, int pid, unsigned timeout_ms, char *err, size_t errlen);
+int gs_park_api_checkpoint(gs_park_api_t *api, int pid, char *err, size_t errlen);
+int gs_park_api_restore(gs_park_api_t *api, int pid, char *err, size_t errlen);
+int gs_park_api_unlock(gs_park_api_t *api, int pid, char *err, size_t errlen);
+int gs_park_api_state(gs_park_api_t *api, int pid, int *state, char *err, size_t errlen);
+
+#endif

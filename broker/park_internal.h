@@ -1,0 +1,122 @@
+/*
+ * park_internal.h - parking's state in the broker, shared by park.c (life,
+ * settings, joins, jobs started and finished), park_poll.c (what to park
+ * or unpark now, room requests) and park_status.c (status fields).
+ */
+#ifndef GS_PARK_INTERNAL_H
+#define GS_PARK_INTERNAL_H
+
+#include "broker_internal.h"
+#include "park.h"
+#include "park_cuda.h"
+#include "park_policy.h"
+#include "park_worker.h"
+
+/* Where a session's memory is, as parking sees it. */
+typedef enum {
+    PS_RESIDENT,
+    PS_REVOKING, /* to be parked: its grant was revoked, its release awaited */
+    PS_PARKING,  /* lock + checkpoint under way */
+    PS_PARKED,
+    PS_UNPARKING /* restore + unlock under way */
+} pstate_t;
+
+typedef struct {
+    char id[130];
+    pstate_t st;
+    int failed;    /* the last operation failed: status "failed: <why>" */
+    int stuck;     /* a process was left locked or checkpointed */
+    char why[520]; /* the last failure (kept after a success, park_error) */
+    int npids;     /* the processes parked (unparked together) */
+    int pids[GS_PARK_MAX_PIDS];
+    unsigned long long start[GS_PARK_MAX_PIDS];
+    uint64_t bytes[GS_MAX_GPUS]; /* parked, or being parked, per GPU */
+    uint64_t parks, unparks;
+    double park_s, park_gbps, unpark_s, unpark_gbps; /* the last ones; < 0: none yet */
+    int64_t since;                                   /* the operation under way began */
+    int64_t demand_since;                            /* parked and needs the GPU since (0: no) */
+    int64_t demand_expire; /* after an unpark: drop the demand if no acquire by then */
+    int64_t retry_at;      /* a failed unpark is tried again then */
+    int retries;
+    int64_t unparked_at; /* its slice is protected from time slicing */
+    uint64_t grants_at_unpark[GS_MAX_GPUS];
+    uint64_t job;  /* id of the job under way, 0 = none */
+    int noted;     /* "cannot make room" logged for this demand */
+    int no_demand; /* the host budget stops its unpark: not queued (it would hold the GPU's
+                      queue up for nothing) until a job ends or a setting changes */
+} psess_t;
+
+typedef struct {
+    char key[64];
+    char session[130];
+    long pid; /* from the socket credentials; 0 unknown */
+    int managed;
+} pclient_t;
+
+/* A make_room waiting for victims. */
+typedef struct room {
+    char client[64];
+    zframe_t *peer;
+    long long seq;
+    int gpu;
+    uint64_t bytes;
+    char session[130];
+    int64_t since, deadline;
+    uint64_t goal;  /* answer ok once the estimated free memory reaches this */
+    int rounds;     /* victim sets started for it */
+    char fail[420]; /* a victim's park failed: the answer's reason */
+    struct room *next;
+} room_t;
+
+/* Memory promised to a make_room that was answered ok, until the hook's
+ * next memory report shows it (or a second passes). */
+typedef struct {
+    char session[130];
+    int gpu;
+    uint64_t bytes, base; /* base: the session's footprint when promised */
+    int64_t until;
+} resv_t;
+
+#define PARK_MAX_RESV 64
+
+struct gs_park {
+    gs_broker_t *b;
+    gs_park_config_t cfg;
+    uint64_t host_ram;
+    gs_park_api_t *api; /* NULL: unavailable */
+    char unavailable[200];
+    gs_park_worker_t *worker;
+    int ngpus;
+    uint64_t total[GS_MAX_GPUS];
+    double park_bps[GS_MAX_GPUS], unpark_bps[GS_MAX_GPUS];
+    zhashx_t *sess;    /* id -> psess_t */
+    zhashx_t *clients; /* key -> pclient_t */
+    room_t *rooms;
+    resv_t resv[PARK_MAX_RESV];
+    int nresv;
+    uint64_t next_job;
+    char last_refusal[560]; /* the last make_room answered ok:false, for status */
+    int64_t wake;
+    int polling, again, changed;
+};
+
+/* park.c */
+psess_t *park_sess(gs_park_t *p, const char *id, int create);
+/* Start parking / unparking (scheduler told, job submitted or awaited). */
+int park_start(gs_broker_t *b, psess_t *ps, const char *why);
+/* A victim whose grant was released: its job starts. */
+void park_submit(gs_park_t *p, psess_t *ps);
+void park_start_unpark(gs_broker_t *b, psess_t *ps, const char *why);
+/* Processes of a session that parking would act on; 0 with *reason when
+ * the session cannot be parked (static reasons: managed memory, ...). */
+int park_session_pids(const gs_park_t *p, const char *session, int *pids, int max,
+                      const char **reason);
+uint64_t park_host_used(const gs_park_t *p);
+/* Why the session cannot be parked now, whatever its activity ("managed
+ * memory", "parking is off on GPU 1", ...); 0 with out empty when it can. */
+int park_unparkable(const gs_park_t *p, const char *session, char *out, size_t len);
+
+/* park_poll.c */
+void park_room_reply(gs_broker_t *b, room_t *r, int ok, uint64_t free_bytes, const char *reason);
+
+#endif

@@ -1,0 +1,106 @@
+/*
+ * park_policy.h - the decisions of parking, as pure functions: its settings,
+ * which idle sessions to park for a given amount of memory, and how long a
+ * slice must be for the copies to be worth it.  No I/O and no clock of its
+ * own, so tests/unit/test_park.c checks them on a virtual clock; park.c
+ * feeds them the broker's state and carries the decisions out.
+ *
+ * Why these rules (doc/parking.md tells the whole story):
+ *  - least recently active first: FlexGPU parks the least used contents
+ *    because they are the least likely to be needed back soon;
+ *  - never more than needed: parking costs seconds per tens of GB each way,
+ *    so the chosen set is pruned until no victim is redundant;
+ *  - a host budget: parked memory lives in host RAM (in the parked
+ *    process), and running the host out of memory would lose notebooks;
+ *  - a slice after an unpark lasts at least 10 x the switch cost, so time
+ *    slicing by parking spends at most a tenth of the GPU's time copying.
+ */
+#ifndef GS_PARK_POLICY_H
+#define GS_PARK_POLICY_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "scheduler.h" /* GS_SCHED_MAX_GPUS */
+
+/* The H200 (driver 580) figures, until this machine has measured its own:
+ * 32 GiB checkpointed in ~16 s, restored in ~5.7 s. */
+#define GS_PARK_DEFAULT_PARK_BPS   2.0e9
+#define GS_PARK_DEFAULT_UNPARK_BPS 6.0e9
+#define GS_PARK_SLICE_FACTOR       10 /* a slice is >= 10 x its switch cost */
+
+typedef struct {
+    int enabled;                       /* park = on|off (on) */
+    int gpu_off[GS_SCHED_MAX_GPUS];    /* park.<gpu> = off */
+    int64_t idle_us;                   /* park_idle_s (30 s): idle this long to be parked */
+    uint64_t host_budget;              /* park_host_budget in bytes (auto: half the RAM) */
+    int budget_auto;                   /* host_budget is "auto" */
+    int plain;                         /* park_plain (off): also park programs outside Jupyter */
+    int64_t lock_timeout_us;           /* park_lock_timeout_s (5 s) */
+    int ngpus;                         /* for park.<gpu> */
+    char uuids[GS_SCHED_MAX_GPUS][48]; /* park.<uuid> */
+} gs_park_config_t;
+
+void gs_park_config_default(gs_park_config_t *c, int ngpus, const char (*uuids)[48],
+                            uint64_t host_ram);
+
+/* A parking key: park, park.<index|uuid>, park_idle_s, park_host_budget,
+ * park_plain, park_lock_timeout_s. */
+int gs_park_is_key(const char *key);
+
+/* One setting by name (values as gs_sched_set takes them; bytes as a number
+ * or a string with a K/M/G/T suffix, binary; "auto").  0, or -1 with a
+ * sentence naming the problem in err (nothing changed). */
+int gs_park_config_set(gs_park_config_t *c, const char *key, const json_t *value, uint64_t host_ram,
+                       char *err, size_t errlen);
+
+/* The settings as {key: value} that gs_park_config_set takes back. */
+json_t *gs_park_config_json(const gs_park_config_t *c);
+
+/* "12G", 1073741824, "512 MiB" -> bytes.  0, or -1. */
+int gs_park_parse_bytes(const json_t *v, uint64_t *out);
+
+/* ---- victims ------------------------------------------------------------ */
+
+typedef struct {
+    uint64_t bytes;      /* resident on the GPU where room is needed */
+    uint64_t host_bytes; /* on all its GPUs: what parking it puts into host RAM */
+    int64_t last_active; /* least recently active goes first */
+    int idle;            /* no running cell, no grant, no request */
+    int settling;        /* no running cell, but a grant not given back yet */
+    int switched_out;    /* active but holding nothing: a time-slice victim */
+    int failed;          /* its last park failed: tried after the others */
+} gs_park_cand_t;
+
+typedef enum {
+    GS_PICK_OK,    /* victims chosen: park them */
+    GS_PICK_WAIT,  /* enough once idle sessions have been idle long enough: *wait_until */
+    GS_PICK_NONE,  /* not enough parkable memory */
+    GS_PICK_BUDGET /* enough, but the host budget does not allow it */
+} gs_park_pick_rc_t;
+
+/* Choose victims for `need` bytes among n candidates: idle ones idle for
+ * idle_us (least recently active first), then, with allow_switched, active
+ * sessions holding nothing (time slicing); candidates whose last park
+ * failed come after the others.  The chosen set is pruned of victims it
+ * does not need.  A victim's host_bytes must fit in budget_left.  picked
+ * (n entries) gets 1 for each victim; *wait_until is set for GS_PICK_WAIT
+ * (only when that is before deadline): idle sessions become ready at
+ * last_active + idle_us, settling ones no sooner than idle_us (at least
+ * 100 ms) from now (their release, an event, usually comes first). */
+gs_park_pick_rc_t gs_park_choose(const gs_park_cand_t *c, int n, uint64_t need, int allow_switched,
+                                 uint64_t budget_left, int64_t now, int64_t idle_us,
+                                 int64_t deadline, int *picked, int64_t *wait_until);
+
+/* ---- costs --------------------------------------------------------------- */
+
+/* A measured copy: the rate estimate moves halfway to it (tiny copies,
+ * under 1 MiB or 1 ms, say nothing and are ignored). */
+void gs_park_rate_update(double *bps, uint64_t bytes, double seconds);
+
+/* The shortest slice for a session of `bytes` whose unpark took
+ * unpark_s (< 0: estimate it too): 10 x (unpark + the park that follows). */
+int64_t gs_park_min_slice_us(uint64_t bytes, double unpark_s, double park_bps, double unpark_bps);
+
+#endif

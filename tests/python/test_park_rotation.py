@@ -1,0 +1,77 @@
+"""Parking end to end: the real broker and hook on the simulated GPU,
+notebooks driven cell by cell by a fake launcher (register, cell
+busy/idle) as the Jupyter watcher would.  Three notebooks that each hold
+60% of the GPU run cells in turn: each allocation that does not fit parks
+the least recently active idle notebook (the hook's make_room), each cell
+of a parked notebook brings it back (parking another), and the memory is
+bit-exact at the same addresses every time.  Two notebooks running at
+once are time-sliced with a park and an unpark at each switch."""
+from parktest import MIB, entry, events, notebooks, short_tmp  # noqa: F401 (fixtures)
+from schedtest import kernels, overlaps, runs
+
+
+def test_three_notebooks_take_turns_and_keep_their_memory(notebooks, short_tmp):
+    b, sim, make = notebooks("100M", "park_idle_s=0")
+    nbs = [make(n) for n in ("a", "b", "c")]
+    size = 60 * MIB
+    for i, nb in enumerate(nbs):
+        assert nb.cell("alloc x %d" % size) == "ok", nb.stderr()
+        assert nb.cell("fill x %d" % i) == "ok"
+    # b's allocation parked a, c's parked b (the least recently active).
+    st = b.status()
+    a, bb, c = (entry(st, n) for n in ("a", "b", "c"))
+    assert a["state"] == "parked" and a["parking"] == "parked" and bb["parking"] == "parked"
+    assert a["parked_bytes"] == size and a["resident_bytes"] == 0 and a["parks"] == 1
+    assert c["parking"] == "resident" and c["resident_bytes"] == size and c["parks"] == 0
+    assert st["gpus"][0]["memory_used"] == size
+    assert st["gpus"][0]["memory_parked"] == 2 * size
+    assert st["parking"]["available"] and st["parking"]["host_parked_bytes"] == 2 * size
+    assert a["last_park_s"] > 0 and a["last_park_gbps"] > 0
+    rooms = events(short_tmp, "room")
+    assert len(rooms) == 2 and all(r["ok"] for r in rooms)
+    # Round and round: every cell of a parked notebook brings it back, and
+    # its memory is what it wrote.
+    for _ in range(2):
+        for i, nb in enumerate(nbs):
+            assert nb.cell("check x %d" % i) == "ok", "contents changed in %s" % nb.name
+            assert nb.cell("run 3") == "ok"
+    st = b.status()
+    for nb in nbs:
+        e = entry(st, nb.name)
+        assert e["parks"] >= 2 and e["unparks"] >= 2, e
+        assert e["last_unpark_s"] > 0 and e["last_unpark_gbps"] > 0 and e["park_error"] is None
+    assert st["gpus"][0]["memory_used"] <= 100 * MIB
+    parked = [e["session"] for e in events(short_tmp, "park")]
+    unparked = [e["session"] for e in events(short_tmp, "unpark")]
+    assert len(parked) >= 6 and len(unparked) >= 6
+    assert "session a unparked" in b.log()
+
+
+def test_running_notebooks_are_time_sliced_by_parking(notebooks, short_tmp):
+    b, sim, make = notebooks("40M", "park_idle_s=0", "adaptive_min_s=0.5", "adaptive_max_s=1")
+    nbs = [make(n) for n in ("a", "b")]
+    for i, nb in enumerate(nbs):
+        assert nb.cell("alloc x %d" % (24 * MIB)) == "ok", nb.stderr()
+        assert nb.cell("fill x %d" % i) == "ok"
+    launcher = nbs[0].launcher
+    for nb in nbs:
+        launcher.cell(nb.session, "busy", "train")
+    for nb in nbs:
+        nb.send("spin 4")
+    for nb in nbs:
+        done = nb.answer(30)
+        assert done.startswith("ok "), (done, nb.stderr())
+    for nb in nbs:
+        launcher.cell(nb.session, "idle", "train")
+    ks = kernels(sim)
+    assert not overlaps(ks), "both notebooks ran at once"
+    turns = [t for t in runs(ks) if t[3] > 5]
+    assert len(turns) >= 4, turns
+    # Each turn but the last lasted about a slice (0.5 s to 1 s), much
+    # longer than the switch (two copies of 24 MiB).
+    for pid, start, end, n in turns[:-1]:
+        assert end - start >= 0.35e9, "a turn of %.0f ms" % ((end - start) / 1e6)
+    st = b.status()
+    for i, nb in enumerate(nbs):
+        assert entry(st, nb.name)["parks"] >= 2
+        assert nb.cell("check x %d" % i) == "ok"

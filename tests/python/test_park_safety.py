@@ -1,0 +1,170 @@
+"""Parking never loses a notebook: a failure injected at each step of the
+checkpoint API (lock, checkpoint, restore, unlock) on the simulated GPU
+leaves every session runnable with its memory intact, and status and the
+event log say what failed; the host budget for parked memory is respected
+(the allocation is refused with the reason, nothing is parked); sessions in
+managed memory and programs outside Jupyter are not parked; and a broker
+that exits brings parked sessions back first."""
+import signal
+
+import pytest
+
+from parktest import (MIB, entry, events, inject, notebooks, short_tmp,  # noqa: F401 (fixtures)
+                      start_broker)
+from schedtest import configure, wait_until
+
+SIZE = 60 * MIB
+
+
+def two_notebooks(notebooks, *settings):
+    """a holds 60 MiB of 100 MiB and is idle; b has not allocated yet."""
+    b, sim, make = notebooks("100M", "park_idle_s=0", *settings)
+    a, nb = make("a"), make("b")
+    assert a.cell("alloc x %d" % SIZE) == "ok", a.stderr()
+    assert a.cell("fill x 1") == "ok"
+    return b, sim, a, nb
+
+
+@pytest.mark.parametrize("step", ["lock", "checkpoint"])
+def test_a_failed_park_leaves_the_session_running(notebooks, short_tmp, step):
+    broker, sim, a, b = two_notebooks(notebooks)
+    inject(sim, step)
+    assert b.cell("alloc x %d" % SIZE) == "err CUDA_ERROR_OUT_OF_MEMORY"
+    assert "parking session a failed" in b.stderr()  # the hook prints the reason
+    e = entry(broker.status(), "a")
+    assert e["parking"].startswith("failed: park: %s pid %d" % (step, a.pid)), e["parking"]
+    assert "left running" in e["parking"] and e["state"] != "parked"
+    assert e["resident_bytes"] == SIZE and e["parked_bytes"] == 0 and e["parks"] == 0
+    failed = events(short_tmp, "park_failed")
+    assert len(failed) == 1 and failed[0]["session"] == "a" and failed[0]["left_running"]
+    # a runs on, its memory intact; the next try parks it.
+    assert a.cell("check x 1") == "ok" and a.cell("run 2") == "ok"
+    assert b.cell("alloc x %d" % SIZE) == "ok", b.stderr()
+    assert entry(broker.status(), "a")["parking"] == "parked"
+    assert a.cell("check x 1") == "ok"
+
+
+def test_rollback_survives_a_failing_unlock(notebooks, short_tmp):
+    broker, sim, a, b = two_notebooks(notebooks)
+    inject(sim, "checkpoint")
+    inject(sim, "unlock")  # the rollback's unlock fails once, and is retried
+    assert b.cell("alloc x %d" % SIZE) == "err CUDA_ERROR_OUT_OF_MEMORY"
+    e = entry(broker.status(), "a")
+    assert "cuCheckpointProcessUnlock" in e["park_error"] and "left running" in e["parking"]
+    assert a.cell("check x 1") == "ok"
+
+
+@pytest.mark.parametrize("step", ["restore", "unlock"])
+def test_a_failed_unpark_step_is_retried(notebooks, short_tmp, step):
+    broker, sim, a, b = two_notebooks(notebooks)
+    assert b.cell("alloc x %d" % SIZE) == "ok" and b.cell("fill x 2") == "ok"
+    assert entry(broker.status(), "a")["parking"] == "parked"
+    inject(sim, step)
+    assert a.cell("check x 1") == "ok"  # its cell brought it back, after a retry
+    st = broker.status()
+    ea, eb = entry(st, "a"), entry(st, "b")
+    assert ea["parking"] == "resident" and ea["unparks"] == 1
+    assert "unpark needed retries" in ea["park_error"] and step.capitalize() in ea["park_error"]
+    assert [e for e in events(short_tmp, "unpark") if e["session"] == "a"][0]["retried"]
+    assert eb["parking"] == "parked"
+    assert b.cell("check x 2") == "ok"
+
+
+def test_an_unpark_that_keeps_failing_is_tried_again(notebooks, short_tmp):
+    broker, sim, a, b = two_notebooks(notebooks)
+    assert b.cell("alloc x %d" % SIZE) == "ok"
+    inject(sim, "restore", 10)  # more than one unpark's retries
+    assert a.cell("check x 1", timeout=30) == "ok"
+    failed = events(short_tmp, "unpark_failed")
+    assert failed and failed[0]["session"] == "a" and "Restore" in failed[0]["error"]
+    assert entry(broker.status(), "a")["parking"] == "resident"
+
+
+def test_host_budget_refuses_and_loses_nothing(notebooks, short_tmp):
+    broker, sim, a, b = two_notebooks(notebooks, "park_host_budget=50M")
+    assert b.cell("alloc x %d" % SIZE) == "err CUDA_ERROR_OUT_OF_MEMORY"
+    assert "host budget" in b.stderr()
+    st = broker.status()
+    assert st["parking"]["host_budget_bytes"] == 50 * MIB
+    assert st["config"]["park_host_budget"] == 50 * MIB
+    assert "park_host_budget" in st["parking"]["last_refusal"]
+    e = entry(st, "a")
+    assert e["parking"] == "resident" and e["resident_bytes"] == SIZE and e["parks"] == 0
+    room = events(short_tmp, "room")[-1]
+    assert not room["ok"] and "park_host_budget" in room["reason"]
+    assert a.cell("check x 1") == "ok"
+    configure(broker.endpoint, park_host_budget="1G")
+    assert b.cell("alloc x %d" % SIZE) == "ok"
+    assert broker.status()["parking"]["host_parked_bytes"] == SIZE
+
+
+def test_managed_and_plain_sessions_are_not_parked(notebooks, short_tmp):
+    broker, sim, make = notebooks("100M", "park_idle_s=0")
+    m = make("m", GPUSHARE_MEMORY="managed")
+    p = make("p", cells=False)  # a program outside Jupyter: no launcher, no cells
+    b = make("b")
+    assert m.cell("alloc x %d" % (40 * MIB)) == "ok" and m.cell("fill x 3") == "ok"
+    assert p.command("alloc x %d" % (40 * MIB)) == "ok"
+    st = wait_until(lambda: (lambda s: entry(s, "p") and s)(broker.status()), what="p joined")
+    assert entry(st, "m")["parking"] == "not parkable: managed memory"
+    assert entry(st, "p")["parking"] == "not parkable: not a notebook (park_plain is off)"
+    assert b.cell("alloc x %d" % (40 * MIB)) == "err CUDA_ERROR_OUT_OF_MEMORY"
+    assert "cannot be parked" in b.stderr()
+    st = broker.status()
+    assert entry(st, "m")["parks"] == 0 and entry(st, "p")["parks"] == 0
+    assert m.cell("check x 3") == "ok"
+
+
+def test_a_broker_that_exits_unparks_everyone_first(notebooks, short_tmp):
+    broker, sim, a, b = two_notebooks(notebooks)
+    assert b.cell("alloc x %d" % SIZE) == "ok"  # a is parked to make room
+    assert entry(broker.status(), "a")["parking"] == "parked"
+    assert b.cell("free x") == "ok"
+    broker.stop()
+    assert "session a unparked before the broker exits" in broker.log()
+    assert a.command("check x 1") == "ok"  # ungated now: the broker is gone
+
+
+def test_the_next_broker_brings_back_what_a_dead_one_left_parked(notebooks, short_tmp):
+    broker, sim, a, b = two_notebooks(notebooks)
+    assert b.cell("alloc x %d" % SIZE) == "ok"
+    assert entry(broker.status(), "a")["parking"] == "parked"
+    broker.stop(signal.SIGKILL)  # a stays checkpointed, frozen
+    b.kill()  # its memory goes back
+    again = start_broker(short_tmp, sim, "park_idle_s=0")
+    try:
+        # a's hook reconnects and joins; the new broker finds it checkpointed.
+        wait_until(lambda: (entry(again.status(), "a") or {}).get("unparks"), timeout=15,
+                   what="a unparked by the new broker")
+        assert a.command("check x 1") == "ok"
+        assert events(short_tmp, "park_adopted")[0]["session"] == "a"
+    finally:
+        again.stop()
+
+
+def test_parking_off_on_a_gpu_refuses_with_the_reason(notebooks, short_tmp):
+    broker, sim, a, b = two_notebooks(notebooks, "park.0=off")
+    assert b.cell("alloc x %d" % SIZE) == "err CUDA_ERROR_OUT_OF_MEMORY"
+    assert "parking is off on this GPU" in b.stderr()
+    st = broker.status()
+    assert st["gpus"][0]["parking"] == "off" and st["config"]["park.0"] == "off"
+    assert entry(st, "a")["parking"] == "not parkable: parking is off on GPU 0"
+    configure(broker.endpoint, **{"park.0": "on"})
+    assert b.cell("alloc x %d" % SIZE) == "ok"
+
+
+def test_plain_programs_are_parked_only_when_asked_and_come_back_when_memory_frees(
+        notebooks, short_tmp):
+    # A parked process cannot ask for the GPU (its CUDA calls block inside
+    # the locked driver before the hook can send acquire), so a program
+    # outside Jupyter is parked only with park_plain=on and comes back as
+    # soon as its memory fits again.
+    broker, sim, make = notebooks("100M", "park_idle_s=0", "park_plain=on")
+    p, b = make("p", cells=False), make("b")
+    assert p.command("alloc x %d" % SIZE) == "ok" and p.command("fill x 4") == "ok"
+    wait_until(lambda: entry(broker.status(), "p"), what="p joined")
+    assert b.cell("alloc x %d" % SIZE) == "ok", b.stderr()
+    assert entry(broker.status(), "p")["parking"] == "parked"
+    assert b.cell("free x") == "ok"
+    wait_until(lambda: entry(broker.status(), "p")["parking"] == "resident", what="p back")
+    assert p.command("check x 4") == "ok"

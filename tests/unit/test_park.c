@@ -1,0 +1,466 @@
+/*
+ * test_park.c - parking's decisions on a virtual clock: victim choice
+ * (park_policy.h: least recently active first, never more than needed,
+ * idle threshold, host budget, time-slice victims), costs and settings,
+ * and the scheduler's side of parking (scheduler.h: a session that is not
+ * resident is never granted, demand queues a parked cell, time slices).
+ * Actions are compared as text as in test_scheduler.c: "G:a", "R:a:park".
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "park_policy.h"
+#include "scheduler.h"
+
+#define MS  1000LL
+#define SEC 1000000LL
+#define MIB (1ull << 20)
+
+/* ---- victim choice ----------------------------------------------------------- */
+
+static gs_park_cand_t idle(uint64_t mib, int64_t last_active)
+{
+    return (gs_park_cand_t){
+        .bytes = mib * MIB, .host_bytes = mib * MIB, .last_active = last_active, .idle = 1};
+}
+
+static const char *chosen(const int *picked, int n)
+{
+    static char out[64];
+    out[0] = '\0';
+    for (int i = 0; i < n; i++)
+        if (picked[i]) {
+            size_t len = strlen(out);
+            snprintf(out + len, sizeof out - len, "%s%d", len ? "," : "", i);
+        }
+    return out;
+}
+
+static void least_recently_active_goes_first(void **state)
+{
+    (void)state;
+    gs_park_cand_t c[] = {idle(60, 300 * SEC), idle(60, 100 * SEC), idle(60, 200 * SEC)};
+    int picked[3];
+    int64_t w = 0;
+    assert_int_equal(
+        gs_park_choose(c, 3, 50 * MIB, 0, UINT64_MAX, 1000 * SEC, 30 * SEC, INT64_MAX, picked, &w),
+        GS_PICK_OK);
+    assert_string_equal(chosen(picked, 3), "1");
+    assert_int_equal(
+        gs_park_choose(c, 3, 100 * MIB, 0, UINT64_MAX, 1000 * SEC, 30 * SEC, INT64_MAX, picked, &w),
+        GS_PICK_OK);
+    assert_string_equal(chosen(picked, 3), "1,2");
+}
+
+static void never_more_than_needed(void **state)
+{
+    (void)state;
+    /* Oldest first would take 5 and 3 MiB before the 100 MiB one that is
+     * needed anyway: they are dropped again. */
+    gs_park_cand_t c[] = {idle(5, 100 * SEC), idle(3, 200 * SEC), idle(100, 300 * SEC)};
+    int picked[3];
+    int64_t w = 0;
+    assert_int_equal(
+        gs_park_choose(c, 3, 100 * MIB, 0, UINT64_MAX, 1000 * SEC, 0, INT64_MAX, picked, &w),
+        GS_PICK_OK);
+    assert_string_equal(chosen(picked, 3), "2");
+    /* Nothing is parked when even everything would not be enough. */
+    assert_int_equal(
+        gs_park_choose(c, 3, 200 * MIB, 0, UINT64_MAX, 1000 * SEC, 0, INT64_MAX, picked, &w),
+        GS_PICK_NONE);
+    assert_string_equal(chosen(picked, 3), "");
+}
+
+static void busy_sessions_are_never_victims(void **state)
+{
+    (void)state;
+    gs_park_cand_t c[] = {idle(60, 100 * SEC), idle(60, 100 * SEC), idle(60, 50 * SEC)};
+    c[0].idle = 0; /* running cell, holding nothing: only for time slicing */
+    c[0].switched_out = 1;
+    c[2].idle = 0; /* running cell and not switched out (e.g. holds a grant) */
+    int picked[3];
+    int64_t w = 0;
+    assert_int_equal(
+        gs_park_choose(c, 3, 100 * MIB, 0, UINT64_MAX, 1000 * SEC, 0, INT64_MAX, picked, &w),
+        GS_PICK_NONE);
+    /* Time slicing takes the switched-out one, after the idle one. */
+    assert_int_equal(
+        gs_park_choose(c, 3, 100 * MIB, 1, UINT64_MAX, 1000 * SEC, 0, INT64_MAX, picked, &w),
+        GS_PICK_OK);
+    assert_string_equal(chosen(picked, 3), "0,1");
+    assert_int_equal(
+        gs_park_choose(c, 3, 10 * MIB, 1, UINT64_MAX, 1000 * SEC, 0, INT64_MAX, picked, &w),
+        GS_PICK_OK);
+    assert_string_equal(chosen(picked, 3), "1");
+}
+
+static void idle_threshold_waits_or_refuses(void **state)
+{
+    (void)state;
+    int64_t now = 1000 * SEC;
+    gs_park_cand_t c[] = {idle(60, now - 10 * SEC), idle(60, now - 40 * SEC)};
+    int picked[2];
+    int64_t w = 0;
+    /* The one idle for 40 s is ready; the other becomes so in 20 s. */
+    assert_int_equal(
+        gs_park_choose(c, 2, 60 * MIB, 0, UINT64_MAX, now, 30 * SEC, INT64_MAX, picked, &w),
+        GS_PICK_OK);
+    assert_string_equal(chosen(picked, 2), "1");
+    assert_int_equal(
+        gs_park_choose(c, 2, 100 * MIB, 0, UINT64_MAX, now, 30 * SEC, now + 25 * SEC, picked, &w),
+        GS_PICK_WAIT);
+    assert_int_equal(w, now + 20 * SEC);
+    assert_string_equal(chosen(picked, 2), "");
+    assert_int_equal(
+        gs_park_choose(c, 2, 100 * MIB, 0, UINT64_MAX, now, 30 * SEC, now + 15 * SEC, picked, &w),
+        GS_PICK_NONE);
+    /* A session whose grant is being given back (its cell just ended). */
+    gs_park_cand_t s[] = {idle(60, now)};
+    s[0].idle = 0;
+    s[0].settling = 1;
+    assert_int_equal(gs_park_choose(s, 1, 10 * MIB, 0, UINT64_MAX, now, 0, INT64_MAX, picked, &w),
+                     GS_PICK_WAIT);
+    assert_int_equal(w, now + 100 * MS);
+}
+
+static void host_budget_is_respected(void **state)
+{
+    (void)state;
+    gs_park_cand_t c[] = {idle(80, 100 * SEC), idle(30, 200 * SEC), idle(30, 300 * SEC)};
+    int picked[3];
+    int64_t w = 0;
+    /* The oldest does not fit the budget; the two others do, and suffice. */
+    assert_int_equal(
+        gs_park_choose(c, 3, 50 * MIB, 0, 70 * MIB, 1000 * SEC, 0, INT64_MAX, picked, &w),
+        GS_PICK_OK);
+    assert_string_equal(chosen(picked, 3), "1,2");
+    assert_int_equal(
+        gs_park_choose(c, 3, 70 * MIB, 0, 70 * MIB, 1000 * SEC, 0, INT64_MAX, picked, &w),
+        GS_PICK_BUDGET);
+    assert_string_equal(chosen(picked, 3), "");
+}
+
+static void failed_sessions_come_last(void **state)
+{
+    (void)state;
+    gs_park_cand_t c[] = {idle(60, 100 * SEC), idle(60, 200 * SEC)};
+    c[0].failed = 1;
+    int picked[2];
+    int64_t w = 0;
+    assert_int_equal(
+        gs_park_choose(c, 2, 60 * MIB, 0, UINT64_MAX, 1000 * SEC, 0, INT64_MAX, picked, &w),
+        GS_PICK_OK);
+    assert_string_equal(chosen(picked, 2), "1");
+}
+
+/* ---- costs and settings ------------------------------------------------------------ */
+
+static void slices_pay_for_their_switch_ten_times(void **state)
+{
+    (void)state;
+    /* The H200: 32 GiB parked at 2 GB/s and brought back in 5.7 s. */
+    uint64_t b = 32ull << 30;
+    int64_t s = gs_park_min_slice_us(b, 5.7, GS_PARK_DEFAULT_PARK_BPS, GS_PARK_DEFAULT_UNPARK_BPS);
+    double park_s = (double)b / 2e9;
+    assert_true(llabs(s - (int64_t)(10 * (park_s + 5.7) * SEC)) < 10);
+    /* Estimated both ways before anything was measured. */
+    assert_true(gs_park_min_slice_us(b, -1, 2e9, 6e9) > s - 1 * SEC);
+    assert_int_equal(gs_park_min_slice_us(0, 1, 2e9, 6e9), 0);
+    double bps = 2e9;
+    gs_park_rate_update(&bps, 1ull << 30, 0.25); /* 4.3 GB/s measured */
+    assert_true(bps > 3.1e9 && bps < 3.2e9);
+    gs_park_rate_update(&bps, 1000, 1.0); /* too small to say anything */
+    assert_true(bps > 3.1e9 && bps < 3.2e9);
+}
+
+static void set_ok(gs_park_config_t *c, const char *key, const char *json)
+{
+    char err[300];
+    json_t *v = json_loads(json, JSON_DECODE_ANY, NULL);
+    assert_non_null(v);
+    if (gs_park_config_set(c, key, v, 64ull << 30, err, sizeof err) != 0)
+        fail_msg("%s=%s: %s", key, json, err);
+    json_decref(v);
+}
+
+static const char *set_bad(gs_park_config_t *c, const char *key, const char *json)
+{
+    static char err[300];
+    json_t *v = json_loads(json, JSON_DECODE_ANY, NULL);
+    assert_non_null(v);
+    gs_park_config_t before = *c;
+    assert_int_equal(gs_park_config_set(c, key, v, 64ull << 30, err, sizeof err), -1);
+    assert_memory_equal(&before, c, sizeof before);
+    json_decref(v);
+    return err;
+}
+
+static void settings_parse_and_round_trip(void **state)
+{
+    (void)state;
+    const char uuids[2][48] = {"GPU-aaaa", "GPU-bbbb"};
+    gs_park_config_t c;
+    gs_park_config_default(&c, 2, uuids, 64ull << 30);
+    assert_true(c.enabled && !c.plain && c.budget_auto);
+    assert_int_equal(c.host_budget, 32ull << 30); /* half the RAM */
+    assert_int_equal(c.idle_us, 30 * SEC);
+    set_ok(&c, "park_host_budget", "\"12G\"");
+    assert_int_equal(c.host_budget, 12ull << 30);
+    set_ok(&c, "park_host_budget", "\"512 MiB\"");
+    assert_int_equal(c.host_budget, 512ull << 20);
+    set_ok(&c, "park_host_budget", "1048576");
+    assert_int_equal(c.host_budget, 1ull << 20);
+    set_ok(&c, "park_idle_s", "0");
+    assert_int_equal(c.idle_us, 0);
+    set_ok(&c, "park.1", "\"off\"");
+    assert_true(c.gpu_off[1] && !c.gpu_off[0]);
+    set_ok(&c, "park.GPU-bbbb", "\"on\"");
+    set_ok(&c, "park.GPU-aaaa", "false");
+    assert_true(c.gpu_off[0] && !c.gpu_off[1]);
+    set_ok(&c, "park", "\"off\"");
+    assert_false(c.enabled);
+    assert_non_null(strstr(set_bad(&c, "park_host_budget", "\"lots\""), "park_host_budget"));
+    assert_non_null(strstr(set_bad(&c, "park_idle_s", "-1"), "seconds"));
+    assert_non_null(strstr(set_bad(&c, "park_lock_timeout_s", "0"), "> 0"));
+    assert_non_null(strstr(set_bad(&c, "park.7", "\"on\""), "no GPU"));
+    assert_non_null(strstr(set_bad(&c, "park_whatever", "1"), "no such setting"));
+    assert_true(gs_park_is_key("park") && gs_park_is_key("park.0") &&
+                gs_park_is_key("park_idle_s") && !gs_park_is_key("parking") &&
+                !gs_park_is_key("policy"));
+    /* Every key status shows is accepted back, to the same settings. */
+    json_t *j = gs_park_config_json(&c);
+    gs_park_config_t again;
+    gs_park_config_default(&again, 2, uuids, 64ull << 30);
+    const char *key;
+    json_t *val;
+    json_object_foreach(j, key, val)
+    {
+        char err[300];
+        if (strcmp(key, "park_host_budget_bytes") == 0)
+            continue;
+        if (gs_park_config_set(&again, key, val, 64ull << 30, err, sizeof err) != 0)
+            fail_msg("%s: %s", key, err);
+    }
+    assert_memory_equal(&c, &again, sizeof c);
+    json_decref(j);
+    set_ok(&c, "park_host_budget", "\"auto\"");
+    assert_int_equal(c.host_budget, 32ull << 30);
+}
+
+/* ---- the scheduler's side ----------------------------------------------------------- */
+
+static gs_sched_t *S;
+static int64_t NOW;
+
+static const char *acts(void)
+{
+    static char out[1024];
+    out[0] = '\0';
+    gs_sched_action_t a;
+    while (gs_sched_pop_action(S, &a)) {
+        size_t len = strlen(out);
+        snprintf(out + len, sizeof out - len, "%s%s:%s%s%s", len ? " " : "",
+                 a.kind == GS_ACT_GRANT ? "G" : "R", a.client, a.reason ? ":" : "",
+                 a.reason ? a.reason : "");
+    }
+    return out;
+}
+
+static void sched_setup(uint64_t mem)
+{
+    uint64_t m[1] = {mem};
+    S = gs_sched_new(1, m);
+    NOW = 1000 * SEC;
+    char err[200];
+    gs_sched_config_t c;
+    gs_sched_config_default(&c);
+    c.boost_us = 0;
+    assert_int_equal(gs_sched_set_config(S, &c, err, sizeof err), 0);
+    gs_sched_tick(S, NOW);
+}
+
+static int sched_teardown(void **state)
+{
+    (void)state;
+    gs_sched_destroy(&S);
+    return 0;
+}
+
+/* A notebook: session <name> registered, one client <name>1 using mib. */
+static void notebook(const char *name, uint64_t mib)
+{
+    char client[32];
+    snprintf(client, sizeof client, "%s1", name);
+    gs_sched_register(S, name, NOW);
+    gs_sched_join(S, client, name, NOW);
+    gs_sched_memory(S, client, 0, mib * MIB, NOW);
+}
+
+static gs_sched_info_t sinfo(const char *session)
+{
+    gs_sched_info_t i;
+    assert_int_equal(gs_sched_info(S, session, 0, NOW, &i), 0);
+    return i;
+}
+
+static uint64_t last_grant;
+
+static const char *acts_keep(void)
+{
+    static char out[1024];
+    out[0] = '\0';
+    gs_sched_action_t a;
+    while (gs_sched_pop_action(S, &a)) {
+        size_t len = strlen(out);
+        if (a.kind == GS_ACT_GRANT)
+            last_grant = a.grant_id;
+        snprintf(out + len, sizeof out - len, "%s%s:%s%s%s", len ? " " : "",
+                 a.kind == GS_ACT_GRANT ? "G" : "R", a.client, a.reason ? ":" : "",
+                 a.reason ? a.reason : "");
+    }
+    return out;
+}
+
+static void parked_sessions_are_never_granted(void **state)
+{
+    (void)state;
+    sched_setup(100 * MIB);
+    notebook("a", 60);
+    gs_sched_set_residency(S, "a", GS_SCHED_PARKED, NOW);
+    gs_sched_cell(S, "a", 1, NOW);
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    assert_string_equal(acts(), "");
+    assert_int_equal(sinfo("a").state, GS_SESS_WAITING);
+    gs_sched_set_residency(S, "a", GS_SCHED_MOVING, NOW);
+    assert_string_equal(acts(), "");
+    gs_sched_set_residency(S, "a", GS_SCHED_RESIDENT, NOW);
+    assert_string_equal(acts(), "G:a1");
+    assert_int_equal(sinfo("a").residency, GS_SCHED_RESIDENT);
+}
+
+static void parking_a_holder_revokes_it_first(void **state)
+{
+    (void)state;
+    sched_setup(100 * MIB);
+    notebook("a", 60);
+    gs_sched_cell(S, "a", 1, NOW);
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    assert_string_equal(acts_keep(), "G:a1");
+    gs_sched_set_residency(S, "a", GS_SCHED_MOVING, NOW);
+    assert_string_equal(acts(), "R:a1:park");
+    assert_true(gs_sched_session_holding(S, "a"));
+    gs_sched_release(S, "a1", 0, last_grant, NOW);
+    assert_false(gs_sched_session_holding(S, "a"));
+    /* Still has work: it waits, and is not granted while moving. */
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    assert_string_equal(acts(), "");
+}
+
+static void a_parked_cell_is_queued_and_slices_the_holder(void **state)
+{
+    (void)state;
+    sched_setup(100 * MIB);
+    notebook("a", 60);
+    notebook("b", 60);
+    gs_sched_set_residency(S, "a", GS_SCHED_PARKED, NOW);
+    gs_sched_cell(S, "b", 1, NOW);
+    gs_sched_acquire(S, "b1", 0, -1, -1, NOW);
+    assert_string_equal(acts_keep(), "G:b1");
+    /* a's cell starts: its process is locked and cannot ask, so the park
+     * module queues it; 60 + 60 MiB do not fit, so b's slice (2 s) ends. */
+    NOW += 100 * MS;
+    gs_sched_cell(S, "a", 1, NOW);
+    assert_int_equal(gs_sched_demand(S, "a", 0, 1, NOW), 0);
+    assert_int_equal(sinfo("a").state, GS_SESS_WAITING);
+    assert_true(sinfo("a").demand);
+    assert_string_equal(acts(), "");
+    assert_int_equal(gs_sched_next_deadline(S), NOW - 100 * MS + 2 * SEC);
+    NOW = gs_sched_next_deadline(S);
+    gs_sched_tick(S, NOW);
+    assert_string_equal(acts(), "R:b1:quantum");
+    gs_sched_release(S, "b1", 0, last_grant, NOW);
+    gs_sched_acquire(S, "b1", 0, -1, -1, NOW); /* b still has work: behind a */
+    assert_string_equal(acts(), "");
+    /* Unparked: a keeps its place until its acquire comes, then gets a
+     * slice of at least its switch cost x 10. */
+    gs_sched_set_min_slice(S, "a", 0, 5 * SEC);
+    gs_sched_set_residency(S, "a", GS_SCHED_RESIDENT, NOW);
+    assert_string_equal(acts(), "");
+    assert_int_equal(sinfo("a").state, GS_SESS_WAITING);
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    assert_string_equal(acts(), "G:a1");
+    assert_int_equal(sinfo("a").quantum_us, 5 * SEC);
+    assert_false(sinfo("a").demand);
+}
+
+static void cell_end_drops_the_demand(void **state)
+{
+    (void)state;
+    sched_setup(100 * MIB);
+    notebook("a", 60);
+    gs_sched_set_residency(S, "a", GS_SCHED_PARKED, NOW);
+    gs_sched_cell(S, "a", 1, NOW);
+    gs_sched_demand(S, "a", 0, 1, NOW);
+    assert_int_equal(sinfo("a").state, GS_SESS_WAITING);
+    gs_sched_cell(S, "a", 0, NOW);
+    assert_int_equal(sinfo("a").state, GS_SESS_IDLE);
+    assert_false(sinfo("a").demand);
+    /* And the park module takes back a demand no acquire followed. */
+    gs_sched_cell(S, "a", 1, NOW);
+    gs_sched_demand(S, "a", 0, 1, NOW);
+    gs_sched_set_residency(S, "a", GS_SCHED_RESIDENT, NOW);
+    assert_int_equal(sinfo("a").state, GS_SESS_WAITING);
+    gs_sched_demand(S, "a", 0, 0, NOW);
+    assert_int_equal(sinfo("a").state, GS_SESS_IDLE);
+    assert_string_equal(acts(), "");
+}
+
+static void no_boost_while_parked(void **state)
+{
+    (void)state;
+    sched_setup(100 * MIB);
+    char err[200];
+    json_t *v = json_integer(500);
+    assert_int_equal(gs_sched_set(S, "boost_ms", v, err, sizeof err), 0);
+    json_decref(v);
+    notebook("a", 30);
+    notebook("b", 30);
+    gs_sched_cell(S, "b", 1, NOW);
+    gs_sched_acquire(S, "b1", 0, -1, -1, NOW);
+    NOW += 1 * SEC; /* b's boost is used up */
+    gs_sched_tick(S, NOW);
+    assert_string_equal(acts(), "G:b1");
+    gs_sched_set_residency(S, "a", GS_SCHED_PARKED, NOW);
+    gs_sched_cell(S, "a", 1, NOW);
+    gs_sched_demand(S, "a", 0, 1, NOW);
+    /* a's new cell would preempt b for its boost: not while a is parked. */
+    assert_string_equal(acts(), "");
+    assert_false(sinfo("b").revokes);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(least_recently_active_goes_first),
+        cmocka_unit_test(never_more_than_needed),
+        cmocka_unit_test(busy_sessions_are_never_victims),
+        cmocka_unit_test(idle_threshold_waits_or_refuses),
+        cmocka_unit_test(host_budget_is_respected),
+        cmocka_unit_test(failed_sessions_come_last),
+        cmocka_unit_test(slices_pay_for_their_switch_ten_times),
+        cmocka_unit_test(settings_parse_and_round_trip),
+        cmocka_unit_test_teardown(parked_sessions_are_never_granted, sched_teardown),
+        cmocka_unit_test_teardown(parking_a_holder_revokes_it_first, sched_teardown),
+        cmocka_unit_test_teardown(a_parked_cell_is_queued_and_slices_the_holder, sched_teardown),
+        cmocka_unit_test_teardown(cell_end_drops_the_demand, sched_teardown),
+        cmocka_unit_test_teardown(no_boost_while_parked, sched_teardown),
+    };
+    return cmocka_run_group_tests_name("park", tests, NULL, NULL);
+}
