@@ -126,6 +126,17 @@ def short_tmp():
     shutil.rmtree(d, ignore_errors=True)
 
 
+def hook_makes_room():
+    """The built hook asks the broker for room when an allocation fails
+    (libhook's make_room, with GPUSHARE_MAKE_ROOM_TIMEOUT_MS)."""
+    import gstest
+    try:
+        with open(gstest.HOOK, "rb") as f:
+            return b"GPUSHARE_MAKE_ROOM_TIMEOUT_MS" in f.read()
+    except OSError:
+        return False
+
+
 @pytest.fixture
 def notebooks(short_tmp):
     """start(memory, *settings) -> (broker, sim, make(name, cells=True,
@@ -133,6 +144,8 @@ def notebooks(short_tmp):
     and notebooks on it, all stopped afterwards."""
     import gstest
     import schedtest
+    if not hook_makes_room():
+        pytest.skip("this hook does not ask the broker for room yet (libhook make_room)")
     made, state = [], {}
 
     def start(memory, *settings):
