@@ -2,7 +2,8 @@
  * park.c - parking's life in the broker (see park.h): the checkpoint API
  * and the worker threads, settings, the hook clients parking may act on,
  * starting park and unpark jobs and taking their results back.  What to
- * park when is decided in park_poll.c; status fields are in park_status.c.
+ * park when is decided in park_poll.c (with park_room.c and park_victims.c);
+ * status fields are in park_status.c.
  *
  * Which processes: only hook clients of this broker, by the pid from their
  * connection's credentials (never a pid from a message), that are alive

@@ -1,7 +1,8 @@
 /*
  * park_internal.h - parking's state in the broker, shared by park.c (life,
- * settings, joins, jobs started and finished), park_poll.c (what to park
- * or unpark now, room requests) and park_status.c (status fields).
+ * settings, joins, jobs started and finished), park_poll.c (what to park or
+ * unpark now), park_room.c (make_room requests), park_victims.c (the
+ * sessions as they are, free memory, victims) and park_status.c (status).
  */
 #ifndef GS_PARK_INTERNAL_H
 #define GS_PARK_INTERNAL_H
@@ -116,7 +117,45 @@ uint64_t park_host_used(const gs_park_t *p);
  * memory", "parking is off on GPU 1", ...); 0 with out empty when it can. */
 int park_unparkable(const gs_park_t *p, const char *session, char *out, size_t len);
 
-/* park_poll.c */
+/* park_victims.c: the sessions as they are now */
+typedef struct {
+    gs_session_t *s;
+    psess_t *ps;
+    gs_sched_info_t si[GS_MAX_GPUS];
+    uint64_t foot[GS_MAX_GPUS]; /* the hooks' reports */
+    uint64_t host;              /* on all GPUs */
+    int holding, wants, demand, cell_busy, registered;
+    int64_t last_active;
+    char reason[96]; /* why it cannot be parked; "" = it can */
+} park_view_t;
+
+typedef struct {
+    park_view_t *v; /* malloc'd; NULL without memory */
+    int n;
+} park_views_t;
+
+park_views_t park_views(gs_broker_t *b, int64_t now);
+/* Forget the records of sessions the broker has forgotten. */
+void park_prune(gs_park_t *p, const park_views_t *vs);
+/* Estimated free memory of GPU g, and the margin kept for rounding. */
+uint64_t park_free(const gs_park_t *p, const park_views_t *vs, int g);
+uint64_t park_margin(const gs_park_t *p, int g);
+/* A park that frees memory of GPU g is under way. */
+int park_in_flight(const park_views_t *vs, int g);
+/* Choose victims for need bytes on GPU g (not `exclude`; time-slice
+ * victims with allow_switched) and start parking them (why: the log). */
+gs_park_pick_rc_t park_victims(gs_broker_t *b, park_views_t *vs, int g, uint64_t need,
+                               const char *exclude, int allow_switched, int64_t deadline,
+                               int64_t *wait_until, const char *why);
+/* The reason of a refusal: where the memory is, or the budget. */
+void park_explain(gs_park_t *p, const park_views_t *vs, int g, uint64_t need, const char *exclude,
+                  gs_park_pick_rc_t rc, char *out, size_t len);
+const char *park_mib(char *buf, size_t len, uint64_t bytes);
+
+/* park_room.c: make_room requests */
 void park_room_reply(gs_broker_t *b, room_t *r, int ok, uint64_t free_bytes, const char *reason);
+/* 1: answered (go on with the next need); 0: it waits. */
+int park_serve_room(gs_broker_t *b, park_views_t *vs, room_t *r, int64_t now);
+void park_expire_reservations(gs_park_t *p, const park_views_t *vs, int64_t now);
 
 #endif

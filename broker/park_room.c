@@ -1,0 +1,184 @@
+/*
+ * park_room.c - make_room: an allocation did not fit; the hook waits for
+ * `room`.  Requests are served in arrival order per GPU, with the parked
+ * sessions that need the GPU back (park_poll.c): answered ok once the
+ * estimated free memory covers the allocation (plus a margin for the
+ * driver's rounding), after parking idle sessions when needed, or ok:false
+ * with the reason (where the memory is, the host budget, a failed park,
+ * parking off, a timeout).  Room promised to an answered request is
+ * reserved until the hook's next memory report shows it (at most 1 s).
+ */
+#include <string.h>
+
+#include "log.h"
+#include "park_internal.h"
+
+#define SEC          1000000LL
+#define ROOM_WAIT_US (25 * SEC) /* under the hook's 30 s make_room timeout */
+#define ROOM_ROUNDS  3          /* victim sets tried for one request */
+/* Before saying "nothing to park", a request waits this long for news: the
+ * end of another notebook's cell comes from its launcher on another
+ * connection and may arrive just after the allocation that needs its room. */
+#define ROOM_GRACE_US (500 * 1000LL)
+#define MIB           1048576.0
+
+void park_room_reply(gs_broker_t *b, room_t *r, int ok, uint64_t free_bytes, const char *reason)
+{
+    json_t *m = gs_msg_new(GS_MSG_ROOM);
+    json_object_set_new(m, "device", json_string(b->inventory.gpus[r->gpu].uuid));
+    json_object_set_new(m, "ok", json_boolean(ok));
+    json_object_set_new(m, "free_bytes", json_integer((json_int_t)free_bytes));
+    if (reason)
+        json_object_set_new(m, "reason", json_string(reason));
+    if (r->seq >= 0)
+        json_object_set_new(m, "seq", json_integer(r->seq));
+    if (ok)
+        gs_info("room for %.1f MiB on GPU %d for session %s (%.1f MiB free)", r->bytes / MIB,
+                r->gpu, r->session, free_bytes / MIB);
+    else {
+        gs_info("no room for %.1f MiB on GPU %d for session %s: %s", r->bytes / MIB, r->gpu,
+                r->session, reason);
+        if (b->park)
+            snprintf(b->park->last_refusal, sizeof b->park->last_refusal,
+                     "%.1f MiB for session %.64s on GPU %d: %.400s", r->bytes / MIB, r->session,
+                     r->gpu, reason);
+    }
+    gs_eventlog_write(b->eventlog, "room",
+                      json_pack("{s:s, s:s, s:I, s:b, s:I, s:s?}", "session", r->session, "gpu",
+                                b->inventory.gpus[r->gpu].uuid, "bytes", (json_int_t)r->bytes, "ok",
+                                ok, "free_bytes", (json_int_t)free_bytes, "reason", reason));
+    gs_broker_reply(b, r->peer, m);
+}
+
+static void room_done(gs_park_t *p, room_t *r)
+{
+    for (room_t **pp = &p->rooms; *pp; pp = &(*pp)->next)
+        if (*pp == r) {
+            *pp = r->next;
+            break;
+        }
+    zframe_destroy(&r->peer);
+    free(r);
+}
+
+static void reserve(gs_park_t *p, const park_views_t *vs, room_t *r, int64_t now)
+{
+    if (p->nresv == PARK_MAX_RESV)
+        return;
+    resv_t *v = &p->resv[p->nresv++];
+    snprintf(v->session, sizeof v->session, "%s", r->session);
+    v->gpu = r->gpu;
+    v->bytes = r->bytes;
+    v->base = 0;
+    for (int i = 0; i < vs->n; i++)
+        if (!strcmp(vs->v[i].s->id, r->session))
+            v->base = vs->v[i].foot[r->gpu];
+    v->until = now + SEC;
+}
+
+/* 1: answered (go on with the next need); 0: it waits. */
+int park_serve_room(gs_broker_t *b, park_views_t *vs, room_t *r, int64_t now)
+{
+    gs_park_t *p = b->park;
+    uint64_t free_now = park_free(p, vs, r->gpu);
+    if (free_now >= r->goal) {
+        park_room_reply(b, r, 1, free_now, NULL);
+        reserve(p, vs, r, now);
+        room_done(p, r);
+        return 1;
+    }
+    if (park_in_flight(vs, r->gpu))
+        return 0;
+    if (r->fail[0] || r->rounds >= ROOM_ROUNDS || now >= r->deadline) {
+        park_room_reply(b, r, 0, free_now,
+                        r->fail[0]           ? r->fail
+                        : now >= r->deadline ? "timed out waiting for sessions to become idle"
+                                             : "parked sessions did not free enough memory");
+        room_done(p, r);
+        return 1;
+    }
+    int64_t wait_until = 0;
+    char why[200];
+    snprintf(why, sizeof why, "make room for %.1f MiB for session %.64s", r->bytes / MIB,
+             r->session);
+    gs_park_pick_rc_t rc = park_victims(b, vs, r->gpu, r->goal - free_now, r->session, 0,
+                                        r->deadline, &wait_until, why);
+    if (rc == GS_PICK_OK) {
+        r->rounds++;
+        return 0;
+    }
+    if (rc == GS_PICK_WAIT || (rc == GS_PICK_NONE && now < r->since + ROOM_GRACE_US)) {
+        if (rc != GS_PICK_WAIT)
+            wait_until = r->since + ROOM_GRACE_US;
+        if (wait_until < p->wake)
+            p->wake = wait_until;
+        return 0;
+    }
+    char reason[400];
+    park_explain(p, vs, r->gpu, r->goal - free_now, r->session, rc, reason, sizeof reason);
+    park_room_reply(b, r, 0, free_now, reason);
+    room_done(p, r);
+    return 1;
+}
+
+void gs_park_make_room(gs_broker_t *b, zframe_t *peer, const char *client, int gpu, uint64_t bytes,
+                       long long seq)
+{
+    gs_park_t *p = b->park;
+    gs_client_t *c = gs_sessions_client_by_key(b->sessions, client);
+    room_t tmp = {.peer = peer, .seq = seq, .gpu = gpu, .bytes = bytes};
+    snprintf(tmp.session, sizeof tmp.session, "%s", c ? c->session : "?");
+    char no[260] = "";
+    if (!p || !p->api)
+        snprintf(no, sizeof no, "parking is unavailable: %s", p ? p->unavailable : "?");
+    else if (!p->cfg.enabled)
+        snprintf(no, sizeof no, "parking is off");
+    else if (p->cfg.gpu_off[gpu])
+        snprintf(no, sizeof no, "parking is off on this GPU");
+    if (no[0]) {
+        park_room_reply(b, &tmp, 0, 0, no);
+        return;
+    }
+    room_t *r = calloc(1, sizeof *r);
+    if (!r) {
+        park_room_reply(b, &tmp, 0, 0, "the broker is out of memory");
+        return;
+    }
+    *r = tmp;
+    snprintf(r->client, sizeof r->client, "%s", client);
+    r->peer = zframe_dup(peer);
+    r->since = gs_broker_now_us();
+    r->deadline = r->since + ROOM_WAIT_US;
+    park_views_t vs = park_views(b, r->since);
+    uint64_t free_now = park_free(p, &vs, gpu);
+    if (free_now >= bytes) /* memory the hooks did not report: park the whole size */
+        r->goal = free_now + bytes + park_margin(p, gpu);
+    else
+        r->goal = bytes + park_margin(p, gpu);
+    if (r->goal > p->total[gpu])
+        r->goal = p->total[gpu];
+    free(vs.v);
+    room_t **pp = &p->rooms;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = r;
+    gs_broker_sched_flush(b); /* serves it */
+}
+
+void park_expire_reservations(gs_park_t *p, const park_views_t *vs, int64_t now)
+{
+    int n = 0;
+    for (int i = 0; i < p->nresv; i++) {
+        resv_t *r = &p->resv[i];
+        int shown = 0;
+        for (int k = 0; k < vs->n; k++)
+            if (!strcmp(vs->v[k].s->id, r->session))
+                shown = vs->v[k].foot[r->gpu] >= r->base + r->bytes;
+        if (now < r->until && !shown)
+            p->resv[n++] = *r;
+    }
+    p->nresv = n;
+    for (int i = 0; i < n; i++)
+        if (p->resv[i].until < p->wake)
+            p->wake = p->resv[i].until;
+}

@@ -1,0 +1,221 @@
+/*
+ * park_victims.c - the sessions as parking sees them now (park_views: one
+ * pass over the broker's tables, the scheduler's view of each session, why
+ * it cannot be parked), the estimated free memory of a GPU, and choosing
+ * and starting victims for an amount of memory (the decision itself is
+ * gs_park_choose, park_policy.h).
+ *
+ * Free memory is estimated from the hooks' reports: the GPU's size less
+ * the footprints of sessions not parked and the room promised to requests
+ * answered in the last second.  The broker never creates a CUDA context, so
+ * it cannot ask the driver; memory outside gpushare is not seen (a request
+ * whose estimate says it already fits is given its full size by parking).
+ */
+#include <string.h>
+
+#include "park_internal.h"
+
+#define MIB 1048576.0
+
+const char *park_mib(char *buf, size_t len, uint64_t bytes)
+{
+    if (bytes >= (1ull << 30))
+        snprintf(buf, len, "%.1f GiB", bytes / (MIB * 1024));
+    else
+        snprintf(buf, len, "%.1f MiB", bytes / MIB);
+    return buf;
+}
+
+park_views_t park_views(gs_broker_t *b, int64_t now)
+{
+    gs_park_t *p = b->park;
+    park_views_t vs = {NULL, 0};
+    size_t cap = 16;
+    vs.v = calloc(cap, sizeof *vs.v);
+    for (gs_session_t *s = gs_sessions_first_session(b->sessions); s && vs.v;
+         s = gs_sessions_next_session(b->sessions)) {
+        if ((size_t)vs.n == cap) {
+            park_view_t *nv = realloc(vs.v, 2 * cap * sizeof *nv);
+            if (!nv)
+                break;
+            vs.v = nv;
+            cap *= 2;
+        }
+        park_view_t *v = &vs.v[vs.n];
+        memset(v, 0, sizeof *v);
+        v->s = s;
+        if (!(v->ps = park_sess(p, s->id, 1)))
+            continue;
+        for (int g = 0; g < p->ngpus; g++) {
+            gs_sched_info_t *si = &v->si[g];
+            if (gs_sched_info(b->sched, s->id, g, now, si) != 0)
+                continue;
+            v->foot[g] = si->resident_bytes;
+            v->host += si->resident_bytes;
+            v->holding |= si->state == GS_SESS_RUNNING;
+            v->wants |= si->wants;
+            v->demand |= si->demand;
+            v->cell_busy = si->cell_busy;
+            v->registered = si->registered;
+            if (si->last_active_us > v->last_active)
+                v->last_active = si->last_active_us;
+        }
+        vs.n++;
+    }
+    for (int i = 0; i < vs.n; i++) /* this iterates the client table */
+        park_unparkable(p, vs.v[i].s->id, vs.v[i].reason, sizeof vs.v[i].reason);
+    return vs;
+}
+
+/* Forget the records of sessions the broker has forgotten. */
+void park_prune(gs_park_t *p, const park_views_t *vs)
+{
+    zlistx_t *gone = zlistx_new();
+    for (psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess)) {
+        int seen = 0;
+        for (int i = 0; i < vs->n && !seen; i++)
+            seen = vs->v[i].ps == ps;
+        if (!seen && !ps->job)
+            zlistx_add_end(gone, ps->id);
+    }
+    for (char *id = zlistx_first(gone); id; id = zlistx_next(gone))
+        zhashx_delete(p->sess, id);
+    zlistx_destroy(&gone);
+}
+
+uint64_t park_free(const gs_park_t *p, const park_views_t *vs, int g)
+{
+    int64_t left = (int64_t)p->total[g];
+    for (int i = 0; i < vs->n; i++)
+        if (vs->v[i].ps->st != PS_PARKED)
+            left -= (int64_t)vs->v[i].foot[g];
+    for (int i = 0; i < p->nresv; i++)
+        if (p->resv[i].gpu == g)
+            left -= (int64_t)p->resv[i].bytes;
+    return left > 0 ? (uint64_t)left : 0;
+}
+
+/* Sizes are rounded up by the driver: keep a little more free than asked. */
+uint64_t park_margin(const gs_park_t *p, int g)
+{
+    return p->total[g] / 100 > (2u << 20) ? p->total[g] / 100 : (2u << 20);
+}
+
+int park_in_flight(const park_views_t *vs, int g)
+{
+    for (int i = 0; i < vs->n; i++) {
+        const psess_t *ps = vs->v[i].ps;
+        if ((ps->st == PS_REVOKING || ps->st == PS_PARKING) && ps->bytes[g])
+            return 1;
+    }
+    return 0;
+}
+
+/* A session unparked for its cell keeps its slice: it is not switched out
+ * again before it had a grant or its shortest slice went by. */
+static int slice_protected(const park_view_t *v, int64_t now)
+{
+    const psess_t *ps = v->ps;
+    if (!ps->unparked_at)
+        return 0;
+    for (int g = 0; g < GS_MAX_GPUS; g++)
+        if (v->si[g].grants > ps->grants_at_unpark[g])
+            return 0;
+    int64_t longest = 0;
+    for (int g = 0; g < GS_MAX_GPUS; g++)
+        if (v->si[g].min_slice_us > longest)
+            longest = v->si[g].min_slice_us;
+    return now - ps->unparked_at < longest;
+}
+
+/* A session waiting for a make_room answer is in the middle of an
+ * allocation: not a victim. */
+static int asking(const gs_park_t *p, const char *session)
+{
+    for (const room_t *r = p->rooms; r; r = r->next)
+        if (!strcmp(r->session, session))
+            return 1;
+    return 0;
+}
+
+/* Choose and start parking victims on GPU g for `need` bytes; the
+ * excluded session is the one the room is for. */
+gs_park_pick_rc_t park_victims(gs_broker_t *b, park_views_t *vs, int g, uint64_t need,
+                               const char *exclude, int allow_switched, int64_t deadline,
+                               int64_t *wait_until, const char *why)
+{
+    gs_park_t *p = b->park;
+    int64_t now = gs_broker_now_us();
+    gs_park_cand_t *c = calloc((size_t)vs->n + 1, sizeof *c);
+    int *map = calloc((size_t)vs->n + 1, sizeof *map),
+        *picked = calloc((size_t)vs->n + 1, sizeof *picked);
+    int n = 0;
+    for (int i = 0; c && map && picked && i < vs->n; i++) {
+        park_view_t *v = &vs->v[i];
+        if (v->reason[0] || v->ps->st != PS_RESIDENT || v->ps->stuck || !v->foot[g] ||
+            (exclude && !strcmp(v->s->id, exclude)) || asking(p, v->s->id))
+            continue;
+        /* A holder is never parked, but one without a running cell is about
+         * to give its grant back (cell idle revoked it, or the hook's idle
+         * release comes): worth waiting for, within the request's time. */
+        int idle = !v->holding && !v->cell_busy && !v->wants && !v->demand;
+        int settling = v->holding && !v->cell_busy;
+        if (v->holding && !settling)
+            continue;
+        c[n] = (gs_park_cand_t){.bytes = v->foot[g],
+                                .host_bytes = v->host,
+                                .last_active = v->last_active,
+                                .idle = idle,
+                                .settling = settling,
+                                .switched_out = !idle && !settling && !slice_protected(v, now),
+                                .failed = v->ps->failed};
+        map[n++] = i;
+    }
+    uint64_t used = park_host_used(p);
+    uint64_t budget_left = p->cfg.host_budget > used ? p->cfg.host_budget - used : 0;
+    gs_park_pick_rc_t rc = GS_PICK_NONE;
+    if (c && map && picked)
+        rc = gs_park_choose(c, n, need, allow_switched, budget_left, now, p->cfg.idle_us, deadline,
+                            picked, wait_until);
+    for (int k = 0; rc == GS_PICK_OK && k < n; k++)
+        if (picked[k] && park_start(b, vs->v[map[k]].ps, why) != 0)
+            rc = GS_PICK_NONE; /* cannot happen: the reason was checked */
+    free(c);
+    free(map);
+    free(picked);
+    return rc;
+}
+
+/* The reason of a refusal: where the memory is. */
+void park_explain(gs_park_t *p, const park_views_t *vs, int g, uint64_t need, const char *exclude,
+                  gs_park_pick_rc_t rc, char *out, size_t len)
+{
+    char a[32], bb[32], c[32], d[32];
+    if (rc == GS_PICK_BUDGET) {
+        snprintf(out, len,
+                 "parking would exceed the host budget for parked memory (park_host_budget %s, "
+                 "%s parked)",
+                 park_mib(a, sizeof a, p->cfg.host_budget),
+                 park_mib(bb, sizeof bb, park_host_used(p)));
+        return;
+    }
+    uint64_t busy = 0, young = 0, cannot = 0;
+    int64_t now = gs_broker_now_us();
+    for (int i = 0; i < vs->n; i++) {
+        const park_view_t *v = &vs->v[i];
+        if (v->ps->st == PS_PARKED || (exclude && !strcmp(v->s->id, exclude)))
+            continue;
+        if (v->reason[0])
+            cannot += v->foot[g];
+        else if (v->holding || v->cell_busy || v->wants || v->demand)
+            busy += v->foot[g];
+        else if (now - v->last_active < p->cfg.idle_us)
+            young += v->foot[g];
+    }
+    snprintf(out, len,
+             "not enough memory can be parked (%s more needed): %s in busy sessions (running "
+             "cells or grants), %s idle for less than park_idle_s, %s in sessions that cannot "
+             "be parked",
+             park_mib(a, sizeof a, need), park_mib(bb, sizeof bb, busy),
+             park_mib(c, sizeof c, young), park_mib(d, sizeof d, cannot));
+}
