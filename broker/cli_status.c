@@ -32,20 +32,30 @@ void gs_cli_status_print(FILE *out, const json_t *st)
     json_t *g;
     json_array_foreach(gpus, i, g)
     {
-        fprintf(out, "GPU %lld  %s  %s  %.1f of %.1f GiB used%s\n", gs_msg_int(g, "index", 0),
-                gs_msg_str(g, "name", "?"), gs_msg_str(g, "uuid", "?"),
+        fprintf(out, "GPU %lld  %s  %s  %.1f of %.1f GiB used, %.1f GiB parked%s\n",
+                gs_msg_int(g, "index", 0), gs_msg_str(g, "name", "?"), gs_msg_str(g, "uuid", "?"),
                 gib(gs_msg_int(g, "memory_used", 0)), gib(gs_msg_int(g, "memory_total", 0)),
+                gib(gs_msg_int(g, "memory_parked", 0)),
                 gs_msg_bool(g, "simulated", 0) ? "  (simulated)" : "");
         json_t *sessions = json_object_get(g, "sessions");
         if (json_array_size(sessions) == 0)
             fprintf(out, "  no sessions\n");
         size_t j;
         json_t *s;
+        if (json_array_size(sessions) > 0)
+            fprintf(out, "  %-36s %-10s %-8s %-5s %9s %9s %8s %8s  %s\n", "SESSION", "USER",
+                    "STATE", "CELL", "RESIDENT", "PARKED", "GPU s", "WAIT s", "NOTEBOOK");
         json_array_foreach(sessions, j, s)
         {
-            fprintf(out, "  %-12s %-10s %-8s %-5s %s\n", gs_msg_str(s, "id", "?"),
-                    gs_msg_str(s, "user", "?"), gs_msg_str(s, "state", "?"),
-                    gs_msg_str(s, "cell", "?"), gs_msg_str(s, "notebook", ""));
+            fprintf(out, "  %-36.36s %-10.10s %-8s %-5s %8.2fG %8.2fG %8.1f %8.1f  %s\n",
+                    gs_msg_str(s, "id", "?"), gs_msg_str(s, "user", "?"),
+                    gs_msg_str(s, "state", "?"), gs_msg_str(s, "cell", "?"),
+                    gib(gs_msg_int(s, "resident_bytes", 0)), gib(gs_msg_int(s, "parked_bytes", 0)),
+                    gs_msg_num(s, "gpu_time_s", 0), gs_msg_num(s, "wait_time_s", 0),
+                    gs_msg_str(s, "notebook", ""));
+            const char *park = gs_msg_str(s, "parking", "resident");
+            if (strcmp(park, "resident") != 0)
+                fprintf(out, "  %-36s parking: %s\n", "", park);
         }
     }
 }
