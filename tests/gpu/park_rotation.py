@@ -1,0 +1,122 @@
+"""The parking validation on a real GPU (issue 6): three 'notebooks', each
+holding GIB of GPU memory (together more than the card), run cells in turn
+under gpushare; the broker parks idle ones in host RAM (CUDA checkpoint API)
+and unparks each when its cell starts.  Records every cell's wall time and
+whether its data came back bit-exact at the same address, and the broker's
+park/unpark times and GB/s.  Writes JSON lines to stdout.
+    park_rotation.py CARRY_DIR OUT_DIR [GIB] [ROUNDS]"""
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+CARRY, OUT = sys.argv[1], sys.argv[2]
+GIB = float(sys.argv[3]) if len(sys.argv) > 3 else 60
+ROUNDS = int(sys.argv[4]) if len(sys.argv) > 4 else 2
+HERE = os.path.dirname(os.path.abspath(__file__))
+EP = "ipc:///tmp/gs/park.sock"
+env = dict(os.environ, GPUSHARE_BROKER=EP,
+           LD_LIBRARY_PATH=os.path.join(CARRY, "lib") + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
+
+
+def readline(proc, timeout):
+    """A line from proc's stdout within timeout seconds (select, no sleeps)."""
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    if not ready:
+        raise TimeoutError("no answer within %ds" % timeout)
+    return proc.stdout.readline().strip()
+
+
+def emit(**kw):
+    print(json.dumps(kw), flush=True)
+
+
+def main():
+    os.makedirs("/tmp/gs", exist_ok=True)
+    blog = open(os.path.join(OUT, "park-broker.log"), "w")
+    broker = subprocess.Popen([os.path.join(CARRY, "gpushare", "gpushare-broker"), "-v", "-e", EP,
+                               "--set", "park_idle_s=0", "--set", "park_host_budget=100G",
+                               "--event-log", os.path.join(OUT, "park-events.jsonl")],
+                              env=env, stderr=blog)
+    deadline = time.time() + 30
+    while not os.path.exists("/tmp/gs/park.sock"):
+        if time.time() > deadline:
+            raise SystemExit("broker did not start")
+        time.sleep(0.05)  # waiting for a process to bind: no event to await
+    driver = subprocess.Popen([os.path.join(CARRY, "gpushare", "cell_driver"), EP], env=env,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def drive(cmd, timeout=30):
+        driver.stdin.write(cmd + "\n")
+        driver.stdin.flush()
+        return readline(driver, timeout)
+
+    workers = {}
+    for k in (1, 2, 3):
+        wenv = dict(env, LD_PRELOAD=os.path.join(CARRY, "gpushare", "libgpushare-hook.so"),
+                    GPUSHARE_SESSION="k%d" % k, GPUSHARE_MAKE_ROOM_TIMEOUT_MS="300000",
+                    GPUSHARE_LOG="info")
+        drive("register k%d" % k)
+        workers[k] = subprocess.Popen([sys.executable, os.path.join(HERE, "park_worker.py"),
+                                       str(GIB), str(k)], env=wenv, stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, text=True,
+                                      stderr=open(os.path.join(OUT, "park-worker%d.log" % k), "w"))
+    addresses = {}
+
+    def cell(k, cmd):
+        t0 = time.time()
+        drive("busy k%d" % k)
+        workers[k].stdin.write(cmd + "\n")
+        workers[k].stdin.flush()
+        line = readline(workers[k], 400)
+        drive("idle k%d" % k)
+        words = line.split()  # "allocated ADDR S" or "cell ok|CORRUPT ADDR S"
+        addr = words[1] if cmd == "alloc" else words[2]
+        if cmd == "alloc":
+            addresses[k] = addr
+        emit(event=cmd, session="k%d" % k, answer=line, wall_s=round(time.time() - t0, 2),
+             same_address=addresses.get(k) == addr,
+             bit_exact=(words[1] == "ok") if cmd == "cell" else None)
+
+    try:
+        for k in (1, 2, 3):
+            cell(k, "alloc")
+        for r in range(ROUNDS):
+            for k in (1, 2, 3):
+                cell(k, "cell")
+        st = json.loads(drive("status"))
+        json.dump(st, open(os.path.join(OUT, "park-status.json"), "w"), indent=1)
+        for g in st["gpus"]:
+            for s in g["sessions"]:
+                emit(event="session", **{key: s.get(key) for key in (
+                    "id", "state", "resident_bytes", "parked_bytes", "parks", "unparks",
+                    "last_park_s", "last_park_gbps", "last_unpark_s", "last_unpark_gbps",
+                    "parking", "park_error")})
+            emit(event="gpu", park_gbps=g.get("park_gbps"), unpark_gbps=g.get("unpark_gbps"))
+    finally:
+        for w in workers.values():
+            try:
+                w.stdin.write("quit\n")
+                w.stdin.flush()
+            except Exception:
+                pass
+        driver.stdin.write("quit\n")
+        driver.stdin.flush()
+        broker.send_signal(signal.SIGTERM)  # unparks whatever is parked
+        try:
+            broker.wait(120)
+        except subprocess.TimeoutExpired:
+            broker.kill()
+        for w in workers.values():
+            try:
+                w.wait(60)
+            except subprocess.TimeoutExpired:
+                w.kill()
+        emit(event="end", broker_rc=broker.returncode)
+
+
+if __name__ == "__main__":
+    main()
