@@ -4,9 +4,10 @@
 # .carry/ (see tests/gpu/README.md); this script only runs things and writes
 # JSON lines to $OUT/results.jsonl plus logs.
 #   bash tests/gpu/run_h200.sh [SECTION...]   (from the repository root)
-# Sections: validate launch torch revoke (default: all).
+# Sections: validate launch torch revoke broker park (default: all but park,
+# which takes minutes of checkpointing and runs alone).
 set -u
-sections=" ${*:-validate launch torch revoke} "
+sections=" ${*:-validate launch torch revoke broker} "
 want() { [[ $sections == *" $1 "* ]]; }
 C=$PWD/.carry
 OUT=${OUT:-/tmp/gpushare-out}
@@ -85,6 +86,19 @@ if want revoke; then
     # The platform's floor: a ZeroMQ round trip between two processes.
     record "zmq_rtt/gap5ms" "$("$C/gpushare/zmq_rtt" 200 5)"
     record "zmq_rtt/back-to-back" "$("$C/gpushare/zmq_rtt" 2000 0)"
+fi
+
+# 5. The broker's own costs on this (quiet, 16-core) machine.
+if want broker; then
+    bash bench/run_broker_bench.sh "$C/bb" "$OUT/broker-bench.jsonl" 2>>"$OUT/errors.log"
+    while read -r line; do record "broker_bench" "$line"; done <"$OUT/broker-bench.jsonl"
+fi
+
+# 6. Parking: three notebooks of 60 GiB each (more than the card) in turn.
+if want park; then
+    timeout 560 python3 tests/gpu/park_rotation.py "$C" "$OUT" "${PARK_GIB:-60}" "${PARK_ROUNDS:-2}" \
+        >"$OUT/park.jsonl" 2>>"$OUT/errors.log"
+    while read -r line; do record "park" "$line"; done <"$OUT/park.jsonl"
 fi
 
 kill $broker 2>/dev/null
