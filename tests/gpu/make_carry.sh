@@ -1,0 +1,32 @@
+#!/bin/bash
+# Build what the GPU machine runs into .carry/ (ignored by git), from the
+# build tree at the repository root: the hook, broker, CLI and benches, the
+# CUDA test programs (nvcc, sm_90), a CUPTI launch counter, and the runtime
+# libraries the GPU machine lacks (libzmq, czmq, jansson and their deps, from
+# Debian's archive).  Then, with the device tool:
+#   run: bash tests/gpu/run_h200.sh [SECTION...]      carry: [".carry"]
+set -eu
+cd "$(dirname "$0")/../.."
+root=$PWD
+nvcc=${NVCC:-/usr/local/cuda/bin/nvcc}
+C=.carry
+rm -rf "$C"
+mkdir -p "$C/lib" "$C/bin" "$C/gpushare" "$C/bb/broker" "$C/bb/bench"
+make -s -j"$(nproc)"
+cp libhook/.libs/libgpushare-hook.so broker/gpushare-broker broker/gpushare \
+    bench/revoke_latency bench/zmq_rtt bench/cell_driver "$C/gpushare/"
+cp broker/gpushare-broker "$C/bb/broker/"
+cp bench/broker_bench bench/zmq_rtt "$C/bb/bench/"
+debs=$(mktemp -d)
+(cd "$debs" && apt-get download libzmq5 libczmq4 libnorm1 libpgm-5.3-0 libsodium23 libjansson4 >/dev/null)
+for d in "$debs"/*.deb; do dpkg -x "$d" "$debs/x"; done
+cp -a "$debs"/x/usr/lib/x86_64-linux-gnu/*.so* "$C/lib/"
+rm -rf "$debs"
+gcc -shared -fPIC -O2 -I/usr/local/cuda/include -o "$C/lib/libcupti_count.so" \
+    tests/gpu/cupti_count.c -L/usr/local/cuda/lib64 -lcupti
+stubs=-L/usr/local/cuda/lib64/stubs
+"$nvcc" -O2 -arch=sm_90 -o "$C/bin/null_launch" bench/null_launch.cu -lcuda -ldl $stubs
+"$nvcc" -O2 -arch=sm_90 -o "$C/bin/sporadic" bench/sporadic.cu
+"$nvcc" -O2 -arch=sm_90 -cudart shared -o "$C/bin/validate_cuda_shared" tests/gpu/validate_cuda.cu -lcuda -ldl $stubs
+"$nvcc" -O2 -arch=sm_90 -cudart static -o "$C/bin/validate_cuda_static" tests/gpu/validate_cuda.cu -lcuda -ldl $stubs
+du -sh "$C"
