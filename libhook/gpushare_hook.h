@@ -29,6 +29,16 @@ void *gpushare_hook_real(const char *name);
  * (no broker, or GPUSHARE_DISABLE). */
 int gpushare_hook_gate(void);
 
+/* Device dev's memory footprint as the hook counts it (bytes): used,
+ * of which managed, and the peak.  0, or -1 for a bad device. */
+int gpushare_hook_memory(int dev, unsigned long long *used, unsigned long long *managed,
+                         unsigned long long *peak);
+
+/* Device dev's recent kernel bursts (what acquire reports): the 90th
+ * percentile and the last, in us.  0; -1 when none was measured; 1 while a
+ * burst is under way or still being measured (statistics so far, if any). */
+int gpushare_hook_bursts(int dev, long long *p90_us, long long *last_us);
+
 #ifdef __cplusplus
 }
 #endif

@@ -26,10 +26,15 @@ struct capture {
 };
 static struct capture *captures; /* hook_mu */
 
+/* A burst monitor calling the driver gives way at once (it watches
+ * hook_capture_want); a drain synchronising finishes first. */
 void hook_wait_no_drain_locked(void)
 {
-    while (hook_st.drain_syncing)
+    atomic_fetch_add(&hook_capture_want, 1);
+    pthread_cond_broadcast(&hook_cv);
+    while (hook_st.drain_syncing || hook_st.monitor_active)
         pthread_cond_wait(&hook_cv, &hook_mu);
+    atomic_fetch_sub(&hook_capture_want, 1);
 }
 
 /* Before the real BeginCapture: counts the capture as begun (so no drain

@@ -46,6 +46,18 @@ enum hook_client_state hook_client_state; /* hook_mu */
 #define EXIT_FLUSH_MS    200
 #define EXIT_WAIT_MS     500
 #define MAX_RELEASES     (2 * HOOK_MAX_DEVICES)
+#define MEM_REPORT_MS    50 /* at most one memory message per device this often */
+
+/* An allocation waiting for the broker to make room (on its thread's
+ * stack, listed under hook_mu). */
+struct room_req {
+    int dev;
+    uint64_t bytes;
+    long long seq; /* 0: not sent yet */
+    int done, ok;
+    char reason[256];
+    struct room_req *next;
+};
 
 /* Shared with other threads, under hook_mu. */
 static struct {
@@ -59,6 +71,7 @@ static struct {
     char endpoint[512];
     json_t *releases[MAX_RELEASES];
     int nreleases;
+    struct room_req *rooms;
 } sh = {.efd = -1};
 
 /* Owned by the I/O thread. */
@@ -71,6 +84,7 @@ static struct {
     int join_without_session;
     int heartbeat_ms;
     uint64_t hello_deadline, next_attempt, next_heartbeat, next_idle_tick, last_activity;
+    uint64_t next_mem[HOOK_MAX_DEVICES]; /* earliest time of the next memory message */
     int lost_reported;
 } io;
 
@@ -151,6 +165,7 @@ static void send_join(void)
         json_array_append_new(devs, json_string(hook_st.dev[i].uuid));
     pthread_mutex_unlock(&hook_mu);
     json_object_set_new(m, "devices", devs);
+    json_object_set_new(m, "memory_mode", json_string(hook_cfg.managed ? "managed" : "device"));
     send_msg(m);
 }
 
@@ -168,11 +183,9 @@ void hook_client_release_locked(struct hook_dev *d, const char *reason)
     json_object_set_new(m, "grant_id", json_integer(d->grant_id));
     json_object_set_new(m, "reason", json_string(reason));
     json_object_set_new(m, "used_us", json_integer((json_int_t)used_us));
-    if (d->quantum_us > 0)
-        json_object_set_new(m, "overuse_us",
-                            json_integer(used_us > (uint64_t)d->quantum_us
-                                             ? (json_int_t)(used_us - (uint64_t)d->quantum_us)
-                                             : 0));
+    uint64_t q = d->quantum_us > 0 ? (uint64_t)d->quantum_us : 0;
+    json_object_set_new(m, "overuse_us",
+                        json_integer(q && used_us > q ? (json_int_t)(used_us - q) : 0));
     sh.releases[sh.nreleases++] = m;
 }
 
@@ -193,15 +206,120 @@ static void send_pending(void)
         if (!m)
             continue;
         json_object_set_new(m, "device", json_string(d->uuid));
-        /* burst_p90_us / burst_last_us: added with the burst statistics */
+        long long p90, last;
+        if (hook_burst_stats(i, &p90, &last)) { /* bmu is a leaf lock */
+            json_object_set_new(m, "burst_p90_us", json_integer(p90));
+            json_object_set_new(m, "burst_last_us", json_integer(last));
+        }
         d->state = DS_REQUESTED;
         d->acquire_seq = io.seq;
         d->wait_info[0] = 0;
         out[n++] = m;
     }
+    for (struct room_req *q = sh.rooms; q && n < (int)(sizeof out / sizeof out[0]); q = q->next) {
+        if (q->seq || q->done)
+            continue;
+        json_t *m = msg_seq(GS_MSG_MAKE_ROOM);
+        if (!m)
+            continue;
+        json_object_set_new(m, "device", json_string(hook_st.dev[q->dev].uuid));
+        json_object_set_new(m, "bytes", json_integer((json_int_t)(q->bytes ? q->bytes : 1)));
+        q->seq = io.seq;
+        out[n++] = m;
+    }
     pthread_mutex_unlock(&hook_mu);
     for (int i = 0; i < n; i++)
         send_msg(out[i]);
+}
+
+/* The footprint of each device that changed, at most every MEM_REPORT_MS
+ * per device (the latest value; changes in between are coalesced).
+ * Returns when the next one may go (0: none pending). */
+static uint64_t send_memory(uint64_t now)
+{
+    uint64_t mask = hook_mem_changed_mask(), wake = 0;
+    for (int i = 0; mask && i < HOOK_MAX_DEVICES; i++) {
+        if (!(mask & (1ULL << i)))
+            continue;
+        if (now < io.next_mem[i]) {
+            if (!wake || io.next_mem[i] < wake)
+                wake = io.next_mem[i];
+            continue;
+        }
+        char uuid[HOOK_UUID_LEN];
+        pthread_mutex_lock(&hook_mu);
+        int known = hook_st.dev[i].touched;
+        memcpy(uuid, hook_st.dev[i].uuid, sizeof uuid);
+        pthread_mutex_unlock(&hook_mu);
+        if (!known)
+            continue; /* stays marked until the device is touched */
+        uint64_t used, managed, peak;
+        if (!hook_mem_take(i, &used, &managed, &peak))
+            continue;
+        json_t *m = gs_msg_new(GS_MSG_MEMORY);
+        if (!m)
+            continue;
+        json_object_set_new(m, "device", json_string(uuid));
+        json_object_set_new(m, "used_bytes", json_integer((json_int_t)used));
+        json_object_set_new(m, "managed_bytes", json_integer((json_int_t)managed));
+        json_object_set_new(m, "peak_bytes", json_integer((json_int_t)peak));
+        send_msg(m);
+        io.next_mem[i] = now + MEM_REPORT_MS;
+    }
+    return wake;
+}
+
+/* hook_mu held: every request waiting for a room reply gets none. */
+static void rooms_fail_locked(const char *why)
+{
+    for (struct room_req *q = sh.rooms; q; q = q->next)
+        if (!q->done) {
+            q->done = 1;
+            q->ok = 0;
+            snprintf(q->reason, sizeof q->reason, "%s", why);
+        }
+    pthread_cond_broadcast(&hook_cv);
+}
+
+int hook_client_make_room(int dev, uint64_t bytes, unsigned timeout_ms, char *reason,
+                          size_t reason_len)
+{
+    if (reason_len)
+        reason[0] = 0;
+    if (dev < 0 || dev >= HOOK_MAX_DEVICES || !timeout_ms)
+        return 0;
+    struct room_req q = {.dev = dev, .bytes = bytes};
+    uint64_t deadline = hook_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+    struct timespec ts = {(time_t)(deadline / 1000000000ULL), (long)(deadline % 1000000000ULL)};
+    int timed_out = 0;
+    pthread_mutex_lock(&hook_mu);
+    /* the first connection attempt decides within ~200 ms (no socket file:
+     * at once) */
+    while (hook_client_state == CS_CONNECTING && !timed_out)
+        timed_out = pthread_cond_timedwait(&hook_cv, &hook_mu, &ts) == ETIMEDOUT;
+    if (hook_client_state != CS_READY || !sh.connected || sh.stopping ||
+        !hook_st.dev[dev].touched) {
+        pthread_mutex_unlock(&hook_mu); /* no broker: the program gets its error at once */
+        return 0;
+    }
+    q.next = sh.rooms;
+    sh.rooms = &q;
+    pthread_mutex_unlock(&hook_mu);
+    hook_client_kick();
+    pthread_mutex_lock(&hook_mu);
+    while (!q.done && !timed_out)
+        timed_out = pthread_cond_timedwait(&hook_cv, &hook_mu, &ts) == ETIMEDOUT;
+    for (struct room_req **pp = &sh.rooms; *pp; pp = &(*pp)->next)
+        if (*pp == &q) {
+            *pp = q.next;
+            break;
+        }
+    pthread_mutex_unlock(&hook_mu);
+    if (!q.done)
+        snprintf(q.reason, sizeof q.reason, "the broker did not answer within %u ms", timeout_ms);
+    if (reason_len)
+        snprintf(reason, reason_len, "%s", q.reason);
+    return q.done && q.ok;
 }
 
 /* ---- connection state --------------------------------------------------- */
@@ -235,6 +353,7 @@ static void go_ungated(const char *why, uint64_t retry_in_ms)
     for (int i = 0; i < sh.nreleases; i++)
         json_decref(sh.releases[i]);
     sh.nreleases = 0;
+    rooms_fail_locked("no gpushare broker");
     hook_gate_update_locked();
     pthread_cond_broadcast(&hook_cv);
     pthread_mutex_unlock(&hook_mu);
@@ -316,6 +435,27 @@ static void on_welcome(const json_t *m)
     else
         gs_debug("connected to the gpushare broker at %s", sh.endpoint);
     send_join();
+    /* a (new) broker knows nothing of our memory */
+    hook_mem_mark_all();
+    memset(io.next_mem, 0, sizeof io.next_mem);
+}
+
+static void on_room(const json_t *m)
+{
+    long long seq = gs_msg_int(m, "seq", -1);
+    pthread_mutex_lock(&hook_mu);
+    for (struct room_req *q = sh.rooms; q; q = q->next)
+        if (q->seq == seq && !q->done) {
+            q->done = 1;
+            q->ok = gs_msg_bool(m, "ok", 0);
+            const char *why = gs_msg_str(m, "reason", NULL);
+            if (why)
+                snprintf(q->reason, sizeof q->reason, "%s", why);
+            else if (!q->ok)
+                snprintf(q->reason, sizeof q->reason, "the broker could not make room");
+            pthread_cond_broadcast(&hook_cv);
+        }
+    pthread_mutex_unlock(&hook_mu);
 }
 
 static void on_grant(const json_t *m)
@@ -411,6 +551,19 @@ static void on_error(const json_t *m)
         go_ungated(why, REFUSED_RETRY_MS);
         return;
     }
+    if (strcmp(req, "make_room") == 0) {
+        long long seq = gs_msg_int(m, "seq", -1);
+        pthread_mutex_lock(&hook_mu);
+        for (struct room_req *q = sh.rooms; q; q = q->next)
+            if (q->seq == seq && !q->done) {
+                q->done = 1;
+                snprintf(q->reason, sizeof q->reason, "the broker refused make_room: %s: %s", code,
+                         text);
+                pthread_cond_broadcast(&hook_cv);
+            }
+        pthread_mutex_unlock(&hook_mu);
+        return;
+    }
     gs_debug("broker error %s: %s", code, text);
 }
 
@@ -439,6 +592,10 @@ static void on_message(const void *data, size_t size)
         break;
     case GS_MSG_OK:
         on_ok(m);
+        break;
+    case GS_MSG_ROOM:
+        if (io.ready)
+            on_room(m);
         break;
     case GS_MSG_ERROR:
         on_error(m);
@@ -566,8 +723,11 @@ static void *io_main(void *arg)
             idle_tick(now);
             send_pending();
         }
+        uint64_t mem_wake = io.ready ? send_memory(now) : 0;
         /* sleep until the next timer or event */
         uint64_t wake = now + 1000;
+        if (mem_wake && mem_wake < wake)
+            wake = mem_wake;
         if (!io.sock && io.next_attempt < wake)
             wake = io.next_attempt;
         if (io.sock && !io.ready && io.hello_deadline < wake)
@@ -663,6 +823,7 @@ void hook_client_stop(void)
     }
     sh.stopping = 1;
     hook_client_state = CS_STOPPED;
+    rooms_fail_locked("the program is exiting");
     pthread_mutex_unlock(&hook_mu);
     hook_client_kick();
     struct timespec ts;

@@ -134,11 +134,15 @@ HOOK_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
 
 /* ---- teardown ----------------------------------------------------------- */
 
+/* Counted first, so that no drain or burst probe starts meanwhile; then
+ * waits for those under way (a burst probe waits for its events, which
+ * the teardown would have waited for anyway). */
 static void teardown_begin(void)
 {
     pthread_mutex_lock(&hook_mu);
-    hook_wait_no_drain_locked();
     hook_st.ctx_destroying++;
+    while (hook_st.drain_syncing > 0 || hook_st.monitor_busy > 0)
+        pthread_cond_wait(&hook_cv, &hook_mu);
     pthread_mutex_unlock(&hook_mu);
 }
 
@@ -156,6 +160,8 @@ static void teardown_end(void)
     CALL_REAL(abi, (ctx));                                                                         \
     if (r_ == CUDA_SUCCESS) {                                                                      \
         hook_streams_forget_ctx(ctx);                                                              \
+        hook_burst_forget_ctx(ctx);                                                                \
+        hook_mem_forget_ctx(ctx);                                                                  \
         hook_ctx_forget(ctx);                                                                      \
     }                                                                                              \
     teardown_end();                                                                                \
@@ -187,6 +193,8 @@ static void primary_gone(CUresult r, CUdevice dev, int always)
         hook_cu.primaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active)
         return;
     hook_streams_forget_ctx(c);
+    hook_burst_forget_ctx(c);
+    hook_mem_forget_ctx(c);
 }
 
 #define PRIMARY_DOWN(abi, always)                                                                  \
@@ -222,8 +230,10 @@ HOOK_EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
     PASS_NESTED(cuGreenCtxDestroy, (hCtx));
     teardown_begin();
     CALL_REAL(cuGreenCtxDestroy, (hCtx));
-    if (r_ == CUDA_SUCCESS)
+    if (r_ == CUDA_SUCCESS) {
         hook_streams_forget_green(hCtx);
+        hook_burst_forget_ctx(NULL);
+    }
     teardown_end();
     DONE;
 }

@@ -125,18 +125,18 @@ static int drain_attempt(int dev, unsigned gen, int may_block)
         return 1; /* cancelled */
     }
     unsigned long long since = d->epoch_start;
-    hook_st.drain_syncing = 1;
+    hook_st.drain_syncing++;
     pthread_mutex_unlock(&hook_mu);
 
     uint64_t t2 = hook_now_ns();
     int done = hook_streams_drain(dev, since, may_block);
     gs_debug("drain of GPU %d%s: quiesce %llu us, capture wait %llu us, streams %llu us%s", dev,
              may_block ? "" : " (inline)", (unsigned long long)(t1 - t0) / 1000,
-             (unsigned long long)(t2 - t1) / 1000,
-             (unsigned long long)(hook_now_ns() - t2) / 1000, done ? "" : ", still busy");
+             (unsigned long long)(t2 - t1) / 1000, (unsigned long long)(hook_now_ns() - t2) / 1000,
+             done ? "" : ", still busy");
 
     pthread_mutex_lock(&hook_mu);
-    hook_st.drain_syncing = 0;
+    hook_st.drain_syncing--;
     if (done && d->drain_gen == gen && d->state == DS_DRAINING) {
         hook_client_release_locked(d, d->drain_reason == DRAIN_IDLE ? "idle" : "revoked");
         d->state = d->waiters > 0 ? DS_WANT : DS_IDLE;

@@ -30,10 +30,14 @@ static void prepare(void)
     hook_streams_atfork_prepare(); /* hook_smu */
     hook_cuctx_atfork_prepare();   /* contexts */
     hook_thr_atfork_prepare();     /* thread registry */
+    hook_burst_atfork_prepare();   /* bursts (leaf) */
+    hook_mem_atfork_prepare();     /* memory (leaf) */
 }
 
 static void parent(void)
 {
+    hook_mem_atfork_parent();
+    hook_burst_atfork_parent();
     hook_thr_atfork_parent();
     hook_cuctx_atfork_parent();
     hook_streams_atfork_parent();
@@ -84,6 +88,8 @@ static void child(void)
     hook_gate_atfork_child();
     hook_drain_atfork_child();
     hook_capture_atfork_child();
+    hook_burst_atfork_child();
+    hook_mem_atfork_child();
     close_broker_fds(hook_client_ipc_path());
     hook_client_atfork_child();
 }

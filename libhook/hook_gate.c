@@ -23,6 +23,7 @@ _Atomic int hook_gate_word = HOOK_GATE_CLOSED;
 _Atomic unsigned long long hook_track_epoch = 1;
 _Atomic int hook_activity;
 _Atomic int hook_capture_count;
+_Atomic int hook_capture_want;
 
 pthread_mutex_t hook_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t hook_cv;
@@ -222,6 +223,7 @@ void hook_gate_atfork_child(void)
     cv_init();
     memset(&hook_st, 0, sizeof hook_st);
     atomic_store(&hook_capture_count, 0);
+    atomic_store(&hook_capture_want, 0);
     atomic_store(&hook_activity, 0);
     atomic_fetch_add(&hook_track_epoch, 1);
     atomic_store(&hook_gate_word, hook_cfg.disabled ? HOOK_GATE_UNGATED : HOOK_GATE_CLOSED);

@@ -69,6 +69,11 @@ struct hook_config {
     int disabled;             /* GPUSHARE_DISABLE=1: pure pass-through */
     unsigned idle_release_ms; /* GPUSHARE_IDLE_RELEASE_MS, 0 = never */
     char session[256];        /* GPUSHARE_SESSION, "" = none */
+    unsigned burst_merge_us;  /* GPUSHARE_BURST_MERGE_US */
+    int bursts_off;           /* GPUSHARE_BURSTS=0 */
+    int managed;              /* GPUSHARE_MEMORY=managed */
+    uint64_t memory_limit;    /* GPUSHARE_MEMORY_LIMIT, 0 = none */
+    unsigned make_room_ms;    /* GPUSHARE_MAKE_ROOM_TIMEOUT_MS */
 };
 extern struct hook_config hook_cfg;
 
@@ -113,6 +118,8 @@ struct hook_cuda {
     __typeof__(&cuDeviceGetUuid_v2) deviceGetUuid2;
     __typeof__(&cuDeviceGetUuid) deviceGetUuid;
     __typeof__(&cuDevicePrimaryCtxGetState) primaryCtxGetState;
+    __typeof__(&cuStreamCreate) streamCreate;
+    __typeof__(&cuEventElapsedTime_v2) eventElapsed;
 };
 extern struct hook_cuda hook_cu;
 
@@ -130,10 +137,12 @@ struct hook_thr {
     int internal;         /* one of the hook's own threads */
     int live;             /* owned by a running thread */
     unsigned cache_next;
+    _Atomic int *bflag; /* burst flag of the device of the current submission */
     struct {
         CUstream s;
         unsigned long long epoch;
         unsigned ctx_gen;
+        _Atomic int *bflag;
     } cache[HOOK_TCACHE]; /* streams already marked in this epoch */
     _Atomic unsigned long long calls[HOOK_N];
     struct hook_thr *next;
@@ -169,6 +178,7 @@ extern _Atomic int hook_gate_word;
 extern _Atomic unsigned long long hook_track_epoch; /* bumped at each grant */
 extern _Atomic int hook_activity;      /* set by submissions, cleared by the idle timer */
 extern _Atomic int hook_capture_count; /* stream captures in progress */
+extern _Atomic int hook_capture_want;  /* threads waiting to begin a capture */
 
 #define HOOK_MAX_DEVICES 64
 #define HOOK_UUID_LEN    48
@@ -207,8 +217,10 @@ struct hook_state {
     struct hook_dev dev[HOOK_MAX_DEVICES];
     int ndev; /* devices enumerated (uuid known) */
     int enumerated;
-    int drain_syncing;  /* the helper is recording/synchronising events */
-    int ctx_destroying; /* a context is being destroyed */
+    int drain_syncing;  /* drains synchronising: captures and teardown wait */
+    int monitor_active; /* burst monitors calling the driver: captures wait */
+    int monitor_busy;   /* burst monitors holding events: teardown waits */
+    int ctx_destroying; /* a context is being destroyed (or waits to be) */
 };
 extern struct hook_state hook_st;
 
@@ -239,6 +251,30 @@ void hook_gate_atfork_child(void);
  * path leaves out), then waits for every busy flag to clear, so no
  * submission that saw the gate open can slip past a drain. */
 void hook_track_slow(struct hook_thr *t, CUstream s, unsigned long long epoch);
+
+/* ---- kernel bursts (hook_burst.c) -------------------------------------- */
+
+/* Per device: QUIET (0) no burst; ACTIVE (1) set by submissions; PROBING (2)
+ * the monitor cleared it and waits for its events.  The submit path loads
+ * it (relaxed) and calls hook_burst_note only when it is not ACTIVE: once
+ * per burst, and once per monitor probe while a burst lasts. */
+enum { HOOK_BURST_QUIET = 0, HOOK_BURST_ACTIVE = 1, HOOK_BURST_PROBING = 2 };
+extern _Atomic int hook_burst_flag[HOOK_MAX_DEVICES];
+extern _Atomic int hook_burst_off; /* always ACTIVE: threads not being tracked point here */
+void hook_burst_note(struct hook_thr *t);
+static inline void hook_burst_check(struct hook_thr *t)
+{
+    if (__builtin_expect(atomic_load_explicit(t->bflag, memory_order_relaxed) != HOOK_BURST_ACTIVE,
+                         0))
+        hook_burst_note(t);
+}
+/* p90 and last of the device's recent (merged) bursts in us; 0 when none. */
+int hook_burst_stats(int dev, long long *p90_us, long long *last_us);
+int hook_burst_busy(int dev);              /* a burst is under way or being measured */
+void hook_burst_forget_ctx(CUcontext ctx); /* NULL: every context */
+void hook_burst_atfork_prepare(void);
+void hook_burst_atfork_parent(void);
+void hook_burst_atfork_child(void);
 static inline CUstream hook_norm_stream(CUstream s, int pt)
 {
     if (s == NULL)
@@ -255,8 +291,11 @@ static inline void hook_track(struct hook_thr *t, CUstream s)
         atomic_store_explicit(&hook_activity, 1, memory_order_relaxed);
     unsigned long long e = atomic_load_explicit(&hook_track_epoch, memory_order_relaxed);
     for (int i = 0; i < HOOK_TCACHE; i++)
-        if (t->cache[i].s == s && t->cache[i].epoch == e && t->cache[i].ctx_gen == t->ctx_gen)
+        if (t->cache[i].s == s && t->cache[i].epoch == e && t->cache[i].ctx_gen == t->ctx_gen) {
+            t->bflag = t->cache[i].bflag;
+            hook_burst_check(t); /* a burst starts: before the call, for its start time */
             return;
+        }
     hook_track_slow(t, s, e);
 }
 static inline void hook_submit_enter(struct hook_thr *t, CUstream s, int pt)
@@ -269,15 +308,34 @@ static inline void hook_submit_enter(struct hook_thr *t, CUstream s, int pt)
         hook_track(t, s);
         return;
     }
+    t->bflag = &hook_burst_off;
     if (w == HOOK_GATE_UNGATED)
         return;
     atomic_store_explicit(&t->busy, 0, memory_order_release);
     hook_gate_slow(t, s, pt);
 }
+/* The burst flag is checked again after the real call: a monitor probe that
+ * cleared it while this submission was on its way into the driver recorded
+ * its events before this work (the driver serialises them on the stream),
+ * so this submission must mark the burst active again. */
 static inline void hook_submit_leave(struct hook_thr *t)
 {
     atomic_store_explicit(&t->busy, 0, memory_order_release);
+    hook_burst_check(t);
 }
+
+/* ---- memory (hook_mem.c) ---------------------------------------------- */
+
+/* A snapshot of device dev's footprint when it changed since the last one
+ * (clears the change); 0 when unchanged. */
+int hook_mem_take(int dev, uint64_t *used, uint64_t *managed, uint64_t *peak);
+uint64_t hook_mem_changed_mask(void); /* bit d: device d changed */
+/* Marks every device with a footprint as changed (a new broker). */
+void hook_mem_mark_all(void);
+void hook_mem_forget_ctx(CUcontext ctx);
+void hook_mem_atfork_prepare(void);
+void hook_mem_atfork_parent(void);
+void hook_mem_atfork_child(void);
 
 /* ---- contexts, streams, devices (hook_cuctx.c) ------------------------- */
 
@@ -303,6 +361,13 @@ extern pthread_mutex_t hook_smu;
  * wait for them; without may_block, spin briefly and return 0 when they are
  * not all complete yet.  Returns 1 when drained. */
 int hook_streams_drain(int dev, unsigned long long since, int may_block);
+struct hook_ev {
+    CUcontext ctx;
+    CUevent ev;
+};
+/* get: an event of ctx (current on the calling thread), NULL on failure. */
+struct hook_ev *hook_streams_record(int dev, unsigned long long since, size_t *n,
+                                    CUevent (*get)(int dev, CUcontext ctx));
 void hook_streams_forget_stream(CUstream s); /* hook_smu held */
 void hook_streams_forget_ctx(CUcontext ctx);
 void hook_streams_forget_green(CUgreenCtx g);
@@ -340,6 +405,12 @@ void hook_client_kick(void);
 /* Queues a release (hook_mu held). */
 void hook_client_release_locked(struct hook_dev *d, const char *reason);
 void hook_client_stop(void); /* at exit: releases, bounded wait */
+/* Asks the broker to make room for `bytes` on dev and waits at most
+ * timeout_ms for its answer (hook_mu not held by the caller, nor while
+ * waiting).  1: room made, retry; 0: refused (reason filled), timed out or
+ * no broker. */
+int hook_client_make_room(int dev, uint64_t bytes, unsigned timeout_ms, char *reason,
+                          size_t reason_len);
 void hook_client_atfork_child(void);
 const char *hook_client_ipc_path(void);
 

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "size.h"
 
 HOOK_EXPORT const char gpushare_hook_version[] = PACKAGE_VERSION;
 
@@ -35,10 +36,33 @@ static unsigned env_uint(const char *name, unsigned dflt)
     char *end;
     unsigned long x = strtoul(v, &end, 10);
     if (*end || x > 86400000UL) {
-        gs_warn("ignoring %s=%s (expected milliseconds)", name, v);
+        gs_warn("ignoring %s=%s (expected %s)", name, v,
+                strstr(name, "_US") ? "microseconds" : "milliseconds");
         return dflt;
     }
     return (unsigned)x;
+}
+
+#define DEFAULT_BURST_MERGE_US 100
+#define DEFAULT_MAKE_ROOM_MS   30000
+
+static void memory_env(void)
+{
+    const char *mode = getenv("GPUSHARE_MEMORY");
+    if (mode && *mode) {
+        if (strcmp(mode, "managed") == 0)
+            hook_cfg.managed = 1;
+        else if (strcmp(mode, "device") != 0)
+            gs_warn("ignoring GPUSHARE_MEMORY=%s (expected device or managed)", mode);
+    }
+    const char *lim = getenv("GPUSHARE_MEMORY_LIMIT");
+    if (lim && *lim) {
+        uint64_t b;
+        if (gs_size_parse(lim, &b) != 0 || b == 0)
+            gs_warn("ignoring GPUSHARE_MEMORY_LIMIT=%s (expected bytes, with K/M/G/T: 8G)", lim);
+        else
+            hook_cfg.memory_limit = b;
+    }
 }
 
 static void do_init(void)
@@ -51,6 +75,11 @@ static void do_init(void)
     const char *dis = getenv("GPUSHARE_DISABLE");
     hook_cfg.disabled = dis && *dis && strcmp(dis, "0") != 0;
     hook_cfg.idle_release_ms = env_uint("GPUSHARE_IDLE_RELEASE_MS", 200);
+    hook_cfg.burst_merge_us = env_uint("GPUSHARE_BURST_MERGE_US", DEFAULT_BURST_MERGE_US);
+    const char *bursts = getenv("GPUSHARE_BURSTS");
+    hook_cfg.bursts_off = bursts && strcmp(bursts, "0") == 0;
+    hook_cfg.make_room_ms = env_uint("GPUSHARE_MAKE_ROOM_TIMEOUT_MS", DEFAULT_MAKE_ROOM_MS);
+    memory_env();
     const char *sess = getenv("GPUSHARE_SESSION");
     snprintf(hook_cfg.session, sizeof hook_cfg.session, "%s", sess ? sess : "");
     hook_gate_init();
@@ -104,6 +133,23 @@ HOOK_EXPORT void *gpushare_hook_real(const char *name)
     hook_ready();
     int idx = name ? hook_find_abi(name) : -1;
     return idx < 0 ? NULL : hook_real[idx];
+}
+
+/* The kernel-burst statistics of device dev (what acquire carries):
+ * 0 with p90 and last in us, -1 when no burst has been measured, and 1 (with
+ * the statistics so far, if any) while a burst is under way or still being
+ * measured. */
+HOOK_EXPORT int gpushare_hook_bursts(int dev, long long *p90_us, long long *last_us)
+{
+    long long p, l;
+    int busy = hook_burst_busy(dev);
+    if (!hook_burst_stats(dev, &p, &l))
+        return busy ? 1 : -1;
+    if (p90_us)
+        *p90_us = p;
+    if (last_us)
+        *last_us = l;
+    return busy;
 }
 
 /* The gate word: 0 closed, 1 open (granted), 2 ungated. */

@@ -194,4 +194,8 @@ void hook_real_load(void)
     AUX(deviceGetUuid2, cuDeviceGetUuid_v2);
     AUX(deviceGetUuid, cuDeviceGetUuid);
     AUX(primaryCtxGetState, cuDevicePrimaryCtxGetState);
+    AUX(streamCreate, cuStreamCreate);
+    AUX(eventElapsed, cuEventElapsedTime_v2);
+    if (!hook_cu.eventElapsed)
+        AUX(eventElapsed, cuEventElapsedTime);
 }

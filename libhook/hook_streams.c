@@ -97,12 +97,21 @@ void hook_track_slow(struct hook_thr *t, CUstream s, unsigned long long epoch)
         e->dev = dev;
     }
     e->mark = epoch;
+    int dev = e->dev;
     pthread_mutex_unlock(&hook_smu);
     unsigned i = t->cache_next++ % HOOK_TCACHE;
     t->cache[i].s = s;
     t->cache[i].epoch = epoch;
     t->cache[i].ctx_gen = t->ctx_gen;
+    t->cache[i].bflag = dev >= 0 && dev < HOOK_MAX_DEVICES && !hook_cfg.bursts_off
+                            ? &hook_burst_flag[dev]
+                            : &hook_burst_off;
+    t->bflag = t->cache[i].bflag;
+    t->nest--;
+    hook_burst_check(t);
+    return;
 out:
+    t->bflag = &hook_burst_off;
     t->nest--;
 }
 
@@ -202,6 +211,45 @@ int hook_streams_drain(int dev, unsigned long long since, int may_block)
     gs_debug("drained GPU %d: %zu stream(s)%s", dev, np, done ? "" : " (not yet complete)");
     free(p);
     return done;
+}
+
+/* For the burst monitor (hook_burst.c), on its own thread, with captures
+ * and context teardown held off: one timing event on every stream of dev
+ * that got work since `since`, recorded after that work.  Returns the
+ * events (malloc'ed; *n of them) for the caller to wait on and destroy. */
+struct hook_ev *hook_streams_record(int dev, unsigned long long since, size_t *n,
+                                    CUevent (*get)(int dev, CUcontext ctx))
+{
+    *n = 0;
+    if (!hook_cu.ctxSetCurrent || !hook_cu.eventCreate || !hook_cu.eventRecord ||
+        !hook_cu.eventDestroy)
+        return NULL;
+    pthread_mutex_lock(&hook_smu);
+    struct hook_ev *p = calloc(nset ? nset : 1, sizeof *p);
+    size_t np = 0;
+    for (size_t i = 0; p && i < nset; i++) {
+        struct sentry *e = &set[i];
+        if (e->dev != dev || e->mark < since)
+            continue;
+        if (hook_cu.ctxSetCurrent(e->ctx) != CUDA_SUCCESS)
+            continue;
+        CUstream s = e->s ? e->s : CU_STREAM_LEGACY;
+        if (e->s && hook_stream_capturing(s))
+            continue;
+        CUevent ev = get(dev, e->ctx);
+        if (!ev)
+            continue;
+        if (hook_cu.eventRecord(ev, s) != CUDA_SUCCESS) {
+            hook_cu.eventDestroy(ev);
+            continue;
+        }
+        p[np].ctx = e->ctx;
+        p[np].ev = ev;
+        np++;
+    }
+    pthread_mutex_unlock(&hook_smu);
+    *n = np;
+    return p;
 }
 
 void hook_streams_atfork_prepare(void)

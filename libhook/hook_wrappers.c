@@ -9,9 +9,11 @@
  * threads) goes straight to the driver.
  *
  * SUBMIT wrappers pass the gate (hook_submit_enter: one atomic load when
- * the process holds its grants) around the real call.  The other classes
- * only count calls today; the burst statistics (SYNC: a burst ends) and
- * memory accounting (ALLOC/FREE) of later issues go where the comments say.
+ * the process holds its grants) around the real call, and keep the burst
+ * flag up to date (hook_burst.c).  SYNC wrappers only count calls: bursts
+ * are measured by the monitor's own events, not by the program's
+ * synchronisations.  The accounted ALLOC/FREE entry points are written out
+ * in hook_mem.c; the rest (arrays) only count calls.
  */
 #include "hook_internal.h"
 
@@ -42,7 +44,6 @@
         return r_;                                                                                 \
     }
 
-/* `after` is where later issues hook in: bursts (SYNC), memory (ALLOC/FREE). */
 #define WRAP_PLAIN(abi, params, args, after)                                                       \
     HOOK_EXPORT CUresult abi params                                                                \
     {                                                                                              \
@@ -61,9 +62,40 @@
         return r_;                                                                                 \
     }
 
+/* The memory entry points hook_mem.c defines itself (accounting, limit,
+ * managed mode, make_room); the generator skips them.  HOOK_OWN(abi) is 1
+ * for the names listed here, 0 for any other (the "~, 1" makes a second
+ * macro argument appear only for them). */
+#define HOOK_OWN_cuMemAlloc                   ~, 1
+#define HOOK_OWN_cuMemAlloc_v2                ~, 1
+#define HOOK_OWN_cuMemAllocAsync              ~, 1
+#define HOOK_OWN_cuMemAllocAsync_ptsz         ~, 1
+#define HOOK_OWN_cuMemAllocFromPoolAsync      ~, 1
+#define HOOK_OWN_cuMemAllocFromPoolAsync_ptsz ~, 1
+#define HOOK_OWN_cuMemAllocManaged            ~, 1
+#define HOOK_OWN_cuMemAllocPitch              ~, 1
+#define HOOK_OWN_cuMemAllocPitch_v2           ~, 1
+#define HOOK_OWN_cuMemCreate                  ~, 1
+#define HOOK_OWN_cuMemMap                     ~, 1
+#define HOOK_OWN_cuMemFree                    ~, 1
+#define HOOK_OWN_cuMemFree_v2                 ~, 1
+#define HOOK_OWN_cuMemFreeAsync               ~, 1
+#define HOOK_OWN_cuMemFreeAsync_ptsz          ~, 1
+#define HOOK_OWN_cuMemRelease                 ~, 1
+#define HOOK_OWN_cuMemUnmap                   ~, 1
+#define HOOK_SECOND_(a, b, ...)               b
+#define HOOK_SECOND(...)                      HOOK_SECOND_(__VA_ARGS__)
+#define HOOK_OWN(abi)                         HOOK_SECOND(HOOK_OWN_##abi, 0, ~)
+#define HOOK_CAT_(a, b)                       a##b
+#define HOOK_CAT(a, b)                        HOOK_CAT_(a, b)
+#define HOOK_UNLESS_0(...)                    __VA_ARGS__
+#define HOOK_UNLESS_1(...)
+#define WRAP_MEM(abi, params, args)                                                                \
+    HOOK_CAT(HOOK_UNLESS_, HOOK_OWN(abi))(WRAP_PLAIN(abi, params, args, (void)0))
+
 #define WRAP_SYNC(abi, pt, stream, params, args)    WRAP_PLAIN(abi, params, args, (void)0)
-#define WRAP_ALLOC(abi, pt, stream, params, args)   WRAP_PLAIN(abi, params, args, (void)0)
-#define WRAP_FREE(abi, pt, stream, params, args)    WRAP_PLAIN(abi, params, args, (void)0)
+#define WRAP_ALLOC(abi, pt, stream, params, args)   WRAP_MEM(abi, params, args)
+#define WRAP_FREE(abi, pt, stream, params, args)    WRAP_MEM(abi, params, args)
 #define WRAP_RESOLVE(abi, pt, stream, params, args) /* hook_resolve.c */
 #define WRAP_OTHER(abi, pt, stream, params, args)   /* hook_ctx.c, hook_capture.c */
 

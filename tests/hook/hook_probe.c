@@ -27,6 +27,25 @@
  *   fork nocuda|cuda|linger  fork; the child exits at once, or runs
  *                       "init launch L 1000 sync", or sleeps 3 s; the parent
  *                       reports the child's exit status (not for linger)
+ * Memory (sizes take K/M/G; each allocation gets the next index, printed):
+ *   alloc N | alloc1 N  cuMemAlloc_v2 | cuMemAlloc (32-bit ABI)
+ *   allocs n N          n allocations of N bytes in a row, one line at the end
+ *   pitch W H           cuMemAllocPitch_v2 (element size 4)
+ *   managed N           cuMemAllocManaged (CU_MEM_ATTACH_GLOBAL)
+ *   aalloc S N          cuMemAllocAsync on stream S
+ *   free i | afree i S  cuMemFree_v2 | cuMemFreeAsync on stream S
+ *   frees               cuMemFree_v2 of every allocation not freed yet
+ *   vcreate N           cuMemCreate on the current device (handle index)
+ *   vmap h              reserve an address range and map handle h there
+ *                       (read/write access; mapping index)
+ *   vunmap m            unmap mapping m and free its address range
+ *   vrelease h          cuMemRelease
+ *   meminfo | totalmem  cuMemGetInfo_v2 | cuDeviceTotalMem_v2
+ *   hookmem             the hook's count (gpushare_hook_memory)
+ *   newctx | delctx     create a context on the current device and make it
+ *                       current | destroy it, the primary context current
+ *   bursts              the hook's burst statistics (gpushare_hook_bursts),
+ *                       once no burst is under way or being measured
  *   exit                exit(0) from this thread
  *   end                 stop here (return from main)
  */
@@ -55,6 +74,19 @@ static CUstream streams[MAX_STREAMS];
 static int nstreams;
 static CUgraph graph;
 static CUgraphExec graph_exec;
+
+#define MAX_ALLOCS 1024
+static CUdeviceptr allocs[MAX_ALLOCS];
+static int nallocs;
+static CUmemGenericAllocationHandle handles[64];
+static size_t handle_size[64];
+static int nhandles;
+static struct {
+    CUdeviceptr va;
+    size_t size;
+} maps[64];
+static int nmaps;
+static CUcontext own_ctx;
 
 static unsigned long long now_ns(void)
 {
@@ -126,6 +158,31 @@ static CUresult launch(CUstream s, unsigned long long us, const char *name)
     CUfunction f = function(name);
     gpusim_set_next_kernel_us(us);
     return cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL);
+}
+
+static unsigned long long size_arg(const char *s)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    switch (*end) {
+    case 'K':
+        return v << 10;
+    case 'M':
+        return v << 20;
+    case 'G':
+        return v << 30;
+    default:
+        return v;
+    }
+}
+
+static void new_alloc(const char *what, CUresult r, CUdeviceptr p)
+{
+    if (r == CUDA_SUCCESS && nallocs < MAX_ALLOCS) {
+        allocs[nallocs] = p;
+        say("%s %d %s", what, nallocs++, err_name(r));
+    } else
+        say("%s -1 %s", what, err_name(r));
 }
 
 static void do_init(int dev)
@@ -279,6 +336,137 @@ int main(int argc, char **argv)
             int st = 0;
             waitpid(pid, &st, 0);
             say("forked %s status=%d", mode, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+        } else if (strcmp(c, "alloc") == 0) {
+            CUdeviceptr p = 0;
+            CUresult r = cuMemAlloc(&p, size_arg(ARG()));
+            new_alloc("alloc", r, p);
+        } else if (strcmp(c, "alloc1") == 0) {
+            unsigned int p = 0; /* CUdeviceptr_v1 */
+            CUresult (*fn)(unsigned int *, unsigned int) =
+                (CUresult(*)(unsigned int *, unsigned int))dlsym(RTLD_DEFAULT, "cuMemAlloc");
+            CUresult r = fn ? fn(&p, (unsigned int)size_arg(ARG())) : CUDA_ERROR_NOT_FOUND;
+            new_alloc("alloc1", r, p);
+        } else if (strcmp(c, "allocs") == 0) {
+            int n = atoi(ARG());
+            unsigned long long sz = size_arg(ARG());
+            CUresult r = CUDA_SUCCESS;
+            for (int k = 0; k < n && r == CUDA_SUCCESS && nallocs < MAX_ALLOCS; k++) {
+                CUdeviceptr p;
+                r = cuMemAlloc(&p, sz);
+                if (r == CUDA_SUCCESS)
+                    allocs[nallocs++] = p;
+            }
+            say("allocs %d %s", nallocs, err_name(r));
+        } else if (strcmp(c, "pitch") == 0) {
+            size_t w = size_arg(ARG()), h = size_arg(ARG()), pitch = 0;
+            CUdeviceptr p = 0;
+            CUresult r = cuMemAllocPitch(&p, &pitch, w, h, 4);
+            new_alloc("pitch", r, p);
+            say("pitch_bytes %zu", pitch);
+        } else if (strcmp(c, "managed") == 0) {
+            CUdeviceptr p = 0;
+            CUresult r = cuMemAllocManaged(&p, size_arg(ARG()), CU_MEM_ATTACH_GLOBAL);
+            new_alloc("managed", r, p);
+        } else if (strcmp(c, "aalloc") == 0) {
+            CUstream s = stream_arg(ARG());
+            CUdeviceptr p = 0;
+            CUresult r = cuMemAllocAsync(&p, size_arg(ARG()), s);
+            new_alloc("aalloc", r, p);
+        } else if (strcmp(c, "free") == 0 || strcmp(c, "afree") == 0) {
+            int k = atoi(ARG());
+            CUstream s = c[0] == 'a' ? stream_arg(ARG()) : NULL;
+            CUresult r = k >= 0 && k < nallocs && allocs[k]
+                             ? (c[0] == 'a' ? cuMemFreeAsync(allocs[k], s) : cuMemFree(allocs[k]))
+                             : CUDA_ERROR_INVALID_VALUE;
+            if (r == CUDA_SUCCESS)
+                allocs[k] = 0;
+            say("%s %d %s", c, k, err_name(r));
+        } else if (strcmp(c, "frees") == 0) {
+            CUresult r = CUDA_SUCCESS;
+            for (int k = 0; k < nallocs && r == CUDA_SUCCESS; k++)
+                if (allocs[k] && (r = cuMemFree(allocs[k])) == CUDA_SUCCESS)
+                    allocs[k] = 0;
+            say("frees %s", err_name(r));
+        } else if (strcmp(c, "vcreate") == 0) {
+            CUmemAllocationProp prop = {0};
+            prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+            prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+            prop.location.id = cur_dev;
+            size_t sz = size_arg(ARG());
+            CUresult r = nhandles < 64 ? cuMemCreate(&handles[nhandles], sz, &prop, 0)
+                                       : CUDA_ERROR_INVALID_VALUE;
+            if (r == CUDA_SUCCESS) {
+                handle_size[nhandles] = sz;
+                say("vcreate %d %s", nhandles++, err_name(r));
+            } else
+                say("vcreate -1 %s", err_name(r));
+        } else if (strcmp(c, "vmap") == 0) {
+            int h = atoi(ARG());
+            size_t sz = h >= 0 && h < nhandles ? handle_size[h] : 0;
+            CUdeviceptr va = 0;
+            CUresult r =
+                sz && nmaps < 64 ? cuMemAddressReserve(&va, sz, 0, 0, 0) : CUDA_ERROR_INVALID_VALUE;
+            if (r == CUDA_SUCCESS)
+                r = cuMemMap(va, sz, 0, handles[h], 0);
+            if (r == CUDA_SUCCESS) {
+                CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, cur_dev},
+                                       CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+                r = cuMemSetAccess(va, sz, &acc, 1);
+            }
+            if (r == CUDA_SUCCESS) {
+                maps[nmaps].va = va;
+                maps[nmaps].size = sz;
+                say("vmap %d %s", nmaps++, err_name(r));
+            } else
+                say("vmap -1 %s", err_name(r));
+        } else if (strcmp(c, "vunmap") == 0) {
+            int m = atoi(ARG());
+            CUresult r = m >= 0 && m < nmaps ? cuMemUnmap(maps[m].va, maps[m].size)
+                                             : CUDA_ERROR_INVALID_VALUE;
+            if (r == CUDA_SUCCESS)
+                r = cuMemAddressFree(maps[m].va, maps[m].size);
+            say("vunmap %d %s", m, err_name(r));
+        } else if (strcmp(c, "vrelease") == 0) {
+            int h = atoi(ARG());
+            CUresult r =
+                h >= 0 && h < nhandles ? cuMemRelease(handles[h]) : CUDA_ERROR_INVALID_VALUE;
+            say("vrelease %d %s", h, err_name(r));
+        } else if (strcmp(c, "meminfo") == 0) {
+            size_t f = 0, t = 0;
+            CUresult r = cuMemGetInfo(&f, &t);
+            say("meminfo %s %zu %zu", err_name(r), f, t);
+        } else if (strcmp(c, "totalmem") == 0) {
+            size_t t = 0;
+            CUresult r = cuDeviceTotalMem(&t, cur_dev);
+            say("totalmem %s %zu", err_name(r), t);
+        } else if (strcmp(c, "newctx") == 0) {
+            CUresult r = cuCtxCreate(&own_ctx, NULL, 0, cur_dev);
+            if (r == CUDA_SUCCESS)
+                r = cuCtxSetCurrent(own_ctx);
+            say("newctx %s", err_name(r));
+        } else if (strcmp(c, "delctx") == 0) {
+            CUresult r = cuCtxDestroy(own_ctx);
+            if (r == CUDA_SUCCESS)
+                r = cuCtxSetCurrent(ctxs[cur_dev]);
+            say("delctx %s", err_name(r));
+        } else if (strcmp(c, "hookmem") == 0) {
+            int (*hm)(int, unsigned long long *, unsigned long long *, unsigned long long *) =
+                (int (*)(int, unsigned long long *, unsigned long long *,
+                         unsigned long long *))dlsym(RTLD_DEFAULT, "gpushare_hook_memory");
+            unsigned long long u = 0, m = 0, pk = 0;
+            int r = hm ? hm(cur_dev, &u, &m, &pk) : -2;
+            say("hookmem %d %llu %llu %llu", r, u, m, pk);
+        } else if (strcmp(c, "bursts") == 0) {
+            int (*hb)(int, long long *, long long *) =
+                (int (*)(int, long long *, long long *))dlsym(RTLD_DEFAULT, "gpushare_hook_bursts");
+            long long p90 = 0, last = 0;
+            int r = hb ? hb(cur_dev, &p90, &last) : -2;
+            for (int k = 0; r == 1 && k < 5000; k++) { /* until measured: 5 s at most */
+                struct timespec ms = {0, 1000000};
+                nanosleep(&ms, NULL);
+                r = hb(cur_dev, &p90, &last);
+            }
+            say("bursts %d %lld %lld", r, p90, last);
         } else if (strcmp(c, "end") == 0) {
             break;
         } else if (strcmp(c, "exit") == 0) {

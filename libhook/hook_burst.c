@@ -1,0 +1,603 @@
+/*
+ * hook_burst.c - kernel bursts: how long this process keeps a GPU busy at a
+ * stretch (Gemini's "kernel burst", measured by an event-driven monitor).
+ *
+ * A burst of a device starts when a submission arrives while the device is
+ * quiet from this process' view, and ends when everything submitted has
+ * completed with nothing newer submitted.  The submit path only keeps a
+ * per-device flag up to date (hook_internal.h): it loads the flag (relaxed)
+ * before and after the real call and calls hook_burst_note() when the flag
+ * is not ACTIVE, which happens once per burst and once per monitor probe.
+ * The note of a new burst takes the start time and wakes the device's
+ * monitor thread; nothing is recorded or synchronised on the program's
+ * thread.
+ *
+ * The monitor (one thread per device, started at its first burst) probes:
+ * it sets the flag to PROBING, records one timing event on every stream of
+ * the device that got work (hook_streams_record, events from a pool) and
+ * polls them until they complete.  If the flag is still PROBING afterwards,
+ * nothing was submitted since the events were recorded and the burst is
+ * over; otherwise it probes again after a pause (1/8 of the burst so far,
+ * 1 to 4 ms: a probe costs the program's launch loop ~10 us of contention
+ * in the driver on an H200).  A submission that was on its way into the
+ * driver while the flag was cleared either precedes the event on its stream
+ * or sees PROBING when it checks the flag after the call (the driver
+ * serialises the two on the stream), so no work escapes a probe.
+ *
+ * Captures: a stream capture in global mode is invalidated by calls such as
+ * cuEventQuery from any thread.  The monitor calls the driver only while no
+ * capture is in progress, holds new captures off meanwhile (monitor_active)
+ * and gives way at once when one wants to begin (monitor_yield), resuming
+ * after it ended: its events keep their timestamps.
+ *
+ * The end is the GPU's timestamp of the last of those events, brought to
+ * CLOCK_MONOTONIC through a reference event the monitor records on a
+ * stream of its own (non-blocking, idle) and polls until it completes, so
+ * its host time is known within a few us (reference_settle); noticing the
+ * end later costs no precision.  Bursts separated by less than
+ * GPUSHARE_BURST_MERGE_US are merged; the last BURST_WINDOW merged bursts
+ * give burst_p90_us and burst_last_us, sent with each acquire
+ * (hook_client.c).
+ */
+#define _GNU_SOURCE
+#include "hook_internal.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+_Alignas(64) _Atomic int hook_burst_flag[HOOK_MAX_DEVICES];
+_Alignas(64) _Atomic int hook_burst_off = HOOK_BURST_ACTIVE;
+
+#define BURST_WINDOW   32
+#define MAX_REFS       16
+#define PAUSE_MIN_NS   1000000ULL
+#define PAUSE_MAX_NS   4000000ULL
+#define POLL_MIN_NS    20000ULL
+#define POLL_MAX_NS    1000000ULL
+#define REF_POLL_NS    2000000ULL
+#define REF_GOOD_NS    100000ULL
+#define REF_TRIES      8
+#define FIRST_PROBE_NS 200000ULL
+
+struct burst_dev {
+    int running;       /* monitor thread started */
+    int measuring;     /* a burst is being measured */
+    int pending;       /* a burst began: start_ns is its start */
+    uint64_t start_ns; /* of the pending burst */
+    uint64_t win_start[BURST_WINDOW], win_end[BURST_WINDOW]; /* recent merged bursts */
+    int n, head;                                             /* head: the latest */
+};
+
+/* A stream of the hook's own in a context, for reference events. */
+struct ref {
+    CUcontext ctx;
+    CUstream s;
+};
+
+static pthread_mutex_t bmu = PTHREAD_MUTEX_INITIALIZER; /* leaf lock */
+static pthread_cond_t bcv = PTHREAD_COND_INITIALIZER;
+static struct burst_dev bd[HOOK_MAX_DEVICES];
+static struct ref refs[MAX_REFS];
+static unsigned ref_gen; /* bumped when a context goes: reference events may be gone */
+/* When the first submission after the monitor's PROBING store came (0: none
+ * yet): a burst that was over by then is closed even if the monitor only
+ * noticed after the new work had begun. */
+static _Atomic uint64_t react_ns[HOOK_MAX_DEVICES];
+/* Events kept for the next probe (bmu): creating and destroying them at
+ * every probe costs the program's launches. */
+#define POOL 16
+static struct {
+    CUcontext ctx;
+    CUevent ev;
+} pool[HOOK_MAX_DEVICES][POOL];
+static int npool[HOOK_MAX_DEVICES];
+
+static CUevent pool_get(int dev, CUcontext ctx)
+{
+    CUevent ev = NULL;
+    pthread_mutex_lock(&bmu);
+    for (int i = 0; i < npool[dev]; i++)
+        if (pool[dev][i].ctx == ctx) {
+            ev = pool[dev][i].ev;
+            pool[dev][i] = pool[dev][--npool[dev]];
+            break;
+        }
+    pthread_mutex_unlock(&bmu);
+    if (!ev && hook_cu.eventCreate(&ev, CU_EVENT_DEFAULT) != CUDA_SUCCESS)
+        ev = NULL;
+    return ev;
+}
+
+/* ctx current on the calling thread. */
+static void pool_put(int dev, CUcontext ctx, CUevent ev)
+{
+    pthread_mutex_lock(&bmu);
+    int kept = npool[dev] < POOL;
+    if (kept) {
+        pool[dev][npool[dev]].ctx = ctx;
+        pool[dev][npool[dev]++].ev = ev;
+    }
+    pthread_mutex_unlock(&bmu);
+    if (!kept)
+        hook_cu.eventDestroy(ev);
+}
+
+static void *monitor_main(void *arg);
+
+static void start_monitor_locked(int dev)
+{
+    pthread_t th;
+    pthread_attr_t a;
+    sigset_t all, old;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals stay the program's */
+    int r = pthread_create(&th, &a, monitor_main, (void *)(intptr_t)dev);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&a);
+    if (r != 0)
+        gs_debug("cannot start the burst monitor of GPU %d; bursts are not measured", dev);
+    bd[dev].running = r == 0 ? 1 : -1;
+}
+
+void hook_burst_note(struct hook_thr *t)
+{
+    _Atomic int *f = t->bflag;
+    if (!f || f == &hook_burst_off)
+        return;
+    /* Work enqueued by a thread that is capturing becomes a graph: it runs
+     * when the graph is launched (a burst of its own then). */
+    if (atomic_load_explicit(&t->captures, memory_order_relaxed) > 0)
+        return;
+    int old = atomic_exchange(f, HOOK_BURST_ACTIVE);
+    if (old == HOOK_BURST_ACTIVE)
+        return;
+    int dev = (int)(f - hook_burst_flag);
+    uint64_t now = hook_now_ns();
+    if (old == HOOK_BURST_PROBING) { /* the probe under way will see ACTIVE */
+        uint64_t none = 0;
+        atomic_compare_exchange_strong(&react_ns[dev], &none, now);
+        return;
+    }
+    pthread_mutex_lock(&bmu);
+    struct burst_dev *b = &bd[dev];
+    if (!b->pending) {
+        b->pending = 1;
+        b->start_ns = now;
+    }
+    if (!b->running)
+        start_monitor_locked(dev);
+    pthread_cond_broadcast(&bcv);
+    pthread_mutex_unlock(&bmu);
+}
+
+/* ---- the window of recent bursts ---------------------------------------- */
+
+static void add_burst(int dev, uint64_t start, uint64_t end)
+{
+    if (end < start)
+        end = start;
+    uint64_t merge_ns = (uint64_t)hook_cfg.burst_merge_us * 1000ULL;
+    pthread_mutex_lock(&bmu);
+    struct burst_dev *b = &bd[dev];
+    if (b->n > 0 && start < b->win_end[b->head] + merge_ns) {
+        if (end > b->win_end[b->head])
+            b->win_end[b->head] = end; /* merged: the pause counts as part of the burst */
+    } else {
+        b->head = (b->head + 1) % BURST_WINDOW;
+        b->win_start[b->head] = start;
+        b->win_end[b->head] = end;
+        if (b->n < BURST_WINDOW)
+            b->n++;
+    }
+    gs_debug("burst on GPU %d: %llu us (merged: %llu us)", dev,
+             (unsigned long long)(end - start) / 1000,
+             (unsigned long long)(b->win_end[b->head] - b->win_start[b->head]) / 1000);
+    pthread_mutex_unlock(&bmu);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int hook_burst_busy(int dev)
+{
+    if (dev < 0 || dev >= HOOK_MAX_DEVICES)
+        return 0;
+    pthread_mutex_lock(&bmu);
+    int busy = bd[dev].measuring || bd[dev].pending ||
+               atomic_load(&hook_burst_flag[dev]) != HOOK_BURST_QUIET;
+    pthread_mutex_unlock(&bmu);
+    return busy;
+}
+
+int hook_burst_stats(int dev, long long *p90_us, long long *last_us)
+{
+    if (dev < 0 || dev >= HOOK_MAX_DEVICES)
+        return 0;
+    uint64_t d[BURST_WINDOW];
+    pthread_mutex_lock(&bmu);
+    struct burst_dev *b = &bd[dev];
+    int n = b->n;
+    for (int i = 0; i < n; i++) {
+        int k = (b->head - i + BURST_WINDOW) % BURST_WINDOW;
+        d[i] = b->win_end[k] - b->win_start[k];
+    }
+    pthread_mutex_unlock(&bmu);
+    if (n == 0)
+        return 0;
+    *last_us = (long long)(d[0] / 1000);
+    qsort(d, (size_t)n, sizeof d[0], cmp_u64);
+    int rank = (9 * n + 9) / 10; /* nearest rank: ceil(0.9 n) */
+    *p90_us = (long long)(d[rank - 1] / 1000);
+    return 1;
+}
+
+/* The monitor calls the driver only while no stream capture is in progress
+ * or about to begin (a capture in global mode is invalidated by calls such
+ * as cuEventQuery from any thread): monitor_active holds new captures off,
+ * and the monitor gives way as soon as one wants to begin. */
+static int capture_wanted(void)
+{
+    return atomic_load(&hook_capture_count) > 0 || atomic_load(&hook_capture_want) > 0;
+}
+
+static void pause_ns(uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL)};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- reference events ---------------------------------------------------- */
+
+struct refstate {
+    CUevent ev;      /* the reference: stamped at ns +/- unc (host time) */
+    CUevent scratch; /* recorded again to find a narrower interval */
+    CUcontext ctx;
+    CUstream s;
+    uint64_t ns;
+    uint64_t unc;
+    unsigned gen;
+};
+
+/* hook_mu not held; the caller holds captures and teardown off.  Records a
+ * timing event on the hook's own stream in ctx (created on first use) and
+ * returns it with the host time of the record. */
+static CUevent reference(CUcontext ctx, uint64_t *ns, unsigned *gen, CUstream *stream)
+{
+    if (!hook_cu.streamCreate || !hook_cu.eventElapsed || !ctx)
+        return NULL;
+    pthread_mutex_lock(&bmu);
+    CUstream s = NULL;
+    int free_slot = -1;
+    for (int i = 0; i < MAX_REFS; i++) {
+        if (refs[i].ctx == ctx)
+            s = refs[i].s;
+        else if (!refs[i].ctx && free_slot < 0)
+            free_slot = i;
+    }
+    *gen = ref_gen;
+    pthread_mutex_unlock(&bmu);
+    if (hook_cu.ctxSetCurrent(ctx) != CUDA_SUCCESS)
+        return NULL;
+    if (!s) {
+        if (free_slot < 0 || hook_cu.streamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+            return NULL;
+        pthread_mutex_lock(&bmu);
+        refs[free_slot].ctx = ctx;
+        refs[free_slot].s = s;
+        pthread_mutex_unlock(&bmu);
+    }
+    CUevent ev;
+    *stream = s;
+    if (hook_cu.eventCreate(&ev, CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS)
+        return NULL;
+    *ns = hook_now_ns();
+    if (hook_cu.eventRecord(ev, s) != CUDA_SUCCESS) {
+        hook_cu.eventDestroy(ev);
+        return NULL;
+    }
+    return ev;
+}
+
+static int ref_valid(unsigned gen)
+{
+    pthread_mutex_lock(&bmu);
+    int ok = gen == ref_gen;
+    pthread_mutex_unlock(&bmu);
+    return ok;
+}
+
+/* The GPU stamps a reference somewhere between its record and the moment a
+ * query first finds it complete (a few us apart on an idle stream): the
+ * midpoint, within half the interval.  A thread preempted meanwhile widens
+ * the interval, so a scratch event is recorded up to REF_TRIES times and
+ * the narrowest becomes the reference, until one is narrower than
+ * REF_GOOD_NS. */
+static void reference_settle(struct refstate *r)
+{
+    if (!r->ev || !hook_cu.eventQuery)
+        return;
+    for (int attempt = 0; attempt < REF_TRIES && r->unc > REF_GOOD_NS / 2; attempt++) {
+        if (capture_wanted())
+            return; /* tried again at the next probe */
+        if (!r->scratch && hook_cu.eventCreate(&r->scratch, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+            r->scratch = NULL;
+            return;
+        }
+        uint64_t t0 = hook_now_ns();
+        if (hook_cu.eventRecord(r->scratch, r->s) != CUDA_SUCCESS)
+            return;
+        CUresult q;
+        while ((q = hook_cu.eventQuery(r->scratch)) == CUDA_ERROR_NOT_READY &&
+               hook_now_ns() - t0 < REF_POLL_NS && !capture_wanted())
+            sched_yield();
+        uint64_t t1 = hook_now_ns();
+        if (q == CUDA_SUCCESS && (t1 - t0) / 2 < r->unc) {
+            CUevent x = r->ev;
+            r->ev = r->scratch;
+            r->scratch = x;
+            r->ns = t0 + (t1 - t0) / 2;
+            r->unc = (t1 - t0) / 2;
+        } else if (q != CUDA_SUCCESS) {
+            hook_cu.eventDestroy(r->scratch); /* still pending: released when complete */
+            r->scratch = NULL;
+            if (q != CUDA_ERROR_NOT_READY)
+                return;
+        }
+    }
+}
+
+/* At the end of a burst (its context still there unless gen says not). */
+static void reference_drop(struct refstate *r)
+{
+    if (ref_valid(r->gen)) {
+        hook_cu.ctxSetCurrent(r->ctx);
+        if (r->ev)
+            hook_cu.eventDestroy(r->ev);
+        if (r->scratch)
+            hook_cu.eventDestroy(r->scratch);
+    }
+    r->ev = r->scratch = NULL;
+}
+
+/* A context was destroyed (NULL: maybe several): its streams and events
+ * went with it. */
+void hook_burst_forget_ctx(CUcontext ctx)
+{
+    pthread_mutex_lock(&bmu);
+    for (int i = 0; i < MAX_REFS; i++)
+        if (refs[i].ctx && (!ctx || refs[i].ctx == ctx))
+            refs[i].ctx = NULL;
+    for (int d = 0; d < HOOK_MAX_DEVICES; d++) /* gone with their context */
+        for (int i = 0; i < npool[d];)
+            if (!ctx || pool[d][i].ctx == ctx)
+                pool[d][i] = pool[d][--npool[d]];
+            else
+                i++;
+    ref_gen++;
+    pthread_mutex_unlock(&bmu);
+}
+
+/* ---- the monitor -------------------------------------------------------- */
+
+/* The host time event e completed, through the reference when it can:
+ * after `recorded` (it cannot complete before it was recorded) and by
+ * `observed`. */
+static uint64_t event_end(struct refstate *r, const struct hook_ev *e, uint64_t recorded,
+                          uint64_t observed)
+{
+    if (!r->ev || e->ctx != r->ctx)
+        return observed;
+    float ms;
+    CUresult rc = hook_cu.eventElapsed(&ms, r->ev, e->ev);
+    if (rc != CUDA_SUCCESS)
+        return observed;
+    double t = (double)r->ns + (double)ms * 1e6;
+    if (t > (double)observed)
+        return observed;
+    return t < (double)recorded ? recorded : (uint64_t)t;
+}
+
+static void monitor_hold(int dev, unsigned long long *since)
+{
+    pthread_mutex_lock(&hook_mu);
+    while (capture_wanted() || hook_st.ctx_destroying > 0)
+        pthread_cond_wait(&hook_cv, &hook_mu);
+    hook_st.monitor_active++; /* new captures wait while the driver is called */
+    hook_st.monitor_busy++;   /* context teardown waits until the events are done with */
+    *since = hook_st.dev[dev].epoch_start;
+    pthread_mutex_unlock(&hook_mu);
+}
+
+/* A capture wants to begin: stop calling the driver until it has ended
+ * (the events keep their timestamps meanwhile).  Returns 1 if it yielded. */
+static int monitor_yield(void)
+{
+    if (!capture_wanted())
+        return 0;
+    pthread_mutex_lock(&hook_mu);
+    hook_st.monitor_active--;
+    pthread_cond_broadcast(&hook_cv);
+    while (capture_wanted())
+        pthread_cond_wait(&hook_cv, &hook_mu);
+    hook_st.monitor_active++;
+    pthread_mutex_unlock(&hook_mu);
+    return 1;
+}
+
+static void monitor_done(void)
+{
+    pthread_mutex_lock(&hook_mu);
+    hook_st.monitor_active--;
+    hook_st.monitor_busy--;
+    pthread_cond_broadcast(&hook_cv);
+    pthread_mutex_unlock(&hook_mu);
+}
+
+/* Waits for e, polling with a growing interval: a blocking wait on the
+ * program's streams slows its launches down (measured on an H200), and the
+ * end comes from the GPU's timestamp anyway, so noticing late costs no
+ * precision. */
+static CUresult wait_event(const struct hook_ev *e, uint64_t *seen)
+{
+    uint64_t step = POLL_MIN_NS;
+    CUresult r;
+    for (;;) {
+        monitor_yield();
+        hook_cu.ctxSetCurrent(e->ctx);
+        if ((r = hook_cu.eventQuery(e->ev)) != CUDA_ERROR_NOT_READY)
+            break;
+        pause_ns(step);
+        step = step * 2 > POLL_MAX_NS ? POLL_MAX_NS : step * 2;
+    }
+    *seen = hook_now_ns();
+    return r;
+}
+
+/* Probes device dev until a probe finds nothing newer, recording the
+ * bursts (from start on) as they end. */
+static void monitor_bursts(int dev, uint64_t start)
+{
+    /* The note that woke this thread came from inside a launch call: let
+     * that call finish first, or its check after the call would find the
+     * first probe under way and make the probe look too early (work that
+     * the probe's events cover would be taken for new work). */
+    uint64_t woke = hook_now_ns();
+    if (woke < start + FIRST_PROBE_NS)
+        pause_ns(start + FIRST_PROBE_NS - woke);
+    struct refstate r = {0};
+    uint64_t end = start, merge_ns = (uint64_t)hook_cfg.burst_merge_us * 1000ULL;
+    for (;;) {
+        unsigned long long since;
+        monitor_hold(dev, &since);
+        if (r.ev && !ref_valid(r.gen))
+            r.ev = r.scratch = NULL; /* its context is gone, and the events with it */
+        atomic_store(&react_ns[dev], 0);
+        atomic_store(&hook_burst_flag[dev], HOOK_BURST_PROBING);
+        size_t n;
+        uint64_t t0 = hook_now_ns();
+        struct hook_ev *ev = hook_streams_record(dev, since, &n, pool_get);
+        if (!r.ev && n > 0) {
+            r.ctx = ev[0].ctx;
+            r.ev = reference(r.ctx, &r.ns, &r.gen, &r.s);
+            r.unc = UINT64_MAX; /* settled below */
+        }
+        uint64_t last = n ? 0 : hook_now_ns();
+        uint64_t *seen = calloc(n ? n : 1, sizeof *seen);
+        CUresult *rc = calloc(n ? n : 1, sizeof *rc);
+        for (size_t i = 0; seen && rc && i < n; i++)
+            rc[i] = wait_event(&ev[i], &seen[i]);
+        /* Settled now that the events are complete (the monitor is not in
+         * a hurry then); a rough one (this thread was preempted) again. */
+        if (r.ev && r.unc > REF_GOOD_NS / 2) {
+            hook_cu.ctxSetCurrent(r.ctx);
+            reference_settle(&r);
+        }
+        for (size_t i = 0; i < n; i++) {
+            uint64_t obs = seen ? seen[i] : hook_now_ns();
+            uint64_t e = rc && seen && rc[i] == CUDA_SUCCESS ? event_end(&r, &ev[i], t0, obs) : obs;
+            gs_debug("probe GPU %d: recorded +%lld us, ends +%lld us, seen +%lld us, "
+                     "reference +%lld +/- %lld us",
+                     dev, (long long)(t0 - start) / 1000, (long long)(e - start) / 1000,
+                     (long long)(obs - start) / 1000, (long long)(r.ns - start) / 1000,
+                     r.unc == UINT64_MAX ? -1LL : (long long)r.unc / 1000);
+            if (e > last)
+                last = e;
+            hook_cu.ctxSetCurrent(ev[i].ctx);
+            pool_put(dev, ev[i].ctx, ev[i].ev);
+        }
+        free(seen);
+        free(rc);
+        free(ev);
+        int quiet = atomic_compare_exchange_strong(&hook_burst_flag[dev],
+                                                   &(int){HOOK_BURST_PROBING}, HOOK_BURST_QUIET);
+        if (quiet)
+            reference_drop(&r);
+        hook_cu.ctxSetCurrent(NULL);
+        monitor_done();
+        if (last > end)
+            end = last;
+        if (quiet) {
+            add_burst(dev, start, end);
+            return;
+        }
+        /* New work arrived meanwhile: a new burst if everything before it
+         * had completed (and for long enough not to be merged anyway). */
+        uint64_t react = atomic_load(&react_ns[dev]);
+        gs_debug("probe GPU %d: busy again, end +%llu us, react +%llu us", dev,
+                 (unsigned long long)(end - start) / 1000,
+                 react ? (unsigned long long)(react - start) / 1000 : 0ULL);
+        if (react && react > end + merge_ns) {
+            add_burst(dev, start, end);
+            start = end = react;
+        }
+        /* Probes are not free: recording on the program's streams contends
+         * with its launches in the driver (~10 us of a launch loop per
+         * probe on an H200).  So pause 1/8 of the burst so far, 1 to 4 ms.
+         * Work queued behind a probe's events ends precisely; work
+         * submitted and completed within a pause is seen at the next probe,
+         * up to a pause late.  The pause counts from the new work, so a
+         * monitor that noticed it late probes at once. */
+        uint64_t now = hook_now_ns(), pause = now > start ? (now - start) / 8 : 0;
+        pause = pause < PAUSE_MIN_NS ? PAUSE_MIN_NS : pause > PAUSE_MAX_NS ? PAUSE_MAX_NS : pause;
+        uint64_t from = react && react > t0 ? react : t0;
+        if (now < from + pause)
+            pause_ns(from + pause - now);
+    }
+}
+
+static void *monitor_main(void *arg)
+{
+    int dev = (int)(intptr_t)arg;
+    hook_thr_mark_internal();
+    for (;;) {
+        pthread_mutex_lock(&bmu);
+        while (!bd[dev].pending)
+            pthread_cond_wait(&bcv, &bmu);
+        uint64_t start = bd[dev].start_ns;
+        bd[dev].pending = 0;
+        bd[dev].measuring = 1;
+        pthread_mutex_unlock(&bmu);
+        monitor_bursts(dev, start);
+        pthread_mutex_lock(&bmu);
+        bd[dev].measuring = 0;
+        pthread_mutex_unlock(&bmu);
+    }
+    return NULL;
+}
+
+/* ---- fork --------------------------------------------------------------- */
+
+void hook_burst_atfork_prepare(void)
+{
+    pthread_mutex_lock(&bmu);
+}
+
+void hook_burst_atfork_parent(void)
+{
+    pthread_mutex_unlock(&bmu);
+}
+
+/* No monitor threads in the child, and no bursts of its own yet. */
+void hook_burst_atfork_child(void)
+{
+    pthread_mutex_init(&bmu, NULL);
+    pthread_cond_init(&bcv, NULL);
+    memset(bd, 0, sizeof bd);
+    memset(refs, 0, sizeof refs);
+    memset(npool, 0, sizeof npool);
+    ref_gen++;
+    for (int i = 0; i < HOOK_MAX_DEVICES; i++) {
+        atomic_store(&hook_burst_flag[i], HOOK_BURST_QUIET);
+        atomic_store(&react_ns[i], 0);
+    }
+}
