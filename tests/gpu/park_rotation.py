@@ -38,7 +38,8 @@ def main():
     os.makedirs("/tmp/gs", exist_ok=True)
     blog = open(os.path.join(OUT, "park-broker.log"), "w")
     broker = subprocess.Popen([os.path.join(CARRY, "gpushare", "gpushare-broker"), "-v", "-e", EP,
-                               "--set", "park_idle_s=0", "--set", "park_host_budget=100G",
+                               "--set", "park_idle_s=0", "--set",
+                               "park_host_budget=" + os.environ.get("PARK_HOST_BUDGET", "100G"),
                                "--event-log", os.path.join(OUT, "park-events.jsonl")],
                               env=env, stderr=blog)
     deadline = time.time() + 30

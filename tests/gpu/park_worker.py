@@ -60,6 +60,7 @@ def main():
             for i in range(0, n, CHUNK):
                 x[i:i + CHUNK].copy_(pattern(i // CHUNK, min(CHUNK, n - i)))
             torch.cuda.synchronize()
+            torch.cuda.empty_cache()  # the fill's temporaries: keep the footprint the tensor
             print("allocated %#x %.2f" % (x.data_ptr(), time.time() - t0), flush=True)
         elif cmd == "cell":
             ok = all(torch.equal(x[i:i + CHUNK], pattern(i // CHUNK, min(CHUNK, n - i)))
@@ -68,7 +69,9 @@ def main():
             for _ in range(20):
                 a = a @ a
                 a = a / a.norm()
+            del a
             torch.cuda.synchronize()
+            torch.cuda.empty_cache()
             print("cell %s %#x %.2f" % ("ok" if ok else "CORRUPT", x.data_ptr(), time.time() - t0),
                   flush=True)
         elif cmd == "quit":

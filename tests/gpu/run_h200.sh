@@ -96,7 +96,7 @@ fi
 
 # 6. Parking: three notebooks of 60 GiB each (more than the card) in turn.
 if want park; then
-    timeout 560 python3 tests/gpu/park_rotation.py "$C" "$OUT" "${PARK_GIB:-60}" "${PARK_ROUNDS:-2}" \
+    timeout "${PARK_TIMEOUT:-560}" python3 tests/gpu/park_rotation.py "$C" "$OUT" "${PARK_GIB:-60}" "${PARK_ROUNDS:-2}" \
         >"$OUT/park.jsonl" 2>>"$OUT/errors.log"
     while read -r line; do record "park" "$line"; done <"$OUT/park.jsonl"
 fi
