@@ -9,6 +9,7 @@
 #include <czmq.h>
 #include <errno.h>
 #include <grp.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/signalfd.h>
@@ -27,17 +28,20 @@
 
 
 
+static void handled_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGHUP);
+    sigaddset(set, SIGUSR1);
+    sigaddset(set, SIGUSR2);
+}
+
 static int open_signal_fd(void)
 {
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGUSR1);
-    sigaddset(&set, SIGUSR2);
-    if (sigprocmask(SIG_BLOCK, &set, NULL) != 0)
-        return -1;
+    handled_signals(&set);
     return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
@@ -46,6 +50,18 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
     gs_broker_t *self = calloc(1, sizeof *self);
     if (!self) {
         snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    /* Block the signals the loop reads from a signalfd before any thread
+     * exists: libcuda's cuInit, ZeroMQ and the park workers start threads,
+     * which inherit this mask; a signal delivered to one of them would
+     * otherwise kill the broker without its clean shutdown (seen on the
+     * H200: SIGTERM ended the broker before it unparked anyone). */
+    sigset_t blocked;
+    handled_signals(&blocked);
+    if (pthread_sigmask(SIG_BLOCK, &blocked, NULL) != 0) {
+        snprintf(err, errlen, "cannot block signals");
+        free(self);
         return NULL;
     }
     self->opt = *opt;
