@@ -4,9 +4,6 @@ cell through a fake launcher, so the broker sees cell busy/idle exactly as
 from Jupyter; a broker with parking settings and an event log; failure
 injection into the simulated driver's checkpoint API."""
 import os
-import pathlib
-import shutil
-import tempfile
 import time
 
 import pytest
@@ -118,12 +115,6 @@ def inject(sim, step, count=1):
     subprocess.run([gstest.PYTHON, "-c", code, step, str(count)], env=sim, check=True,
                    timeout=10)
 
-
-@pytest.fixture
-def short_tmp():
-    d = tempfile.mkdtemp(prefix="gsp")  # ipc paths hold 107 bytes: keep it short
-    yield pathlib.Path(d)
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def hook_makes_room():

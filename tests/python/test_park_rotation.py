@@ -6,7 +6,7 @@ the least recently active idle notebook (the hook's make_room), each cell
 of a parked notebook brings it back (parking another), and the memory is
 bit-exact at the same addresses every time.  Two notebooks running at
 once are time-sliced with a park and an unpark at each switch."""
-from parktest import MIB, entry, events, notebooks, short_tmp  # noqa: F401 (fixtures)
+from parktest import MIB, entry, events, notebooks  # noqa: F401 (fixtures)
 from schedtest import kernels, overlaps, runs
 
 

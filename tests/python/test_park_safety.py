@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from parktest import (MIB, entry, events, inject, notebooks, short_tmp,  # noqa: F401 (fixtures)
+from parktest import (MIB, entry, events, inject, notebooks,  # noqa: F401 (fixtures)
                       start_broker)
 from schedtest import configure, wait_until
 

@@ -2,22 +2,13 @@
 simulated GPU: notebooks whose memory fits run side by side, and a cell
 that just started gets the GPU to itself for a moment (the interactive
 boost) even while another notebook trains."""
-import pathlib
-import shutil
-import tempfile
 
 import pytest
 
 import gstest
-from schedtest import (Client, Worker, configure, kernels, overlaps, session_of, sim_env,
-                       wait_until, worker_env)
+from schedtest import (Client, configure, kernels, overlaps, session_of, sim_env,
+                       wait_until)
 
-
-@pytest.fixture
-def short_tmp():
-    d = tempfile.mkdtemp(prefix="gsa")  # ipc paths hold 107 bytes: keep it short
-    yield pathlib.Path(d)
-    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture
@@ -26,19 +17,6 @@ def broker(short_tmp, sim):
     yield b
     b.stop()
 
-
-@pytest.fixture
-def workers(broker, sim, tmp_path):
-    started = []
-
-    def start(name, us=2000, mode="loop", **extra):
-        w = Worker(worker_env(sim, broker.endpoint, **extra), mode, us, name, tmp_path)
-        started.append(w)
-        return w
-
-    yield start
-    for w in started:
-        w.kill()
 
 
 def test_small_footprints_run_side_by_side(broker, sim, workers):

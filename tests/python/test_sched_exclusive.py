@@ -3,22 +3,13 @@ several processes, the simulated GPU (which could run their kernels side
 by side: GPUSHARE_SIM_CONCURRENCY=4).  Kernels of two processes never
 overlap and alternate by quantum; a notebook whose cell finishes hands the
 GPU over at once."""
-import pathlib
-import shutil
-import tempfile
 
 import pytest
 
 import gstest
-from schedtest import (Client, Worker, configure, kernels, overlaps, runs, session_of,
-                       sim_env, wait_until, worker_env)
+from schedtest import (Client, configure, kernels, overlaps, runs, session_of,
+                       sim_env, wait_until)
 
-
-@pytest.fixture
-def short_tmp():
-    d = tempfile.mkdtemp(prefix="gss")  # ipc paths hold 107 bytes: keep it short
-    yield pathlib.Path(d)
-    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture
@@ -28,19 +19,6 @@ def broker(short_tmp, sim):
     yield b
     b.stop()
 
-
-@pytest.fixture
-def workers(broker, sim, tmp_path):
-    started = []
-
-    def start(name, us=2000, mode="loop", **extra):
-        w = Worker(worker_env(sim, broker.endpoint, **extra), mode, us, name, tmp_path)
-        started.append(w)
-        return w
-
-    yield start
-    for w in started:
-        w.kill()
 
 
 def test_kernels_never_overlap_and_alternate_by_quantum(broker, sim, workers):

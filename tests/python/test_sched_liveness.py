@@ -3,10 +3,7 @@ the simulated GPU: a holder killed with SIGKILL gives its grant (and its
 memory) back within 200 ms, a silent one after three heartbeat intervals,
 and hooks come back by themselves to a broker that restarts."""
 import os
-import pathlib
-import shutil
 import signal
-import tempfile
 import time
 
 import pytest
@@ -16,12 +13,6 @@ from schedtest import (Client, Worker, configure, kernels, session_of, sim_env, 
                        worker_env)
 
 
-@pytest.fixture
-def short_tmp():
-    d = tempfile.mkdtemp(prefix="gsl")  # ipc paths hold 107 bytes: keep it short
-    yield pathlib.Path(d)
-    shutil.rmtree(d, ignore_errors=True)
-
 
 @pytest.fixture
 def broker(short_tmp, sim):
@@ -30,19 +21,6 @@ def broker(short_tmp, sim):
     yield b
     b.stop()
 
-
-@pytest.fixture
-def workers(broker, sim, tmp_path):
-    started = []
-
-    def start(name, us=2000, **extra):
-        w = Worker(worker_env(sim, broker.endpoint, **extra), "loop", us, name, tmp_path)
-        started.append(w)
-        return w
-
-    yield start
-    for w in started:
-        w.kill()
 
 
 def _holder_and_waiter(broker, workers):
