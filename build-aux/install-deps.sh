@@ -3,10 +3,14 @@
 # run that is not installed yet.  Fast when everything is there already.
 set -eu
 
+# The last two lines: tests/python/test_jupyterhub.py (a hub, offline) and
+# test_browser.py (the notebook page in headless Chromium).
 PACKAGES="build-essential autoconf automake libtool pkg-config
 libzmq3-dev libczmq-dev libjansson-dev libsodium-dev libcmocka-dev
 python3 python3-pytest python3-zmq python3-jupyter-client python3-ipykernel
-python3-nbclient python3-nbformat python3-notebook"
+python3-nbclient python3-nbformat python3-notebook
+jupyterhub node-configurable-http-proxy python3-requests
+chromium chromium-driver python3-selenium"
 
 missing=""
 for p in $PACKAGES; do

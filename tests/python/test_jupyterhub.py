@@ -36,7 +36,7 @@ SETUP = ("import gpusim, os\n"
          "        gpusim.launch(us=2000); gpusim.synchronize(); n += 1\n"
          "    print('kernels', n)\n"
          "gpusim.launch(us=2000); gpusim.synchronize()\n"
-         "print('simulated', gpusim.is_simulated(), gpusim.busy_ns() >= 2000000)")
+         "print('simulated', gpusim.is_simulated(), gpusim.process_busy_ns() >= 2000000)")
 
 TEST_CONFIG = """\
 c = get_config()  # noqa: F821
@@ -56,6 +56,7 @@ c.JupyterHub.cookie_secret_file = {secret!r}
 c.Spawner.start_timeout = 300  # a loaded 2-core machine
 c.Spawner.http_timeout = 300
 c.Spawner.interrupt_timeout = 60  # time for a server to shut its kernels down
+c.Spawner.cmd = [{python!r}, "-m", "jupyterhub.singleuser"]  # Debian's, whatever PATH says
 c.Spawner.args = {args!r}
 c.Spawner.environment.update({env!r})
 """
@@ -81,12 +82,14 @@ class Hub:
             example=EXAMPLE, home=str(self.tmp / "home" / "{username}"), port=self.port,
             hub_port=webtest.free_port(), api_port=webtest.free_port(),
             proxy_pid=str(self.tmp / "proxy.pid"), db=self.tmp / "hub.sqlite",
-            secret=str(self.tmp / "cookie_secret"), args=args, env=spawner_env)
+            secret=str(self.tmp / "cookie_secret"), python=gstest.PYTHON, args=args,
+            env=spawner_env)
         (self.tmp / "jupyterhub_config.py").write_text(cfg)
         self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(["jupyterhub", "-f", "jupyterhub_config.py"], cwd=self.tmp,
-                                     env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
-        wait_until(lambda: self._up(), timeout=180, what="the hub's API", interval=0.2)
+        self.proc = subprocess.Popen(
+            [gstest.PYTHON, "-m", "jupyterhub", "-f", "jupyterhub_config.py"], cwd=self.tmp,
+            env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
+        wait_until(self._up, timeout=180, what="the hub's API", interval=0.2)
         return self
 
     def _up(self):

@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 import uuid
 
@@ -102,26 +103,43 @@ def kill_strays(keep=(), timeout=30):
 
 class KernelChannel:
     """A kernel's websocket (api/kernels/ID/channels) as the notebook page
-    uses it, driven synchronously on a private event loop: execute() sends
-    a cell, reply() awaits its end and returns (reply content, stdout,
-    stderr)."""
+    uses it: execute() sends a cell, reply() awaits its end and returns
+    (reply content, stdout, stderr).  The websocket lives on an event loop
+    of its own thread, which reads every message as it comes (and so
+    answers the server's pings however long the test waits)."""
 
     def __init__(self, url, token, timeout=60):
         from tornado.httpclient import HTTPRequest
         from tornado.websocket import websocket_connect
 
-        self.loop = asyncio.new_event_loop()
         self.session = uuid.uuid4().hex
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
         req = HTTPRequest(url, headers={"Authorization": "token " + token},
                           connect_timeout=timeout, request_timeout=timeout)
 
         async def connect():
-            return await websocket_connect(req)
+            self.ws = await websocket_connect(req)
+            self.messages = asyncio.Queue()
+            self.reader = asyncio.ensure_future(self._read())
 
-        self.ws = self._run(connect(), timeout)
+        try:
+            self._run(connect(), timeout)
+        except BaseException:
+            self._stop_loop()
+            raise
+
+    async def _read(self):
+        while True:
+            raw = await self.ws.read_message()
+            self.messages.put_nowait(raw)
+            if raw is None:  # closed
+                return
 
     def _run(self, coro, timeout):
-        return self.loop.run_until_complete(asyncio.wait_for(coro, timeout))
+        return asyncio.run_coroutine_threadsafe(asyncio.wait_for(coro, timeout),
+                                                self.loop).result()
 
     def execute(self, code):
         msg_id = uuid.uuid4().hex
@@ -146,7 +164,7 @@ class KernelChannel:
         async def collect():
             content, idle = None, False
             while content is None or not idle:
-                raw = await self.ws.read_message()
+                raw = await self.messages.get()
                 if raw is None:
                     raise AssertionError("the kernel's websocket closed")
                 m = json.loads(raw)
@@ -168,24 +186,26 @@ class KernelChannel:
         return self.reply(self.execute(code), timeout)
 
     def close(self):
-        """Close the websocket and wait for the server's side of it, so
-        that no task of the private loop is left pending."""
-        self.ws.close()
-
-        async def drain():
-            while await self.ws.read_message() is not None:
-                pass
+        """Close the websocket, wait for the server's side of it, and end
+        the loop's thread with no task left pending."""
+        async def close():
+            self.ws.close()
+            await self.reader
 
         try:
-            self._run(drain(), 30)
-        except asyncio.TimeoutError:
+            self._run(close(), 30)
+        except Exception:
             pass
+        self._stop_loop()
 
+    def _stop_loop(self):
         async def cancel_the_rest():
             tasks = asyncio.all_tasks() - {asyncio.current_task()}
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-        self.loop.run_until_complete(cancel_the_rest())
+        asyncio.run_coroutine_threadsafe(cancel_the_rest(), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(30)
         self.loop.close()

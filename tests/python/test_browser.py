@@ -1,0 +1,217 @@
+"""The classic notebook UI (Debian's notebook 6.4) in headless Chromium,
+driven by Selenium as a user would: open a notebook, pick Kernel -> Change
+kernel -> Shared GPU, type a cell that uses the simulated GPU and run it
+with Shift+Enter while another notebook holds the GPU.  The page shows the
+hook's wait line (a cell that waited over a second says so on stderr),
+then, once the other notebook's cell ends, the cell's output; `gpushare
+status` lists the notebook's session.  A screenshot of the page is kept in
+test_browser-artifacts/ of the build tree."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import requests
+
+import gstest
+import webtest
+from launchtest import sessions, wait_until
+
+ARTIFACTS = os.path.join(gstest.BUILDDIR, "tests", "python", "test_browser-artifacts")
+# Typed into the cell as it is (CodeMirror closes brackets and quotes as
+# they are typed and skips over the closing ones; no line opens a block,
+# so nothing is auto-indented): the cell's text comes out the same.
+CELL = ("import gpusim\n"
+        "gpusim.init(); gpusim.launch(us=2000); gpusim.synchronize()\n"
+        "print('simulated GPU busy ms:', gpusim.process_busy_ns() // 1000000)")
+# The other notebook's cell: GPU work until the test creates the flag file.
+HOLD = ("import gpusim, os\n"
+        "gpusim.init()\n"
+        "while not os.path.exists(%r):\n"
+        "    gpusim.launch(us=2000); gpusim.synchronize()\n")
+
+
+@pytest.fixture
+def broker(tmp_path, sim):
+    """Exclusive policy, with a quantum longer than the test: the other
+    notebook keeps the GPU until its cell ends."""
+    b = gstest.Broker(tmp_path, sim, ["--policy", "exclusive", "--tq", "3600"]).start()
+    yield b
+    b.stop()
+
+
+class NotebookServer:
+    """`jupyter notebook` on a free loopback port with a token, offering the
+    Shared GPU kernelspec installed for this test."""
+
+    def __init__(self, tmp_path, env):
+        self.tmp = tmp_path / "server"
+        (self.tmp / "notebooks").mkdir(parents=True)
+        self.token = "gstest-token"
+        self.port = webtest.free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.log_path = self.tmp / "server.log"
+        self.log = open(self.log_path, "w")
+        args = [gstest.PYTHON, "-m", "notebook", "--no-browser", "--ip=127.0.0.1",
+                "--port=%d" % self.port, "--port-retries=0", "--NotebookApp.token=" + self.token,
+                "--notebook-dir=" + str(self.tmp / "notebooks")]
+        if os.geteuid() == 0:
+            args.append("--allow-root")  # CI may be root
+        self.proc = subprocess.Popen(args, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        wait_until(self._up, timeout=180, what="the notebook server", interval=0.2)
+
+    def _up(self):
+        if self.proc.poll() is not None:
+            raise AssertionError("the notebook server exited:\n" + self.log_path.read_text())
+        try:
+            return self.api("GET", "/api/status").status_code == 200
+        except requests.ConnectionError:
+            return False
+
+    def api(self, method, path, **kw):
+        return requests.request(method, self.url + path, timeout=60,
+                                headers={"Authorization": "token " + self.token}, **kw)
+
+    def kernel_of(self, path):
+        """The kernel (id, name) of the notebook at path, or None."""
+        for s in self.api("GET", "/api/sessions").json():
+            if s["path"] == path:
+                return s["kernel"]["id"], s["kernel"]["name"]
+        return None
+
+    def stop(self):
+        webtest.stop(self.proc, timeout=120)
+        self.log.close()
+
+
+@pytest.fixture
+def server(tmp_path, sim, broker):
+    webtest.become_subreaper()
+    prefix = tmp_path / "prefix"
+    gstest.install_kernelspec(prefix, sim)
+    env = dict(broker.env, JUPYTER_PATH=str(prefix / "share" / "jupyter"),
+               JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
+               JUPYTER_DATA_DIR=str(tmp_path / "jupyter-data"),
+               JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"), HOME=str(tmp_path),
+               # Only a cell's end hands the GPU on (no idle release by the
+               # hook if the holder's loop stalls on a loaded machine).
+               GPUSHARE_IDLE_RELEASE_MS="0")
+    # PYTEST_CURRENT_TEST: ipykernel leaves the kernel's stderr file
+    # descriptor uncaptured under it, and the hook's wait line would miss the page.
+    for k in ("GPUSHARE_KERNEL_ID", "GPUSHARE_USER", "JUPYTERHUB_USER", "GPUSHARE_SESSION",
+              "GPUSHARE_LOG", "PYTEST_CURRENT_TEST"):
+        env.pop(k, None)
+    s = NotebookServer(tmp_path, env)
+    try:
+        yield s
+    finally:
+        s.stop()
+        strays = webtest.kill_strays(keep=[broker.proc.pid])
+        if strays:
+            print("killed what was left behind:", strays, file=sys.stderr)
+
+
+@pytest.fixture
+def browser(tmp_path):
+    """Headless Chromium through Debian's chromedriver.  --no-sandbox: as
+    root (CI) Chromium refuses to start without it, and containers often
+    lack the namespaces its sandbox needs."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = "/usr/bin/chromium"
+    for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+              "--window-size=1280,900", "--user-data-dir=%s" % (tmp_path / "chromium")):
+        opts.add_argument(a)
+    service = Service("/usr/bin/chromedriver", log_path=str(tmp_path / "chromedriver.log"),
+                      env=dict(os.environ, HOME=str(tmp_path)))
+    driver = webdriver.Chrome(service=service, options=opts)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def page_text(driver, css):
+    return "".join(e.text for e in driver.find_elements("css selector", css))
+
+
+def test_notebook_ui_runs_a_shared_gpu_cell_and_shows_the_wait(tmp_path, broker, server, browser,
+                                                                capsys):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    # Another notebook (a session of the same server) holds the GPU.
+    flag = str(tmp_path / "release")
+    r = server.api("POST", "/api/sessions", json={"path": "other.ipynb", "type": "notebook",
+                                                  "name": "", "kernel": {"name": "shared-gpu"}})
+    assert r.status_code == 201, r.text
+    other = r.json()["kernel"]["id"]
+    ch = webtest.KernelChannel("ws://127.0.0.1:%d/api/kernels/%s/channels" % (server.port, other),
+                               server.token)
+    shutil.rmtree(ARTIFACTS, ignore_errors=True)  # a previous run's
+    os.makedirs(ARTIFACTS)
+    shot = os.path.join(ARTIFACTS, "notebook.png")
+    try:
+        holding = ch.execute(HOLD % flag)
+        wait_until(lambda: sessions(broker).get(other, {}).get("state") == "running",
+                   timeout=120, what="the other notebook holding the GPU")
+
+        # A new notebook, opened with the plain Python kernel.
+        assert server.api("PUT", "/api/contents/mine.ipynb", json={"type": "notebook"}) \
+            .status_code == 201
+        browser.get("%s/notebooks/mine.ipynb?token=%s" % (server.url, server.token))
+        wait = lambda cond, what, timeout=120: wait_until(  # noqa: E731
+            cond, timeout=timeout, what=what, interval=0.2)
+        connected = ("return Jupyter.notebook && Jupyter.notebook.kernel && "
+                     "Jupyter.notebook.kernel.is_connected() ? Jupyter.notebook.kernel.name : null")
+        wait(lambda: browser.execute_script(connected), "the page's first kernel")
+
+        # Kernel -> Change kernel -> Shared GPU (a hover menu, as a user does it).
+        browser.find_element("id", "kernellink").click()
+        ActionChains(browser).move_to_element(
+            browser.find_element("css selector", "#menu-change-kernel > a")).perform()
+        browser.find_element("css selector", "#kernel-submenu-shared-gpu > a").click()
+        wait(lambda: browser.execute_script(connected) == "shared-gpu", "the Shared GPU kernel")
+        assert page_text(browser, ".kernel_indicator_name") == "Shared GPU"
+        mine, name = server.kernel_of("mine.ipynb")
+        assert name == "shared-gpu"
+        wait(lambda: mine in sessions(broker), "the notebook's session at the broker")
+
+        # Type the cell and run it with Shift+Enter.
+        browser.find_element("css selector", ".cell .CodeMirror").click()
+        ActionChains(browser).send_keys(CELL).perform()
+        ActionChains(browser).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT) \
+            .perform()
+        wait(lambda: sessions(broker)[mine]["state"] == "waiting", "the cell waiting for the GPU")
+        # The hook's line, forwarded by ipykernel from the kernel's stderr.
+        wait(lambda: "waiting for" in page_text(browser, ".output_stderr"), "the wait line")
+        line = page_text(browser, ".output_stderr")
+        assert "held by" in line and "gpushare" in line, line
+
+        # The other notebook's cell ends: this one gets the GPU and finishes.
+        open(flag, "w").close()
+        assert ch.reply(holding)[0]["status"] == "ok"
+        wait(lambda: "simulated GPU busy ms:" in page_text(browser, ".output_stdout"),
+             "the cell's output")
+        assert page_text(browser, ".output_stdout").strip() == "simulated GPU busy ms: 2"
+        assert browser.execute_script("return Jupyter.notebook.get_cell(0).get_text()") == CELL
+
+        assert browser.save_screenshot(shot)
+        with capsys.disabled():  # into the test's log, passed or not
+            print("screenshot of the notebook page: %s" % shot, file=sys.stderr)
+
+        # `gpushare status` lists the notebook's session, which had the GPU.
+        status = broker.cli("status").stdout
+        assert mine in status, status
+        s = sessions(broker)[mine]
+        assert s["grants"] >= 1 and s["kernel_id"] == mine
+    finally:
+        ch.close()
+        if not os.path.exists(shot):  # the page as it was when the test failed
+            failed = os.path.join(ARTIFACTS, "notebook-failed.png")
+            browser.save_screenshot(failed)
+            print("screenshot of the notebook page as the test failed: %s" % failed,
+                  file=sys.stderr)
