@@ -32,8 +32,8 @@ def become_subreaper():
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
 
 
-def _parents():
-    """{pid: ppid} of every live process (zombies excluded)."""
+def _procs():
+    """{pid: (ppid, state)} of every process, zombies included."""
     out = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -44,17 +44,16 @@ def _parents():
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2:].split()
-        if fields[0] != "Z":
-            out[int(d)] = int(fields[1])
+        out[int(d)] = (int(fields[1]), fields[0])
     return out
 
 
-def descendants(pid):
-    parents = _parents()
+def descendants(pid, procs=None):
+    procs = _procs() if procs is None else procs
     found, todo = [], [pid]
     while todo:
         p = todo.pop()
-        kids = [c for c, pp in parents.items() if pp == p]
+        kids = [c for c, (pp, _) in procs.items() if pp == p]
         found += kids
         todo += kids
     return found
@@ -74,14 +73,18 @@ def stop(proc, timeout=60):
 
 def kill_strays(keep=(), timeout=30):
     """SIGKILL every process under this one except the pids in keep (and
-    theirs); with become_subreaper() that includes orphans.  Returns the
-    command lines of what was killed, for the test to report."""
+    theirs), and reap those that are (or become, as orphans) our children;
+    with become_subreaper() that covers orphans.  Returns the command lines
+    of the live ones killed, for the test to report."""
+    procs = _procs()
     keep_all = set(keep)
     for k in keep:
-        keep_all.update(descendants(k))
-    strays = [p for p in descendants(os.getpid()) if p not in keep_all]
+        keep_all.update(descendants(k, procs))
+    strays = [p for p in descendants(os.getpid(), procs) if p not in keep_all]
     names = []
     for p in strays:
+        if procs[p][1] == "Z":
+            continue
         try:
             with open("/proc/%d/cmdline" % p, "rb") as f:
                 names.append(f.read().replace(b"\0", b" ").decode(errors="replace").strip())
@@ -91,11 +94,11 @@ def kill_strays(keep=(), timeout=30):
     deadline = time.monotonic() + timeout
     for p in strays:
         while time.monotonic() < deadline:
-            try:  # our child (an adopted orphan): reap it
+            try:
                 if os.waitpid(p, os.WNOHANG)[0] == p:
                     break
-            except ChildProcessError:  # not ours: gone from /proc once its parent reaps it
-                if p not in _parents():
+            except ChildProcessError:  # not (yet) ours: wait until its parent reaps it
+                if p not in _procs():
                     break
             time.sleep(0.05)
     return names
