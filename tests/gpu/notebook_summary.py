@@ -8,8 +8,9 @@ Checks, from the broker's event log and the notebooks' outputs: both
 sessions registered under their kernel ids; every cell reported busy then
 idle; each notebook's weights equal the native run's (same seed, cells and
 steps); the two never held the GPU at once; every grant taken back because
-a cell ended (reason cell_idle) or the quantum; and the hand-over time from
-one notebook's cell end (the broker's `cell idle`) to the other's grant."""
+a cell ended (reason cell_idle) or the quantum; the hand-over time from
+one notebook's cell end (the broker's `cell idle`) to the grant of the
+other, when the other's cell was already waiting; and revoke to release."""
 import json
 import os
 import statistics
@@ -38,6 +39,7 @@ def main(out):
             failures.append("notebook %s cell events %s" % (k, cells))
     # Holding: from grant to release, per session; never both at once.
     holding, overlap, handoffs, last_idle, busy_since = set(), 0, [], {}, {}
+    revoked_at, drains = {}, []
     reasons = []
     for e in ev:
         s = e.get("session")
@@ -52,10 +54,14 @@ def main(out):
                 handoffs.append((e["ts"] - last_idle.pop(other)) * 1e3)
         elif e["event"] == "release":
             holding.discard(s)
+            if s in revoked_at:
+                drains.append((e["ts"] - revoked_at.pop(s)) * 1e3)
         elif e["event"] == "revoke":
             reasons.append(e.get("reason"))
+            revoked_at[s] = e["ts"]
         elif e["event"] == "cell" and e["state"] == "idle":
             last_idle[s] = e["ts"]
+            busy_since.pop(s, None)
         elif e["event"] == "cell" and e["state"] == "busy":
             last_idle.pop(s, None)
             busy_since[s] = e["ts"]
@@ -70,6 +76,9 @@ def main(out):
         "handoff_ms": {"n": len(handoffs),
                        "p50": round(statistics.median(handoffs), 3) if handoffs else None,
                        "max": round(max(handoffs), 3) if handoffs else None},
+        "revoke_to_release_ms": {"n": len(drains),
+                                 "p50": round(statistics.median(drains), 3) if drains else None,
+                                 "max": round(max(drains), 3) if drains else None},
         "cell_s": {k: round(statistics.median(b - a for a, b in nb["cells"]), 4)
                    for k, nb in nbs.items()},
         "native_cell_s": round(statistics.median(b - a for a, b in native["cells"]), 4),

@@ -60,7 +60,7 @@ want validate && record "torch_check/hook+cupti" "{\"program\": ${out:-null}, \"
 
 # 2. Launch fast path: native, hook with the broker granting, hook without a
 #    broker (ungated); interleaved rounds.
-want launch && for round in 1 2 3; do
+want launch && for round in $(seq "${LAUNCH_ROUNDS:-3}"); do
     record "null_launch/native/$round" "$(timeout 120 "$C/bin/null_launch" 2>>"$OUT/errors.log")"
     record "null_launch/hook+broker/$round" "$(timeout 120 env LD_PRELOAD=$HOOK "$C/bin/null_launch" 2>>"$OUT/errors.log")"
     record "null_launch/hook-ungated/$round" "$(timeout 120 env LD_PRELOAD=$HOOK GPUSHARE_BROKER=ipc:///tmp/gs/none.sock "$C/bin/null_launch" 2>>"$OUT/errors.log")"
