@@ -53,8 +53,9 @@ class Broker:
     """A gpushare-broker started for one test.  start() returns once the
     broker has sent READY=1 on its NOTIFY_SOCKET (it is bound by then)."""
 
-    def __init__(self, tmp_path, env, args=()):
+    def __init__(self, tmp_path, env, args=(), cmd=None):
         self.tmp_path = tmp_path
+        self.cmd = list(cmd) if cmd else [BROKER, "-v"]  # cmd: another broker's command line
         self.endpoint = "ipc://%s" % (tmp_path / "broker.sock")
         self.env = dict(env, GPUSHARE_BROKER=self.endpoint)
         self.args = list(args)
@@ -70,7 +71,7 @@ class Broker:
         notify.settimeout(timeout)
         env = dict(self.env, NOTIFY_SOCKET=notify_path)
         self.stderr = open(self.stderr_path, "w")
-        self.proc = subprocess.Popen([BROKER, "-v"] + self.args, env=env, stderr=self.stderr,
+        self.proc = subprocess.Popen(self.cmd + self.args, env=env, stderr=self.stderr,
                                      stdout=subprocess.DEVNULL)
         try:
             while True:
