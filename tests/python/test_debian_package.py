@@ -11,7 +11,6 @@ Not the same as installing on the machine: the installed programs run from
 the root's path (the kernelspec's argv[0] and the launcher's hook path get
 the root's prefix), and the root holds none of the dependencies (--force-
 depends): they are this machine's."""
-import hashlib
 import json
 import os
 import pathlib
@@ -148,14 +147,21 @@ class Root:
 
 
 def host_state():
-    """What the maintainer scripts could touch on this machine."""
-    h = hashlib.sha256()
-    for f in ("/etc/group", "/etc/gshadow", "/var/lib/dpkg/status"):
-        if os.access(f, os.R_OK):
-            h.update(open(f, "rb").read())
-    for d in ("/etc/systemd/system/multi-user.target.wants",):
-        h.update(repr(sorted(os.listdir(d)) if os.path.isdir(d) else None).encode())
-    return h.hexdigest()
+    """What the maintainer scripts or dpkg could do to this machine for our
+    packages (only that: other changes may happen meanwhile)."""
+    import grp
+    try:
+        group = grp.getgrnam("gpushare").gr_gid
+    except KeyError:
+        group = None
+    pkgs = subprocess.run(["dpkg-query", "-W", "-f", "${Package} ${Status}\\n"] + list(PACKAGES),
+                          capture_output=True, text=True).stdout
+    try:
+        with open("/var/log/dpkg.log", errors="replace") as f:
+            logged = sum("gpushare" in line for line in f)
+    except OSError:
+        logged = None
+    return group, os.path.lexists(WANTS), os.path.exists("/etc/gpushare"), pkgs, logged
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +183,8 @@ def installed(debs):
 def test_packages_hold_their_parts(debs):
     contents = {}
     for deb in deb_files(debs):
-        assert deb.name.split("_")[1] == version(), deb.name
+        assert deb.name.split("_")[1] == version(), \
+            "debian/changelog's version is not configure.ac's: " + deb.name
         r = subprocess.run(["dpkg-deb", "-c", str(deb)], capture_output=True, text=True,
                            check=True)
         contents[deb.name.split("_")[0]] = [ln.split()[5].lstrip(".") for ln in
