@@ -108,7 +108,9 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
                                errlen) != 0)
         goto fail;
     const char *path = gs_endpoint_ipc_path(self->opt.endpoint);
-    if (path && gs_socket_dir_prepare(path, opt->system, opt->socket_group, err, errlen) != 0)
+    /* self->opt, not opt: the file may have named the socket group. */
+    if (path && gs_socket_dir_prepare(path, self->opt.system, self->opt.socket_group, err,
+                                      errlen) != 0)
         goto fail;
 
     gs_gpu_inventory_load(&self->inventory);
@@ -149,9 +151,14 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
                  zmq_strerror(zmq_errno()));
         goto fail;
     }
-    if (path && opt->system && opt->socket_group != (gid_t)-1) {
-        if (chown(path, (uid_t)-1, opt->socket_group) != 0 || chmod(path, 0660) != 0)
-            gs_warn("cannot give %s to the socket group: %s", path, strerror(errno));
+    /* Connecting needs write permission on the socket, which the umask
+     * (systemd's 0022) would deny to everyone but root: the system socket is
+     * the group's (0660) with a socket group, everyone's (0666) without. */
+    if (path && self->opt.system) {
+        gid_t g = self->opt.socket_group;
+        if (g != (gid_t)-1 ? chown(path, (uid_t)-1, g) != 0 || chmod(path, 0660) != 0
+                           : chmod(path, 0666) != 0)
+            gs_warn("cannot set the permissions of %s: %s", path, strerror(errno));
     }
     if (gs_liveness_start(self, err, errlen) != 0)
         goto fail;

@@ -81,12 +81,13 @@ static void send_actions(gs_broker_t *self)
         }
         json_object_set_new(m, "device", json_string(self->inventory.gpus[a.gpu].uuid));
         json_object_set_new(m, "grant_id", json_integer((json_int_t)a.grant_id));
-        gs_eventlog_write(
-            self->eventlog, a.kind == GS_ACT_GRANT ? "grant" : "revoke",
-            json_pack("{s:s, s:i, s:s, s:I, s:I, s:s?}", "session", c->session, "pid",
-                      (int)c->pid, "gpu", self->inventory.gpus[a.gpu].uuid, "grant_id",
-                      (json_int_t)a.grant_id, "quantum_us", (json_int_t)a.quantum_us, "reason",
-                      a.kind == GS_ACT_GRANT ? NULL : a.reason));
+        if (self->eventlog) /* the fields cost allocations: none without a log */
+            gs_eventlog_write(self->eventlog, a.kind == GS_ACT_GRANT ? "grant" : "revoke",
+                              json_pack("{s:s, s:i, s:s, s:I, s:I, s:s?}", "session", c->session,
+                                        "pid", (int)c->pid, "gpu", self->inventory.gpus[a.gpu].uuid,
+                                        "grant_id", (json_int_t)a.grant_id, "quantum_us",
+                                        (json_int_t)a.quantum_us, "reason",
+                                        a.kind == GS_ACT_GRANT ? NULL : a.reason));
         gs_debug("%s %llu to pid %ld (session %s, GPU %d)%s%s",
                  a.kind == GS_ACT_GRANT ? "grant" : "revoke", (unsigned long long)a.grant_id,
                  c->pid, c->session, a.gpu, a.reason ? ": " : "", a.reason ? a.reason : "");
@@ -125,9 +126,9 @@ void gs_broker_client_gone(gs_broker_t *self, const char *key, const char *why)
         gs_info("pid %ld of session %s is gone (%s)%s", c->pid, session, why,
                 grants > 0 ? ": its grant is released" : "");
         gs_sched_client_gone(self->sched, key, gs_broker_now_us());
-        gs_eventlog_write(self->eventlog, "client_gone",
-                          json_pack("{s:s, s:i, s:s}", "session", session, "pid", (int)c->pid,
-                                    "why", why));
+        gs_eventlog_write(
+            self->eventlog, "client_gone",
+            json_pack("{s:s, s:i, s:s}", "session", session, "pid", (int)c->pid, "why", why));
     }
     gs_park_on_client_gone(self, key);
     gs_sessions_client_remove(self->sessions, c);
@@ -335,13 +336,14 @@ static void on_release(gs_broker_t *self, zframe_t *peer, const json_t *msg)
         return;
     gs_sched_release(self->sched, c->key, i, (uint64_t)gs_msg_int(msg, "grant_id", 0),
                      gs_broker_now_us());
-    gs_eventlog_write(self->eventlog, "release",
-                      json_pack("{s:s, s:i, s:s, s:I, s:s, s:I, s:I}", "session", c->session, "pid",
-                                (int)c->pid, "gpu", self->inventory.gpus[i].uuid, "grant_id",
-                                (json_int_t)gs_msg_int(msg, "grant_id", 0), "reason",
-                                gs_msg_str(msg, "reason", ""), "used_us",
-                                (json_int_t)gs_msg_int(msg, "used_us", 0), "overuse_us",
-                                (json_int_t)gs_msg_int(msg, "overuse_us", 0)));
+    if (self->eventlog)
+        gs_eventlog_write(self->eventlog, "release",
+                          json_pack("{s:s, s:i, s:s, s:I, s:s, s:I, s:I}", "session", c->session,
+                                    "pid", (int)c->pid, "gpu", self->inventory.gpus[i].uuid,
+                                    "grant_id", (json_int_t)gs_msg_int(msg, "grant_id", 0),
+                                    "reason", gs_msg_str(msg, "reason", ""), "used_us",
+                                    (json_int_t)gs_msg_int(msg, "used_us", 0), "overuse_us",
+                                    (json_int_t)gs_msg_int(msg, "overuse_us", 0)));
     if (strcmp(gs_msg_str(msg, "reason", ""), "exit") == 0 &&
         gs_sched_client_grants(self->sched, c->key) == 0) {
         char key[sizeof c->key];

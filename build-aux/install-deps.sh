@@ -3,17 +3,23 @@
 # run that is not installed yet.  Fast when everything is there already.
 set -eu
 
-# The last two lines: tests/python/test_jupyterhub.py (a hub, offline) and
-# test_browser.py (the notebook page in headless Chromium).
 PACKAGES="build-essential autoconf automake libtool pkg-config
 libzmq3-dev libczmq-dev libjansson-dev libsodium-dev libcmocka-dev
 python3 python3-pytest python3-zmq python3-jupyter-client python3-ipykernel
 python3-nbclient python3-nbformat python3-notebook
+debhelper dh-python systemd
+python3-yaml kubernetes-client
 jupyterhub node-configurable-http-proxy python3-requests
 chromium chromium-driver python3-selenium"
+# debhelper, dh-python: test_debian_package.py builds the .debs; systemd:
+# systemd-analyze checks the unit; python3-yaml, kubernetes-client (kubectl):
+# test_kubernetes_manifests.py; jupyterhub ... python3-selenium:
+# test_jupyterhub.py (a hub, offline) and test_browser.py (headless Chromium).
 
 missing=""
 for p in $PACKAGES; do
+    # Any kubectl will do; Debian's would replace one installed by hand.
+    [ "$p" = kubernetes-client ] && command -v kubectl >/dev/null && continue
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
         missing="$missing $p"
     fi

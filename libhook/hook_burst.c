@@ -63,12 +63,21 @@ _Alignas(64) _Atomic int hook_burst_off = HOOK_BURST_ACTIVE;
 #define REF_GOOD_NS    100000ULL
 #define REF_TRIES      8
 #define FIRST_PROBE_NS 200000ULL
+/* A monitor keeps watching the burst flag by itself (a tick, no wake-up
+ * needed) for this long after a burst: a program that synchronises often
+ * starts a burst after every synchronisation, and a futex wake-up at each
+ * cost its launch loop more than everything else the hook does. */
+#define WATCH_KEEP_NS 2000000000ULL
+#define WATCH_TICK_NS 1000000ULL
+/* The reference event is kept across bursts (making and settling one costs
+ * a dozen driver calls that contend with the program's launches); the GPU
+ * clock drifts from CLOCK_MONOTONIC by a few ppm, so it is renewed now and
+ * then. */
+#define REF_MAX_AGE_NS 10000000000ULL
 
 struct burst_dev {
-    int running;       /* monitor thread started */
-    int measuring;     /* a burst is being measured */
-    int pending;       /* a burst began: start_ns is its start */
-    uint64_t start_ns; /* of the pending burst */
+    int running;   /* monitor thread started */
+    int measuring; /* a burst is being measured */
     uint64_t win_start[BURST_WINDOW], win_end[BURST_WINDOW]; /* recent merged bursts */
     int n, head;                                             /* head: the latest */
 };
@@ -82,6 +91,12 @@ struct ref {
 static pthread_mutex_t bmu = PTHREAD_MUTEX_INITIALIZER; /* leaf lock */
 static pthread_cond_t bcv = PTHREAD_COND_INITIALIZER;
 static struct burst_dev bd[HOOK_MAX_DEVICES];
+/* Start of a burst the monitor has not taken yet (0: none).  Set by the
+ * note of a new burst, taken by the monitor. */
+static _Atomic uint64_t pending_ns[HOOK_MAX_DEVICES];
+/* The monitor waits on bcv (else it ticks, or is not started: 0 below). */
+static _Atomic int monitor_sleeping[HOOK_MAX_DEVICES];
+static _Atomic int monitor_started[HOOK_MAX_DEVICES];
 static struct ref refs[MAX_REFS];
 static unsigned ref_gen; /* bumped when a context goes: reference events may be gone */
 /* When the first submission after the monitor's PROBING store came (0: none
@@ -144,6 +159,7 @@ static void start_monitor_locked(int dev)
     if (r != 0)
         gs_debug("cannot start the burst monitor of GPU %d; bursts are not measured", dev);
     bd[dev].running = r == 0 ? 1 : -1;
+    atomic_store(&monitor_started[dev], r == 0);
 }
 
 void hook_burst_note(struct hook_thr *t)
@@ -165,13 +181,15 @@ void hook_burst_note(struct hook_thr *t)
         atomic_compare_exchange_strong(&react_ns[dev], &none, now);
         return;
     }
+    uint64_t none = 0;
+    atomic_compare_exchange_strong(&pending_ns[dev], &none, now);
+    /* A ticking monitor finds the burst by itself; one that sleeps stored
+     * monitor_sleeping before it last looked at pending_ns (both seq_cst),
+     * so either it saw the burst or this sees it asleep. */
+    if (atomic_load(&monitor_started[dev]) && !atomic_load(&monitor_sleeping[dev]))
+        return;
     pthread_mutex_lock(&bmu);
-    struct burst_dev *b = &bd[dev];
-    if (!b->pending) {
-        b->pending = 1;
-        b->start_ns = now;
-    }
-    if (!b->running)
+    if (!bd[dev].running)
         start_monitor_locked(dev);
     pthread_cond_broadcast(&bcv);
     pthread_mutex_unlock(&bmu);
@@ -213,7 +231,7 @@ int hook_burst_busy(int dev)
     if (dev < 0 || dev >= HOOK_MAX_DEVICES)
         return 0;
     pthread_mutex_lock(&bmu);
-    int busy = bd[dev].measuring || bd[dev].pending ||
+    int busy = bd[dev].measuring || atomic_load(&pending_ns[dev]) != 0 ||
                atomic_load(&hook_burst_flag[dev]) != HOOK_BURST_QUIET;
     pthread_mutex_unlock(&bmu);
     return busy;
@@ -356,7 +374,7 @@ static void reference_settle(struct refstate *r)
     }
 }
 
-/* At the end of a burst (its context still there unless gen says not). */
+/* When it is old (its context still there unless gen says not). */
 static void reference_drop(struct refstate *r)
 {
     if (ref_valid(r->gen)) {
@@ -465,6 +483,9 @@ static CUresult wait_event(const struct hook_ev *e, uint64_t *seen)
 
 /* Probes device dev until a probe finds nothing newer, recording the
  * bursts (from start on) as they end. */
+/* Each device's reference, used by its monitor thread only. */
+static struct refstate refst[HOOK_MAX_DEVICES];
+
 static void monitor_bursts(int dev, uint64_t start)
 {
     /* The note that woke this thread came from inside a launch call: let
@@ -474,22 +495,24 @@ static void monitor_bursts(int dev, uint64_t start)
     uint64_t woke = hook_now_ns();
     if (woke < start + FIRST_PROBE_NS)
         pause_ns(start + FIRST_PROBE_NS - woke);
-    struct refstate r = {0};
+    struct refstate *r = &refst[dev];
     uint64_t end = start, merge_ns = (uint64_t)hook_cfg.burst_merge_us * 1000ULL;
     for (;;) {
         unsigned long long since;
         monitor_hold(dev, &since);
-        if (r.ev && !ref_valid(r.gen))
-            r.ev = r.scratch = NULL; /* its context is gone, and the events with it */
+        if (r->ev && !ref_valid(r->gen))
+            r->ev = r->scratch = NULL; /* its context is gone, and the events with it */
+        else if (r->ev && hook_now_ns() - r->ns > REF_MAX_AGE_NS)
+            reference_drop(r);
         atomic_store(&react_ns[dev], 0);
         atomic_store(&hook_burst_flag[dev], HOOK_BURST_PROBING);
         size_t n;
         uint64_t t0 = hook_now_ns();
         struct hook_ev *ev = hook_streams_record(dev, since, &n, pool_get);
-        if (!r.ev && n > 0) {
-            r.ctx = ev[0].ctx;
-            r.ev = reference(r.ctx, &r.ns, &r.gen, &r.s);
-            r.unc = UINT64_MAX; /* settled below */
+        if (!r->ev && n > 0) {
+            r->ctx = ev[0].ctx;
+            r->ev = reference(r->ctx, &r->ns, &r->gen, &r->s);
+            r->unc = UINT64_MAX; /* settled below */
         }
         uint64_t last = n ? 0 : hook_now_ns();
         uint64_t *seen = calloc(n ? n : 1, sizeof *seen);
@@ -498,18 +521,18 @@ static void monitor_bursts(int dev, uint64_t start)
             rc[i] = wait_event(&ev[i], &seen[i]);
         /* Settled now that the events are complete (the monitor is not in
          * a hurry then); a rough one (this thread was preempted) again. */
-        if (r.ev && r.unc > REF_GOOD_NS / 2) {
-            hook_cu.ctxSetCurrent(r.ctx);
-            reference_settle(&r);
+        if (r->ev && r->unc > REF_GOOD_NS / 2) {
+            hook_cu.ctxSetCurrent(r->ctx);
+            reference_settle(r);
         }
         for (size_t i = 0; i < n; i++) {
             uint64_t obs = seen ? seen[i] : hook_now_ns();
-            uint64_t e = rc && seen && rc[i] == CUDA_SUCCESS ? event_end(&r, &ev[i], t0, obs) : obs;
+            uint64_t e = rc && seen && rc[i] == CUDA_SUCCESS ? event_end(r, &ev[i], t0, obs) : obs;
             gs_debug("probe GPU %d: recorded +%lld us, ends +%lld us, seen +%lld us, "
                      "reference +%lld +/- %lld us",
                      dev, (long long)(t0 - start) / 1000, (long long)(e - start) / 1000,
-                     (long long)(obs - start) / 1000, (long long)(r.ns - start) / 1000,
-                     r.unc == UINT64_MAX ? -1LL : (long long)r.unc / 1000);
+                     (long long)(obs - start) / 1000, (long long)(r->ns - start) / 1000,
+                     r->unc == UINT64_MAX ? -1LL : (long long)r->unc / 1000);
             if (e > last)
                 last = e;
             hook_cu.ctxSetCurrent(ev[i].ctx);
@@ -520,8 +543,6 @@ static void monitor_bursts(int dev, uint64_t start)
         free(ev);
         int quiet = atomic_compare_exchange_strong(&hook_burst_flag[dev],
                                                    &(int){HOOK_BURST_PROBING}, HOOK_BURST_QUIET);
-        if (quiet)
-            reference_drop(&r);
         hook_cu.ctxSetCurrent(NULL);
         monitor_done();
         if (last > end)
@@ -555,19 +576,37 @@ static void monitor_bursts(int dev, uint64_t start)
     }
 }
 
+/* The start of the next burst: ticks while the device was active lately,
+ * else sleeps until a note wakes it. */
+static uint64_t next_burst(int dev, uint64_t last_active)
+{
+    for (;;) {
+        pthread_mutex_lock(&bmu);
+        uint64_t start = atomic_exchange(&pending_ns[dev], 0);
+        if (start) {
+            bd[dev].measuring = 1;
+            pthread_mutex_unlock(&bmu);
+            return start;
+        }
+        if (hook_now_ns() - last_active < WATCH_KEEP_NS) {
+            pthread_mutex_unlock(&bmu);
+            pause_ns(WATCH_TICK_NS);
+            continue;
+        }
+        atomic_store(&monitor_sleeping[dev], 1);
+        while (!atomic_load(&pending_ns[dev]))
+            pthread_cond_wait(&bcv, &bmu);
+        atomic_store(&monitor_sleeping[dev], 0);
+        pthread_mutex_unlock(&bmu);
+    }
+}
+
 static void *monitor_main(void *arg)
 {
     int dev = (int)(intptr_t)arg;
     hook_thr_mark_internal();
     for (;;) {
-        pthread_mutex_lock(&bmu);
-        while (!bd[dev].pending)
-            pthread_cond_wait(&bcv, &bmu);
-        uint64_t start = bd[dev].start_ns;
-        bd[dev].pending = 0;
-        bd[dev].measuring = 1;
-        pthread_mutex_unlock(&bmu);
-        monitor_bursts(dev, start);
+        monitor_bursts(dev, next_burst(dev, hook_now_ns()));
         pthread_mutex_lock(&bmu);
         bd[dev].measuring = 0;
         pthread_mutex_unlock(&bmu);
@@ -595,9 +634,13 @@ void hook_burst_atfork_child(void)
     memset(bd, 0, sizeof bd);
     memset(refs, 0, sizeof refs);
     memset(npool, 0, sizeof npool);
+    memset(refst, 0, sizeof refst);
     ref_gen++;
     for (int i = 0; i < HOOK_MAX_DEVICES; i++) {
         atomic_store(&hook_burst_flag[i], HOOK_BURST_QUIET);
         atomic_store(&react_ns[i], 0);
+        atomic_store(&pending_ns[i], 0);
+        atomic_store(&monitor_sleeping[i], 0);
+        atomic_store(&monitor_started[i], 0);
     }
 }

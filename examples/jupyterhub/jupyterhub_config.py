@@ -11,12 +11,13 @@ c.JupyterHub.authenticator_class = "pam"  # Debian's defaults, said explicitly
 c.JupyterHub.spawner_class = "localprocess"
 
 # ---- gpushare: the three lines to add to an existing hub's config ----------
-# LocalProcessSpawner passes the users' servers (and so their kernels) only
-# the environment it is told to: the broker's address, and where the Shared
-# GPU kernelspec is (`make install` puts it in PREFIX/share/jupyter/kernels;
-# Jupyter searches /usr/local/share/jupyter anyway, name your prefix if it
-# is another).  The hub's own GPUSHARE_BROKER, if set, wins over the system
-# broker's socket.
+# Every user's kernels talk to the machine's one broker (the system
+# service's socket, or the hub's own GPUSHARE_BROKER if it has one), not
+# to a per-user broker their user might run; LocalProcessSpawner passes a
+# user's server only the environment it is told to.  And every user's
+# server finds the Shared GPU kernelspec: Jupyter searches /usr/share and
+# /usr/local/share (the package's and `make install`'s places) anyway;
+# name your prefix here if you installed elsewhere.
 import os  # noqa: E402
 c.Spawner.environment.update({"GPUSHARE_BROKER": os.environ.get("GPUSHARE_BROKER", "ipc:///run/gpushare/broker.sock")})  # noqa: E501
 c.Spawner.environment.update({"JUPYTER_PATH": "/usr/local/share/jupyter"})

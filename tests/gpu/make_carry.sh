@@ -14,7 +14,7 @@ rm -rf "$C"
 mkdir -p "$C/lib" "$C/bin" "$C/gpushare" "$C/bb/broker" "$C/bb/bench"
 make -s -j"$(nproc)"
 cp libhook/.libs/libgpushare-hook.so broker/gpushare-broker broker/gpushare \
-    bench/revoke_latency bench/zmq_rtt bench/cell_driver "$C/gpushare/"
+    launcher/gpushare-launch bench/revoke_latency bench/zmq_rtt bench/cell_driver "$C/gpushare/"
 cp broker/gpushare-broker "$C/bb/broker/"
 cp bench/broker_bench bench/zmq_rtt "$C/bb/bench/"
 debs=$(mktemp -d)

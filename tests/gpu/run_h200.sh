@@ -4,10 +4,10 @@
 # .carry/ (see tests/gpu/README.md); this script only runs things and writes
 # JSON lines to $OUT/results.jsonl plus logs.
 #   bash tests/gpu/run_h200.sh [SECTION...]   (from the repository root)
-# Sections: validate launch torch revoke broker park (default: all but park,
-# which takes minutes of checkpointing and runs alone).
+# Sections: validate launch torch revoke broker park notebook (default: all
+# but park, which takes minutes of checkpointing and runs alone).
 set -u
-sections=" ${*:-validate launch torch revoke broker} "
+sections=" ${*:-validate launch torch revoke broker notebook} "
 want() { [[ $sections == *" $1 "* ]]; }
 C=$PWD/.carry
 OUT=${OUT:-/tmp/gpushare-out}
@@ -60,7 +60,7 @@ want validate && record "torch_check/hook+cupti" "{\"program\": ${out:-null}, \"
 
 # 2. Launch fast path: native, hook with the broker granting, hook without a
 #    broker (ungated); interleaved rounds.
-want launch && for round in 1 2 3; do
+want launch && for round in $(seq "${LAUNCH_ROUNDS:-3}"); do
     record "null_launch/native/$round" "$(timeout 120 "$C/bin/null_launch" 2>>"$OUT/errors.log")"
     record "null_launch/hook+broker/$round" "$(timeout 120 env LD_PRELOAD=$HOOK "$C/bin/null_launch" 2>>"$OUT/errors.log")"
     record "null_launch/hook-ungated/$round" "$(timeout 120 env LD_PRELOAD=$HOOK GPUSHARE_BROKER=ipc:///tmp/gs/none.sock "$C/bin/null_launch" 2>>"$OUT/errors.log")"
@@ -77,12 +77,22 @@ done
 #    the broker; the hook never releases on its own here).
 if want revoke; then
     python3 -c 'import ctypes; print("membarrier query:", ctypes.CDLL(None).syscall(324, 0, 0, 0))' >>"$OUT/machine.txt"
-    "$C/gpushare/revoke_latency" ipc:///tmp/gs/rl.sock 200 5 >"$OUT/revoke.json" 2>>"$OUT/errors.log" &
+    timeout 60 "$C/gpushare/revoke_latency" ipc:///tmp/gs/rl.sock 200 5 >"$OUT/revoke.json" 2>>"$OUT/errors.log" &
     rl=$!
     timeout 60 env LD_PRELOAD=$HOOK GPUSHARE_BROKER=ipc:///tmp/gs/rl.sock GPUSHARE_IDLE_RELEASE_MS=0 \
         GPUSHARE_LOG=debug "$C/bin/sporadic" 4 5000 >"$OUT/revoke-hook.log" 2>&1
     wait $rl
     record "revoke_latency" "$(cat "$OUT/revoke.json")"
+    # The same on a GPU that is idle when the revoke comes: revoked 2 ms
+    # after each grant, while the program sleeps 5 ms after each launch
+    # (above, revoke and launch share the 5 ms period and often collide),
+    # and without the debug log.
+    timeout 60 "$C/gpushare/revoke_latency" ipc:///tmp/gs/rl2.sock 300 2 >"$OUT/revoke-idle.json" 2>>"$OUT/errors.log" &
+    rl=$!
+    timeout 60 env LD_PRELOAD=$HOOK GPUSHARE_BROKER=ipc:///tmp/gs/rl2.sock GPUSHARE_IDLE_RELEASE_MS=0 \
+        "$C/bin/sporadic" 3 5000 >>"$OUT/revoke-hook.log" 2>&1
+    wait $rl
+    record "revoke_latency/idle" "$(cat "$OUT/revoke-idle.json")"
     # The platform's floor: a ZeroMQ round trip between two processes.
     record "zmq_rtt/gap5ms" "$("$C/gpushare/zmq_rtt" 200 5)"
     record "zmq_rtt/back-to-back" "$("$C/gpushare/zmq_rtt" 2000 0)"
@@ -99,6 +109,34 @@ if want park; then
     timeout "${PARK_TIMEOUT:-560}" python3 tests/gpu/park_rotation.py "$C" "$OUT" "${PARK_GIB:-60}" "${PARK_ROUNDS:-2}" \
         >"$OUT/park.jsonl" 2>>"$OUT/errors.log"
     while read -r line; do record "park" "$line"; done <"$OUT/park.jsonl"
+fi
+
+# 7. Two notebooks of PyTorch cells started by gpushare-launch (issue 5):
+#    mini_kernel.py publishes the IOPub status messages ipykernel would, the
+#    real launcher's watcher reports the cells to a broker in the exclusive
+#    policy; checked by notebook_summary.py against a native run.
+if want notebook; then
+    nb=/tmp/gs/nb EPN=ipc:///tmp/gs/nb.sock
+    mkdir -p $nb
+    "$C/gpushare/gpushare-broker" -v -e $EPN --policy exclusive --event-log "$OUT/notebook-events.jsonl" \
+        >"$OUT/notebook-broker.log" 2>&1 &
+    nbb=$!
+    timeout 20 grep -q -m1 "listening on" <(tail -F "$OUT/notebook-broker.log" 2>/dev/null)
+    export PYTHONPATH=$PWD/tests/gpu
+    timeout 200 python3 tests/gpu/mini_kernel.py tests/gpu/torch_notebook.py 6 60 1 >"$OUT/nb-native.json" 2>>"$OUT/errors.log"
+    nbpids=""
+    for k in A B; do
+        python3 tests/gpu/mini_kernel.py --write-connection $nb/kernel-nb$k.json
+        GPUSHARE_HOOK=$HOOK timeout 300 "$C/gpushare/gpushare-launch" --broker $EPN --strict -- \
+            python3 tests/gpu/mini_kernel.py -f $nb/kernel-nb$k.json tests/gpu/torch_notebook.py 6 60 1 \
+            >"$OUT/nb-$k.json" 2>"$OUT/nb-$k.err" &
+        nbpids="$nbpids $!"
+    done
+    timeout 60 bash -c "until GPUSHARE_BROKER=$EPN '$C/gpushare/gpushare' status | grep -q nbB; do sleep 0.2; done"
+    GPUSHARE_BROKER=$EPN "$C/gpushare/gpushare" status --json >"$OUT/notebook-status.json" 2>&1
+    wait $nbpids
+    record "notebook" "$(python3 tests/gpu/notebook_summary.py "$OUT" 2>>"$OUT/errors.log")"
+    kill $nbb 2>/dev/null
 fi
 
 kill $broker 2>/dev/null

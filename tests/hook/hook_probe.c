@@ -33,6 +33,8 @@
  *   pitch W H           cuMemAllocPitch_v2 (element size 4)
  *   managed N           cuMemAllocManaged (CU_MEM_ATTACH_GLOBAL)
  *   aalloc S N          cuMemAllocAsync on stream S
+ *   palloc S N          cuMemAllocFromPoolAsync on stream S, from a pool of
+ *                       the current device (created at the first palloc)
  *   free i | afree i S  cuMemFree_v2 | cuMemFreeAsync on stream S
  *   frees               cuMemFree_v2 of every allocation not freed yet
  *   vcreate N           cuMemCreate on the current device (handle index)
@@ -174,6 +176,21 @@ static unsigned long long size_arg(const char *s)
     default:
         return v;
     }
+}
+
+static CUmemoryPool pool;
+
+static CUresult new_pool(CUmemoryPool *out)
+{
+    CUdevice d;
+    CUresult r = cuCtxGetDevice(&d);
+    if (r != CUDA_SUCCESS)
+        return r;
+    CUmemPoolProps props = {0};
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = d;
+    return cuMemPoolCreate(out, &props);
 }
 
 static void new_alloc(const char *what, CUresult r, CUdeviceptr p)
@@ -372,6 +389,13 @@ int main(int argc, char **argv)
             CUdeviceptr p = 0;
             CUresult r = cuMemAllocAsync(&p, size_arg(ARG()), s);
             new_alloc("aalloc", r, p);
+        } else if (strcmp(c, "palloc") == 0) {
+            CUstream s = stream_arg(ARG());
+            CUdeviceptr p = 0;
+            CUresult r = pool ? CUDA_SUCCESS : new_pool(&pool);
+            if (r == CUDA_SUCCESS)
+                r = cuMemAllocFromPoolAsync(&p, size_arg(ARG()), pool, s);
+            new_alloc("palloc", r, p);
         } else if (strcmp(c, "free") == 0 || strcmp(c, "afree") == 0) {
             int k = atoi(ARG());
             CUstream s = c[0] == 'a' ? stream_arg(ARG()) : NULL;

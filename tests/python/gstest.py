@@ -53,8 +53,9 @@ class Broker:
     """A gpushare-broker started for one test.  start() returns once the
     broker has sent READY=1 on its NOTIFY_SOCKET (it is bound by then)."""
 
-    def __init__(self, tmp_path, env, args=()):
+    def __init__(self, tmp_path, env, args=(), cmd=None):
         self.tmp_path = tmp_path
+        self.cmd = list(cmd) if cmd else [BROKER, "-v"]  # cmd: another broker's command line
         self.endpoint = "ipc://%s" % (tmp_path / "broker.sock")
         self.env = dict(env, GPUSHARE_BROKER=self.endpoint)
         self.args = list(args)
@@ -70,7 +71,7 @@ class Broker:
         notify.settimeout(timeout)
         env = dict(self.env, NOTIFY_SOCKET=notify_path)
         self.stderr = open(self.stderr_path, "w")
-        self.proc = subprocess.Popen([BROKER, "-v"] + self.args, env=env, stderr=self.stderr,
+        self.proc = subprocess.Popen(self.cmd + self.args, env=env, stderr=self.stderr,
                                      stdout=subprocess.DEVNULL)
         try:
             while True:
@@ -116,6 +117,22 @@ def install_kernelspec(prefix, env, *args):
     return os.path.join(str(prefix), "share", "jupyter", "kernels")
 
 
+def skip_late_kernel_info(kc):
+    """Make kc.get_shell_msg skip kernel_info replies.  jupyter_client's
+    wait_for_ready asks again whenever a reply takes over 1 s or IOPub over
+    0.2 s (a loaded machine), and the late replies then wait on the shell
+    channel, where a test expects the reply to its own request."""
+    get = kc.get_shell_msg
+
+    def get_shell_msg(*args, **kwargs):
+        while True:
+            msg = get(*args, **kwargs)
+            if msg["msg_type"] != "kernel_info_reply":
+                return msg
+    kc.get_shell_msg = get_shell_msg
+    return kc
+
+
 def start_kernel(kernels_dir, env, name="shared-gpu"):
     """Start a kernel from the spec `name` found in kernels_dir, with env,
     through Debian's jupyter_client; returns (manager, client)."""
@@ -125,7 +142,7 @@ def start_kernel(kernels_dir, env, name="shared-gpu"):
     ksm = KernelSpecManager(kernel_dirs=[kernels_dir])
     km = KernelManager(kernel_name=name, kernel_spec_manager=ksm)
     km.start_kernel(env=env)
-    kc = km.client()
+    kc = skip_late_kernel_info(km.client())
     kc.start_channels()
     try:
         kc.wait_for_ready(timeout=60)

@@ -111,7 +111,7 @@ class Kernels:
         self.files.append(err)
         kid = self.mkm.start_kernel(kernel_name=name, env=env, stderr=err)
         km = self.mkm.get_kernel(kid)
-        kc = km.client()
+        kc = gstest.skip_late_kernel_info(km.client())
         kc.start_channels()
         kc.wait_for_ready(timeout=60)
         self.clients[kid] = kc

@@ -221,3 +221,56 @@ def test_only_admins_may_set_and_owners_keep_their_sessions(tmp_path, sim):
         b2.stop()
         import shutil
         shutil.rmtree(base, ignore_errors=True)
+
+
+def system_broker_dir():
+    """A directory other users can reach for a system-style socket (pytest's
+    tmp_path is private), as systemd's RuntimeDirectory would be."""
+    import tempfile
+    base = pathlib.Path(tempfile.mkdtemp(prefix="gs-sys-"))
+    os.chmod(base, 0o755)
+    return base
+
+
+@needs_root
+def test_system_socket_without_a_group_is_everyones(sim):
+    base = system_broker_dir()
+    b = gstest.Broker(base, sim, ["--system"]).start()
+    try:
+        sock = base / "broker.sock"
+        assert sock.stat().st_mode & 0o777 == 0o666  # not the umask's 0755
+        r = as_nobody("status", "--json", env=b.env)
+        assert r.returncode == 0, r.stderr
+    finally:
+        b.stop()
+        import shutil
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@needs_root
+def test_socket_group_from_the_config_file(sim):
+    """The packaged service names its group in /etc/gpushare/broker.conf."""
+    import grp
+    import shutil
+    base = system_broker_dir()
+    conf = base / "broker.conf"
+    conf.write_text("socket_group = nogroup\n")
+    run = base / "run"  # made by the broker: it gets the group's mode
+    b = gstest.Broker(run.parent, sim, ["--system", "--config", str(conf)])
+    b.endpoint = "ipc://%s" % (run / "broker.sock")
+    b.env["GPUSHARE_BROKER"] = b.endpoint
+    b.start()
+    try:
+        nogroup = grp.getgrnam("nogroup").gr_gid
+        st = (run / "broker.sock").stat()
+        assert (st.st_gid, st.st_mode & 0o777) == (nogroup, 0o660)
+        st = run.stat()
+        assert (st.st_gid, st.st_mode & 0o777) == (nogroup, 0o770)
+        assert as_nobody("status", env=b.env).returncode == 0  # a member
+        r = subprocess.run(["setpriv", "--reuid=nobody", "--regid=65533", "--clear-groups",
+                            gstest.CLI, "status"], env=b.env, capture_output=True, text=True,
+                           timeout=10)
+        assert r.returncode != 0  # not a member
+    finally:
+        b.stop()
+        shutil.rmtree(base, ignore_errors=True)

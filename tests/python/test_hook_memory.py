@@ -111,6 +111,8 @@ def test_every_path_is_counted(brokers, run):
         (["vunmap", "0"], 0, 0),  # the last mapping goes: now it is
         (["vcreate", "2M", "vrelease", "1"], 0, 0),  # never mapped: freed at release
         (["alloc1", "64K"], 64 << 10, 0),  # the 32-bit ABI
+        (["palloc", "L", "2M"], 2 * M + (64 << 10), 0),  # from a memory pool (index 5)
+        (["afree", "5", "L"], 64 << 10, 0),
         (["newctx", "alloc", "3M"], 3 * M + (64 << 10), 0),
         (["delctx"], 64 << 10, 0),  # a context takes its memory with it
     ]

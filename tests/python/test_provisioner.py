@@ -103,7 +103,7 @@ def start(kernels, env):
     km = KernelManager(kernel_name="shared-gpu",
                        kernel_spec_manager=KernelSpecManager(kernel_dirs=[kernels]))
     km.start_kernel(env=env)
-    kc = km.client()
+    kc = gstest.skip_late_kernel_info(km.client())
     kc.start_channels()
     kc.wait_for_ready(timeout=60)
     return km, kc

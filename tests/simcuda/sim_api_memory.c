@@ -270,6 +270,74 @@ SIM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUs
     SIM_GATED(alloc_async(dptr, bytesize, hStream, 1));
 }
 
+/* Memory pools: a pool is only a handle here (its allocations are counted
+ * like any other; what a real pool keeps cached after a free is not
+ * simulated). */
+struct sim_pool {
+    int device;
+};
+
+static CUresult pool_create(CUmemoryPool *pool, const CUmemPoolProps *props)
+{
+    if (!pool || !props || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        props->location.type != CU_MEM_LOCATION_TYPE_DEVICE || props->location.id < 0 ||
+        props->location.id >= sim_g.cfg.devices)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct sim_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    p->device = props->location.id;
+    sim_lock();
+    int rc = sim_hmap_put(&sim_g.handles, (uintptr_t)p, SIM_H_POOL, p);
+    sim_unlock();
+    if (rc != 0) {
+        free(p);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *pool = (CUmemoryPool)p;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
+{
+    SIM_GATED(pool_create(pool, poolProps));
+}
+
+static CUresult pool_destroy(CUmemoryPool pool)
+{
+    sim_lock();
+    struct sim_pool *p = sim_hmap_del(&sim_g.handles, (uintptr_t)pool, SIM_H_POOL);
+    sim_unlock();
+    free(p);
+    return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+SIM_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+    SIM_GATED(pool_destroy(pool));
+}
+
+static CUresult alloc_from_pool(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream h,
+                                int pt)
+{
+    sim_lock();
+    int known = sim_hmap_get(&sim_g.handles, (uintptr_t)pool, SIM_H_POOL) != NULL;
+    sim_unlock();
+    return known ? alloc_async(dptr, size, h, pt) : CUDA_ERROR_INVALID_VALUE;
+}
+
+SIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                            CUstream hStream)
+{
+    SIM_GATED(alloc_from_pool(dptr, bytesize, pool, hStream, 0));
+}
+
+SIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
+                                                 CUmemoryPool pool, CUstream hStream)
+{
+    SIM_GATED(alloc_from_pool(dptr, bytesize, pool, hStream, 1));
+}
+
 static CUresult free_async(CUdeviceptr dptr, CUstream h, int pt)
 {
     sim_lock();

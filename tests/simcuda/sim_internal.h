@@ -161,6 +161,7 @@ enum sim_htype {
     SIM_H_GRAPH,
     SIM_H_EXEC,
     SIM_H_PHYS,
+    SIM_H_POOL,
     SIM_H_ALLOC /* keyed by base address */
 };
 

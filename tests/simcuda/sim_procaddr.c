@@ -102,6 +102,10 @@
     E(cuMemGetAddressRange, 3020, cuMemGetAddressRange_v2)                                         \
     P(cuMemAllocAsync, 11020, cuMemAllocAsync, 11020, ptsz, cuMemAllocAsync_ptsz)                  \
     P(cuMemFreeAsync, 11020, cuMemFreeAsync, 11020, ptsz, cuMemFreeAsync_ptsz)                     \
+    P(cuMemAllocFromPoolAsync, 11020, cuMemAllocFromPoolAsync, 11020, ptsz,                        \
+      cuMemAllocFromPoolAsync_ptsz)                                                                \
+    E(cuMemPoolCreate, 11020, cuMemPoolCreate)                                                     \
+    E(cuMemPoolDestroy, 11020, cuMemPoolDestroy)                                                   \
     E(cuMemAddressReserve, 10020, cuMemAddressReserve)                                             \
     E(cuMemAddressFree, 10020, cuMemAddressFree)                                                   \
     E(cuMemCreate, 10020, cuMemCreate)                                                             \
