@@ -732,6 +732,30 @@ static json_t *ids_json(const gs_sched_t *s, int gpu, int holders)
     return arr;
 }
 
+int gs_sched_wait_info(const gs_sched_t *s, const char *client, int gpu, int64_t now,
+                       gs_sched_wait_t *out)
+{
+    memset(out, 0, sizeof *out);
+    sched_client_t *c = client_find(s, client);
+    if (!c || gpu < 0 || gpu >= s->ngpus || c->g[gpu].grant_id || !c->g[gpu].wants)
+        return 0;
+    int n;
+    sched_session_t **list = sched_list(s, gpu, 1, &n);
+    out->nholders = n;
+    for (int i = 0; i < n; i++) {
+        const sess_gpu_t *g = &list[i]->g[gpu];
+        if (i == 0)
+            snprintf(out->holder, sizeof out->holder, "%s", list[i]->id);
+        int64_t left = g->deadline == GS_SCHED_NEVER ? GS_SCHED_NEVER
+                       : g->deadline > now          ? g->deadline - now
+                                                    : 0;
+        if (left > out->left_us)
+            out->left_us = left;
+    }
+    free(list);
+    return 1;
+}
+
 json_t *gs_sched_holders_json(const gs_sched_t *s, int gpu)
 {
     return ids_json(s, gpu, 1);

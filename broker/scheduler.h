@@ -225,6 +225,19 @@ int gs_sched_info(const gs_sched_t *self, const char *session, int gpu, int64_t 
                   gs_sched_info_t *out);
 int gs_sched_session_used_gpu(const gs_sched_t *self, const char *session, int gpu);
 
+/* Why client's acquire of gpu is not granted yet, for the line the hook
+ * prints when a cell waits: the number of holders, the first holder's
+ * session id, and the most time left of the holders' slices
+ * (GS_SCHED_NEVER when some holder keeps the GPU for as long as its cell
+ * runs).  Returns 0 when the client holds the GPU or asked for nothing. */
+typedef struct {
+    int nholders;
+    char holder[GS_SCHED_ID_MAX];
+    int64_t left_us;
+} gs_sched_wait_t;
+int gs_sched_wait_info(const gs_sched_t *self, const char *client, int gpu, int64_t now_us,
+                       gs_sched_wait_t *out);
+
 /* Sessions holding / waiting for a GPU (waiting in arrival order), as a
  * JSON array of ids.  New reference. */
 json_t *gs_sched_holders_json(const gs_sched_t *self, int gpu);

@@ -315,6 +315,31 @@ static gs_client_t *client_gpu(gs_broker_t *self, zframe_t *peer, const json_t *
     return c;
 }
 
+/* "held by alice's notebook train.ipynb for at most 12.5 s": what a cell
+ * that waits for the GPU shows (the hook prints it after a second). */
+static void wait_text(gs_broker_t *self, const gs_sched_wait_t *w, char *out, size_t len)
+{
+    if (w->nholders == 0) {
+        snprintf(out, len, "queued: the GPU is being handed over or made room on");
+        return;
+    }
+    gs_session_t *h = gs_sessions_session(self->sessions, w->holder, 0);
+    const char *nb = h && h->notebook[0] ? h->notebook : w->holder;
+    const char *slash = strrchr(nb, '/');
+    nb = slash && slash[1] ? slash + 1 : nb;
+    char who[400], more[32] = "";
+    if (h && h->user[0])
+        snprintf(who, sizeof who, "%.64s's notebook %.256s", h->user, nb);
+    else
+        snprintf(who, sizeof who, "notebook %.256s", nb);
+    if (w->nholders > 1)
+        snprintf(more, sizeof more, " and %d more", w->nholders - 1);
+    if (w->left_us == GS_SCHED_NEVER)
+        snprintf(out, len, "held by %s%s until its cell ends", who, more);
+    else
+        snprintf(out, len, "held by %s%s for at most %.1f s", who, more, w->left_us / 1e6);
+}
+
 static void on_acquire(gs_broker_t *self, zframe_t *peer, const json_t *msg)
 {
     int i;
@@ -323,9 +348,21 @@ static void on_acquire(gs_broker_t *self, zframe_t *peer, const json_t *msg)
         return;
     json_t *seq = json_object_get(msg, "seq");
     c->acquire_seq[i] = json_is_integer(seq) ? (long long)json_integer_value(seq) : -1;
+    int64_t now = gs_broker_now_us();
     gs_sched_acquire(self->sched, c->key, i, gs_msg_int(msg, "burst_p90_us", -1),
-                     gs_msg_int(msg, "burst_last_us", -1), gs_broker_now_us());
+                     gs_msg_int(msg, "burst_last_us", -1), now);
     gs_broker_sched_flush(self);
+    /* Not granted at once: say who holds the GPU and for how long at most,
+     * for the line the waiting cell shows. */
+    gs_sched_wait_t w;
+    if (gs_sched_wait_info(self->sched, c->key, i, now, &w)) {
+        char text[600];
+        wait_text(self, &w, text, sizeof text);
+        json_t *r = gs_msg_new(GS_MSG_OK);
+        json_object_set_new(r, "info", json_string(text));
+        gs_broker_echo_seq(r, msg);
+        gs_broker_reply(self, peer, r);
+    }
 }
 
 static void on_release(gs_broker_t *self, zframe_t *peer, const json_t *msg)

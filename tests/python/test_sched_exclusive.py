@@ -68,3 +68,27 @@ def test_cell_idle_hands_the_gpu_over_within_10ms(broker, sim, workers):
         assert s["id"] == session and s["cell"] == "idle" and s["revokes"] == 2
     finally:
         launcher.close()
+
+
+def test_a_waiting_cell_is_told_who_holds_the_gpu_and_for_how_long(broker, sim, workers):
+    """The hook's one line after a second of waiting names the holder (user
+    and notebook, from the launcher's register) and the most time left of
+    its quantum (tq 20 s), from the broker's reply to acquire."""
+    import re
+    launcher = Client(broker.endpoint)
+    try:
+        a = workers("a", GPUSHARE_SESSION="nb-a")
+        session = launcher.register("nb-a", a.pid)
+        launcher.cell(session, "busy")
+        a.expect("first")
+        b = workers("b")
+        line = wait_until(lambda: re.search(r"waiting for GPU 0 \((.*)\)", b.stderr()),
+                          timeout=20, what="b's waiting line")
+        m = re.fullmatch(r"held by tester's notebook nb-a\.ipynb for at most (\d+\.\d) s",
+                         line.group(1))
+        assert m and 0 < float(m.group(1)) <= 20.0, line.group(0)
+        assert b.stderr().count("waiting for") == 1, b.stderr()
+        launcher.cell(session, "idle")
+        wait_until(lambda: kernels(sim, b.pid), what="b's first kernel")
+    finally:
+        launcher.close()
