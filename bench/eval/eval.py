@@ -67,6 +67,7 @@ KNOBS = [
     ("EVAL_SCALE_NS", "1,2,4,8,16,32", "1,2,4", "scale: notebook counts"),
     ("EVAL_SCALE_S", "12", "12", "scale: seconds per count"),
     ("EVAL_SCALE_GAP_S", "3", "3", "scale: mean pause between a notebook's cells"),
+    ("EVAL_THESIS_IDLE_MS", "5000", "5000", "the thesis' idle release, ms (a test shortens it)"),
     ("EVAL_SIM_MEMORY", "-", "2G", "sim: the simulated GPU's memory"),
 ]
 
@@ -314,7 +315,7 @@ class Notebook:
                     conn, NOTEBOOK]
         else:
             if mode == "thesis":
-                env["GPUSHARE_IDLE_RELEASE_MS"] = "5000"
+                env["GPUSHARE_IDLE_RELEASE_MS"] = knob("EVAL_THESIS_IDLE_MS")
             argv = [S.launch, "--broker", broker.endpoint, "--no-watch", "--", S.py, MINI,
                     NOTEBOOK]
         self.session = None
@@ -940,7 +941,7 @@ SECTIONS = {"cost": sec_cost, "pairs": sec_pairs, "bigpairs": sec_bigpairs,
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/gs-eval"))
+    ap.add_argument("--out", default=os.environ.get("EVAL_RESULTS", "/tmp/gs-eval"))
     ap.add_argument("--command", default=None, help="the command line to record in meta files")
     ap.add_argument("sections", nargs="*", default=list(SECTIONS))
     args = ap.parse_args()
@@ -962,6 +963,9 @@ def main():
                         started_unix=time.time())
             t0 = now()
             log("== %s" % name)
+            for stale in ("events-%s.jsonl" % name, "broker-%s.log" % name):  # a rerun's
+                if os.path.exists(os.path.join(args.out, stale)):
+                    os.unlink(os.path.join(args.out, stale))
             try:
                 SECTIONS[name](S, meta)
                 meta["ok"] = True

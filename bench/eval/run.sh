@@ -5,14 +5,18 @@
 # On the GPU machine it runs what tests/gpu/make_carry.sh built into .carry/
 # (device tool: carry [".carry"]); with EVAL_BACKEND=sim it runs the build
 # tree on the simulated GPU.  Results (CSV, meta-*.json, event logs, logs,
-# machine.txt) go to $OUT (default /tmp/gs-eval); bench/eval/report.py turns
-# a copy of them into doc/evaluation.md.  Each section runs under its own
-# timeout (EVAL_SECTION_TIMEOUT, default 480 s); eval.py ends every process
-# it started (brokers first: they unpark), and this script ends any it left.
+# machine.txt) go to EVAL_RESULTS (default /tmp/gs-eval); where $OUT is set
+# (the device tool brings back at most 8 files from it), they are also
+# packed into $OUT/eval-SECTIONS.tar.gz after every section, so a command
+# stopped at its limit still returns the sections it finished.
+# bench/eval/report.py turns them into doc/evaluation.md.  Each section runs
+# under its own timeout (EVAL_SECTION_TIMEOUT, default 480 s); eval.py ends
+# every process it started (brokers first: they unpark), and this script
+# ends any it left.
 set -u
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/gs-eval}
-mkdir -p "$OUT"
+RES=${EVAL_RESULTS:-/tmp/gs-eval}
+mkdir -p "$RES"
 sections=${*:-cost pairs bigpairs interactive reclaim scale}
 backend=${EVAL_BACKEND:-torch}
 if [ "$backend" = sim ]; then
@@ -39,21 +43,24 @@ fi
     echo "memory: $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
     echo "kernel: $(uname -r)"
     echo "gpushare: $(cat .carry/commit.txt 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-} >"$OUT/machine.txt"
-cat "$OUT/machine.txt"
+} >"$RES/machine.txt"
+cat "$RES/machine.txt"
 
 knobs=$(env | grep -E '^EVAL_[A-Z_]+=' | sort | tr '\n' ' ')
+pack=
+[ -n "${OUT:-}" ] && [ "$OUT" != "$RES" ] && pack="$OUT/eval-$(echo $sections | tr ' ' '_').tar.gz"
 set -o pipefail
 rc=0
 for s in $sections; do
-    timeout -k 100 "${EVAL_SECTION_TIMEOUT:-480}" "$py" bench/eval/eval.py --out "$OUT" \
-        --command "${knobs}bash bench/eval/run.sh $s" "$s" 2>&1 | tee -a "$OUT/eval.log" || rc=1
+    timeout -k 100 "${EVAL_SECTION_TIMEOUT:-480}" "$py" bench/eval/eval.py --out "$RES" \
+        --command "${knobs}bash bench/eval/run.sh $s" "$s" 2>&1 | tee -a "$RES/eval.log" || rc=1
     # Should eval.py itself have been killed, end what it started (it
     # records the process group of every child it starts).
-    if [ -f "$OUT/.children" ]; then
-        while read -r pg; do kill -KILL -- "-$pg" 2>/dev/null; done <"$OUT/.children"
-        rm -f "$OUT/.children"
+    if [ -f "$RES/.children" ]; then
+        while read -r pg; do kill -KILL -- "-$pg" 2>/dev/null; done <"$RES/.children"
+        rm -f "$RES/.children"
     fi
+    [ -n "$pack" ] && tar -czf "$pack" -C "$RES" . && cp "$RES/eval.log" "$OUT/"
 done
-ls "$OUT"
+ls "$RES"
 exit $rc
