@@ -141,7 +141,7 @@ def end_children():
     """Brokers first (on SIGTERM a broker unparks every parked notebook,
     which could not exit otherwise), then every other process group we
     started: SIGTERM, SIGKILL after a grace period."""
-    _end(_brokers, 60)
+    _end(_brokers, 40)
     _end(_children, 5)
     del _children[:], _brokers[:]
 
@@ -417,16 +417,18 @@ def gpu_free_gib(S):
     return float(rows[0][0]) / 1024 if rows else None
 
 
-def pid_memory_mib(pids):
-    """GPU memory per process (nvidia-smi), {pid: MiB}; {} when unknown."""
-    rows = nvidia_smi("pid,used_memory", per="apps") or []
+def pid_memory_mib():
+    """GPU memory per process (nvidia-smi), {pid: MiB}; None without nvidia-smi."""
+    rows = nvidia_smi("pid,used_memory", per="apps")
+    if rows is None:
+        return None
     out = {}
     for r in rows:
         try:
             out[int(r[0])] = float(r[1])
         except (ValueError, IndexError):
             pass
-    return {p: out.get(p, 0.0) for p in pids} if rows else {}
+    return out
 
 
 class GpuBusy:
@@ -531,12 +533,16 @@ def sec_cost(S, meta):
                 raise RuntimeError("null_launch failed: %s" % r.stderr[-500:])
             nl = json.loads(r.stdout.strip().splitlines()[-1])
             for key, wl in (("runtime_ns", "null_launch_runtime"), ("elf_bound_ns", "null_launch_driver_api")):
+                # Under the hook, null_launch also times the real driver's
+                # entry point in the same process, batch for batch.
                 rows.append(dict(round=rnd, config=cfg, workload=wl, value=nl[key], wall_value="",
                                  unit="ns/launch", steps=batches * 256,
-                                 paired_overhead_ns=nl.get("hook_overhead_ns_median_of_paired_diffs", "")))
+                                 paired_overhead_ns=nl.get("hook_overhead_ns_median_of_paired_diffs", ""),
+                                 real_driver_ns=nl["real_driver_ns"] if nl.get("real_driver_ns", -1) > 0 else ""))
         log("cost: round %d done" % rnd)
     write_csv(os.path.join(S.out, "cost.csv"), ["round", "config", "workload", "value", "wall_value",
-                                                "unit", "steps", "paired_overhead_ns"], rows)
+                                                "unit", "steps", "paired_overhead_ns",
+                                                "real_driver_ns"], rows)
     meta.update(repetitions=rounds, configs=COST_CONFIGS,
                 workloads=[w[0] + "_" + w[1] for w in COST_WORK] + ["null_launch_runtime",
                                                                     "null_launch_driver_api"],
@@ -626,7 +632,7 @@ def start_ballast(S, leave_gib, slack_gib):
     """The ballast leaves leave+slack GiB free: slack for what the broker
     cannot count (contexts) so that its estimate is never above the truth."""
     free = gpu_free_gib(S)
-    log("ballast: %.2f GiB free before" % free)
+    log("ballast: %s GiB free before" % free)
     if free is None or free < leave_gib + slack_gib + 1:
         raise RuntimeError("the GPU has %s GiB free; the ballast needs more than %.1f"
                            % (free, leave_gib + slack_gib + 1))
@@ -654,8 +660,10 @@ def sec_bigpairs(S, meta):
     slack = 0.5 if not SIM else 0.01
     # The broker counts only the memory the ballast leaves (gpu_memory);
     # idle notebooks are parked at once (park_idle_s = 0).
+    # (park_host_budget: the default is half of MemTotal, which starts small
+    # on the GPU machine's VM and grows as memory is used.)
     br = Broker(S, "bigpairs", settings={"gpu_memory": "%dM" % int(free_gib * 1024),
-                                         "park_idle_s": 0})
+                                         "park_idle_s": 0, "park_host_budget": "32G"})
     native = [Notebook(S, "big-native-%s" % k, "native") for k in "ab"]
     gs = [Notebook(S, "big-gpushare-%s" % k, "gpushare", br, {"GPUSHARE_MAKE_ROOM_TIMEOUT_MS": "120000"})
           for k in "ab"]
@@ -789,7 +797,7 @@ def sec_reclaim(S, meta):
     big, free_gib = knob("EVAL_BIG_GIB", float), knob("EVAL_BIG_FREE_GIB", float)
     slack = 0.5 if not SIM else 0.01
     br = Broker(S, "reclaim", settings={"gpu_memory": "%dM" % int(free_gib * 1024),
-                                        "park_idle_s": 0})
+                                        "park_idle_s": 0, "park_host_budget": "32G"})
     nbs = {"native": [Notebook(S, "rec-native-%s" % k, "native") for k in "ab"],
            "thesis": [Notebook(S, "rec-thesis-%s" % k, "thesis", br) for k in "ab"],
            "gpushare": [Notebook(S, "rec-gpushare-%s" % k, "gpushare", br) for k in "ab"],
@@ -843,12 +851,16 @@ def sec_reclaim(S, meta):
         r = idle.call(120, op="alloc", gib=big, check=(procs == "native"))
         if not r["ok"]:
             raise RuntimeError("reclaim: %s cannot allocate: %s" % (idle.name, r["error"]))
-        before = pid_memory_mib([idle.pid]).get(idle.pid, "")
+        # nvidia-smi lists a process only while it has a context: after a
+        # park it is gone (0 MiB), provided it was listed before.
+        seen = pid_memory_mib()
+        before = seen.get(idle.pid, "") if seen else ""
         own = idle.call(30, op="mem")["reserved_bytes"] / 2**20  # the allocator's view
         t0 = now()
         r = other.call(180, op="alloc", gib=big, check=(procs == "native"))
         t1 = now()
-        after = pid_memory_mib([idle.pid]).get(idle.pid, "")
+        seen = pid_memory_mib()
+        after = seen.get(idle.pid, 0.0) if seen is not None and before != "" else ""
         sess = {}
         if policy:
             for s in br.status()["gpus"][0]["sessions"]:

@@ -217,12 +217,17 @@ def sec_cost(D, d):
         "through the runtime and through the driver API). Ratio to stock: median of the "
         "configuration over median of stock, with the range of the per-round ratios.", "")
     D.table(["workload", "stock", "hook, scheduler off", "adaptive", "exclusive"], table)
-    paired = [num(r["paired_overhead_ns"]) for r in rows if num(r.get("paired_overhead_ns"))]
+    paired = [num(r["paired_overhead_ns"]) for r in rows
+              if r["workload"] == "null_launch_driver_api" and num(r.get("paired_overhead_ns")) is not None]
+    real = [num(r.get("real_driver_ns")) for r in rows
+            if r["workload"] == "null_launch_driver_api" and num(r.get("real_driver_ns"))]
     if paired:
-        D.w("In the hooked null-launch processes, the same process' launches through the hook "
-            "and through the real driver, alternated batch by batch, differ by %s ns per launch "
-            "(median of %d runs; range %s to %s)." % (f(med(paired), "%.1f"), len(paired),
-                                                      f(min(paired), "%.1f"), f(max(paired), "%.1f")), "")
+        D.w("Side by side in one process: the hooked `null_launch` alternates batches through "
+            "the hook's `cuLaunchKernel` and the real driver's; the difference is %s ns per "
+            "launch (median of %d runs, range %s to %s)%s." % (
+                f(med(paired), "%.1f"), len(paired), f(min(paired), "%.1f"), f(max(paired), "%.1f"),
+                ", %.2f %% of the real driver's %.0f ns" % (100 * med(paired) / med(real), med(real))
+                if real else ""), "")
     fig, ax = plt.subplots(figsize=(9, 3.8))
     width = 0.27
     for i, c in enumerate(configs):
@@ -253,6 +258,21 @@ def pair_label(r):
     if r["config"] == "exclusive":
         return "exclusive tq=%g s (gpushare)" % float(r["tq_s"] or 20)
     return r["config"]
+
+
+def revoke_reasons(evs):
+    n = {}
+    for e in evs:
+        if e.get("event") == "revoke":
+            n[e.get("reason")] = n.get(e.get("reason"), 0) + 1
+    return ", ".join("%d %s" % (k, r) for r, k in sorted(n.items())) or "none"
+
+
+def broker_runs(d, name, rows):
+    """The broker's events of each run: the runs that changed a setting
+    first (every run under a broker does, in the order of the CSV)."""
+    runs = [r for r in rows if r["config"] not in ("serial", "native")]
+    return list(zip(runs, [evs for _, evs in read_events(d, name)[1:]]))
 
 
 def switch_costs(d):
@@ -324,6 +344,10 @@ def sec_pairs(D, d):
         table.append(cells)
     D.w("Total completion time (and relative to serial):", "")
     D.table(["configuration"] + [c for c, _ in cols], table)
+    parts = ["%s %s: %s" % (r["mix"], pair_label(r), revoke_reasons(evs))
+             for r, evs in broker_runs(d, "pairs", small)]
+    if parts:
+        D.w("Revokes by reason in the small pairs (broker event log): " + "; ".join(parts) + ".", "")
     sc = switch_costs(d)
     if sc and any(p for _, p, _ in sc):
         parts = []
@@ -408,15 +432,8 @@ def sec_interactive(D, d):
             + ["A steps/s", "A's loss"], table)
     segs = read_events(d, "interactive")
     if len(segs) > 1:
-        parts = []
-        for settings, evs in segs[1:]:
-            reasons = {}
-            for e in evs:
-                if e.get("event") == "revoke":
-                    reasons[e.get("reason")] = reasons.get(e.get("reason"), 0) + 1
-            parts.append("%s: %s" % (settings.get("policy"), ", ".join(
-                "%d %s" % (n, k) for k, n in sorted(reasons.items())) or "none"))
-        D.w("Revokes by reason (broker event log): " + "; ".join(parts) + ".", "")
+        D.w("Revokes by reason (broker event log): " + "; ".join(
+            "%s: %s" % (settings.get("policy"), revoke_reasons(evs)) for settings, evs in segs[1:]) + ".", "")
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8), gridspec_kw={"width_ratios": [3, 1.3]})
     # Each cell against B alone with the same work, so that the sizes mix.
     slow = {c: [num(r["latency_ms"]) / pct(lat_w[("alone", round(num(r["work_ms"])))], 50)

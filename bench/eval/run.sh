@@ -10,7 +10,8 @@
 # packed into $OUT/eval-SECTIONS.tar.gz after every section, so a command
 # stopped at its limit still returns the sections it finished.
 # bench/eval/report.py turns them into doc/evaluation.md.  Each section runs
-# under its own timeout (EVAL_SECTION_TIMEOUT, default 480 s); eval.py ends
+# under its own timeout (EVAL_SECTION_TIMEOUT, default 480 s, and all of them
+# within EVAL_DEADLINE_S, default 570 s); eval.py ends
 # every process it started (brokers first: they unpark), and this script
 # ends any it left.
 set -u
@@ -51,8 +52,20 @@ pack=
 [ -n "${OUT:-}" ] && [ "$OUT" != "$RES" ] && pack="$OUT/eval-$(echo $sections | tr ' ' '_').tar.gz"
 set -o pipefail
 rc=0
+# The whole command ends before EVAL_DEADLINE_S (the device tool stops a
+# command at 600 s): a section gets what is left, less a margin for the
+# cleanup; one that would get less than a minute is skipped.
+deadline=${EVAL_DEADLINE_S:-570}
 for s in $sections; do
-    timeout -k 100 "${EVAL_SECTION_TIMEOUT:-480}" "$py" bench/eval/eval.py --out "$RES" \
+    left=$((deadline - SECONDS - 15))
+    limit=${EVAL_SECTION_TIMEOUT:-480}
+    [ "$left" -lt "$limit" ] && limit=$left
+    if [ "$limit" -lt 60 ]; then
+        echo "run.sh: skipping $s: ${left} s left before the deadline" | tee -a "$RES/eval.log"
+        rc=1
+        continue
+    fi
+    timeout -k 60 "$limit" "$py" bench/eval/eval.py --out "$RES" \
         --command "${knobs}bash bench/eval/run.sh $s" "$s" 2>&1 | tee -a "$RES/eval.log" || rc=1
     # Should eval.py itself have been killed, end what it started (it
     # records the process group of every child it starts).
