@@ -385,13 +385,30 @@ def total_time(results):
     return max(r["end"] for r in results) - min(r["start"] for r in results)
 
 
-def write_csv(path, fields, rows):
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            w.writerow(r)
-    log("wrote %s (%d rows)" % (os.path.basename(path), len(rows)))
+class Table(list):
+    """Rows of one CSV file, written again after every row, so that a
+    section stopped by its timeout leaves what it had measured."""
+
+    def __init__(self, S, name, fields):
+        super().__init__()
+        self.path, self.fields = os.path.join(S.out, name), fields
+        self._write()
+
+    def add(self, **row):
+        self.append(row)
+        self._write()
+
+    def extend_rows(self, rows):
+        self.extend(rows)
+        self._write()
+
+    def _write(self):
+        with open(self.path + ".tmp", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=self.fields, extrasaction="ignore")
+            w.writeheader()
+            for r in self:
+                w.writerow(r)
+        os.replace(self.path + ".tmp", self.path)
 
 
 def nvidia_smi(query, per="gpu"):
@@ -500,7 +517,8 @@ def sec_cost(S, meta):
     stock = Notebook(S, "cost-stock", "native")
     hooked = Notebook(S, "cost-hooked", "gpushare", br)
     start_all([stock, hooked])
-    rows = []
+    rows = Table(S, "cost.csv", ["round", "config", "workload", "value", "wall_value", "unit",
+                                 "steps", "paired_overhead_ns", "real_driver_ns"])
     # Untimed warm-up of every workload in both processes (model build,
     # cuDNN/cuBLAS heuristics), so round 1 is like the others.
     for nb in (stock, hooked):
@@ -518,8 +536,8 @@ def sec_cost(S, meta):
             for model, mode, steps in COST_WORK:
                 n = max(3, int(steps * SCALE))
                 r = nb.call(300, op="bench", model=model, mode=mode, steps=n, warmup=5)
-                rows.append(dict(round=rnd, config=cfg, workload="%s_%s" % (model, mode),
-                                 value=r["ms"], wall_value=r["wall_ms"], unit="ms/step", steps=n))
+                rows.add(round=rnd, config=cfg, workload="%s_%s" % (model, mode),
+                         value=r["ms"], wall_value=r["wall_ms"], unit="ms/step", steps=n)
             # The null-kernel launch loop: a process of its own (no Python).
             env = dict(br.env)
             if cfg != "stock":
@@ -535,14 +553,11 @@ def sec_cost(S, meta):
             for key, wl in (("runtime_ns", "null_launch_runtime"), ("elf_bound_ns", "null_launch_driver_api")):
                 # Under the hook, null_launch also times the real driver's
                 # entry point in the same process, batch for batch.
-                rows.append(dict(round=rnd, config=cfg, workload=wl, value=nl[key], wall_value="",
-                                 unit="ns/launch", steps=batches * 256,
-                                 paired_overhead_ns=nl.get("hook_overhead_ns_median_of_paired_diffs", ""),
-                                 real_driver_ns=nl["real_driver_ns"] if nl.get("real_driver_ns", -1) > 0 else ""))
+                rows.add(round=rnd, config=cfg, workload=wl, value=nl[key], wall_value="",
+                         unit="ns/launch", steps=batches * 256,
+                         paired_overhead_ns=nl.get("hook_overhead_ns_median_of_paired_diffs", ""),
+                         real_driver_ns=nl["real_driver_ns"] if nl.get("real_driver_ns", -1) > 0 else "")
         log("cost: round %d done" % rnd)
-    write_csv(os.path.join(S.out, "cost.csv"), ["round", "config", "workload", "value", "wall_value",
-                                                "unit", "steps", "paired_overhead_ns",
-                                                "real_driver_ns"], rows)
     meta.update(repetitions=rounds, configs=COST_CONFIGS,
                 workloads=[w[0] + "_" + w[1] for w in COST_WORK] + ["null_launch_runtime",
                                                                     "null_launch_driver_api"],
@@ -580,15 +595,15 @@ def sec_pairs(S, meta):
         if not r["ok"]:
             raise RuntimeError("pairs: %s cannot allocate %.2f GiB: %s" % (nb.name, gib, r["error"]))
     br.wait_released()
-    rows = []
+    rows = Table(S, "pairs.csv", PAIR_FIELDS)
     solo_timeout = 60 + 10 * iters * period
     pair_timeout = 60 + 10 * iters * period  # the thesis' 5 s idle release, then the other job
 
     def row(mix, config, total, res, tq=""):
-        rows.append(dict(working_set="small", gib=gib, mix=mix, config=config, tq_s=tq,
-                         total_s=total, job_a_s=res[0]["seconds"] if res else "",
-                         job_b_s=res[1]["seconds"] if len(res) > 1 else "", ok=1, error="",
-                         iters=iters, period_s=period))
+        rows.add(working_set="small", gib=gib, mix=mix, config=config, tq_s=tq,
+                 total_s=total, job_a_s=res[0]["seconds"] if res else "",
+                 job_b_s=res[1]["seconds"] if len(res) > 1 else "", ok=1, error="",
+                 iters=iters, period_s=period)
         log("pairs %s %s%s: %.2f s" % (mix, config, " tq=%s" % tq if tq else "", total))
 
     for mix, frac in MIXES:
@@ -615,7 +630,6 @@ def sec_pairs(S, meta):
         for policy in ("burst", "adaptive"):
             br.set(scheduler="on", policy=policy)
             row(mix, policy, *run_pair(gs, cmd, pair_timeout))
-    write_csv(os.path.join(S.out, "pairs.csv"), PAIR_FIELDS, rows)
     meta.update(repetitions=1, calibration=cal, iters=iters, period_s=period, gib=gib, tqs=tqs,
                 notes="jobs: ITERS x (GPU phase of bf16 %dx%d matmuls, then a pure-Python CPU "
                       "phase) in one cell; exclusive = the thesis' configuration (no cell "
@@ -671,15 +685,15 @@ def sec_bigpairs(S, meta):
     cal = calibrate(native[0])
     # Every context exists now: the ballast measures what is left.
     ballast, binfo = start_ballast(S, free_gib, slack)
-    rows = []
+    rows = Table(S, "bigpairs.csv", PAIR_FIELDS)
     solo_timeout = 60 + 10 * iters * period
     pair_timeout = 120 + 20 * iters * period  # switches take seconds each
 
     def row(mix, config, total, res, ok=1, error="", tq=""):
-        rows.append(dict(working_set="big", gib=gib, mix=mix, config=config, tq_s=tq, total_s=total,
-                         job_a_s=res[0]["seconds"] if res else "",
-                         job_b_s=res[1]["seconds"] if len(res) > 1 else "", ok=ok, error=error,
-                         iters=iters, period_s=period))
+        rows.add(working_set="big", gib=gib, mix=mix, config=config, tq_s=tq, total_s=total,
+                 job_a_s=res[0]["seconds"] if res else "",
+                 job_b_s=res[1]["seconds"] if len(res) > 1 else "", ok=ok, error=error,
+                 iters=iters, period_s=period)
         log("bigpairs %s %s: %s" % (mix, config, "%.2f s" % total if ok else error))
 
     # Native: one at a time (serial); both at once cannot even allocate.
@@ -693,7 +707,7 @@ def sec_bigpairs(S, meta):
             res.append(nb.call(solo_timeout, **cmd))
             nb.call(60, op="free")
         row(mix, "serial", res[0]["seconds"] + res[1]["seconds"], res)
-    a = native[0].call(120, op="alloc", gib=gib, check=True)
+    native[0].call(120, op="alloc", gib=gib, check=True)  # fits: checked in the serial runs
     b = native[1].call(120, op="alloc", gib=gib, check=True)
     for mix, _ in MIXES:
         row(mix, "native", "", [], ok=0,
@@ -715,7 +729,6 @@ def sec_bigpairs(S, meta):
             br.set(scheduler="on", policy=policy)
             row(mix, policy, *run_pair(gs, cmd, pair_timeout),
                 tq=20 if policy == "exclusive" else "")
-    write_csv(os.path.join(S.out, "bigpairs.csv"), PAIR_FIELDS, rows)
     st = br.status()
     meta.update(repetitions=1, calibration=cal, iters=iters, period_s=period, gib=gib,
                 gpu_memory_gib=free_gib, ballast=binfo, park_gbps=st["gpus"][0].get("park_gbps"),
@@ -747,17 +760,17 @@ def sec_interactive(S, meta):
     for a, _ in pairs.values():  # A's model built and warmed outside the measurement
         a.call(300, op="train", seconds=dur(2))
     br.wait_released()
-    cells, train = [], []
+    cells = Table(S, "interactive_cells.csv", ["config", "work_units", "work_ms", "latency_ms"])
+    train = Table(S, "interactive_train.csv", ["config", "steps", "seconds", "steps_per_s"])
     cells_cmd = dict(op="cells", count=count, every_s=every, works=works, start_delay_s=delay)
     timeout = 60 + 3 * T  # the thesis' B may wait a whole quantum (20 s)
 
     def record(config, res_b, res_a=None):
-        for u, t0, ms in res_b["cells"]:
-            cells.append(dict(config=config, work_units=u, work_ms=u * cal["gpu_unit_ms"],
-                              latency_ms=ms))
+        cells.extend_rows(dict(config=config, work_units=u, work_ms=u * cal["gpu_unit_ms"],
+                               latency_ms=ms) for u, t0, ms in res_b["cells"])
         if res_a:
-            train.append(dict(config=config, steps=res_a["steps"], seconds=res_a["end"] - res_a["start"],
-                              steps_per_s=res_a["steps_per_s"]))
+            train.add(config=config, steps=res_a["steps"], seconds=res_a["end"] - res_a["start"],
+                      steps_per_s=res_a["steps_per_s"])
         log("interactive %s: B's cells %s ms%s" % (
             config, ", ".join("%.0f" % c[2] for c in res_b["cells"][:6]),
             "; A %.1f steps/s" % res_a["steps_per_s"] if res_a else ""))
@@ -765,8 +778,8 @@ def sec_interactive(S, meta):
     na, nb_ = pairs["native"]
     record("alone", nb_.call(timeout, **cells_cmd))
     r = na.call(timeout, op="train", seconds=max(dur(8), 2 * every))
-    train.append(dict(config="alone", steps=r["steps"], seconds=r["end"] - r["start"],
-                      steps_per_s=r["steps_per_s"]))
+    train.add(config="alone", steps=r["steps"], seconds=r["end"] - r["start"],
+              steps_per_s=r["steps_per_s"])
     for config, policy in (("native", None), ("exclusive", "exclusive"), ("burst", "burst"),
                            ("adaptive", "adaptive")):
         a, b = pairs["gpushare" if config in ("burst", "adaptive") else config]
@@ -778,10 +791,6 @@ def sec_interactive(S, meta):
         record(config, rb, ra)
         if config == "exclusive":
             br.wait_released()
-    write_csv(os.path.join(S.out, "interactive_cells.csv"),
-              ["config", "work_units", "work_ms", "latency_ms"], cells)
-    write_csv(os.path.join(S.out, "interactive_train.csv"),
-              ["config", "steps", "seconds", "steps_per_s"], train)
     meta.update(repetitions=1, calibration=cal, seconds=T, every_s=every, works_ms=works_ms,
                 cells_per_run=count,
                 notes="A: ResNet-50 training (batch 64, bf16) in one cell, loss read every 10 "
@@ -805,7 +814,7 @@ def sec_reclaim(S, meta):
     start_all([nb for p in nbs.values() for nb in p])
     cal = calibrate(nbs["native"][0])
     br.wait_released()
-    rows = []
+    rows = Table(S, "reclaim.csv", ["config", "rep", "handoff_ms", "waiter_wait_ms", "holder_work_ms"])
     # (config, processes, policy, holder's GPU work in ms, repetitions)
     configs = [("native", "native", None, 500, reps),
                ("thesis_exclusive", "thesis", "exclusive", 500, max(2, reps // 2)),
@@ -825,9 +834,8 @@ def sec_reclaim(S, meta):
             h.recv(60)  # "started": the holder has the GPU
             w.send(op="probe")
             he, wr = h.recv(60), w.recv(60)
-            rows.append(dict(config=config, rep=rep, handoff_ms=(wr["ran"] - he["end"]) * 1000,
-                             waiter_wait_ms=(wr["ran"] - wr["start"]) * 1000,
-                             holder_work_ms=work_ms))
+            rows.add(config=config, rep=rep, handoff_ms=(wr["ran"] - he["end"]) * 1000,
+                     waiter_wait_ms=(wr["ran"] - wr["start"]) * 1000, holder_work_ms=work_ms)
             if policy and procs != "thesis":
                 # The waiter's grant is being taken back (its cell ended):
                 # a cell starting now could still run on it.
@@ -835,13 +843,14 @@ def sec_reclaim(S, meta):
         log("reclaim %s: handoff %s ms" % (config, ", ".join("%.1f" % r["handoff_ms"] for r in rows[-n:])))
         if policy:
             br.wait_released()
-    write_csv(os.path.join(S.out, "reclaim.csv"),
-              ["config", "rep", "handoff_ms", "waiter_wait_ms", "holder_work_ms"], rows)
 
     # Memory an idle notebook keeps: one notebook allocates BIG GiB and goes
     # idle; then the other needs BIG GiB of the FREE GiB the ballast leaves.
     ballast, binfo = start_ballast(S, free_gib, slack)
-    mem_rows = []
+    mem_rows = Table(S, "reclaim_memory.csv",
+                     ["config", "working_set_gib", "idle_allocator_mib", "idle_gpu_mib_before",
+                      "idle_gpu_mib_after", "idle_resident_mib", "idle_parked_mib", "idle_state",
+                      "other_ok", "other_alloc_s", "other_error"])
     for config, procs, policy in (("native", "native", None),
                                   ("thesis_exclusive", "thesis", "exclusive"),
                                   ("gpushare", "gpushare", "adaptive")):
@@ -866,13 +875,13 @@ def sec_reclaim(S, meta):
             for s in br.status()["gpus"][0]["sessions"]:
                 if idle.pid in s.get("pids", []):
                     sess = s
-        mem_rows.append(dict(config=config, idle_gpu_mib_before=before, idle_gpu_mib_after=after,
-                             idle_allocator_mib=own,
-                             idle_resident_mib=sess.get("resident_bytes", 0) / 2**20 if sess else "",
-                             idle_parked_mib=sess.get("parked_bytes", 0) / 2**20 if sess else "",
-                             idle_state=sess.get("state", "") if sess else "idle (not seen)",
-                             other_ok=int(r["ok"]), other_alloc_s=t1 - t0,
-                             other_error=r.get("error", ""), working_set_gib=big))
+        mem_rows.add(config=config, idle_gpu_mib_before=before, idle_gpu_mib_after=after,
+                     idle_allocator_mib=own,
+                     idle_resident_mib=sess.get("resident_bytes", 0) / 2**20 if sess else "",
+                     idle_parked_mib=sess.get("parked_bytes", 0) / 2**20 if sess else "",
+                     idle_state=sess.get("state", "") if sess else "idle (not seen)",
+                     other_ok=int(r["ok"]), other_alloc_s=t1 - t0,
+                     other_error=r.get("error", ""), working_set_gib=big)
         log("reclaim memory %s: %s" % (config, mem_rows[-1]))
         if r["ok"]:
             other.call(120, op="free")
@@ -880,10 +889,6 @@ def sec_reclaim(S, meta):
             idle.call(120, op="free")  # (a parked one stays parked until the broker's exit)
         if policy:
             br.wait_released()
-    write_csv(os.path.join(S.out, "reclaim_memory.csv"),
-              ["config", "working_set_gib", "idle_allocator_mib", "idle_gpu_mib_before",
-               "idle_gpu_mib_after", "idle_resident_mib", "idle_parked_mib", "idle_state", "other_ok", "other_alloc_s",
-               "other_error"], mem_rows)
     meta.update(repetitions=reps, thesis_repetitions=max(2, reps // 2), calibration=cal,
                 gpu_memory_gib=free_gib, ballast=binfo,
                 notes="handoff = the waiter's first kernel done (sync returned) minus the "
@@ -901,7 +906,9 @@ def sec_scale(S, meta):
     gap = dur(knob("EVAL_SCALE_GAP_S", float))
     br = Broker(S, "scale")
     nbs = []
-    rows, cell_rows = [], []
+    rows = Table(S, "scale.csv", ["n", "seconds", "cells", "gpu_util_pct", "offered_load_pct",
+                                  "slowdown_p50", "slowdown_p99", "broker_cpu_s", "broker_cpu_pct"])
+    cell_rows = Table(S, "scale_cells.csv", ["n", "notebook", "work_ms", "latency_ms", "slowdown"])
     cal = None
     for n in ns:
         new = [Notebook(S, "scale-%02d" % (len(nbs) + i), "gpushare", br) for i in range(n - len(nbs))]
@@ -928,17 +935,13 @@ def sec_scale(S, meta):
                 offered += solo
                 lat.append(ms / solo)
                 cell_rows.append(dict(n=n, notebook=i, work_ms=solo, latency_ms=ms, slowdown=ms / solo))
+        cell_rows.extend_rows([])
         lat.sort()
         q = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] if lat else ""
-        rows.append(dict(n=n, seconds=wall, cells=len(lat), gpu_util_pct=util,
-                         offered_load_pct=100 * offered / 1000 / wall, slowdown_p50=q(0.5),
-                         slowdown_p99=q(0.99), broker_cpu_s=cpu, broker_cpu_pct=100 * cpu / wall))
+        rows.add(n=n, seconds=wall, cells=len(lat), gpu_util_pct=util,
+                 offered_load_pct=100 * offered / 1000 / wall, slowdown_p50=q(0.5),
+                 slowdown_p99=q(0.99), broker_cpu_s=cpu, broker_cpu_pct=100 * cpu / wall)
         log("scale n=%d: %s" % (n, rows[-1]))
-    write_csv(os.path.join(S.out, "scale.csv"),
-              ["n", "seconds", "cells", "gpu_util_pct", "offered_load_pct", "slowdown_p50",
-               "slowdown_p99", "broker_cpu_s", "broker_cpu_pct"], rows)
-    write_csv(os.path.join(S.out, "scale_cells.csv"),
-              ["n", "notebook", "work_ms", "latency_ms", "slowdown"], cell_rows)
     meta.update(repetitions=1, calibration=cal, seconds_per_n=D, mean_gap_s=gap, ns=ns,
                 notes="notebooks through gpushare-launch under the adaptive policy; each cell "
                       "does 20 to 400 ms of bf16 matmuls (log-uniform), pauses exponential; "
@@ -985,6 +988,10 @@ def main():
                 log("section %s failed: %s" % (name, e))
                 meta.update(ok=False, error=str(e))
                 rc = 1
+            except KeyboardInterrupt:
+                meta.update(ok=False, error="stopped (timeout or signal) after %.0f s; the CSV "
+                            "files hold what was measured until then" % (now() - t0))
+                raise
             finally:
                 end_children()
                 meta["wall_s"] = now() - t0
