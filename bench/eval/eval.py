@@ -69,6 +69,8 @@ KNOBS = [
     ("EVAL_SCALE_GAP_S", "3", "3", "scale: mean pause between a notebook's cells"),
     ("EVAL_THESIS_IDLE_MS", "5000", "5000", "the thesis' idle release, ms (a test shortens it)"),
     ("EVAL_SIM_MEMORY", "-", "2G", "sim: the simulated GPU's memory"),
+    ("EVAL_SECTION_TIMEOUT", "480", "480", "run.sh: seconds a section may take"),
+    ("EVAL_DEADLINE_S", "570", "570", "run.sh: seconds the whole command may take"),
 ]
 
 
@@ -318,7 +320,6 @@ class Notebook:
                 env["GPUSHARE_IDLE_RELEASE_MS"] = knob("EVAL_THESIS_IDLE_MS")
             argv = [S.launch, "--broker", broker.endpoint, "--no-watch", "--", S.py, MINI,
                     NOTEBOOK]
-        self.session = None
         self.proc = spawn(argv, env, os.path.join(S.out, "nb-%s.log" % name))
         self.pid = self.proc.pid  # gpushare-launch execs the kernel: same pid
         self.q = queue.Queue()
