@@ -20,6 +20,7 @@
 #include "endpoint.h"
 #include "gpu_inventory.h"
 #include "log.h"
+#include "park_policy.h"
 #include "sd_notify.h"
 #include "socket_dir.h"
 #include "status.h"
@@ -43,6 +44,47 @@ static int open_signal_fd(void)
     sigset_t set;
     handled_signals(&set);
     return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+/* gpu_memory: count at most this much memory on each GPU (scheduling,
+ * parking, status), for a GPU part of which is used by programs outside
+ * gpushare, which the broker cannot see (it never creates a context). */
+static int apply_gpu_memory(gs_broker_t *self, const gs_config_t *flags, const gs_config_t *file,
+                            char *err, size_t errlen)
+{
+    const gs_config_entry_t *e = gs_config_get(flags, "gpu_memory");
+    const gs_config_t *from = flags;
+    if (!e) {
+        e = gs_config_get(file, "gpu_memory");
+        from = file;
+    }
+    if (!e || !strcmp(e->value, "auto"))
+        return 0;
+    json_t *v = gs_config_value_json(e->value);
+    uint64_t limit = 0;
+    int bad = gs_park_parse_bytes(v, &limit) != 0 || limit == 0;
+    json_decref(v);
+    if (bad) {
+        char where[300];
+        if (e->line > 0)
+            snprintf(where, sizeof where, "%.280s:%d", from->path, e->line);
+        else
+            snprintf(where, sizeof where, "%.280s", from->path);
+        snprintf(err, errlen,
+                 "%s: gpu_memory: must be bytes (a number, or with a K/M/G/T suffix) or "
+                 "\"auto\", not \"%.60s\"",
+                 where, e->value);
+        return -1;
+    }
+    for (int i = 0; i < self->inventory.count; i++) {
+        gs_gpu_t *g = &self->inventory.gpus[i];
+        if (g->memory_total > limit) {
+            gs_info("GPU %d: counting %.2f GiB of its %.2f GiB (gpu_memory)", i,
+                    limit / 1073741824.0, g->memory_total / 1073741824.0);
+            g->memory_total = limit;
+        }
+    }
+    return 0;
 }
 
 gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t errlen)
@@ -114,6 +156,8 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
         goto fail;
 
     gs_gpu_inventory_load(&self->inventory);
+    if (apply_gpu_memory(self, &opt->overrides, &file, err, errlen) != 0)
+        goto fail;
     uint64_t memory[GS_MAX_GPUS];
     for (int i = 0; i < self->inventory.count; i++)
         memory[i] = self->inventory.gpus[i].memory_total;

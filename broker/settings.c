@@ -17,7 +17,8 @@
 
 /* Keys read once, before the socket is bound; a reload that changes them
  * is told to restart. */
-static const char *start_only[] = {"endpoint", "socket_group", "heartbeat_ms", NULL};
+static const char *start_only[] = {"endpoint", "socket_group", "heartbeat_ms", "gpu_memory",
+                                   NULL};
 
 static int is_start_only(const char *key)
 {

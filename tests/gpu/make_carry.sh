@@ -5,6 +5,7 @@
 # libraries the GPU machine lacks (libzmq, czmq, jansson and their deps, from
 # Debian's archive).  Then, with the device tool:
 #   run: bash tests/gpu/run_h200.sh [SECTION...]      carry: [".carry"]
+#   run: bash bench/eval/run.sh [SECTION...]           (the evaluation suite)
 set -eu
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -15,6 +16,9 @@ mkdir -p "$C/lib" "$C/bin" "$C/gpushare" "$C/bb/broker" "$C/bb/bench"
 make -s -j"$(nproc)"
 cp libhook/.libs/libgpushare-hook.so broker/gpushare-broker broker/gpushare \
     launcher/gpushare-launch bench/revoke_latency bench/zmq_rtt bench/cell_driver "$C/gpushare/"
+# Which code this is, for the results (the GPU machine gets no .git).
+echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo -dirty)" \
+    >"$C/commit.txt"
 cp broker/gpushare-broker "$C/bb/broker/"
 cp bench/broker_bench bench/zmq_rtt "$C/bb/bench/"
 debs=$(mktemp -d)

@@ -51,6 +51,7 @@ def test_flags_win_over_the_file(tmp_path, sim):
     ("just words\n", ":1: expected \"key = value\""),
     ("admin_group = no-such-group-gs\n", ":1: admin_group: no group named"),
     ("metrics_port = 99999\n", ":1: metrics_port: must be a port number"),
+    ("\ngpu_memory = lots\n", ":2: gpu_memory: must be bytes"),
 ])
 def test_bad_config_names_file_and_line(tmp_path, sim, text, problem):
     conf = tmp_path / "broker.conf"
@@ -59,6 +60,27 @@ def test_bad_config_names_file_and_line(tmp_path, sim, text, problem):
                        env=sim, capture_output=True, text=True, timeout=10)
     assert r.returncode == 1
     assert str(conf) + problem in r.stderr
+
+
+@pytest.mark.parametrize("how", ["flag", "file"])
+def test_gpu_memory_counts_less_than_the_card(tmp_path, sim, how):
+    """For a GPU partly used outside gpushare: scheduling, parking and
+    status count gpu_memory, never more than the card has."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("gpu_memory = 256M\n" if how == "file" else "")
+    args = ["--config", str(conf)] + (["--set", "gpu_memory=0.25G"] if how == "flag" else [])
+    b = gstest.Broker(tmp_path, sim, args).start()
+    try:
+        assert b.status()["gpus"][0]["memory_total"] == 256 << 20
+        r = b.cli("set", "gpu_memory=512M", check=False)
+        assert r.returncode != 0 and "belongs in the configuration file" in r.stderr
+    finally:
+        b.stop()
+    b = gstest.Broker(tmp_path, sim, ["--set", "gpu_memory=64G"]).start()
+    try:
+        assert b.status()["gpus"][0]["memory_total"] == 1 << 30  # the card's 1 GiB
+    finally:
+        b.stop()
 
 
 def test_missing_explicit_config_is_an_error(tmp_path, sim):
