@@ -31,6 +31,12 @@ def short_tmp():
 
 
 @pytest.fixture
+def endpoint(short_tmp):
+    """A private ipc endpoint for a stand-in broker (tests of the hook)."""
+    return "ipc://%s/b.sock" % short_tmp
+
+
+@pytest.fixture
 def workers(broker, sim, tmp_path):
     """Start schedtest workers (hooked processes) against the test's broker;
     all are killed afterwards."""

@@ -9,8 +9,6 @@ simulator's execution log says when each ran; a burst is measured from the
 submission of its first work to the GPU's timestamp of its end, so it may
 exceed what the log shows by the launch latency (the tolerances below)."""
 import os
-import shutil
-import tempfile
 
 import pytest
 
@@ -20,13 +18,6 @@ from fakebroker import FakeBroker, Probe, ensure_probe, hook_env, kernels
 # log say (us)
 TOL_US = 2000
 LATE_US = 10000
-
-@pytest.fixture
-def endpoint():
-    d = tempfile.mkdtemp(prefix="gsh")
-    yield "ipc://%s/b.sock" % d
-    shutil.rmtree(d, ignore_errors=True)
-
 
 @pytest.fixture
 def broker(endpoint):

@@ -2,21 +2,12 @@
 waits for the work already submitted (on the stream it went to) and only
 then answers release; it gives the GPU back unasked when idle; and it never
 synchronises while a stream capture is in progress."""
-import shutil
-import tempfile
 
 import pytest
 
 from fakebroker import FakeBroker, Probe, ensure_probe, hook_env, kernels
 
 BLOCKED_S = 0.3
-
-
-@pytest.fixture
-def endpoint():
-    d = tempfile.mkdtemp(prefix="gsh")
-    yield "ipc://%s/b.sock" % d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

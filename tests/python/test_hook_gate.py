@@ -1,8 +1,6 @@
 """The hook's gate on the simulated GPU, driven by a fake broker: work goes
 to the GPU only with a grant, many threads ask once and all proceed
 together, captured work needs no grant, and two GPUs are granted apart."""
-import shutil
-import tempfile
 
 import pytest
 
@@ -10,13 +8,6 @@ from fakebroker import FakeBroker, Probe, ensure_probe, hook_env, kernels
 
 # How long a blocked launch is watched to see that it stays blocked.
 BLOCKED_S = 0.3
-
-
-@pytest.fixture
-def endpoint():
-    d = tempfile.mkdtemp(prefix="gsh")  # ipc paths hold 107 bytes: keep it short
-    yield "ipc://%s/b.sock" % d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

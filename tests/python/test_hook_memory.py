@@ -6,10 +6,8 @@ and, when an allocation does not fit, ask the broker to make room and retry.
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -19,13 +17,6 @@ import gstest
 from fakebroker import FakeBroker, Probe, ensure_probe, hook_env
 
 M = 1 << 20
-
-
-@pytest.fixture
-def endpoint():
-    d = tempfile.mkdtemp(prefix="gsh")
-    yield "ipc://%s/b.sock" % d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 class RoomBroker(FakeBroker):

@@ -4,20 +4,11 @@ when a broker comes back, survives fork, exits promptly even while waiting
 for the GPU, gives its grant back at exit, tells a waiting notebook who has
 the GPU, and never writes to stdout."""
 import os
-import shutil
-import tempfile
 import time
 
 import pytest
 
 from fakebroker import FakeBroker, Probe, ensure_probe, hook_env, kernels
-
-
-@pytest.fixture
-def endpoint():
-    d = tempfile.mkdtemp(prefix="gsh")
-    yield "ipc://%s/b.sock" % d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture
