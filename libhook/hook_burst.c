@@ -78,8 +78,9 @@ _Alignas(64) _Atomic int hook_burst_off = HOOK_BURST_ACTIVE;
 struct burst_dev {
     int running;   /* monitor thread started */
     int measuring; /* a burst is being measured */
-    uint64_t win_start[BURST_WINDOW], win_end[BURST_WINDOW]; /* recent merged bursts */
-    int n, head;                                             /* head: the latest */
+    /* The recent merged bursts; head: the latest. */
+    uint64_t win_start[BURST_WINDOW], win_end[BURST_WINDOW];
+    int n, head;
 };
 
 /* A stream of the hook's own in a context, for reference events. */
@@ -175,7 +176,7 @@ void hook_burst_note(struct hook_thr *t)
     if (old == HOOK_BURST_ACTIVE)
         return;
     int dev = (int)(f - hook_burst_flag);
-    uint64_t now = hook_now_ns();
+    uint64_t now = hook_clock_ns();
     if (old == HOOK_BURST_PROBING) { /* the probe under way will see ACTIVE */
         uint64_t none = 0;
         atomic_compare_exchange_strong(&react_ns[dev], &none, now);
@@ -286,7 +287,7 @@ struct refstate {
     unsigned gen;
 };
 
-/* hook_mu not held; the caller holds captures and teardown off.  Records a
+/* hook_gate_mu not held; the caller holds captures and teardown off.  Records a
  * timing event on the hook's own stream in ctx (created on first use) and
  * returns it with the host time of the record. */
 static CUevent reference(CUcontext ctx, uint64_t *ns, unsigned *gen, CUstream *stream)
@@ -318,7 +319,7 @@ static CUevent reference(CUcontext ctx, uint64_t *ns, unsigned *gen, CUstream *s
     *stream = s;
     if (hook_cu.eventCreate(&ev, CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS)
         return NULL;
-    *ns = hook_now_ns();
+    *ns = hook_clock_ns();
     if (hook_cu.eventRecord(ev, s) != CUDA_SUCCESS) {
         hook_cu.eventDestroy(ev);
         return NULL;
@@ -351,14 +352,14 @@ static void reference_settle(struct refstate *r)
             r->scratch = NULL;
             return;
         }
-        uint64_t t0 = hook_now_ns();
+        uint64_t t0 = hook_clock_ns();
         if (hook_cu.eventRecord(r->scratch, r->s) != CUDA_SUCCESS)
             return;
         CUresult q;
         while ((q = hook_cu.eventQuery(r->scratch)) == CUDA_ERROR_NOT_READY &&
-               hook_now_ns() - t0 < REF_POLL_NS && !capture_wanted())
+               hook_clock_ns() - t0 < REF_POLL_NS && !capture_wanted())
             sched_yield();
-        uint64_t t1 = hook_now_ns();
+        uint64_t t1 = hook_clock_ns();
         if (q == CUDA_SUCCESS && (t1 - t0) / 2 < r->unc) {
             CUevent x = r->ev;
             r->ev = r->scratch;
@@ -410,7 +411,7 @@ void hook_burst_forget_ctx(CUcontext ctx)
 /* The host time event e completed, through the reference when it can:
  * after `recorded` (it cannot complete before it was recorded) and by
  * `observed`. */
-static uint64_t event_end(struct refstate *r, const struct hook_ev *e, uint64_t recorded,
+static uint64_t event_end(struct refstate *r, const struct hook_streams_ev *e, uint64_t recorded,
                           uint64_t observed)
 {
     if (!r->ev || e->ctx != r->ctx)
@@ -427,13 +428,13 @@ static uint64_t event_end(struct refstate *r, const struct hook_ev *e, uint64_t 
 
 static void monitor_hold(int dev, unsigned long long *since)
 {
-    pthread_mutex_lock(&hook_mu);
-    while (capture_wanted() || hook_st.ctx_destroying > 0)
-        pthread_cond_wait(&hook_cv, &hook_mu);
-    hook_st.monitor_active++; /* new captures wait while the driver is called */
-    hook_st.monitor_busy++;   /* context teardown waits until the events are done with */
-    *since = hook_st.dev[dev].epoch_start;
-    pthread_mutex_unlock(&hook_mu);
+    pthread_mutex_lock(&hook_gate_mu);
+    while (capture_wanted() || hook_gate_st.ctx_destroying > 0)
+        pthread_cond_wait(&hook_gate_cv, &hook_gate_mu);
+    hook_gate_st.monitor_active++; /* new captures wait while the driver is called */
+    hook_gate_st.monitor_busy++;   /* context teardown waits until the events are done with */
+    *since = hook_gate_st.dev[dev].epoch_start;
+    pthread_mutex_unlock(&hook_gate_mu);
 }
 
 /* A capture wants to begin: stop calling the driver until it has ended
@@ -442,30 +443,30 @@ static int monitor_yield(void)
 {
     if (!capture_wanted())
         return 0;
-    pthread_mutex_lock(&hook_mu);
-    hook_st.monitor_active--;
-    pthread_cond_broadcast(&hook_cv);
+    pthread_mutex_lock(&hook_gate_mu);
+    hook_gate_st.monitor_active--;
+    pthread_cond_broadcast(&hook_gate_cv);
     while (capture_wanted())
-        pthread_cond_wait(&hook_cv, &hook_mu);
-    hook_st.monitor_active++;
-    pthread_mutex_unlock(&hook_mu);
+        pthread_cond_wait(&hook_gate_cv, &hook_gate_mu);
+    hook_gate_st.monitor_active++;
+    pthread_mutex_unlock(&hook_gate_mu);
     return 1;
 }
 
 static void monitor_done(void)
 {
-    pthread_mutex_lock(&hook_mu);
-    hook_st.monitor_active--;
-    hook_st.monitor_busy--;
-    pthread_cond_broadcast(&hook_cv);
-    pthread_mutex_unlock(&hook_mu);
+    pthread_mutex_lock(&hook_gate_mu);
+    hook_gate_st.monitor_active--;
+    hook_gate_st.monitor_busy--;
+    pthread_cond_broadcast(&hook_gate_cv);
+    pthread_mutex_unlock(&hook_gate_mu);
 }
 
 /* Waits for e, polling with a growing interval: a blocking wait on the
  * program's streams slows its launches down (measured on an H200), and the
  * end comes from the GPU's timestamp anyway, so noticing late costs no
  * precision. */
-static CUresult wait_event(const struct hook_ev *e, uint64_t *seen)
+static CUresult wait_event(const struct hook_streams_ev *e, uint64_t *seen)
 {
     uint64_t step = POLL_MIN_NS;
     CUresult r;
@@ -477,7 +478,7 @@ static CUresult wait_event(const struct hook_ev *e, uint64_t *seen)
         pause_ns(step);
         step = step * 2 > POLL_MAX_NS ? POLL_MAX_NS : step * 2;
     }
-    *seen = hook_now_ns();
+    *seen = hook_clock_ns();
     return r;
 }
 
@@ -492,7 +493,7 @@ static void monitor_bursts(int dev, uint64_t start)
      * that call finish first, or its check after the call would find the
      * first probe under way and make the probe look too early (work that
      * the probe's events cover would be taken for new work). */
-    uint64_t woke = hook_now_ns();
+    uint64_t woke = hook_clock_ns();
     if (woke < start + FIRST_PROBE_NS)
         pause_ns(start + FIRST_PROBE_NS - woke);
     struct refstate *r = &refst[dev];
@@ -502,19 +503,19 @@ static void monitor_bursts(int dev, uint64_t start)
         monitor_hold(dev, &since);
         if (r->ev && !ref_valid(r->gen))
             r->ev = r->scratch = NULL; /* its context is gone, and the events with it */
-        else if (r->ev && hook_now_ns() - r->ns > REF_MAX_AGE_NS)
+        else if (r->ev && hook_clock_ns() - r->ns > REF_MAX_AGE_NS)
             reference_drop(r);
         atomic_store(&react_ns[dev], 0);
         atomic_store(&hook_burst_flag[dev], HOOK_BURST_PROBING);
         size_t n;
-        uint64_t t0 = hook_now_ns();
-        struct hook_ev *ev = hook_streams_record(dev, since, &n, pool_get);
+        uint64_t t0 = hook_clock_ns();
+        struct hook_streams_ev *ev = hook_streams_record(dev, since, &n, pool_get);
         if (!r->ev && n > 0) {
             r->ctx = ev[0].ctx;
             r->ev = reference(r->ctx, &r->ns, &r->gen, &r->s);
             r->unc = UINT64_MAX; /* settled below */
         }
-        uint64_t last = n ? 0 : hook_now_ns();
+        uint64_t last = n ? 0 : hook_clock_ns();
         uint64_t *seen = calloc(n ? n : 1, sizeof *seen);
         CUresult *rc = calloc(n ? n : 1, sizeof *rc);
         for (size_t i = 0; seen && rc && i < n; i++)
@@ -526,7 +527,7 @@ static void monitor_bursts(int dev, uint64_t start)
             reference_settle(r);
         }
         for (size_t i = 0; i < n; i++) {
-            uint64_t obs = seen ? seen[i] : hook_now_ns();
+            uint64_t obs = seen ? seen[i] : hook_clock_ns();
             uint64_t e = rc && seen && rc[i] == CUDA_SUCCESS ? event_end(r, &ev[i], t0, obs) : obs;
             gs_debug("probe GPU %d: recorded +%lld us, ends +%lld us, seen +%lld us, "
                      "reference +%lld +/- %lld us",
@@ -568,7 +569,7 @@ static void monitor_bursts(int dev, uint64_t start)
          * submitted and completed within a pause is seen at the next probe,
          * up to a pause late.  The pause counts from the new work, so a
          * monitor that noticed it late probes at once. */
-        uint64_t now = hook_now_ns(), pause = now > start ? (now - start) / 8 : 0;
+        uint64_t now = hook_clock_ns(), pause = now > start ? (now - start) / 8 : 0;
         pause = pause < PAUSE_MIN_NS ? PAUSE_MIN_NS : pause > PAUSE_MAX_NS ? PAUSE_MAX_NS : pause;
         uint64_t from = react && react > t0 ? react : t0;
         if (now < from + pause)
@@ -588,7 +589,7 @@ static uint64_t next_burst(int dev, uint64_t last_active)
             pthread_mutex_unlock(&bmu);
             return start;
         }
-        if (hook_now_ns() - last_active < WATCH_KEEP_NS) {
+        if (hook_clock_ns() - last_active < WATCH_KEEP_NS) {
             pthread_mutex_unlock(&bmu);
             pause_ns(WATCH_TICK_NS);
             continue;
@@ -604,9 +605,9 @@ static uint64_t next_burst(int dev, uint64_t last_active)
 static void *monitor_main(void *arg)
 {
     int dev = (int)(intptr_t)arg;
-    hook_thr_mark_internal();
+    hook_thread_mark_internal();
     for (;;) {
-        monitor_bursts(dev, next_burst(dev, hook_now_ns()));
+        monitor_bursts(dev, next_burst(dev, hook_clock_ns()));
         pthread_mutex_lock(&bmu);
         bd[dev].measuring = 0;
         pthread_mutex_unlock(&bmu);

@@ -24,16 +24,16 @@ struct capture {
     struct hook_thr *owner;
     struct capture *next;
 };
-static struct capture *captures; /* hook_mu */
+static struct capture *captures; /* hook_gate_mu */
 
 /* A burst monitor calling the driver gives way at once (it watches
  * hook_capture_want); a drain synchronising finishes first. */
-void hook_wait_no_drain_locked(void)
+void hook_capture_wait_no_drain_locked(void)
 {
     atomic_fetch_add(&hook_capture_want, 1);
-    pthread_cond_broadcast(&hook_cv);
-    while (hook_st.drain_syncing || hook_st.monitor_active)
-        pthread_cond_wait(&hook_cv, &hook_mu);
+    pthread_cond_broadcast(&hook_gate_cv);
+    while (hook_gate_st.drain_syncing || hook_gate_st.monitor_active)
+        pthread_cond_wait(&hook_gate_cv, &hook_gate_mu);
     atomic_fetch_sub(&hook_capture_want, 1);
 }
 
@@ -42,8 +42,8 @@ void hook_wait_no_drain_locked(void)
 static struct capture *begin_enter(struct hook_thr *t, CUstream s)
 {
     struct capture *c = malloc(sizeof *c);
-    pthread_mutex_lock(&hook_mu);
-    hook_wait_no_drain_locked();
+    pthread_mutex_lock(&hook_gate_mu);
+    hook_capture_wait_no_drain_locked();
     atomic_fetch_add(&hook_capture_count, 1);
     atomic_fetch_add_explicit(&t->captures, 1, memory_order_relaxed);
     if (c) {
@@ -52,7 +52,7 @@ static struct capture *begin_enter(struct hook_thr *t, CUstream s)
         c->next = captures;
         captures = c;
     }
-    pthread_mutex_unlock(&hook_mu);
+    pthread_mutex_unlock(&hook_gate_mu);
     return c;
 }
 
@@ -68,29 +68,29 @@ static void end_locked(struct capture *c)
         atomic_fetch_sub_explicit(&c->owner->captures, 1, memory_order_relaxed);
     atomic_fetch_sub(&hook_capture_count, 1);
     free(c);
-    pthread_cond_broadcast(&hook_cv);
+    pthread_cond_broadcast(&hook_gate_cv);
 }
 
 static void begin_leave(struct hook_thr *t, struct capture *c, CUresult r)
 {
     if (r == CUDA_SUCCESS)
         return;
-    pthread_mutex_lock(&hook_mu);
+    pthread_mutex_lock(&hook_gate_mu);
     if (c)
         end_locked(c);
     else {
         atomic_fetch_sub_explicit(&t->captures, 1, memory_order_relaxed);
         atomic_fetch_sub(&hook_capture_count, 1);
-        pthread_cond_broadcast(&hook_cv);
+        pthread_cond_broadcast(&hook_gate_cv);
     }
-    pthread_mutex_unlock(&hook_mu);
+    pthread_mutex_unlock(&hook_gate_mu);
 }
 
 /* After the real EndCapture, whatever it returned: the capture sequence is
  * over once EndCapture has been called on its stream. */
 static void end_capture(struct hook_thr *t, CUstream s)
 {
-    pthread_mutex_lock(&hook_mu);
+    pthread_mutex_lock(&hook_gate_mu);
     struct capture *found = NULL;
     for (struct capture *c = captures; c; c = c->next)
         if (c->s == s && (s != CU_STREAM_PER_THREAD || c->owner == t)) {
@@ -99,35 +99,35 @@ static void end_capture(struct hook_thr *t, CUstream s)
         }
     if (found)
         end_locked(found);
-    pthread_mutex_unlock(&hook_mu);
+    pthread_mutex_unlock(&hook_gate_mu);
 }
 
 #define CAPTURE_BEGIN(abi, pt, stream, args)                                                       \
-    struct hook_thr *t_ = hook_self();                                                             \
+    struct hook_thr *t_ = hook_thread_self();                                                      \
     if (!t_->nest)                                                                                 \
-        hook_ready();                                                                              \
+        hook_init();                                                                               \
     void *real_ = hook_real_get(HOOK_IDX_##abi);                                                   \
     if (t_->nest || !real_)                                                                        \
         return real_ ? ((__typeof__(&abi))real_)args : CUDA_ERROR_NOT_FOUND;                       \
-    hook_count(t_, HOOK_IDX_##abi);                                                                \
+    hook_thread_count(t_, HOOK_IDX_##abi);                                                         \
     t_->nest++;                                                                                    \
-    struct capture *c_ = begin_enter(t_, hook_norm_stream(stream, pt));                            \
+    struct capture *c_ = begin_enter(t_, hook_cuda_norm_stream(stream, pt));                       \
     CUresult r_ = ((__typeof__(&abi))real_)args;                                                   \
     begin_leave(t_, c_, r_);                                                                       \
     t_->nest--;                                                                                    \
     return r_;
 
 #define CAPTURE_END(abi, pt, stream, args)                                                         \
-    struct hook_thr *t_ = hook_self();                                                             \
+    struct hook_thr *t_ = hook_thread_self();                                                      \
     if (!t_->nest)                                                                                 \
-        hook_ready();                                                                              \
+        hook_init();                                                                               \
     void *real_ = hook_real_get(HOOK_IDX_##abi);                                                   \
     if (t_->nest || !real_)                                                                        \
         return real_ ? ((__typeof__(&abi))real_)args : CUDA_ERROR_NOT_FOUND;                       \
-    hook_count(t_, HOOK_IDX_##abi);                                                                \
+    hook_thread_count(t_, HOOK_IDX_##abi);                                                         \
     t_->nest++;                                                                                    \
     CUresult r_ = ((__typeof__(&abi))real_)args;                                                   \
-    end_capture(t_, hook_norm_stream(stream, pt));                                                 \
+    end_capture(t_, hook_cuda_norm_stream(stream, pt));                                            \
     t_->nest--;                                                                                    \
     return r_;
 
@@ -183,13 +183,13 @@ HOOK_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
 /* A stream destroyed while capturing takes its capture with it. */
 void hook_capture_forget_stream(CUstream s)
 {
-    pthread_mutex_lock(&hook_mu);
+    pthread_mutex_lock(&hook_gate_mu);
     for (struct capture *c = captures, *next; c; c = next) {
         next = c->next;
-        if (c->s == s && !hook_stream_implicit(s))
+        if (c->s == s && !hook_cuda_stream_implicit(s))
             end_locked(c);
     }
-    pthread_mutex_unlock(&hook_mu);
+    pthread_mutex_unlock(&hook_gate_mu);
 }
 
 /* The child has no captures: the parent's belong to the parent's streams. */

@@ -5,7 +5,7 @@
  * libzmq is used directly, not czmq: czmq installs SIGINT/SIGTERM handlers
  * and atexit hooks in the host program, which would break ipykernel's
  * interrupt handling.  Other threads never touch the socket: they change the
- * shared state under hook_mu (a device wants the GPU, a release is due) and
+ * shared state under hook_gate_mu (a device wants the GPU, a release is due) and
  * wake this thread through an eventfd it polls next to the socket.  All
  * messages are built and parsed by common/protocol.c.
  *
@@ -36,7 +36,7 @@
 #include "log.h"
 #include "protocol.h"
 
-enum hook_client_state hook_client_state; /* hook_mu */
+enum hook_client_state hook_client_state; /* hook_gate_mu */
 
 #define FIRST_WELCOME_MS 200  /* the first attempt decides: gated or fail open */
 #define LATER_WELCOME_MS 2000 /* background attempts wait longer before retrying */
@@ -49,7 +49,7 @@ enum hook_client_state hook_client_state; /* hook_mu */
 #define MEM_REPORT_MS    50 /* at most one memory message per device this often */
 
 /* An allocation waiting for the broker to make room (on its thread's
- * stack, listed under hook_mu). */
+ * stack, listed under hook_gate_mu). */
 struct room_req {
     int dev;
     uint64_t bytes;
@@ -59,7 +59,7 @@ struct room_req {
     struct room_req *next;
 };
 
-/* Shared with other threads, under hook_mu. */
+/* Shared with other threads, under hook_gate_mu. */
 static struct {
     int started;
     pid_t pid; /* process that started the thread */
@@ -90,7 +90,7 @@ static struct {
 
 static uint64_t now_ms(void)
 {
-    return hook_now_ns() / 1000000ULL;
+    return hook_clock_ns() / 1000000ULL;
 }
 
 const char *hook_client_ipc_path(void)
@@ -160,16 +160,16 @@ static void send_join(void)
     if (hook_cfg.session[0] && !io.join_without_session)
         json_object_set_new(m, "session", json_string(hook_cfg.session));
     json_t *devs = json_array();
-    pthread_mutex_lock(&hook_mu);
-    for (int i = 0; i < hook_st.ndev && i < GS_PROTO_MAX_ITEMS; i++)
-        json_array_append_new(devs, json_string(hook_st.dev[i].uuid));
-    pthread_mutex_unlock(&hook_mu);
+    pthread_mutex_lock(&hook_gate_mu);
+    for (int i = 0; i < hook_gate_st.ndev && i < GS_PROTO_MAX_ITEMS; i++)
+        json_array_append_new(devs, json_string(hook_gate_st.dev[i].uuid));
+    pthread_mutex_unlock(&hook_gate_mu);
     json_object_set_new(m, "devices", devs);
     json_object_set_new(m, "memory_mode", json_string(hook_cfg.managed ? "managed" : "device"));
     send_msg(m);
 }
 
-/* hook_mu held.  Queued; sent by the I/O thread when connected, dropped
+/* hook_gate_mu held.  Queued; sent by the I/O thread when connected, dropped
  * when not (a new broker knows nothing of old grants). */
 void hook_client_release_locked(struct hook_dev *d, const char *reason)
 {
@@ -178,7 +178,7 @@ void hook_client_release_locked(struct hook_dev *d, const char *reason)
     json_t *m = gs_msg_new(GS_MSG_RELEASE);
     if (!m)
         return;
-    uint64_t used_us = (hook_now_ns() - d->granted_ns) / 1000ULL;
+    uint64_t used_us = (hook_clock_ns() - d->granted_ns) / 1000ULL;
     json_object_set_new(m, "device", json_string(d->uuid));
     json_object_set_new(m, "grant_id", json_integer(d->grant_id));
     json_object_set_new(m, "reason", json_string(reason));
@@ -194,12 +194,12 @@ static void send_pending(void)
 {
     json_t *out[MAX_RELEASES + HOOK_MAX_DEVICES];
     int n = 0;
-    pthread_mutex_lock(&hook_mu);
+    pthread_mutex_lock(&hook_gate_mu);
     for (int i = 0; i < sh.nreleases; i++)
         out[n++] = sh.releases[i];
     sh.nreleases = 0;
     for (int i = 0; i < HOOK_MAX_DEVICES; i++) {
-        struct hook_dev *d = &hook_st.dev[i];
+        struct hook_dev *d = &hook_gate_st.dev[i];
         if (!d->touched || d->state != DS_WANT)
             continue;
         json_t *m = msg_seq(GS_MSG_ACQUIRE);
@@ -222,12 +222,12 @@ static void send_pending(void)
         json_t *m = msg_seq(GS_MSG_MAKE_ROOM);
         if (!m)
             continue;
-        json_object_set_new(m, "device", json_string(hook_st.dev[q->dev].uuid));
+        json_object_set_new(m, "device", json_string(hook_gate_st.dev[q->dev].uuid));
         json_object_set_new(m, "bytes", json_integer((json_int_t)(q->bytes ? q->bytes : 1)));
         q->seq = io.seq;
         out[n++] = m;
     }
-    pthread_mutex_unlock(&hook_mu);
+    pthread_mutex_unlock(&hook_gate_mu);
     for (int i = 0; i < n; i++)
         send_msg(out[i]);
 }
@@ -247,10 +247,10 @@ static uint64_t send_memory(uint64_t now)
             continue;
         }
         char uuid[HOOK_UUID_LEN];
-        pthread_mutex_lock(&hook_mu);
-        int known = hook_st.dev[i].touched;
-        memcpy(uuid, hook_st.dev[i].uuid, sizeof uuid);
-        pthread_mutex_unlock(&hook_mu);
+        pthread_mutex_lock(&hook_gate_mu);
+        int known = hook_gate_st.dev[i].touched;
+        memcpy(uuid, hook_gate_st.dev[i].uuid, sizeof uuid);
+        pthread_mutex_unlock(&hook_gate_mu);
         if (!known)
             continue; /* stays marked until the device is touched */
         uint64_t used, managed, peak;
@@ -269,7 +269,7 @@ static uint64_t send_memory(uint64_t now)
     return wake;
 }
 
-/* hook_mu held: every request waiting for a room reply gets none. */
+/* hook_gate_mu held: every request waiting for a room reply gets none. */
 static void rooms_fail_locked(const char *why)
 {
     for (struct room_req *q = sh.rooms; q; q = q->next)
@@ -278,7 +278,7 @@ static void rooms_fail_locked(const char *why)
             q->ok = 0;
             snprintf(q->reason, sizeof q->reason, "%s", why);
         }
-    pthread_cond_broadcast(&hook_cv);
+    pthread_cond_broadcast(&hook_gate_cv);
 }
 
 int hook_client_make_room(int dev, uint64_t bytes, unsigned timeout_ms, char *reason,
@@ -289,32 +289,32 @@ int hook_client_make_room(int dev, uint64_t bytes, unsigned timeout_ms, char *re
     if (dev < 0 || dev >= HOOK_MAX_DEVICES || !timeout_ms)
         return 0;
     struct room_req q = {.dev = dev, .bytes = bytes};
-    uint64_t deadline = hook_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+    uint64_t deadline = hook_clock_ns() + (uint64_t)timeout_ms * 1000000ULL;
     struct timespec ts = {(time_t)(deadline / 1000000000ULL), (long)(deadline % 1000000000ULL)};
     int timed_out = 0;
-    pthread_mutex_lock(&hook_mu);
+    pthread_mutex_lock(&hook_gate_mu);
     /* the first connection attempt decides within ~200 ms (no socket file:
      * at once) */
     while (hook_client_state == CS_CONNECTING && !timed_out)
-        timed_out = pthread_cond_timedwait(&hook_cv, &hook_mu, &ts) == ETIMEDOUT;
+        timed_out = pthread_cond_timedwait(&hook_gate_cv, &hook_gate_mu, &ts) == ETIMEDOUT;
     if (hook_client_state != CS_READY || !sh.connected || sh.stopping ||
-        !hook_st.dev[dev].touched) {
-        pthread_mutex_unlock(&hook_mu); /* no broker: the program gets its error at once */
+        !hook_gate_st.dev[dev].touched) {
+        pthread_mutex_unlock(&hook_gate_mu); /* no broker: the program gets its error at once */
         return 0;
     }
     q.next = sh.rooms;
     sh.rooms = &q;
-    pthread_mutex_unlock(&hook_mu);
+    pthread_mutex_unlock(&hook_gate_mu);
     hook_client_kick();
-    pthread_mutex_lock(&hook_mu);
+    pthread_mutex_lock(&hook_gate_mu);
     while (!q.done && !timed_out)
-        timed_out = pthread_cond_timedwait(&hook_cv, &hook_mu, &ts) == ETIMEDOUT;
+        timed_out = pthread_cond_timedwait(&hook_gate_cv, &hook_gate_mu, &ts) == ETIMEDOUT;
     for (struct room_req **pp = &sh.rooms; *pp; pp = &(*pp)->next)
         if (*pp == &q) {
             *pp = q.next;
             break;
         }
-    pthread_mutex_unlock(&hook_mu);
+    pthread_mutex_unlock(&hook_gate_mu);
     if (!q.done)
         snprintf(q.reason, sizeof q.reason, "the broker did not answer within %u ms", timeout_ms);
     if (reason_len)
@@ -344,7 +344,7 @@ static void go_ungated(const char *why, uint64_t retry_in_ms)
     int was_ready = io.ready;
     close_socket();
     io.next_attempt = now_ms() + retry_in_ms;
-    pthread_mutex_lock(&hook_mu);
+    pthread_mutex_lock(&hook_gate_mu);
     int warn = hook_client_state != CS_UNGATED;
     sh.connected = 0;
     if (hook_client_state != CS_STOPPED)
@@ -355,8 +355,8 @@ static void go_ungated(const char *why, uint64_t retry_in_ms)
     sh.nreleases = 0;
     rooms_fail_locked("no gpushare broker");
     hook_gate_update_locked();
-    pthread_cond_broadcast(&hook_cv);
-    pthread_mutex_unlock(&hook_mu);
+    pthread_cond_broadcast(&hook_gate_cv);
+    pthread_mutex_unlock(&hook_gate_mu);
     if (warn) {
         if (was_ready)
             gs_warn("lost the gpushare broker at %s (%s); running without GPU sharing until it "
@@ -411,7 +411,7 @@ static void on_welcome(const json_t *m)
     io.ready = 1;
     io.heartbeat_ms = (int)gs_msg_int(m, "heartbeat_ms", DEFAULT_HB_MS);
     io.next_heartbeat = now_ms() + (uint64_t)io.heartbeat_ms;
-    pthread_mutex_lock(&hook_mu);
+    pthread_mutex_lock(&hook_gate_mu);
     int was_ungated = hook_client_state == CS_UNGATED;
     if (hook_client_state != CS_STOPPED)
         hook_client_state = CS_READY;
@@ -419,7 +419,7 @@ static void on_welcome(const json_t *m)
     sh.connected = 1;
     /* A (new) broker: no grants yet; whoever waits asks again. */
     for (int i = 0; i < HOOK_MAX_DEVICES; i++) {
-        struct hook_dev *d = &hook_st.dev[i];
+        struct hook_dev *d = &hook_gate_st.dev[i];
         if (!d->touched)
             continue;
         if (d->state == DS_DRAINING)
@@ -428,8 +428,8 @@ static void on_welcome(const json_t *m)
         d->grant_id = 0;
     }
     hook_gate_update_locked();
-    pthread_cond_broadcast(&hook_cv);
-    pthread_mutex_unlock(&hook_mu);
+    pthread_cond_broadcast(&hook_gate_cv);
+    pthread_mutex_unlock(&hook_gate_mu);
     if (was_ungated)
         gs_info("connected to the gpushare broker at %s; GPU sharing resumed", sh.endpoint);
     else
@@ -443,7 +443,7 @@ static void on_welcome(const json_t *m)
 static void on_room(const json_t *m)
 {
     long long seq = gs_msg_int(m, "seq", -1);
-    pthread_mutex_lock(&hook_mu);
+    pthread_mutex_lock(&hook_gate_mu);
     for (struct room_req *q = sh.rooms; q; q = q->next)
         if (q->seq == seq && !q->done) {
             q->done = 1;
@@ -453,15 +453,15 @@ static void on_room(const json_t *m)
                 snprintf(q->reason, sizeof q->reason, "%s", why);
             else if (!q->ok)
                 snprintf(q->reason, sizeof q->reason, "the broker could not make room");
-            pthread_cond_broadcast(&hook_cv);
+            pthread_cond_broadcast(&hook_gate_cv);
         }
-    pthread_mutex_unlock(&hook_mu);
+    pthread_mutex_unlock(&hook_gate_mu);
 }
 
 static void on_grant(const json_t *m)
 {
     const char *uuid = gs_msg_str(m, "device", "");
-    pthread_mutex_lock(&hook_mu);
+    pthread_mutex_lock(&hook_gate_mu);
     struct hook_dev *d = hook_dev_by_uuid_locked(uuid);
     if (!d)
         gs_debug("grant for a device this process does not use: %s", uuid);
@@ -469,8 +469,8 @@ static void on_grant(const json_t *m)
         gs_debug("grant %lld while draining: ignored", gs_msg_int(m, "grant_id", 0));
     else {
         if (d->state != DS_GRANTED) {
-            d->granted_ns = hook_now_ns();
-            d->epoch_start = atomic_fetch_add(&hook_track_epoch, 1) + 1;
+            d->granted_ns = hook_clock_ns();
+            d->epoch_start = atomic_fetch_add(&hook_gate_epoch, 1) + 1;
             io.last_activity = now_ms();
         }
         d->state = DS_GRANTED;
@@ -478,9 +478,9 @@ static void on_grant(const json_t *m)
         d->quantum_us = gs_msg_int(m, "quantum_us", 0);
         d->wait_warned = 0;
         hook_gate_update_locked();
-        pthread_cond_broadcast(&hook_cv);
+        pthread_cond_broadcast(&hook_gate_cv);
     }
-    pthread_mutex_unlock(&hook_mu);
+    pthread_mutex_unlock(&hook_gate_mu);
 }
 
 static void on_revoke(const json_t *m)
@@ -490,7 +490,7 @@ static void on_revoke(const json_t *m)
     const char *reason = gs_msg_str(m, "reason", "");
     int shutdown = strcmp(reason, "shutdown") == 0;
     int drain_dev = -1;
-    pthread_mutex_lock(&hook_mu);
+    pthread_mutex_lock(&hook_gate_mu);
     struct hook_dev *d = hook_dev_by_uuid_locked(uuid);
     if (!d || d->grant_id != gid || (d->state != DS_GRANTED && d->state != DS_DRAINING)) {
         gs_debug("revoke of grant %lld (%s), which this process does not hold: ignored", gid,
@@ -504,10 +504,10 @@ static void on_revoke(const json_t *m)
     } else if (d->state == DS_DRAINING) {
         d->drain_reason = DRAIN_REVOKED; /* an idle release already under way answers it */
     } else {
-        drain_dev = (int)(d - hook_st.dev);
+        drain_dev = (int)(d - hook_gate_st.dev);
         hook_drain_start_locked(drain_dev, DRAIN_REVOKED, 0);
     }
-    pthread_mutex_unlock(&hook_mu);
+    pthread_mutex_unlock(&hook_gate_mu);
     if (drain_dev >= 0)
         hook_drain_now_or_later(drain_dev);
     if (shutdown) {
@@ -526,11 +526,12 @@ static void on_ok(const json_t *m)
     const char *info = gs_msg_str(m, "info", NULL);
     if (!info)
         return;
-    pthread_mutex_lock(&hook_mu);
+    pthread_mutex_lock(&hook_gate_mu);
     for (int i = 0; i < HOOK_MAX_DEVICES; i++)
-        if (hook_st.dev[i].touched && hook_st.dev[i].acquire_seq == seq)
-            snprintf(hook_st.dev[i].wait_info, sizeof hook_st.dev[i].wait_info, "%s", info);
-    pthread_mutex_unlock(&hook_mu);
+        if (hook_gate_st.dev[i].touched && hook_gate_st.dev[i].acquire_seq == seq)
+            snprintf(hook_gate_st.dev[i].wait_info, sizeof hook_gate_st.dev[i].wait_info, "%s",
+                     info);
+    pthread_mutex_unlock(&hook_gate_mu);
 }
 
 static void on_error(const json_t *m)
@@ -553,15 +554,15 @@ static void on_error(const json_t *m)
     }
     if (strcmp(req, "make_room") == 0) {
         long long seq = gs_msg_int(m, "seq", -1);
-        pthread_mutex_lock(&hook_mu);
+        pthread_mutex_lock(&hook_gate_mu);
         for (struct room_req *q = sh.rooms; q; q = q->next)
             if (q->seq == seq && !q->done) {
                 q->done = 1;
                 snprintf(q->reason, sizeof q->reason, "the broker refused make_room: %s: %s", code,
                          text);
-                pthread_cond_broadcast(&hook_cv);
+                pthread_cond_broadcast(&hook_gate_cv);
             }
-        pthread_mutex_unlock(&hook_mu);
+        pthread_mutex_unlock(&hook_gate_mu);
         return;
     }
     gs_debug("broker error %s: %s", code, text);
@@ -614,15 +615,15 @@ static void idle_tick(uint64_t now)
     if (!idle_ms || now < io.next_idle_tick)
         return;
     io.next_idle_tick = now + (idle_ms / 4 < 5 ? 5 : idle_ms / 4 > 250 ? 250 : idle_ms / 4);
-    if (atomic_exchange_explicit(&hook_activity, 0, memory_order_relaxed))
+    if (atomic_exchange_explicit(&hook_gate_activity, 0, memory_order_relaxed))
         io.last_activity = now;
     if (now - io.last_activity < idle_ms)
         return;
-    pthread_mutex_lock(&hook_mu);
+    pthread_mutex_lock(&hook_gate_mu);
     for (int i = 0; i < HOOK_MAX_DEVICES; i++)
-        if (hook_st.dev[i].touched && hook_st.dev[i].state == DS_GRANTED)
+        if (hook_gate_st.dev[i].touched && hook_gate_st.dev[i].state == DS_GRANTED)
             hook_drain_start_locked(i, DRAIN_IDLE, 1);
-    pthread_mutex_unlock(&hook_mu);
+    pthread_mutex_unlock(&hook_gate_mu);
 }
 
 /* ---- the thread ---------------------------------------------------------- */
@@ -675,15 +676,15 @@ static void read_socket(void)
 static void exit_flush(void)
 {
     if (io.ready) {
-        pthread_mutex_lock(&hook_mu);
+        pthread_mutex_lock(&hook_gate_mu);
         for (int i = 0; i < HOOK_MAX_DEVICES; i++) {
-            struct hook_dev *d = &hook_st.dev[i];
+            struct hook_dev *d = &hook_gate_st.dev[i];
             if (d->touched && (d->state == DS_GRANTED || d->state == DS_DRAINING)) {
                 hook_client_release_locked(d, "exit");
                 d->state = DS_IDLE;
             }
         }
-        pthread_mutex_unlock(&hook_mu);
+        pthread_mutex_unlock(&hook_gate_mu);
         send_pending();
         int linger = EXIT_FLUSH_MS;
         zmq_setsockopt(io.sock, ZMQ_LINGER, &linger, sizeof linger);
@@ -696,7 +697,7 @@ static void exit_flush(void)
 static void *io_main(void *arg)
 {
     (void)arg;
-    hook_thr_mark_internal();
+    hook_thread_mark_internal();
     memset(&io, 0, sizeof io);
     io.zctx = zmq_ctx_new();
     if (io.zctx)
@@ -704,9 +705,9 @@ static void *io_main(void *arg)
     else
         go_ungated("cannot create a ZeroMQ context", 0);
     for (;;) {
-        pthread_mutex_lock(&hook_mu);
+        pthread_mutex_lock(&hook_gate_mu);
         int stopping = sh.stopping;
-        pthread_mutex_unlock(&hook_mu);
+        pthread_mutex_unlock(&hook_gate_mu);
         if (stopping || !io.zctx)
             break;
         uint64_t now = now_ms();
@@ -765,10 +766,10 @@ static void *io_main(void *arg)
     }
     if (io.zctx)
         exit_flush();
-    pthread_mutex_lock(&hook_mu);
+    pthread_mutex_lock(&hook_gate_mu);
     sh.io_done = 1;
-    pthread_cond_broadcast(&hook_cv);
-    pthread_mutex_unlock(&hook_mu);
+    pthread_cond_broadcast(&hook_gate_cv);
+    pthread_mutex_unlock(&hook_gate_mu);
     return NULL;
 }
 
@@ -776,9 +777,9 @@ void hook_client_start(void)
 {
     if (hook_cfg.disabled)
         return;
-    pthread_mutex_lock(&hook_mu);
+    pthread_mutex_lock(&hook_gate_mu);
     if (sh.started) {
-        pthread_mutex_unlock(&hook_mu);
+        pthread_mutex_unlock(&hook_gate_mu);
         return;
     }
     sh.started = 1;
@@ -787,7 +788,7 @@ void hook_client_start(void)
     if (gs_endpoint_for_client(sh.endpoint, sizeof sh.endpoint, err, sizeof err) != 0) {
         hook_client_state = CS_UNGATED;
         hook_gate_update_locked();
-        pthread_mutex_unlock(&hook_mu);
+        pthread_mutex_unlock(&hook_gate_mu);
         gs_warn("%s; running without GPU sharing", err);
         return;
     }
@@ -806,37 +807,37 @@ void hook_client_start(void)
     if (r != 0) {
         hook_client_state = CS_UNGATED;
         hook_gate_update_locked();
-        pthread_mutex_unlock(&hook_mu);
+        pthread_mutex_unlock(&hook_gate_mu);
         gs_warn("cannot start the broker thread; running without GPU sharing");
         return;
     }
-    pthread_mutex_unlock(&hook_mu);
+    pthread_mutex_unlock(&hook_gate_mu);
 }
 
 /* At exit: grants go back (reason exit) if connected; bounded wait. */
 void hook_client_stop(void)
 {
-    pthread_mutex_lock(&hook_mu);
+    pthread_mutex_lock(&hook_gate_mu);
     if (!sh.started || sh.pid != getpid() || sh.efd < 0 || sh.stopping) {
-        pthread_mutex_unlock(&hook_mu);
+        pthread_mutex_unlock(&hook_gate_mu);
         return;
     }
     sh.stopping = 1;
     hook_client_state = CS_STOPPED;
     rooms_fail_locked("the program is exiting");
-    pthread_mutex_unlock(&hook_mu);
+    pthread_mutex_unlock(&hook_gate_mu);
     hook_client_kick();
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     uint64_t deadline =
         (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec + EXIT_WAIT_MS * 1000000ULL;
-    pthread_mutex_lock(&hook_mu);
+    pthread_mutex_lock(&hook_gate_mu);
     while (!sh.io_done) {
         struct timespec dl = {(time_t)(deadline / 1000000000ULL), (long)(deadline % 1000000000ULL)};
-        if (pthread_cond_timedwait(&hook_cv, &hook_mu, &dl) == ETIMEDOUT)
+        if (pthread_cond_timedwait(&hook_gate_cv, &hook_gate_mu, &dl) == ETIMEDOUT)
             break;
     }
-    pthread_mutex_unlock(&hook_mu);
+    pthread_mutex_unlock(&hook_gate_mu);
 }
 
 /* The child has no I/O thread and must not use the parent's ZeroMQ objects

@@ -14,15 +14,15 @@
 #include "hook_internal.h"
 
 #define PASS_NESTED(abi, args)                                                                     \
-    struct hook_thr *t_ = hook_self();                                                             \
+    struct hook_thr *t_ = hook_thread_self();                                                      \
     if (!t_->nest)                                                                                 \
-        hook_ready();                                                                              \
+        hook_init();                                                                               \
     void *real_ = hook_real_get(HOOK_IDX_##abi);                                                   \
     if (!real_)                                                                                    \
         return CUDA_ERROR_NOT_FOUND;                                                               \
     if (t_->nest)                                                                                  \
         return ((__typeof__(&abi))real_)args;                                                      \
-    hook_count(t_, HOOK_IDX_##abi);                                                                \
+    hook_thread_count(t_, HOOK_IDX_##abi);                                                         \
     CUresult r_;                                                                                   \
     t_->nest++
 
@@ -37,7 +37,7 @@ static void created(CUresult r, CUcontext *pctx, CUdevice dev, int primary)
 {
     if (r != CUDA_SUCCESS)
         return;
-    hook_ctx_note(pctx ? *pctx : NULL, (int)dev, primary);
+    hook_cuctx_note(pctx ? *pctx : NULL, (int)dev, primary);
     hook_touch((int)dev);
 }
 
@@ -94,7 +94,7 @@ HOOK_EXPORT CUresult cuCtxFromGreenCtx(CUcontext *pContext, CUgreenCtx hCtx)
     if (r_ == CUDA_SUCCESS && pContext && *pContext) {
         CUdevice dev;
         if (hook_cu.ctxGetDeviceOf && hook_cu.ctxGetDeviceOf(&dev, *pContext) == CUDA_SUCCESS)
-            hook_ctx_note(*pContext, (int)dev, 0);
+            hook_cuctx_note(*pContext, (int)dev, 0);
     }
     DONE;
 }
@@ -139,19 +139,19 @@ HOOK_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
  * the teardown would have waited for anyway). */
 static void teardown_begin(void)
 {
-    pthread_mutex_lock(&hook_mu);
-    hook_st.ctx_destroying++;
-    while (hook_st.drain_syncing > 0 || hook_st.monitor_busy > 0)
-        pthread_cond_wait(&hook_cv, &hook_mu);
-    pthread_mutex_unlock(&hook_mu);
+    pthread_mutex_lock(&hook_gate_mu);
+    hook_gate_st.ctx_destroying++;
+    while (hook_gate_st.drain_syncing > 0 || hook_gate_st.monitor_busy > 0)
+        pthread_cond_wait(&hook_gate_cv, &hook_gate_mu);
+    pthread_mutex_unlock(&hook_gate_mu);
 }
 
 static void teardown_end(void)
 {
-    pthread_mutex_lock(&hook_mu);
-    hook_st.ctx_destroying--;
-    pthread_cond_broadcast(&hook_cv);
-    pthread_mutex_unlock(&hook_mu);
+    pthread_mutex_lock(&hook_gate_mu);
+    hook_gate_st.ctx_destroying--;
+    pthread_cond_broadcast(&hook_gate_cv);
+    pthread_mutex_unlock(&hook_gate_mu);
 }
 
 #define CTX_DESTROY(abi, ctx)                                                                      \
@@ -162,7 +162,7 @@ static void teardown_end(void)
         hook_streams_forget_ctx(ctx);                                                              \
         hook_burst_forget_ctx(ctx);                                                                \
         hook_mem_forget_ctx(ctx);                                                                  \
-        hook_ctx_forget(ctx);                                                                      \
+        hook_cuctx_forget(ctx);                                                                    \
     }                                                                                              \
     teardown_end();                                                                                \
     t_->ctx_gen++;                                                                                 \
@@ -184,7 +184,7 @@ static void primary_gone(CUresult r, CUdevice dev, int always)
 {
     if (r != CUDA_SUCCESS)
         return;
-    CUcontext c = hook_ctx_primary((int)dev);
+    CUcontext c = hook_cuctx_primary((int)dev);
     if (!c)
         return;
     unsigned flags;
@@ -238,15 +238,15 @@ HOOK_EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
     DONE;
 }
 
-/* A drain records events under hook_smu; holding it across the real call
+/* A drain records events under hook_streams_mu; holding it across the real call
  * means a drain never records on a stream being destroyed. */
 #define STREAM_DESTROY(abi)                                                                        \
     PASS_NESTED(abi, (hStream));                                                                   \
-    pthread_mutex_lock(&hook_smu);                                                                 \
+    pthread_mutex_lock(&hook_streams_mu);                                                          \
     CALL_REAL(abi, (hStream));                                                                     \
     if (r_ == CUDA_SUCCESS)                                                                        \
         hook_streams_forget_stream(hStream);                                                       \
-    pthread_mutex_unlock(&hook_smu);                                                               \
+    pthread_mutex_unlock(&hook_streams_mu);                                                        \
     if (r_ == CUDA_SUCCESS)                                                                        \
         hook_capture_forget_stream(hStream);                                                       \
     DONE

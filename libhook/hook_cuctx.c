@@ -24,7 +24,7 @@ static struct {
 } ctxs[CTX_MAX];
 static _Atomic int enumerated;
 
-void hook_ctx_note(CUcontext ctx, int dev, int primary)
+void hook_cuctx_note(CUcontext ctx, int dev, int primary)
 {
     if (!ctx)
         return;
@@ -48,7 +48,7 @@ void hook_ctx_note(CUcontext ctx, int dev, int primary)
     pthread_mutex_unlock(&ctx_mu);
 }
 
-int hook_ctx_device(CUcontext ctx)
+int hook_cuctx_device(CUcontext ctx)
 {
     int dev = -1;
     pthread_mutex_lock(&ctx_mu);
@@ -61,7 +61,7 @@ int hook_ctx_device(CUcontext ctx)
     return dev;
 }
 
-CUcontext hook_ctx_primary(int dev)
+CUcontext hook_cuctx_primary(int dev)
 {
     CUcontext c = NULL;
     pthread_mutex_lock(&ctx_mu);
@@ -74,7 +74,7 @@ CUcontext hook_ctx_primary(int dev)
     return c;
 }
 
-void hook_ctx_forget(CUcontext ctx)
+void hook_cuctx_forget(CUcontext ctx)
 {
     pthread_mutex_lock(&ctx_mu);
     for (int i = 0; i < CTX_MAX; i++)
@@ -86,7 +86,7 @@ void hook_ctx_forget(CUcontext ctx)
 /* Device of ctx: remembered, else asked. */
 static int ctx_device(CUcontext ctx, int ctx_is_current)
 {
-    int dev = hook_ctx_device(ctx);
+    int dev = hook_cuctx_device(ctx);
     if (dev >= 0)
         return dev;
     CUdevice d;
@@ -105,11 +105,11 @@ static int ctx_device(CUcontext ctx, int ctx_is_current)
     return -1;
 }
 
-int hook_stream_where(CUstream s, CUcontext *ctx, int *dev)
+int hook_cuctx_stream_where(CUstream s, CUcontext *ctx, int *dev)
 {
     *ctx = NULL;
     *dev = -1;
-    if (hook_stream_implicit(s)) {
+    if (hook_cuda_stream_implicit(s)) {
         if (!hook_cu.ctxGetCurrent || hook_cu.ctxGetCurrent(ctx) != CUDA_SUCCESS || !*ctx)
             return -1;
         *dev = ctx_device(*ctx, 1);
@@ -125,7 +125,7 @@ int hook_stream_where(CUstream s, CUcontext *ctx, int *dev)
     return *dev >= 0 ? 0 : -1;
 }
 
-int hook_stream_capturing(CUstream s)
+int hook_cuctx_stream_capturing(CUstream s)
 {
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
     if (!hook_cu.streamIsCapturing || hook_cu.streamIsCapturing(s, &st) != CUDA_SUCCESS)
@@ -141,11 +141,11 @@ static void format_uuid(char *out, size_t len, const CUuuid *u)
              b[14], b[15]);
 }
 
-void hook_devices_enumerate(void)
+void hook_cuctx_enumerate(void)
 {
     if (atomic_load_explicit(&enumerated, memory_order_acquire))
         return;
-    struct hook_thr *t = hook_self();
+    struct hook_thr *t = hook_thread_self();
     t->nest++;
     int n = 0;
     char uuids[HOOK_MAX_DEVICES][HOOK_UUID_LEN];
@@ -170,14 +170,14 @@ void hook_devices_enumerate(void)
     t->nest--;
     if (n < 0)
         return; /* driver not initialised yet: ask again at the next touch */
-    pthread_mutex_lock(&hook_mu);
-    if (!hook_st.enumerated) {
+    pthread_mutex_lock(&hook_gate_mu);
+    if (!hook_gate_st.enumerated) {
         for (int i = 0; i < n; i++)
-            memcpy(hook_st.dev[i].uuid, uuids[i], HOOK_UUID_LEN);
-        hook_st.ndev = n;
-        hook_st.enumerated = 1;
+            memcpy(hook_gate_st.dev[i].uuid, uuids[i], HOOK_UUID_LEN);
+        hook_gate_st.ndev = n;
+        hook_gate_st.enumerated = 1;
     }
-    pthread_mutex_unlock(&hook_mu);
+    pthread_mutex_unlock(&hook_gate_mu);
     atomic_store_explicit(&enumerated, 1, memory_order_release);
 }
 

@@ -34,7 +34,7 @@
 #include "log.h"
 
 static pthread_cond_t helper_cv = PTHREAD_COND_INITIALIZER;
-static int helper_running; /* hook_mu */
+static int helper_running; /* hook_gate_mu */
 static int membarrier_ok = -1;
 static void *ipi_page; /* for the mprotect fallback */
 
@@ -85,11 +85,11 @@ static int quiesce(uint64_t deadline_ns)
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
-    for (struct hook_thr *t = hook_thr_first(); t; t = t->next) {
-        if (t == hook_t_self || t->internal)
+    for (struct hook_thr *t = hook_thread_first(); t; t = t->next) {
+        if (t == hook_thread_tls || t->internal)
             continue;
         while (atomic_load_explicit(&t->busy, memory_order_acquire)) {
-            if (deadline_ns && hook_now_ns() > deadline_ns)
+            if (deadline_ns && hook_clock_ns() > deadline_ns)
                 return 0; /* e.g. a launch blocked on a full queue */
             struct timespec ts = {0, 20000};
             nanosleep(&ts, NULL);
@@ -105,38 +105,38 @@ static int quiesce(uint64_t deadline_ns)
  * drain finished or was cancelled, 0 when it gave up. */
 static int drain_attempt(int dev, unsigned gen, int may_block)
 {
-    uint64_t t0 = hook_now_ns();
+    uint64_t t0 = hook_clock_ns();
     uint64_t deadline = may_block ? 0 : t0 + 200000;
     if (!quiesce(deadline))
         return 0;
-    uint64_t t1 = hook_now_ns();
-    pthread_mutex_lock(&hook_mu);
-    struct hook_dev *d = &hook_st.dev[dev];
-    while ((atomic_load(&hook_capture_count) > 0 || hook_st.ctx_destroying > 0) &&
+    uint64_t t1 = hook_clock_ns();
+    pthread_mutex_lock(&hook_gate_mu);
+    struct hook_dev *d = &hook_gate_st.dev[dev];
+    while ((atomic_load(&hook_capture_count) > 0 || hook_gate_st.ctx_destroying > 0) &&
            d->drain_gen == gen && d->state == DS_DRAINING) {
         if (!may_block) {
-            pthread_mutex_unlock(&hook_mu);
+            pthread_mutex_unlock(&hook_gate_mu);
             return 0;
         }
-        pthread_cond_wait(&hook_cv, &hook_mu);
+        pthread_cond_wait(&hook_gate_cv, &hook_gate_mu);
     }
     if (d->drain_gen != gen || d->state != DS_DRAINING) {
-        pthread_mutex_unlock(&hook_mu);
+        pthread_mutex_unlock(&hook_gate_mu);
         return 1; /* cancelled */
     }
     unsigned long long since = d->epoch_start;
-    hook_st.drain_syncing++;
-    pthread_mutex_unlock(&hook_mu);
+    hook_gate_st.drain_syncing++;
+    pthread_mutex_unlock(&hook_gate_mu);
 
-    uint64_t t2 = hook_now_ns();
+    uint64_t t2 = hook_clock_ns();
     int done = hook_streams_drain(dev, since, may_block);
     gs_debug("drain of GPU %d%s: quiesce %llu us, capture wait %llu us, streams %llu us%s", dev,
              may_block ? "" : " (inline)", (unsigned long long)(t1 - t0) / 1000,
-             (unsigned long long)(t2 - t1) / 1000, (unsigned long long)(hook_now_ns() - t2) / 1000,
-             done ? "" : ", still busy");
+             (unsigned long long)(t2 - t1) / 1000,
+             (unsigned long long)(hook_clock_ns() - t2) / 1000, done ? "" : ", still busy");
 
-    pthread_mutex_lock(&hook_mu);
-    hook_st.drain_syncing--;
+    pthread_mutex_lock(&hook_gate_mu);
+    hook_gate_st.drain_syncing--;
     if (done && d->drain_gen == gen && d->state == DS_DRAINING) {
         hook_client_release_locked(d, d->drain_reason == DRAIN_IDLE ? "idle" : "revoked");
         d->state = d->waiters > 0 ? DS_WANT : DS_IDLE;
@@ -144,56 +144,56 @@ static int drain_attempt(int dev, unsigned gen, int may_block)
         hook_gate_update_locked();
         hook_client_kick();
     }
-    pthread_cond_broadcast(&hook_cv);
-    pthread_mutex_unlock(&hook_mu);
+    pthread_cond_broadcast(&hook_gate_cv);
+    pthread_mutex_unlock(&hook_gate_mu);
     return done;
 }
 
 void hook_drain_now_or_later(int dev)
 {
-    pthread_mutex_lock(&hook_mu);
-    struct hook_dev *d = &hook_st.dev[dev];
+    pthread_mutex_lock(&hook_gate_mu);
+    struct hook_dev *d = &hook_gate_st.dev[dev];
     unsigned gen = d->drain_gen;
     int live = d->state == DS_DRAINING && !d->drain_pending;
-    pthread_mutex_unlock(&hook_mu);
+    pthread_mutex_unlock(&hook_gate_mu);
     if (!live || drain_attempt(dev, gen, 0))
         return;
-    pthread_mutex_lock(&hook_mu);
+    pthread_mutex_lock(&hook_gate_mu);
     if (d->drain_gen == gen && d->state == DS_DRAINING && !d->drain_pending) {
         d->drain_pending = 1;
-        hook_helper_kick_locked();
+        hook_drain_kick_locked();
     }
-    pthread_mutex_unlock(&hook_mu);
+    pthread_mutex_unlock(&hook_gate_mu);
 }
 
 static void *helper_main(void *arg)
 {
     (void)arg;
-    hook_thr_mark_internal();
-    pthread_mutex_lock(&hook_mu);
+    hook_thread_mark_internal();
+    pthread_mutex_lock(&hook_gate_mu);
     for (;;) {
         int dev = -1;
         for (int i = 0; i < HOOK_MAX_DEVICES && dev < 0; i++)
-            if (hook_st.dev[i].drain_pending)
+            if (hook_gate_st.dev[i].drain_pending)
                 dev = i;
         if (dev < 0) {
-            pthread_cond_wait(&helper_cv, &hook_mu);
+            pthread_cond_wait(&helper_cv, &hook_gate_mu);
             continue;
         }
-        struct hook_dev *d = &hook_st.dev[dev];
+        struct hook_dev *d = &hook_gate_st.dev[dev];
         d->drain_pending = 0;
         unsigned gen = d->drain_gen;
         int live = d->state == DS_DRAINING;
-        pthread_mutex_unlock(&hook_mu);
+        pthread_mutex_unlock(&hook_gate_mu);
         if (live)
             drain_attempt(dev, gen, 1);
-        pthread_mutex_lock(&hook_mu);
+        pthread_mutex_lock(&hook_gate_mu);
     }
     return NULL;
 }
 
-/* hook_mu held. */
-void hook_helper_kick_locked(void)
+/* hook_gate_mu held. */
+void hook_drain_kick_locked(void)
 {
     if (!helper_running) {
         pthread_t th;
@@ -209,7 +209,7 @@ void hook_helper_kick_locked(void)
         if (r != 0) {
             gs_error("cannot start the drain thread; giving GPUs back without waiting");
             for (int i = 0; i < HOOK_MAX_DEVICES; i++) {
-                struct hook_dev *d = &hook_st.dev[i];
+                struct hook_dev *d = &hook_gate_st.dev[i];
                 if (!d->drain_pending)
                     continue;
                 d->drain_pending = 0;
@@ -219,7 +219,7 @@ void hook_helper_kick_locked(void)
             }
             hook_gate_update_locked();
             hook_client_kick();
-            pthread_cond_broadcast(&hook_cv);
+            pthread_cond_broadcast(&hook_gate_cv);
             return;
         }
         helper_running = 1;

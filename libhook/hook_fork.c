@@ -26,10 +26,10 @@
 
 static void prepare(void)
 {
-    hook_gate_atfork_prepare();    /* hook_mu */
-    hook_streams_atfork_prepare(); /* hook_smu */
+    hook_gate_atfork_prepare();    /* hook_gate_mu */
+    hook_streams_atfork_prepare(); /* hook_streams_mu */
     hook_cuctx_atfork_prepare();   /* contexts */
-    hook_thr_atfork_prepare();     /* thread registry */
+    hook_thread_atfork_prepare();  /* thread registry */
     hook_burst_atfork_prepare();   /* bursts (leaf) */
     hook_mem_atfork_prepare();     /* memory (leaf) */
 }
@@ -38,7 +38,7 @@ static void parent(void)
 {
     hook_mem_atfork_parent();
     hook_burst_atfork_parent();
-    hook_thr_atfork_parent();
+    hook_thread_atfork_parent();
     hook_cuctx_atfork_parent();
     hook_streams_atfork_parent();
     hook_gate_atfork_parent();
@@ -82,7 +82,7 @@ static void close_broker_fds(const char *path)
 
 static void child(void)
 {
-    hook_thr_atfork_child();
+    hook_thread_atfork_child();
     hook_cuctx_atfork_child();
     hook_streams_atfork_child();
     hook_gate_atfork_child();

@@ -20,14 +20,14 @@
 #include "log.h"
 
 _Atomic int hook_gate_word = HOOK_GATE_CLOSED;
-_Atomic unsigned long long hook_track_epoch = 1;
-_Atomic int hook_activity;
+_Atomic unsigned long long hook_gate_epoch = 1;
+_Atomic int hook_gate_activity;
 _Atomic int hook_capture_count;
 _Atomic int hook_capture_want;
 
-pthread_mutex_t hook_mu = PTHREAD_MUTEX_INITIALIZER;
-pthread_cond_t hook_cv;
-struct hook_state hook_st;
+pthread_mutex_t hook_gate_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t hook_gate_cv;
+struct hook_gate_state hook_gate_st;
 static pthread_once_t cv_once = PTHREAD_ONCE_INIT;
 
 #define WAIT_NOTICE_NS 1000000000ULL
@@ -37,11 +37,11 @@ static void cv_init(void)
     pthread_condattr_t a;
     pthread_condattr_init(&a);
     pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&hook_cv, &a);
+    pthread_cond_init(&hook_gate_cv, &a);
     pthread_condattr_destroy(&a);
 }
 
-/* hook_cv waits with CLOCK_MONOTONIC deadlines; hook_init() calls this, so
+/* hook_gate_cv waits with CLOCK_MONOTONIC deadlines; hook_init_once() calls this, so
  * it is ready before anyone can wait. */
 void hook_gate_init(void)
 {
@@ -52,7 +52,7 @@ static void wait_until_locked(uint64_t deadline_ns)
 {
     struct timespec ts = {(time_t)(deadline_ns / 1000000000ULL),
                           (long)(deadline_ns % 1000000000ULL)};
-    pthread_cond_timedwait(&hook_cv, &hook_mu, &ts);
+    pthread_cond_timedwait(&hook_gate_cv, &hook_gate_mu, &ts);
 }
 
 void hook_gate_update_locked(void)
@@ -63,7 +63,7 @@ void hook_gate_update_locked(void)
     else {
         w = HOOK_GATE_OPEN;
         for (int i = 0; i < HOOK_MAX_DEVICES; i++)
-            if (hook_st.dev[i].touched && hook_st.dev[i].state != DS_GRANTED)
+            if (hook_gate_st.dev[i].touched && hook_gate_st.dev[i].state != DS_GRANTED)
                 w = HOOK_GATE_CLOSED;
     }
     atomic_store_explicit(&hook_gate_word, w, memory_order_seq_cst);
@@ -73,7 +73,7 @@ struct hook_dev *hook_touch_locked(int dev)
 {
     if (dev < 0 || dev >= HOOK_MAX_DEVICES)
         return NULL;
-    struct hook_dev *d = &hook_st.dev[dev];
+    struct hook_dev *d = &hook_gate_st.dev[dev];
     if (!d->touched) {
         d->touched = 1;
         d->state = DS_IDLE;
@@ -89,34 +89,34 @@ struct hook_dev *hook_touch_locked(int dev)
  * program, so no submission can precede it. */
 void hook_touch(int dev)
 {
-    hook_ready();
+    hook_init();
     if (hook_cfg.disabled)
         return;
-    hook_devices_enumerate();
-    pthread_mutex_lock(&hook_mu);
+    hook_cuctx_enumerate();
+    pthread_mutex_lock(&hook_gate_mu);
     hook_touch_locked(dev);
-    pthread_mutex_unlock(&hook_mu);
+    pthread_mutex_unlock(&hook_gate_mu);
     hook_client_start();
 }
 
 struct hook_dev *hook_dev_by_uuid_locked(const char *uuid)
 {
     for (int i = 0; i < HOOK_MAX_DEVICES; i++)
-        if (hook_st.dev[i].touched && strcmp(hook_st.dev[i].uuid, uuid) == 0)
-            return &hook_st.dev[i];
+        if (hook_gate_st.dev[i].touched && strcmp(hook_gate_st.dev[i].uuid, uuid) == 0)
+            return &hook_gate_st.dev[i];
     return NULL;
 }
 
 void hook_drain_start_locked(int dev, enum hook_drain_reason why, int kick)
 {
-    struct hook_dev *d = &hook_st.dev[dev];
+    struct hook_dev *d = &hook_gate_st.dev[dev];
     d->state = DS_DRAINING;
     d->drain_reason = why;
     d->drain_gen++;
     d->drain_pending = kick;
     hook_gate_update_locked();
     if (kick)
-        hook_helper_kick_locked();
+        hook_drain_kick_locked();
 }
 
 static void wait_notice_locked(struct hook_dev *d, int dev)
@@ -133,7 +133,7 @@ static void wait_notice_locked(struct hook_dev *d, int dev)
 void hook_gate_slow(struct hook_thr *t, CUstream s, int pt)
 {
     (void)pt;
-    hook_ready();
+    hook_init();
     if (hook_cfg.disabled)
         goto proceed;
     /* Work captured into a graph runs only when the graph is launched, and
@@ -143,26 +143,26 @@ void hook_gate_slow(struct hook_thr *t, CUstream s, int pt)
         goto proceed;
     t->nest++;
     if (atomic_load_explicit(&hook_capture_count, memory_order_acquire) > 0 &&
-        s != CU_STREAM_LEGACY && hook_stream_capturing(s)) {
+        s != CU_STREAM_LEGACY && hook_cuctx_stream_capturing(s)) {
         t->nest--;
         goto proceed;
     }
     CUcontext ctx;
     int dev;
-    int where = hook_stream_where(s, &ctx, &dev);
+    int where = hook_cuctx_stream_where(s, &ctx, &dev);
     t->nest--;
     if (where != 0)
         goto proceed; /* no context: the driver reports the error itself */
     hook_touch(dev);
 
-    pthread_mutex_lock(&hook_mu);
+    pthread_mutex_lock(&hook_gate_mu);
     struct hook_dev *d = hook_touch_locked(dev);
     int granted = 0;
     if (!d || hook_client_state == CS_STOPPED) {
-        pthread_mutex_unlock(&hook_mu);
+        pthread_mutex_unlock(&hook_gate_mu);
         goto proceed;
     }
-    uint64_t start = hook_now_ns();
+    uint64_t start = hook_clock_ns();
     for (;;) {
         if (hook_client_state == CS_UNGATED)
             break;
@@ -175,11 +175,11 @@ void hook_gate_slow(struct hook_thr *t, CUstream s, int pt)
             d->state = DS_GRANTED;
             d->drain_gen++;
             hook_gate_update_locked();
-            pthread_cond_broadcast(&hook_cv);
+            pthread_cond_broadcast(&hook_gate_cv);
             granted = 1;
             break;
         }
-        uint64_t now = hook_now_ns();
+        uint64_t now = hook_clock_ns();
         if (d->state == DS_IDLE) {
             d->state = DS_WANT;
             d->wait_since_ns = now;
@@ -194,7 +194,7 @@ void hook_gate_slow(struct hook_thr *t, CUstream s, int pt)
         d->waiters--;
     }
     atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
-    pthread_mutex_unlock(&hook_mu);
+    pthread_mutex_unlock(&hook_gate_mu);
     if (granted)
         hook_track(t, s);
     return;
@@ -206,12 +206,12 @@ proceed:
 
 void hook_gate_atfork_prepare(void)
 {
-    pthread_mutex_lock(&hook_mu);
+    pthread_mutex_lock(&hook_gate_mu);
 }
 
 void hook_gate_atfork_parent(void)
 {
-    pthread_mutex_unlock(&hook_mu);
+    pthread_mutex_unlock(&hook_gate_mu);
 }
 
 /* The child starts with no devices, no grants and no captures; the gate is
@@ -219,12 +219,12 @@ void hook_gate_atfork_parent(void)
  * re-initialises lazily. */
 void hook_gate_atfork_child(void)
 {
-    pthread_mutex_init(&hook_mu, NULL);
+    pthread_mutex_init(&hook_gate_mu, NULL);
     cv_init();
-    memset(&hook_st, 0, sizeof hook_st);
+    memset(&hook_gate_st, 0, sizeof hook_gate_st);
     atomic_store(&hook_capture_count, 0);
     atomic_store(&hook_capture_want, 0);
-    atomic_store(&hook_activity, 0);
-    atomic_fetch_add(&hook_track_epoch, 1);
+    atomic_store(&hook_gate_activity, 0);
+    atomic_fetch_add(&hook_gate_epoch, 1);
     atomic_store(&hook_gate_word, hook_cfg.disabled ? HOOK_GATE_UNGATED : HOOK_GATE_CLOSED);
 }

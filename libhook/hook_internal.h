@@ -49,15 +49,15 @@ struct hook_entry {
 
 extern const struct hook_entry hook_table[HOOK_N];
 /* The real libcuda's address of each entry (NULL: libcuda lacks it), filled
- * by hook_init(). */
+ * by hook_init_once(). */
 extern void *hook_real[HOOK_N];
 
 /* Index of an ABI name, or -1. */
-int hook_find_abi(const char *name);
-/* Indices [*first, *first + n) of hook_sorted_by_base() share base name
+int hook_table_find_abi(const char *name);
+/* Indices [*first, *first + n) of hook_table_by_base() share base name
  * `base`; returns n (0 when unknown). */
-size_t hook_find_base(const char *base, size_t *first);
-const int *hook_sorted_by_base(void);
+size_t hook_table_find_base(const char *base, size_t *first);
+const int *hook_table_by_base(void);
 
 /* The real function of entry idx (NULL when libcuda lacks it). */
 void *hook_real_get(int idx);
@@ -79,19 +79,19 @@ extern struct hook_config hook_cfg;
 
 /* Lazy, idempotent, thread-safe: finds the real driver and reads the
  * environment.  Touches no CUDA state. */
-void hook_init(void);
-extern _Atomic int hook_inited;
-static inline void hook_ready(void)
+void hook_init_once(void);
+extern _Atomic int hook_init_done;
+static inline void hook_init(void)
 {
-    if (__builtin_expect(!atomic_load_explicit(&hook_inited, memory_order_acquire), 0))
-        hook_init();
+    if (__builtin_expect(!atomic_load_explicit(&hook_init_done, memory_order_acquire), 0))
+        hook_init_once();
 }
 
 /* hook_real.c: the real dlsym (never glibc-private symbols), the real
  * libcuda handle and the table of real addresses. */
 typedef void *(*hook_dlsym_fn)(void *, const char *);
 hook_dlsym_fn hook_real_dlsym(void);
-void *hook_libcuda(void); /* handle, NULL when libcuda could not be loaded */
+void *hook_real_libcuda(void); /* handle, NULL when libcuda could not be loaded */
 void hook_real_load(void);
 
 /* Real driver functions the hook calls itself (NULL where libcuda lacks
@@ -123,7 +123,7 @@ struct hook_cuda {
 };
 extern struct hook_cuda hook_cu;
 
-uint64_t hook_now_ns(void); /* CLOCK_MONOTONIC */
+uint64_t hook_clock_ns(void); /* CLOCK_MONOTONIC */
 
 /* ---- per-thread record (hook_thread.c) --------------------------------- */
 
@@ -148,26 +148,26 @@ struct hook_thr {
     struct hook_thr *next;
 };
 
-extern __thread struct hook_thr *hook_t_self __attribute__((tls_model("initial-exec")));
-struct hook_thr *hook_thr_register(void);
-static inline struct hook_thr *hook_self(void)
+extern __thread struct hook_thr *hook_thread_tls __attribute__((tls_model("initial-exec")));
+struct hook_thr *hook_thread_register(void);
+static inline struct hook_thr *hook_thread_self(void)
 {
-    struct hook_thr *t = hook_t_self;
-    return __builtin_expect(t != NULL, 1) ? t : hook_thr_register();
+    struct hook_thr *t = hook_thread_tls;
+    return __builtin_expect(t != NULL, 1) ? t : hook_thread_register();
 }
 /* Single writer, so no read-modify-write: no lock prefix, no contention. */
-static inline void hook_count(struct hook_thr *t, int idx)
+static inline void hook_thread_count(struct hook_thr *t, int idx)
 {
     atomic_store_explicit(&t->calls[idx],
                           atomic_load_explicit(&t->calls[idx], memory_order_relaxed) + 1,
                           memory_order_relaxed);
 }
-struct hook_thr *hook_thr_first(void); /* registry, for drains (never shrinks) */
-unsigned long long hook_thr_calls(int idx);
-void hook_thr_mark_internal(void);
-void hook_thr_atfork_prepare(void);
-void hook_thr_atfork_parent(void);
-void hook_thr_atfork_child(void);
+struct hook_thr *hook_thread_first(void); /* registry, for drains (never shrinks) */
+unsigned long long hook_thread_calls(int idx);
+void hook_thread_mark_internal(void);
+void hook_thread_atfork_prepare(void);
+void hook_thread_atfork_parent(void);
+void hook_thread_atfork_child(void);
 
 /* ---- devices and the gate (hook_gate.c) -------------------------------- */
 
@@ -175,8 +175,8 @@ enum { HOOK_GATE_CLOSED = 0, HOOK_GATE_OPEN = 1, HOOK_GATE_UNGATED = 2 };
 /* CLOSED: some device this process touched is not granted; OPEN: all are
  * granted; UNGATED: no broker (or GPUSHARE_DISABLE), nothing waits. */
 extern _Atomic int hook_gate_word;
-extern _Atomic unsigned long long hook_track_epoch; /* bumped at each grant */
-extern _Atomic int hook_activity;      /* set by submissions, cleared by the idle timer */
+extern _Atomic unsigned long long hook_gate_epoch; /* bumped at each grant */
+extern _Atomic int hook_gate_activity; /* set by submissions, cleared by the idle timer */
 extern _Atomic int hook_capture_count; /* stream captures in progress */
 extern _Atomic int hook_capture_want;  /* threads waiting to begin a capture */
 
@@ -199,7 +199,7 @@ struct hook_dev {
     long long grant_id;
     long long quantum_us;
     uint64_t granted_ns;
-    unsigned long long epoch_start; /* hook_track_epoch when granted */
+    unsigned long long epoch_start; /* hook_gate_epoch when granted */
     enum hook_drain_reason drain_reason;
     unsigned drain_gen; /* bumped when a drain starts or is cancelled */
     int drain_pending;  /* for the helper thread */
@@ -210,10 +210,10 @@ struct hook_dev {
     char wait_info[256]; /* from the broker's reply to acquire */
 };
 
-/* Everything below is guarded by hook_mu. */
-extern pthread_mutex_t hook_mu;
-extern pthread_cond_t hook_cv; /* any change of device, client or capture state */
-struct hook_state {
+/* Everything below is guarded by hook_gate_mu. */
+extern pthread_mutex_t hook_gate_mu;
+extern pthread_cond_t hook_gate_cv; /* any change of device, client or capture state */
+struct hook_gate_state {
     struct hook_dev dev[HOOK_MAX_DEVICES];
     int ndev; /* devices enumerated (uuid known) */
     int enumerated;
@@ -222,23 +222,23 @@ struct hook_state {
     int monitor_busy;   /* burst monitors holding events: teardown waits */
     int ctx_destroying; /* a context is being destroyed (or waits to be) */
 };
-extern struct hook_state hook_st;
+extern struct hook_gate_state hook_gate_st;
 
 void hook_gate_init(void);
 /* The slow path of a submission: returns when the caller may submit (with
  * t->busy set). */
 void hook_gate_slow(struct hook_thr *t, CUstream s, int pt);
-/* Recomputes hook_gate_word (hook_mu held). */
+/* Recomputes hook_gate_word (hook_gate_mu held). */
 void hook_gate_update_locked(void);
 /* A context for device `dev` now exists: the device is gated from now on. */
 void hook_touch(int dev);
 struct hook_dev *hook_touch_locked(int dev);
 struct hook_dev *hook_dev_by_uuid_locked(const char *uuid);
-/* Starts a drain of d (hook_mu held). */
+/* Starts a drain of d (hook_gate_mu held). */
 /* Close the gate of dev and start draining it; kick: hand the drain to the
  * helper thread now (else the caller runs hook_drain_now_or_later). */
 void hook_drain_start_locked(int dev, enum hook_drain_reason why, int kick);
-/* On the I/O thread, hook_mu not held: drain dev at once if the GPU is
+/* On the I/O thread, hook_gate_mu not held: drain dev at once if the GPU is
  * idle, else leave it to the helper thread. */
 void hook_drain_now_or_later(int dev);
 void hook_gate_atfork_prepare(void);
@@ -275,21 +275,21 @@ void hook_burst_forget_ctx(CUcontext ctx); /* NULL: every context */
 void hook_burst_atfork_prepare(void);
 void hook_burst_atfork_parent(void);
 void hook_burst_atfork_child(void);
-static inline CUstream hook_norm_stream(CUstream s, int pt)
+static inline CUstream hook_cuda_norm_stream(CUstream s, int pt)
 {
     if (s == NULL)
         return pt ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
     return s;
 }
-static inline int hook_stream_implicit(CUstream s)
+static inline int hook_cuda_stream_implicit(CUstream s)
 {
     return s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
 }
 static inline void hook_track(struct hook_thr *t, CUstream s)
 {
-    if (!atomic_load_explicit(&hook_activity, memory_order_relaxed))
-        atomic_store_explicit(&hook_activity, 1, memory_order_relaxed);
-    unsigned long long e = atomic_load_explicit(&hook_track_epoch, memory_order_relaxed);
+    if (!atomic_load_explicit(&hook_gate_activity, memory_order_relaxed))
+        atomic_store_explicit(&hook_gate_activity, 1, memory_order_relaxed);
+    unsigned long long e = atomic_load_explicit(&hook_gate_epoch, memory_order_relaxed);
     for (int i = 0; i < HOOK_TCACHE; i++)
         if (t->cache[i].s == s && t->cache[i].epoch == e && t->cache[i].ctx_gen == t->ctx_gen) {
             t->bflag = t->cache[i].bflag;
@@ -300,7 +300,7 @@ static inline void hook_track(struct hook_thr *t, CUstream s)
 }
 static inline void hook_submit_enter(struct hook_thr *t, CUstream s, int pt)
 {
-    s = hook_norm_stream(s, pt);
+    s = hook_cuda_norm_stream(s, pt);
     atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
     atomic_signal_fence(memory_order_seq_cst);
     int w = atomic_load_explicit(&hook_gate_word, memory_order_acquire);
@@ -340,35 +340,35 @@ void hook_mem_atfork_child(void);
 /* ---- contexts, streams, devices (hook_cuctx.c) ------------------------- */
 
 /* Device and context of stream s (already normalised). 0, or -1. */
-int hook_stream_where(CUstream s, CUcontext *ctx, int *dev);
-int hook_stream_capturing(CUstream s);
-void hook_ctx_note(CUcontext ctx, int dev, int primary);
-int hook_ctx_device(CUcontext ctx);
-CUcontext hook_ctx_primary(int dev);
-void hook_ctx_forget(CUcontext ctx);
+int hook_cuctx_stream_where(CUstream s, CUcontext *ctx, int *dev);
+int hook_cuctx_stream_capturing(CUstream s);
+void hook_cuctx_note(CUcontext ctx, int dev, int primary);
+int hook_cuctx_device(CUcontext ctx);
+CUcontext hook_cuctx_primary(int dev);
+void hook_cuctx_forget(CUcontext ctx);
 /* Enumerates the devices' UUIDs once the driver is initialised. */
-void hook_devices_enumerate(void);
+void hook_cuctx_enumerate(void);
 void hook_cuctx_atfork_prepare(void);
 void hook_cuctx_atfork_parent(void);
 void hook_cuctx_atfork_child(void);
 
 /* ---- streams that received work (hook_streams.c) ----------------------- */
 
-extern pthread_mutex_t hook_smu;
+extern pthread_mutex_t hook_streams_mu;
 /* Records an event on every stream of `dev` marked since `since` and waits
  * for them all. */
 /* Record an event on every stream of dev that got work since `since` and
  * wait for them; without may_block, spin briefly and return 0 when they are
  * not all complete yet.  Returns 1 when drained. */
 int hook_streams_drain(int dev, unsigned long long since, int may_block);
-struct hook_ev {
+struct hook_streams_ev {
     CUcontext ctx;
     CUevent ev;
 };
 /* get: an event of ctx (current on the calling thread), NULL on failure. */
-struct hook_ev *hook_streams_record(int dev, unsigned long long since, size_t *n,
-                                    CUevent (*get)(int dev, CUcontext ctx));
-void hook_streams_forget_stream(CUstream s); /* hook_smu held */
+struct hook_streams_ev *hook_streams_record(int dev, unsigned long long since, size_t *n,
+                                            CUevent (*get)(int dev, CUcontext ctx));
+void hook_streams_forget_stream(CUstream s); /* hook_streams_mu held */
 void hook_streams_forget_ctx(CUcontext ctx);
 void hook_streams_forget_green(CUgreenCtx g);
 void hook_streams_atfork_prepare(void);
@@ -377,15 +377,15 @@ void hook_streams_atfork_child(void);
 
 /* ---- capture (hook_capture.c) ------------------------------------------ */
 
-/* Waits until no drain is synchronising (hook_mu held by the callers). */
-void hook_wait_no_drain_locked(void);
+/* Waits until no drain is synchronising (hook_gate_mu held by the callers). */
+void hook_capture_wait_no_drain_locked(void);
 void hook_capture_atfork_child(void);
 void hook_capture_forget_stream(CUstream s);
 
 /* ---- drains (hook_drain.c) --------------------------------------------- */
 
 /* Wakes (starting it if needed) the helper thread that drains devices. */
-void hook_helper_kick_locked(void);
+void hook_drain_kick_locked(void);
 void hook_drain_atfork_child(void);
 
 /* ---- the broker (hook_client.c) ---------------------------------------- */
@@ -397,16 +397,16 @@ enum hook_client_state {
     CS_UNGATED,    /* no broker: running ungated, reconnecting in the background */
     CS_STOPPED     /* exiting */
 };
-extern enum hook_client_state hook_client_state; /* hook_mu */
+extern enum hook_client_state hook_client_state; /* hook_gate_mu */
 /* Starts the I/O thread once a device is touched. */
 void hook_client_start(void);
 /* Wakes the I/O thread (acquires to send, releases queued). */
 void hook_client_kick(void);
-/* Queues a release (hook_mu held). */
+/* Queues a release (hook_gate_mu held). */
 void hook_client_release_locked(struct hook_dev *d, const char *reason);
 void hook_client_stop(void); /* at exit: releases, bounded wait */
 /* Asks the broker to make room for `bytes` on dev and waits at most
- * timeout_ms for its answer (hook_mu not held by the caller, nor while
+ * timeout_ms for its answer (hook_gate_mu not held by the caller, nor while
  * waiting).  1: room made, retry; 0: refused (reason filled), timed out or
  * no broker. */
 int hook_client_make_room(int dev, uint64_t bytes, unsigned timeout_ms, char *reason,

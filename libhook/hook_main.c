@@ -4,7 +4,7 @@
  *
  * The library runs inside programs that may never touch a GPU, so nothing
  * happens at load time: no constructor, no thread, no CUDA call.  The first
- * interposed call runs hook_init() (pthread_once), which finds the real
+ * interposed call runs hook_init_once() (pthread_once), which finds the real
  * driver and reads the environment; the broker connection starts only when
  * the program creates a context (hook_client_start).  The destructor gives
  * held grants back (reason exit) with a bounded wait, and never calls CUDA:
@@ -25,7 +25,7 @@
 HOOK_EXPORT const char gpushare_hook_version[] = PACKAGE_VERSION;
 
 struct hook_config hook_cfg;
-_Atomic int hook_inited;
+_Atomic int hook_init_done;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static unsigned env_uint(const char *name, unsigned dflt)
@@ -69,7 +69,7 @@ static void do_init(void)
 {
     /* Anything the driver's constructors call back into goes straight
      * through while this thread initialises. */
-    struct hook_thr *t = hook_self();
+    struct hook_thr *t = hook_thread_self();
     t->nest++;
     gs_log_init("gpushare-hook", GS_LOG_WARN);
     const char *dis = getenv("GPUSHARE_DISABLE");
@@ -89,11 +89,11 @@ static void do_init(void)
         gs_debug("GPUSHARE_DISABLE is set: pure pass-through");
         atomic_store_explicit(&hook_gate_word, HOOK_GATE_UNGATED, memory_order_release);
     }
-    atomic_store_explicit(&hook_inited, 1, memory_order_release);
+    atomic_store_explicit(&hook_init_done, 1, memory_order_release);
     t->nest--;
 }
 
-void hook_init(void)
+void hook_init_once(void)
 {
     pthread_once(&init_once, do_init);
 }
@@ -111,8 +111,8 @@ __attribute__((destructor)) static void hook_fini(void)
  * together; -1 when the hook does not interpose `name`. */
 HOOK_EXPORT long long gpushare_hook_calls(const char *name)
 {
-    int idx = name ? hook_find_abi(name) : -1;
-    return idx < 0 ? -1 : (long long)hook_thr_calls(idx);
+    int idx = name ? hook_table_find_abi(name) : -1;
+    return idx < 0 ? -1 : (long long)hook_thread_calls(idx);
 }
 
 /* Kernel launches (every cuLaunch* ABI variant) the hook has seen. */
@@ -121,7 +121,7 @@ HOOK_EXPORT long long gpushare_hook_launch_count(void)
     long long n = 0;
     for (int i = 0; i < HOOK_N; i++)
         if (strncmp(hook_table[i].abi, "cuLaunch", 8) == 0 && hook_table[i].cls == HOOK_SUBMIT)
-            n += (long long)hook_thr_calls(i);
+            n += (long long)hook_thread_calls(i);
     return n;
 }
 
@@ -130,8 +130,8 @@ HOOK_EXPORT long long gpushare_hook_launch_count(void)
  * cuGetProcAddress and dlsym hand out with what the driver has. */
 HOOK_EXPORT void *gpushare_hook_real(const char *name)
 {
-    hook_ready();
-    int idx = name ? hook_find_abi(name) : -1;
+    hook_init();
+    int idx = name ? hook_table_find_abi(name) : -1;
     return idx < 0 ? NULL : hook_real[idx];
 }
 

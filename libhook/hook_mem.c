@@ -261,8 +261,8 @@ static void current(struct where *w)
 
 static void on_stream(CUstream s, int pt, struct where *w)
 {
-    if (hook_stream_where(hook_norm_stream(s, pt), &w->ctx, &w->dev) != 0 || w->dev < 0 ||
-        w->dev >= HOOK_MAX_DEVICES) {
+    if (hook_cuctx_stream_where(hook_cuda_norm_stream(s, pt), &w->ctx, &w->dev) != 0 ||
+        w->dev < 0 || w->dev >= HOOK_MAX_DEVICES) {
         w->ctx = NULL;
         w->dev = -1;
     }
@@ -321,12 +321,12 @@ static int room(struct hook_thr *t, const struct where *w, uint64_t bytes, CUres
         atomic_load_explicit(&t->captures, memory_order_relaxed) > 0)
         return 0;
     char reason[256] = "";
-    uint64_t t0 = hook_now_ns();
+    uint64_t t0 = hook_clock_ns();
     int ok = hook_client_make_room(w->dev, bytes, hook_cfg.make_room_ms, reason, sizeof reason);
     if (ok)
         gs_debug("the broker made room for %llu bytes on GPU %d in %llu ms; retrying",
                  (unsigned long long)bytes, w->dev,
-                 (unsigned long long)(hook_now_ns() - t0) / 1000000ULL);
+                 (unsigned long long)(hook_clock_ns() - t0) / 1000000ULL);
     else if (reason[0])
         gs_warn("out of GPU memory (%llu bytes on GPU %d): %s", (unsigned long long)bytes, w->dev,
                 reason);
@@ -337,22 +337,22 @@ static int stream_capturing(CUstream s, int pt)
 {
     if (atomic_load_explicit(&hook_capture_count, memory_order_acquire) == 0)
         return 0;
-    s = hook_norm_stream(s, pt);
-    return s != CU_STREAM_LEGACY && hook_stream_capturing(s);
+    s = hook_cuda_norm_stream(s, pt);
+    return s != CU_STREAM_LEGACY && hook_cuctx_stream_capturing(s);
 }
 
 /* Entry of every memory wrapper: nested calls and GPUSHARE_DISABLE go
  * straight to the driver. */
 #define MEM_ENTER(abi, args)                                                                       \
-    struct hook_thr *t_ = hook_self();                                                             \
+    struct hook_thr *t_ = hook_thread_self();                                                      \
     if (!t_->nest)                                                                                 \
-        hook_ready();                                                                              \
+        hook_init();                                                                               \
     __typeof__(&abi) real_ = (__typeof__(&abi))hook_real_get(HOOK_IDX_##abi);                      \
     if (!real_)                                                                                    \
         return CUDA_ERROR_NOT_FOUND;                                                               \
     if (t_->nest || hook_cfg.disabled)                                                             \
         return real_ args;                                                                         \
-    hook_count(t_, HOOK_IDX_##abi);                                                                \
+    hook_thread_count(t_, HOOK_IDX_##abi);                                                         \
     t_->nest++
 
 #define MEM_LEAVE(r)                                                                               \

@@ -66,9 +66,9 @@ HOOK_NO_SANITIZE hook_dlsym_fn hook_real_dlsym(void)
     return f;
 }
 
-void *hook_libcuda(void)
+void *hook_real_libcuda(void)
 {
-    hook_ready();
+    hook_init();
     return libcuda_handle;
 }
 
@@ -93,7 +93,7 @@ static void sort_once(void)
 }
 static pthread_once_t sort_once_ctl = PTHREAD_ONCE_INIT;
 
-int hook_find_abi(const char *name)
+int hook_table_find_abi(const char *name)
 {
     pthread_once(&sort_once_ctl, sort_once);
     size_t lo = 0, hi = HOOK_N;
@@ -110,7 +110,7 @@ int hook_find_abi(const char *name)
     return -1;
 }
 
-size_t hook_find_base(const char *base, size_t *first)
+size_t hook_table_find_base(const char *base, size_t *first)
 {
     pthread_once(&sort_once_ctl, sort_once);
     size_t lo = 0, hi = HOOK_N;
@@ -128,7 +128,7 @@ size_t hook_find_base(const char *base, size_t *first)
     return n;
 }
 
-const int *hook_sorted_by_base(void)
+const int *hook_table_by_base(void)
 {
     pthread_once(&sort_once_ctl, sort_once);
     return by_base;
@@ -146,7 +146,7 @@ void *hook_real_get(int idx)
     return dl && h ? dl(h, hook_table[idx].abi) : NULL;
 }
 
-uint64_t hook_now_ns(void)
+uint64_t hook_clock_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -38,14 +38,14 @@ static void *substitute(const char *name, void *p, int want_pt)
 {
     if (!p || !name)
         return p;
-    size_t first, n = hook_find_base(name, &first);
+    size_t first, n = hook_table_find_base(name, &first);
     if (n == 0) {
-        int idx = hook_find_abi(name); /* asked by ABI name: look at its base's variants */
+        int idx = hook_table_find_abi(name); /* asked by ABI name: look at its base's variants */
         if (idx < 0)
             return p;
-        n = hook_find_base(hook_table[idx].base, &first);
+        n = hook_table_find_base(hook_table[idx].base, &first);
     }
-    const int *by_base = hook_sorted_by_base();
+    const int *by_base = hook_table_by_base();
     int match = -1;
     for (size_t i = first; i < first + n; i++) {
         int idx = by_base[i];
@@ -75,15 +75,15 @@ HOOK_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cud
                                          cuuint64_t flags,
                                          CUdriverProcAddressQueryResult *symbolStatus)
 {
-    struct hook_thr *t = hook_self();
+    struct hook_thr *t = hook_thread_self();
     if (!t->nest)
-        hook_ready();
+        hook_init();
     __typeof__(&cuGetProcAddress_v2) real = HOOK_REAL_FN(cuGetProcAddress_v2);
     if (!real)
         return CUDA_ERROR_NOT_FOUND;
     if (t->nest)
         return real(symbol, pfn, cudaVersion, flags, symbolStatus);
-    hook_count(t, HOOK_IDX_cuGetProcAddress_v2);
+    hook_thread_count(t, HOOK_IDX_cuGetProcAddress_v2);
     t->nest++;
     CUresult r = real(symbol, pfn, cudaVersion, flags, symbolStatus);
     if (r == CUDA_SUCCESS && pfn && *pfn)
@@ -95,15 +95,15 @@ HOOK_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cud
 HOOK_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
                                       cuuint64_t flags)
 {
-    struct hook_thr *t = hook_self();
+    struct hook_thr *t = hook_thread_self();
     if (!t->nest)
-        hook_ready();
+        hook_init();
     __typeof__(&cuGetProcAddress) real = HOOK_REAL_FN(cuGetProcAddress);
     if (!real)
         return CUDA_ERROR_NOT_FOUND;
     if (t->nest)
         return real(symbol, pfn, cudaVersion, flags);
-    hook_count(t, HOOK_IDX_cuGetProcAddress);
+    hook_thread_count(t, HOOK_IDX_cuGetProcAddress);
     t->nest++;
     CUresult r = real(symbol, pfn, cudaVersion, flags);
     if (r == CUDA_SUCCESS && pfn && *pfn)
@@ -116,14 +116,14 @@ HOOK_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVe
 
 HOOK_NO_SANITIZE static int maybe_ours(const char *name)
 {
-    return name && name[0] == 'c' && name[1] == 'u' && hook_find_abi(name) >= 0;
+    return name && name[0] == 'c' && name[1] == 'u' && hook_table_find_abi(name) >= 0;
 }
 
 /* A failed lookup leaves an error for dlerror(); the hook's own successful
  * dl calls would have cleared it, so make one that fails the same way. */
 static void *not_found(hook_dlsym_fn real, const char *name)
 {
-    void *h = hook_libcuda();
+    void *h = hook_real_libcuda();
     if (!h || real(h, name))
         (void)dlvsym(RTLD_DEFAULT, name, "GPUSHARE_NOT_FOUND");
     return NULL;
@@ -134,8 +134,8 @@ static void *substitute_dl(hook_dlsym_fn real, const char *name, void *p)
 {
     if (!p)
         return p;
-    int idx = hook_find_abi(name);
-    hook_ready();
+    int idx = hook_table_find_abi(name);
+    hook_init();
     if (p == hook_table[idx].wrapper && !hook_real[idx])
         return not_found(real, name); /* only the hook's own export: libcuda lacks it */
     if (p == hook_real[idx])

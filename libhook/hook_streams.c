@@ -13,7 +13,7 @@
  *
  * Marking costs nothing on the fast path once a thread has marked a stream
  * in the current epoch (its per-thread cache); the first submission to a
- * stream per grant takes hook_smu.  cuStreamDestroy and context teardown
+ * stream per grant takes hook_streams_mu.  cuStreamDestroy and context teardown
  * remove entries under the same lock, so a drain never records on a stream
  * that is gone.
  */
@@ -24,14 +24,14 @@
 
 #include "log.h"
 
-pthread_mutex_t hook_smu = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t hook_streams_mu = PTHREAD_MUTEX_INITIALIZER;
 
 struct sentry {
     CUstream s; /* explicit stream, or NULL for "default streams of ctx" */
     CUcontext ctx;
     CUgreenCtx green; /* the green context the stream was created in, if any */
     int dev;
-    unsigned long long mark; /* hook_track_epoch when last marked */
+    unsigned long long mark; /* hook_gate_epoch when last marked */
 };
 
 static struct sentry *set;
@@ -68,16 +68,16 @@ void hook_track_slow(struct hook_thr *t, CUstream s, unsigned long long epoch)
 {
     t->nest++;
     CUcontext ctx = NULL;
-    int implicit = hook_stream_implicit(s);
+    int implicit = hook_cuda_stream_implicit(s);
     if (implicit && (!hook_cu.ctxGetCurrent || hook_cu.ctxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx))
         goto out;
-    pthread_mutex_lock(&hook_smu);
+    pthread_mutex_lock(&hook_streams_mu);
     struct sentry *e = find_locked(implicit ? NULL : s, ctx);
     if (!e) {
         int dev;
         CUcontext sctx;
-        if (hook_stream_where(s, &sctx, &dev) != 0) {
-            pthread_mutex_unlock(&hook_smu);
+        if (hook_cuctx_stream_where(s, &sctx, &dev) != 0) {
+            pthread_mutex_unlock(&hook_streams_mu);
             goto out;
         }
         CUgreenCtx green = NULL;
@@ -88,7 +88,7 @@ void hook_track_slow(struct hook_thr *t, CUstream s, unsigned long long epoch)
         }
         e = add_locked();
         if (!e) {
-            pthread_mutex_unlock(&hook_smu);
+            pthread_mutex_unlock(&hook_streams_mu);
             goto out;
         }
         e->s = implicit ? NULL : s;
@@ -98,7 +98,7 @@ void hook_track_slow(struct hook_thr *t, CUstream s, unsigned long long epoch)
     }
     e->mark = epoch;
     int dev = e->dev;
-    pthread_mutex_unlock(&hook_smu);
+    pthread_mutex_unlock(&hook_streams_mu);
     unsigned i = t->cache_next++ % HOOK_TCACHE;
     t->cache[i].s = s;
     t->cache[i].epoch = epoch;
@@ -126,24 +126,24 @@ void hook_streams_forget_stream(CUstream s)
 
 void hook_streams_forget_ctx(CUcontext ctx)
 {
-    pthread_mutex_lock(&hook_smu);
+    pthread_mutex_lock(&hook_streams_mu);
     for (size_t i = 0; i < nset;)
         if (set[i].ctx == ctx)
             remove_at_locked(i);
         else
             i++;
-    pthread_mutex_unlock(&hook_smu);
+    pthread_mutex_unlock(&hook_streams_mu);
 }
 
 void hook_streams_forget_green(CUgreenCtx g)
 {
-    pthread_mutex_lock(&hook_smu);
+    pthread_mutex_lock(&hook_streams_mu);
     for (size_t i = 0; i < nset;)
         if (g && set[i].green == g)
             remove_at_locked(i);
         else
             i++;
-    pthread_mutex_unlock(&hook_smu);
+    pthread_mutex_unlock(&hook_streams_mu);
 }
 
 struct pending {
@@ -162,7 +162,7 @@ int hook_streams_drain(int dev, unsigned long long since, int may_block)
     if (!may_block && !hook_cu.eventQuery)
         return 0;
     int done = 1;
-    pthread_mutex_lock(&hook_smu);
+    pthread_mutex_lock(&hook_streams_mu);
     struct pending *p = calloc(nset ? nset : 1, sizeof *p);
     size_t np = 0;
     for (size_t i = 0; p && i < nset; i++) {
@@ -172,7 +172,7 @@ int hook_streams_drain(int dev, unsigned long long since, int may_block)
         if (hook_cu.ctxSetCurrent(e->ctx) != CUDA_SUCCESS)
             continue;
         CUstream s = e->s ? e->s : CU_STREAM_LEGACY;
-        if (e->s && hook_stream_capturing(s))
+        if (e->s && hook_cuctx_stream_capturing(s))
             continue; /* its work is a graph now, not running */
         CUevent ev;
         if (hook_cu.eventCreate(&ev, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC) !=
@@ -188,15 +188,15 @@ int hook_streams_drain(int dev, unsigned long long since, int may_block)
         p[np].ev = ev;
         np++;
     }
-    pthread_mutex_unlock(&hook_smu);
+    pthread_mutex_unlock(&hook_streams_mu);
     /* On an idle GPU the events complete within microseconds, and a
      * blocking-sync wait would add the interrupt wake-up (~1 ms measured on
      * an H200); so poll briefly first, then block without burning a core. */
-    uint64_t spin_until = hook_now_ns() + 200000;
+    uint64_t spin_until = hook_clock_ns() + 200000;
     for (size_t i = 0; i < np; i++) {
         hook_cu.ctxSetCurrent(p[i].ctx);
         CUresult r = CUDA_ERROR_NOT_READY;
-        while (hook_cu.eventQuery && hook_now_ns() < spin_until &&
+        while (hook_cu.eventQuery && hook_clock_ns() < spin_until &&
                (r = hook_cu.eventQuery(p[i].ev)) == CUDA_ERROR_NOT_READY)
             ;
         if (r == CUDA_ERROR_NOT_READY && !may_block)
@@ -217,15 +217,15 @@ int hook_streams_drain(int dev, unsigned long long since, int may_block)
  * and context teardown held off: one timing event on every stream of dev
  * that got work since `since`, recorded after that work.  Returns the
  * events (malloc'ed; *n of them) for the caller to wait on and destroy. */
-struct hook_ev *hook_streams_record(int dev, unsigned long long since, size_t *n,
-                                    CUevent (*get)(int dev, CUcontext ctx))
+struct hook_streams_ev *hook_streams_record(int dev, unsigned long long since, size_t *n,
+                                            CUevent (*get)(int dev, CUcontext ctx))
 {
     *n = 0;
     if (!hook_cu.ctxSetCurrent || !hook_cu.eventCreate || !hook_cu.eventRecord ||
         !hook_cu.eventDestroy)
         return NULL;
-    pthread_mutex_lock(&hook_smu);
-    struct hook_ev *p = calloc(nset ? nset : 1, sizeof *p);
+    pthread_mutex_lock(&hook_streams_mu);
+    struct hook_streams_ev *p = calloc(nset ? nset : 1, sizeof *p);
     size_t np = 0;
     for (size_t i = 0; p && i < nset; i++) {
         struct sentry *e = &set[i];
@@ -234,7 +234,7 @@ struct hook_ev *hook_streams_record(int dev, unsigned long long since, size_t *n
         if (hook_cu.ctxSetCurrent(e->ctx) != CUDA_SUCCESS)
             continue;
         CUstream s = e->s ? e->s : CU_STREAM_LEGACY;
-        if (e->s && hook_stream_capturing(s))
+        if (e->s && hook_cuctx_stream_capturing(s))
             continue;
         CUevent ev = get(dev, e->ctx);
         if (!ev)
@@ -247,23 +247,23 @@ struct hook_ev *hook_streams_record(int dev, unsigned long long since, size_t *n
         p[np].ev = ev;
         np++;
     }
-    pthread_mutex_unlock(&hook_smu);
+    pthread_mutex_unlock(&hook_streams_mu);
     *n = np;
     return p;
 }
 
 void hook_streams_atfork_prepare(void)
 {
-    pthread_mutex_lock(&hook_smu);
+    pthread_mutex_lock(&hook_streams_mu);
 }
 
 void hook_streams_atfork_parent(void)
 {
-    pthread_mutex_unlock(&hook_smu);
+    pthread_mutex_unlock(&hook_streams_mu);
 }
 
 void hook_streams_atfork_child(void)
 {
-    pthread_mutex_init(&hook_smu, NULL);
+    pthread_mutex_init(&hook_streams_mu, NULL);
     nset = 0; /* the parent's streams mean nothing here */
 }

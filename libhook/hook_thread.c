@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-__thread struct hook_thr *hook_t_self __attribute__((tls_model("initial-exec")));
+__thread struct hook_thr *hook_thread_tls __attribute__((tls_model("initial-exec")));
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(struct hook_thr *) reg_head;
@@ -39,7 +39,7 @@ static void thr_exit(void *p)
     memset(t->cache, 0, sizeof t->cache);
     t->live = 0;
     pthread_mutex_unlock(&reg_mu);
-    hook_t_self = NULL;
+    hook_thread_tls = NULL;
 }
 
 static void make_key(void)
@@ -48,7 +48,7 @@ static void make_key(void)
         exit_key = (pthread_key_t)-1;
 }
 
-struct hook_thr *hook_thr_register(void)
+struct hook_thr *hook_thread_register(void)
 {
     pthread_once(&key_once, make_key);
     pthread_mutex_lock(&reg_mu);
@@ -67,22 +67,22 @@ struct hook_thr *hook_thr_register(void)
     }
     t->live = 1;
     pthread_mutex_unlock(&reg_mu);
-    hook_t_self = t;
+    hook_thread_tls = t;
     if (exit_key != (pthread_key_t)-1)
         pthread_setspecific(exit_key, t);
     return t;
 }
 
-struct hook_thr *hook_thr_first(void)
+struct hook_thr *hook_thread_first(void)
 {
     return atomic_load_explicit(&reg_head, memory_order_acquire);
 }
 
-unsigned long long hook_thr_calls(int idx)
+unsigned long long hook_thread_calls(int idx)
 {
     pthread_mutex_lock(&reg_mu);
     unsigned long long n = retired[idx];
-    for (struct hook_thr *t = hook_thr_first(); t; t = t->next)
+    for (struct hook_thr *t = hook_thread_first(); t; t = t->next)
         n += atomic_load_explicit(&t->calls[idx], memory_order_relaxed);
     n += atomic_load_explicit(&emergency.calls[idx], memory_order_relaxed);
     pthread_mutex_unlock(&reg_mu);
@@ -91,30 +91,30 @@ unsigned long long hook_thr_calls(int idx)
 
 /* The hook's own threads: every CUDA call they make goes straight to the
  * driver, and drains do not wait for them. */
-void hook_thr_mark_internal(void)
+void hook_thread_mark_internal(void)
 {
-    struct hook_thr *t = hook_self();
+    struct hook_thr *t = hook_thread_self();
     t->internal = 1;
     t->nest = 1;
 }
 
-void hook_thr_atfork_prepare(void)
+void hook_thread_atfork_prepare(void)
 {
     pthread_mutex_lock(&reg_mu);
 }
 
-void hook_thr_atfork_parent(void)
+void hook_thread_atfork_parent(void)
 {
     pthread_mutex_unlock(&reg_mu);
 }
 
 /* Only the forking thread exists in the child: every other record is
  * recycled (its counts kept), and nobody is busy. */
-void hook_thr_atfork_child(void)
+void hook_thread_atfork_child(void)
 {
     pthread_mutex_init(&reg_mu, NULL);
-    struct hook_thr *self = hook_t_self;
-    for (struct hook_thr *t = hook_thr_first(); t; t = t->next) {
+    struct hook_thr *self = hook_thread_tls;
+    for (struct hook_thr *t = hook_thread_first(); t; t = t->next) {
         atomic_store_explicit(&t->busy, 0, memory_order_relaxed);
         if (t == self)
             continue;

@@ -31,10 +31,10 @@
 #define WRAP_SUBMIT(abi, pt, stream, params, args)                                                 \
     HOOK_EXPORT CUresult abi params                                                                \
     {                                                                                              \
-        struct hook_thr *t_ = hook_self();                                                         \
+        struct hook_thr *t_ = hook_thread_self();                                                  \
         if (__builtin_expect(t_->nest != 0, 0))                                                    \
             HOOK_NESTED_CALL(abi, args);                                                           \
-        hook_count(t_, HOOK_IDX_##abi);                                                            \
+        hook_thread_count(t_, HOOK_IDX_##abi);                                                     \
         t_->nest = 1;                                                                              \
         hook_submit_enter(t_, (stream), pt);                                                       \
         void *real_ = hook_real[HOOK_IDX_##abi];                                                   \
@@ -47,14 +47,14 @@
 #define WRAP_PLAIN(abi, params, args, after)                                                       \
     HOOK_EXPORT CUresult abi params                                                                \
     {                                                                                              \
-        struct hook_thr *t_ = hook_self();                                                         \
+        struct hook_thr *t_ = hook_thread_self();                                                  \
         if (__builtin_expect(t_->nest != 0, 0))                                                    \
             HOOK_NESTED_CALL(abi, args);                                                           \
-        hook_ready();                                                                              \
+        hook_init();                                                                               \
         void *real_ = hook_real[HOOK_IDX_##abi];                                                   \
         if (!real_)                                                                                \
             return CUDA_ERROR_NOT_FOUND;                                                           \
-        hook_count(t_, HOOK_IDX_##abi);                                                            \
+        hook_thread_count(t_, HOOK_IDX_##abi);                                                     \
         t_->nest = 1;                                                                              \
         CUresult r_ = ((__typeof__(&abi))real_)args;                                               \
         after;                                                                                     \
