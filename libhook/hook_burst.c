@@ -5,7 +5,7 @@
  * A burst of a device starts when a submission arrives while the device is
  * quiet from this process' view, and ends when everything submitted has
  * completed with nothing newer submitted.  The submit path only keeps a
- * per-device flag up to date (hook_internal.h): it loads the flag (relaxed)
+ * per-device flag up to date (hook_submit.h): it loads the flag (relaxed)
  * before and after the real call and calls hook_burst_note() when the flag
  * is not ACTIVE, which happens once per burst and once per monitor probe.
  * The note of a new burst takes the start time and wakes the device's
@@ -40,7 +40,7 @@
  * (hook_client.c).
  */
 #define _GNU_SOURCE
-#include "hook_internal.h"
+#include "hook_burst.h"
 
 #include <sched.h>
 #include <signal.h>
@@ -48,6 +48,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "hook_capture.h"
+#include "hook_clock.h"
+#include "hook_gate.h"
+#include "hook_real.h"
+#include "hook_streams.h"
 #include "log.h"
 
 _Alignas(64) _Atomic int hook_burst_flag[HOOK_MAX_DEVICES];

@@ -1,5 +1,6 @@
 /*
- * hook_capture.c - stream capture bookkeeping.
+ * hook_capture.c - stream capture bookkeeping (the wrappers of
+ * BeginCapture/EndCapture are hook_capture_wrap.c).
  *
  * Work enqueued on a capturing stream becomes part of a graph and runs only
  * at cuGraphLaunch (which is gated), so it passes the gate without a grant.
@@ -13,22 +14,25 @@
  * is never held at the gate (a drain waiting for its capture to end would
  * otherwise wait for ever).
  */
-#include "hook_internal.h"
+#include "hook_capture.h"
 
 #include <stdlib.h>
 
-#include "log.h"
+#include "hook_gate.h"
 
-struct capture {
+struct hook_capture {
     CUstream s; /* normalised: CU_STREAM_PER_THREAD stands for this thread's */
     struct hook_thr *owner;
-    struct capture *next;
+    struct hook_capture *next;
 };
-static struct capture *captures; /* hook_gate_mu */
+static struct hook_capture *captures; /* hook_gate_mu */
+
+_Atomic int hook_capture_count;
+_Atomic int hook_capture_want;
 
 /* A burst monitor calling the driver gives way at once (it watches
  * hook_capture_want); a drain synchronising finishes first. */
-void hook_capture_wait_no_drain_locked(void)
+static void wait_no_drain_locked(void)
 {
     atomic_fetch_add(&hook_capture_want, 1);
     pthread_cond_broadcast(&hook_gate_cv);
@@ -39,11 +43,11 @@ void hook_capture_wait_no_drain_locked(void)
 
 /* Before the real BeginCapture: counts the capture as begun (so no drain
  * can start synchronising in between). */
-static struct capture *begin_enter(struct hook_thr *t, CUstream s)
+struct hook_capture *hook_capture_begin(struct hook_thr *t, CUstream s)
 {
-    struct capture *c = malloc(sizeof *c);
+    struct hook_capture *c = malloc(sizeof *c);
     pthread_mutex_lock(&hook_gate_mu);
-    hook_capture_wait_no_drain_locked();
+    wait_no_drain_locked();
     atomic_fetch_add(&hook_capture_count, 1);
     atomic_fetch_add_explicit(&t->captures, 1, memory_order_relaxed);
     if (c) {
@@ -56,9 +60,9 @@ static struct capture *begin_enter(struct hook_thr *t, CUstream s)
     return c;
 }
 
-static void end_locked(struct capture *c)
+static void end_locked(struct hook_capture *c)
 {
-    for (struct capture **pp = &captures; *pp; pp = &(*pp)->next)
+    for (struct hook_capture **pp = &captures; *pp; pp = &(*pp)->next)
         if (*pp == c) {
             *pp = c->next;
             break;
@@ -71,7 +75,7 @@ static void end_locked(struct capture *c)
     pthread_cond_broadcast(&hook_gate_cv);
 }
 
-static void begin_leave(struct hook_thr *t, struct capture *c, CUresult r)
+void hook_capture_begun(struct hook_thr *t, struct hook_capture *c, CUresult r)
 {
     if (r == CUDA_SUCCESS)
         return;
@@ -88,11 +92,11 @@ static void begin_leave(struct hook_thr *t, struct capture *c, CUresult r)
 
 /* After the real EndCapture, whatever it returned: the capture sequence is
  * over once EndCapture has been called on its stream. */
-static void end_capture(struct hook_thr *t, CUstream s)
+void hook_capture_end(struct hook_thr *t, CUstream s)
 {
     pthread_mutex_lock(&hook_gate_mu);
-    struct capture *found = NULL;
-    for (struct capture *c = captures; c; c = c->next)
+    struct hook_capture *found = NULL;
+    for (struct hook_capture *c = captures; c; c = c->next)
         if (c->s == s && (s != CU_STREAM_PER_THREAD || c->owner == t)) {
             found = c;
             break;
@@ -102,89 +106,11 @@ static void end_capture(struct hook_thr *t, CUstream s)
     pthread_mutex_unlock(&hook_gate_mu);
 }
 
-#define CAPTURE_BEGIN(abi, pt, stream, args)                                                       \
-    struct hook_thr *t_ = hook_thread_self();                                                      \
-    if (!t_->nest)                                                                                 \
-        hook_init();                                                                               \
-    void *real_ = hook_real_get(HOOK_IDX_##abi);                                                   \
-    if (t_->nest || !real_)                                                                        \
-        return real_ ? ((__typeof__(&abi))real_)args : CUDA_ERROR_NOT_FOUND;                       \
-    hook_thread_count(t_, HOOK_IDX_##abi);                                                         \
-    t_->nest++;                                                                                    \
-    struct capture *c_ = begin_enter(t_, hook_cuda_norm_stream(stream, pt));                       \
-    CUresult r_ = ((__typeof__(&abi))real_)args;                                                   \
-    begin_leave(t_, c_, r_);                                                                       \
-    t_->nest--;                                                                                    \
-    return r_;
-
-#define CAPTURE_END(abi, pt, stream, args)                                                         \
-    struct hook_thr *t_ = hook_thread_self();                                                      \
-    if (!t_->nest)                                                                                 \
-        hook_init();                                                                               \
-    void *real_ = hook_real_get(HOOK_IDX_##abi);                                                   \
-    if (t_->nest || !real_)                                                                        \
-        return real_ ? ((__typeof__(&abi))real_)args : CUDA_ERROR_NOT_FOUND;                       \
-    hook_thread_count(t_, HOOK_IDX_##abi);                                                         \
-    t_->nest++;                                                                                    \
-    CUresult r_ = ((__typeof__(&abi))real_)args;                                                   \
-    end_capture(t_, hook_cuda_norm_stream(stream, pt));                                            \
-    t_->nest--;                                                                                    \
-    return r_;
-
-HOOK_EXPORT CUresult cuStreamBeginCapture(CUstream hStream)
-{
-    CAPTURE_BEGIN(cuStreamBeginCapture, 0, hStream, (hStream));
-}
-
-HOOK_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream hStream)
-{
-    CAPTURE_BEGIN(cuStreamBeginCapture_ptsz, 1, hStream, (hStream));
-}
-
-HOOK_EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
-{
-    CAPTURE_BEGIN(cuStreamBeginCapture_v2, 0, hStream, (hStream, mode));
-}
-
-HOOK_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
-{
-    CAPTURE_BEGIN(cuStreamBeginCapture_v2_ptsz, 1, hStream, (hStream, mode));
-}
-
-HOOK_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
-                                                 const CUgraphNode *dependencies,
-                                                 const CUgraphEdgeData *dependencyData,
-                                                 size_t numDependencies, CUstreamCaptureMode mode)
-{
-    CAPTURE_BEGIN(cuStreamBeginCaptureToGraph, 0, hStream,
-                  (hStream, hGraph, dependencies, dependencyData, numDependencies, mode));
-}
-
-HOOK_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
-                                                      const CUgraphNode *dependencies,
-                                                      const CUgraphEdgeData *dependencyData,
-                                                      size_t numDependencies,
-                                                      CUstreamCaptureMode mode)
-{
-    CAPTURE_BEGIN(cuStreamBeginCaptureToGraph_ptsz, 1, hStream,
-                  (hStream, hGraph, dependencies, dependencyData, numDependencies, mode));
-}
-
-HOOK_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
-{
-    CAPTURE_END(cuStreamEndCapture, 0, hStream, (hStream, phGraph));
-}
-
-HOOK_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
-{
-    CAPTURE_END(cuStreamEndCapture_ptsz, 1, hStream, (hStream, phGraph));
-}
-
 /* A stream destroyed while capturing takes its capture with it. */
 void hook_capture_forget_stream(CUstream s)
 {
     pthread_mutex_lock(&hook_gate_mu);
-    for (struct capture *c = captures, *next; c; c = next) {
+    for (struct hook_capture *c = captures, *next; c; c = next) {
         next = c->next;
         if (c->s == s && !hook_cuda_stream_implicit(s))
             end_locked(c);
@@ -196,4 +122,6 @@ void hook_capture_forget_stream(CUstream s)
 void hook_capture_atfork_child(void)
 {
     captures = NULL;
+    atomic_store(&hook_capture_count, 0);
+    atomic_store(&hook_capture_want, 0);
 }

@@ -5,9 +5,14 @@
  * libzmq is used directly, not czmq: czmq installs SIGINT/SIGTERM handlers
  * and atexit hooks in the host program, which would break ipykernel's
  * interrupt handling.  Other threads never touch the socket: they change the
- * shared state under hook_gate_mu (a device wants the GPU, a release is due) and
- * wake this thread through an eventfd it polls next to the socket.  All
- * messages are built and parsed by common/protocol.c.
+ * shared state under hook_gate_mu (a device wants the GPU, a release is
+ * due) and wake this thread through an eventfd it polls next to the socket.
+ * All messages are built and parsed by common/protocol.c.
+ *
+ * The client calls the gate, the drains and the memory accounting, never
+ * the other way round: a finished drain and a changed footprint reach it
+ * through the functions it registers when it starts (drained_locked,
+ * hook_client_kick).
  *
  * Failing open: when there is no socket file, or no welcome within ~200 ms
  * of the first attempt, or the connection drops later (zmq monitor event;
@@ -19,7 +24,7 @@
  */
 #define _GNU_SOURCE
 #include "config.h"
-#include "hook_internal.h"
+#include "hook_client.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -33,10 +38,15 @@
 #include <zmq.h>
 
 #include "endpoint.h"
+#include "hook_burst.h"
+#include "hook_clock.h"
+#include "hook_config.h"
+#include "hook_cuctx.h"
+#include "hook_drain.h"
+#include "hook_mem.h"
+#include "hook_thread.h"
 #include "log.h"
 #include "protocol.h"
-
-enum hook_client_state hook_client_state; /* hook_gate_mu */
 
 #define FIRST_WELCOME_MS 200  /* the first attempt decides: gated or fail open */
 #define LATER_WELCOME_MS 2000 /* background attempts wait longer before retrying */
@@ -295,9 +305,9 @@ int hook_client_make_room(int dev, uint64_t bytes, unsigned timeout_ms, char *re
     pthread_mutex_lock(&hook_gate_mu);
     /* the first connection attempt decides within ~200 ms (no socket file:
      * at once) */
-    while (hook_client_state == CS_CONNECTING && !timed_out)
+    while (hook_gate_st.client == CS_CONNECTING && !timed_out)
         timed_out = pthread_cond_timedwait(&hook_gate_cv, &hook_gate_mu, &ts) == ETIMEDOUT;
-    if (hook_client_state != CS_READY || !sh.connected || sh.stopping ||
+    if (hook_gate_st.client != CS_READY || !sh.connected || sh.stopping ||
         !hook_gate_st.dev[dev].touched) {
         pthread_mutex_unlock(&hook_gate_mu); /* no broker: the program gets its error at once */
         return 0;
@@ -345,10 +355,10 @@ static void go_ungated(const char *why, uint64_t retry_in_ms)
     close_socket();
     io.next_attempt = now_ms() + retry_in_ms;
     pthread_mutex_lock(&hook_gate_mu);
-    int warn = hook_client_state != CS_UNGATED;
+    int warn = hook_gate_st.client != CS_UNGATED;
     sh.connected = 0;
-    if (hook_client_state != CS_STOPPED)
-        hook_client_state = CS_UNGATED;
+    if (hook_gate_st.client != CS_STOPPED)
+        hook_gate_st.client = CS_UNGATED;
     sh.decided = 1;
     for (int i = 0; i < sh.nreleases; i++)
         json_decref(sh.releases[i]);
@@ -412,9 +422,9 @@ static void on_welcome(const json_t *m)
     io.heartbeat_ms = (int)gs_msg_int(m, "heartbeat_ms", DEFAULT_HB_MS);
     io.next_heartbeat = now_ms() + (uint64_t)io.heartbeat_ms;
     pthread_mutex_lock(&hook_gate_mu);
-    int was_ungated = hook_client_state == CS_UNGATED;
-    if (hook_client_state != CS_STOPPED)
-        hook_client_state = CS_READY;
+    int was_ungated = hook_gate_st.client == CS_UNGATED;
+    if (hook_gate_st.client != CS_STOPPED)
+        hook_gate_st.client = CS_READY;
     sh.decided = 1;
     sh.connected = 1;
     /* A (new) broker: no grants yet; whoever waits asks again. */
@@ -462,7 +472,7 @@ static void on_grant(const json_t *m)
 {
     const char *uuid = gs_msg_str(m, "device", "");
     pthread_mutex_lock(&hook_gate_mu);
-    struct hook_dev *d = hook_dev_by_uuid_locked(uuid);
+    struct hook_dev *d = hook_gate_dev_by_uuid_locked(uuid);
     if (!d)
         gs_debug("grant for a device this process does not use: %s", uuid);
     else if (d->state == DS_DRAINING)
@@ -491,7 +501,7 @@ static void on_revoke(const json_t *m)
     int shutdown = strcmp(reason, "shutdown") == 0;
     int drain_dev = -1;
     pthread_mutex_lock(&hook_gate_mu);
-    struct hook_dev *d = hook_dev_by_uuid_locked(uuid);
+    struct hook_dev *d = hook_gate_dev_by_uuid_locked(uuid);
     if (!d || d->grant_id != gid || (d->state != DS_GRANTED && d->state != DS_DRAINING)) {
         gs_debug("revoke of grant %lld (%s), which this process does not hold: ignored", gid,
                  reason);
@@ -773,10 +783,17 @@ static void *io_main(void *arg)
     return NULL;
 }
 
-void hook_client_start(void)
+/* A drain has finished: its release goes out with the I/O thread's next
+ * round (hook_gate_mu held). */
+static void drained_locked(struct hook_dev *d, const char *reason)
 {
-    if (hook_cfg.disabled)
-        return;
+    hook_client_release_locked(d, reason);
+    hook_client_kick();
+}
+
+/* The I/O thread, once. */
+static void start(void)
+{
     pthread_mutex_lock(&hook_gate_mu);
     if (sh.started) {
         pthread_mutex_unlock(&hook_gate_mu);
@@ -784,16 +801,18 @@ void hook_client_start(void)
     }
     sh.started = 1;
     sh.pid = getpid();
+    hook_drain_set_report(drained_locked);
+    hook_mem_set_notify(hook_client_kick);
     char err[256];
     if (gs_endpoint_for_client(sh.endpoint, sizeof sh.endpoint, err, sizeof err) != 0) {
-        hook_client_state = CS_UNGATED;
+        hook_gate_st.client = CS_UNGATED;
         hook_gate_update_locked();
         pthread_mutex_unlock(&hook_gate_mu);
         gs_warn("%s; running without GPU sharing", err);
         return;
     }
     sh.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    hook_client_state = CS_CONNECTING;
+    hook_gate_st.client = CS_CONNECTING;
     pthread_t th;
     pthread_attr_t a;
     sigset_t all, old;
@@ -805,13 +824,27 @@ void hook_client_start(void)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&a);
     if (r != 0) {
-        hook_client_state = CS_UNGATED;
+        hook_gate_st.client = CS_UNGATED;
         hook_gate_update_locked();
         pthread_mutex_unlock(&hook_gate_mu);
         gs_warn("cannot start the broker thread; running without GPU sharing");
         return;
     }
     pthread_mutex_unlock(&hook_gate_mu);
+}
+
+/* A context for `dev` exists now: from here on, submissions to it pass the
+ * gate only with a grant.  Called (after hook_init) before the context is
+ * handed to the program, so no submission can precede it. */
+void hook_client_touch(int dev)
+{
+    if (hook_cfg.disabled)
+        return;
+    hook_cuctx_enumerate();
+    pthread_mutex_lock(&hook_gate_mu);
+    hook_gate_touch_locked(dev);
+    pthread_mutex_unlock(&hook_gate_mu);
+    start();
 }
 
 /* At exit: grants go back (reason exit) if connected; bounded wait. */
@@ -823,7 +856,7 @@ void hook_client_stop(void)
         return;
     }
     sh.stopping = 1;
-    hook_client_state = CS_STOPPED;
+    hook_gate_st.client = CS_STOPPED;
     rooms_fail_locked("the program is exiting");
     pthread_mutex_unlock(&hook_gate_mu);
     hook_client_kick();
@@ -854,5 +887,5 @@ void hook_client_atfork_child(void)
     memset(&sh, 0, sizeof sh);
     memcpy(sh.endpoint, ep, sizeof ep); /* hook_fork.c still needs the path */
     sh.efd = -1;
-    hook_client_state = CS_NONE;
+    hook_gate_st.client = CS_NONE;
 }

@@ -11,7 +11,16 @@
  * a stream or a context removes its streams from the drain's list, and a
  * context is not torn down while a drain is synchronising on it.
  */
-#include "hook_internal.h"
+#include "hook_burst.h"
+#include "hook_capture.h"
+#include "hook_client.h"
+#include "hook_cuctx.h"
+#include "hook_gate.h"
+#include "hook_init.h"
+#include "hook_mem.h"
+#include "hook_real.h"
+#include "hook_streams.h"
+#include "hook_thread.h"
 
 #define PASS_NESTED(abi, args)                                                                     \
     struct hook_thr *t_ = hook_thread_self();                                                      \
@@ -38,7 +47,7 @@ static void created(CUresult r, CUcontext *pctx, CUdevice dev, int primary)
     if (r != CUDA_SUCCESS)
         return;
     hook_cuctx_note(pctx ? *pctx : NULL, (int)dev, primary);
-    hook_touch((int)dev);
+    hook_client_touch((int)dev);
 }
 
 #define CTX_CREATE(abi, pctx, dev, args)                                                           \

@@ -2,17 +2,23 @@
  * hook_cuctx.c - which GPU a stream or context belongs to, and what the GPUs
  * are called.
  *
- * The gate and the drains need the device of the stream a submission goes
- * to.  Contexts are remembered when the program creates or retains them
+ * The submission path and the drains need the device of the stream a
+ * submission goes to.  Contexts are remembered when the program creates or retains them
  * (hook_ctx.c), so most lookups need no driver call; otherwise the real
  * driver is asked (cuStreamGetDevice, cuCtxGetDevice_v2, or a push/pop of the
  * context on this thread as the last resort).  Devices are named to the
  * broker by UUID (cuDeviceGetUuid_v2), read once the driver is initialised.
  */
-#include "hook_internal.h"
+#include "hook_cuctx.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "hook_gate.h"
+#include "hook_real.h"
+#include "hook_thread.h"
 
 #define CTX_MAX 256
 

@@ -14,15 +14,16 @@
  *   3. records one event on each stream that received work since the grant
  *      and synchronises on them (hook_streams.c), with the stream's context
  *      current on this thread only;
- *   4. sends release, unless the drain was cancelled meanwhile (new work
- *      arrived during an idle release) or superseded.
+ *   4. reports that the grant goes back (through the function the broker
+ *      client set, which queues release), unless the drain was cancelled
+ *      meanwhile (new work arrived during an idle release) or superseded.
  * A revoke is first tried on the I/O thread itself, spinning at most
  * ~200 us: on an idle GPU that answers at once, without waking the helper
  * (thread wake-ups cost ~100 us each in a VM).  Otherwise the helper takes
  * over and may block.
  */
 #define _GNU_SOURCE
-#include "hook_internal.h"
+#include "hook_drain.h"
 
 #include <linux/membarrier.h>
 #include <signal.h>
@@ -31,10 +32,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hook_capture.h"
+#include "hook_clock.h"
+#include "hook_streams.h"
+#include "hook_thread.h"
 #include "log.h"
 
 static pthread_cond_t helper_cv = PTHREAD_COND_INITIALIZER;
 static int helper_running; /* hook_gate_mu */
+static hook_drain_report_fn report;
 static int membarrier_ok = -1;
 static void *ipi_page; /* for the mprotect fallback */
 
@@ -98,6 +104,20 @@ static int quiesce(uint64_t deadline_ns)
     return 1;
 }
 
+void hook_drain_set_report(hook_drain_report_fn fn)
+{
+    report = fn;
+}
+
+/* The drain is over: the grant goes back (hook_gate_mu held). */
+static void give_back_locked(struct hook_dev *d)
+{
+    if (report)
+        report(d, d->drain_reason == DRAIN_IDLE ? "idle" : "revoked");
+    d->state = d->waiters > 0 ? DS_WANT : DS_IDLE;
+    d->grant_id = 0;
+}
+
 /* One attempt at draining device dev for drain generation gen.  With
  * may_block, waits as long as it takes (the helper thread); without, gives
  * up after a short spin (the I/O thread, answering a revoke at once when
@@ -138,32 +158,12 @@ static int drain_attempt(int dev, unsigned gen, int may_block)
     pthread_mutex_lock(&hook_gate_mu);
     hook_gate_st.drain_syncing--;
     if (done && d->drain_gen == gen && d->state == DS_DRAINING) {
-        hook_client_release_locked(d, d->drain_reason == DRAIN_IDLE ? "idle" : "revoked");
-        d->state = d->waiters > 0 ? DS_WANT : DS_IDLE;
-        d->grant_id = 0;
+        give_back_locked(d);
         hook_gate_update_locked();
-        hook_client_kick();
     }
     pthread_cond_broadcast(&hook_gate_cv);
     pthread_mutex_unlock(&hook_gate_mu);
     return done;
-}
-
-void hook_drain_now_or_later(int dev)
-{
-    pthread_mutex_lock(&hook_gate_mu);
-    struct hook_dev *d = &hook_gate_st.dev[dev];
-    unsigned gen = d->drain_gen;
-    int live = d->state == DS_DRAINING && !d->drain_pending;
-    pthread_mutex_unlock(&hook_gate_mu);
-    if (!live || drain_attempt(dev, gen, 0))
-        return;
-    pthread_mutex_lock(&hook_gate_mu);
-    if (d->drain_gen == gen && d->state == DS_DRAINING && !d->drain_pending) {
-        d->drain_pending = 1;
-        hook_drain_kick_locked();
-    }
-    pthread_mutex_unlock(&hook_gate_mu);
 }
 
 static void *helper_main(void *arg)
@@ -192,8 +192,8 @@ static void *helper_main(void *arg)
     return NULL;
 }
 
-/* hook_gate_mu held. */
-void hook_drain_kick_locked(void)
+/* Wakes (starting it if needed) the helper thread; hook_gate_mu held. */
+static void kick_locked(void)
 {
     if (!helper_running) {
         pthread_t th;
@@ -213,18 +213,55 @@ void hook_drain_kick_locked(void)
                 if (!d->drain_pending)
                     continue;
                 d->drain_pending = 0;
-                hook_client_release_locked(d, d->drain_reason == DRAIN_IDLE ? "idle" : "revoked");
-                d->state = d->waiters > 0 ? DS_WANT : DS_IDLE;
-                d->grant_id = 0;
+                give_back_locked(d);
             }
             hook_gate_update_locked();
-            hook_client_kick();
             pthread_cond_broadcast(&hook_gate_cv);
             return;
         }
         helper_running = 1;
     }
     pthread_cond_signal(&helper_cv);
+}
+
+void hook_drain_start_locked(int dev, enum hook_drain_reason why, int kick)
+{
+    struct hook_dev *d = &hook_gate_st.dev[dev];
+    d->state = DS_DRAINING;
+    d->drain_reason = why;
+    d->drain_gen++;
+    d->drain_pending = kick;
+    hook_gate_update_locked();
+    if (kick)
+        kick_locked();
+}
+
+int hook_drain_cancel_idle_locked(struct hook_dev *d)
+{
+    if (d->state != DS_DRAINING || d->drain_reason != DRAIN_IDLE)
+        return 0;
+    d->state = DS_GRANTED;
+    d->drain_gen++;
+    hook_gate_update_locked();
+    pthread_cond_broadcast(&hook_gate_cv);
+    return 1;
+}
+
+void hook_drain_now_or_later(int dev)
+{
+    pthread_mutex_lock(&hook_gate_mu);
+    struct hook_dev *d = &hook_gate_st.dev[dev];
+    unsigned gen = d->drain_gen;
+    int live = d->state == DS_DRAINING && !d->drain_pending;
+    pthread_mutex_unlock(&hook_gate_mu);
+    if (!live || drain_attempt(dev, gen, 0))
+        return;
+    pthread_mutex_lock(&hook_gate_mu);
+    if (d->drain_gen == gen && d->state == DS_DRAINING && !d->drain_pending) {
+        d->drain_pending = 1;
+        kick_locked();
+    }
+    pthread_mutex_unlock(&hook_gate_mu);
 }
 
 void hook_drain_atfork_child(void)

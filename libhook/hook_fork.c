@@ -13,7 +13,7 @@
  * process of its own.
  */
 #define _GNU_SOURCE
-#include "hook_internal.h"
+#include "hook_fork.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -23,6 +23,16 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include "hook_burst.h"
+#include "hook_capture.h"
+#include "hook_client.h"
+#include "hook_cuctx.h"
+#include "hook_drain.h"
+#include "hook_gate.h"
+#include "hook_mem.h"
+#include "hook_streams.h"
+#include "hook_thread.h"
 
 static void prepare(void)
 {

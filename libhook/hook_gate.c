@@ -1,36 +1,29 @@
 /*
  * hook_gate.c - the gate: may this process submit work to this GPU now?
  *
- * The fast path (hook_submit_enter in hook_internal.h) is one acquire load
- * of hook_gate_word, which is OPEN only while every device the process has
- * touched is granted.  Everything else comes here: find the device of the
- * stream, let captured work through (it does not run until the graph is
- * launched, and that launch is gated), ask the broker for the device and
- * wait on a condition variable until the grant arrives or the broker is
- * lost (fail open).  A wait longer than a second prints one line saying so,
- * because ipykernel shows stderr in the notebook.
+ * The fast path (hook_submit.h) is one acquire load of hook_gate_word,
+ * which is OPEN only while every device the process has touched is
+ * granted.  This file keeps that word true to the table of devices; the
+ * submission slow path (hook_submit.c) waits on the table, the broker
+ * client (hook_client.c) fills it from grants and revokes, and the drains
+ * (hook_drain.c) give devices back.
  */
-#include "hook_internal.h"
+#include "hook_gate.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-#include "log.h"
+#include "hook_config.h"
 
 _Atomic int hook_gate_word = HOOK_GATE_CLOSED;
 _Atomic unsigned long long hook_gate_epoch = 1;
 _Atomic int hook_gate_activity;
-_Atomic int hook_capture_count;
-_Atomic int hook_capture_want;
 
 pthread_mutex_t hook_gate_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t hook_gate_cv;
 struct hook_gate_state hook_gate_st;
 static pthread_once_t cv_once = PTHREAD_ONCE_INIT;
-
-#define WAIT_NOTICE_NS 1000000000ULL
 
 static void cv_init(void)
 {
@@ -41,24 +34,17 @@ static void cv_init(void)
     pthread_condattr_destroy(&a);
 }
 
-/* hook_gate_cv waits with CLOCK_MONOTONIC deadlines; hook_init_once() calls this, so
- * it is ready before anyone can wait. */
+/* hook_gate_cv waits with CLOCK_MONOTONIC deadlines; hook_init_once()
+ * calls this, so it is ready before anyone can wait. */
 void hook_gate_init(void)
 {
     pthread_once(&cv_once, cv_init);
 }
 
-static void wait_until_locked(uint64_t deadline_ns)
-{
-    struct timespec ts = {(time_t)(deadline_ns / 1000000000ULL),
-                          (long)(deadline_ns % 1000000000ULL)};
-    pthread_cond_timedwait(&hook_gate_cv, &hook_gate_mu, &ts);
-}
-
 void hook_gate_update_locked(void)
 {
     int w;
-    if (hook_cfg.disabled || hook_client_state == CS_UNGATED)
+    if (hook_cfg.disabled || hook_gate_st.client == CS_UNGATED)
         w = HOOK_GATE_UNGATED;
     else {
         w = HOOK_GATE_OPEN;
@@ -69,7 +55,7 @@ void hook_gate_update_locked(void)
     atomic_store_explicit(&hook_gate_word, w, memory_order_seq_cst);
 }
 
-struct hook_dev *hook_touch_locked(int dev)
+struct hook_dev *hook_gate_touch_locked(int dev)
 {
     if (dev < 0 || dev >= HOOK_MAX_DEVICES)
         return NULL;
@@ -84,122 +70,12 @@ struct hook_dev *hook_touch_locked(int dev)
     return d;
 }
 
-/* A context for `dev` exists now: from here on, submissions to it pass the
- * gate only with a grant.  Called before the context is handed to the
- * program, so no submission can precede it. */
-void hook_touch(int dev)
-{
-    hook_init();
-    if (hook_cfg.disabled)
-        return;
-    hook_cuctx_enumerate();
-    pthread_mutex_lock(&hook_gate_mu);
-    hook_touch_locked(dev);
-    pthread_mutex_unlock(&hook_gate_mu);
-    hook_client_start();
-}
-
-struct hook_dev *hook_dev_by_uuid_locked(const char *uuid)
+struct hook_dev *hook_gate_dev_by_uuid_locked(const char *uuid)
 {
     for (int i = 0; i < HOOK_MAX_DEVICES; i++)
         if (hook_gate_st.dev[i].touched && strcmp(hook_gate_st.dev[i].uuid, uuid) == 0)
             return &hook_gate_st.dev[i];
     return NULL;
-}
-
-void hook_drain_start_locked(int dev, enum hook_drain_reason why, int kick)
-{
-    struct hook_dev *d = &hook_gate_st.dev[dev];
-    d->state = DS_DRAINING;
-    d->drain_reason = why;
-    d->drain_gen++;
-    d->drain_pending = kick;
-    hook_gate_update_locked();
-    if (kick)
-        hook_drain_kick_locked();
-}
-
-static void wait_notice_locked(struct hook_dev *d, int dev)
-{
-    if (d->wait_warned)
-        return;
-    d->wait_warned = 1;
-    if (d->wait_info[0])
-        gs_warn("waiting for GPU %d (%s)", dev, d->wait_info);
-    else
-        gs_warn("waiting for the GPU (held by another notebook)");
-}
-
-void hook_gate_slow(struct hook_thr *t, CUstream s, int pt)
-{
-    (void)pt;
-    hook_init();
-    if (hook_cfg.disabled)
-        goto proceed;
-    /* Work captured into a graph runs only when the graph is launched, and
-     * a thread that is capturing must never be held here: the drain that
-     * closed the gate waits for its capture to end. */
-    if (atomic_load_explicit(&t->captures, memory_order_relaxed) > 0)
-        goto proceed;
-    t->nest++;
-    if (atomic_load_explicit(&hook_capture_count, memory_order_acquire) > 0 &&
-        s != CU_STREAM_LEGACY && hook_cuctx_stream_capturing(s)) {
-        t->nest--;
-        goto proceed;
-    }
-    CUcontext ctx;
-    int dev;
-    int where = hook_cuctx_stream_where(s, &ctx, &dev);
-    t->nest--;
-    if (where != 0)
-        goto proceed; /* no context: the driver reports the error itself */
-    hook_touch(dev);
-
-    pthread_mutex_lock(&hook_gate_mu);
-    struct hook_dev *d = hook_touch_locked(dev);
-    int granted = 0;
-    if (!d || hook_client_state == CS_STOPPED) {
-        pthread_mutex_unlock(&hook_gate_mu);
-        goto proceed;
-    }
-    uint64_t start = hook_clock_ns();
-    for (;;) {
-        if (hook_client_state == CS_UNGATED)
-            break;
-        if (d->state == DS_GRANTED) {
-            granted = 1;
-            break;
-        }
-        if (d->state == DS_DRAINING && d->drain_reason == DRAIN_IDLE) {
-            /* New work while giving the GPU back for idleness: keep it. */
-            d->state = DS_GRANTED;
-            d->drain_gen++;
-            hook_gate_update_locked();
-            pthread_cond_broadcast(&hook_gate_cv);
-            granted = 1;
-            break;
-        }
-        uint64_t now = hook_clock_ns();
-        if (d->state == DS_IDLE) {
-            d->state = DS_WANT;
-            d->wait_since_ns = now;
-            d->wait_warned = 0;
-            hook_client_kick();
-        }
-        uint64_t notice = start + WAIT_NOTICE_NS;
-        if (now >= notice && hook_client_state == CS_READY)
-            wait_notice_locked(d, dev);
-        d->waiters++;
-        wait_until_locked(now < notice ? notice : now + WAIT_NOTICE_NS);
-        d->waiters--;
-    }
-    atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
-    pthread_mutex_unlock(&hook_gate_mu);
-    if (granted)
-        hook_track(t, s);
-    return;
-proceed:
-    atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
 }
 
 /* ---- fork --------------------------------------------------------------- */
@@ -214,16 +90,14 @@ void hook_gate_atfork_parent(void)
     pthread_mutex_unlock(&hook_gate_mu);
 }
 
-/* The child starts with no devices, no grants and no captures; the gate is
- * closed so that its first submission goes through the slow path, which
+/* The child starts with no devices and no grants; the gate is closed so
+ * that its first submission goes through the slow path, which
  * re-initialises lazily. */
 void hook_gate_atfork_child(void)
 {
     pthread_mutex_init(&hook_gate_mu, NULL);
     cv_init();
     memset(&hook_gate_st, 0, sizeof hook_gate_st);
-    atomic_store(&hook_capture_count, 0);
-    atomic_store(&hook_capture_want, 0);
     atomic_store(&hook_gate_activity, 0);
     atomic_fetch_add(&hook_gate_epoch, 1);
     atomic_store(&hook_gate_word, hook_cfg.disabled ? HOOK_GATE_UNGATED : HOOK_GATE_CLOSED);

@@ -1,61 +1,41 @@
 /*
- * hook_mem.c - device memory: what this process holds on each GPU, an
- * optional limit, managed memory instead of device memory, and asking the
- * broker for room when an allocation does not fit.
+ * hook_mem.c - device memory: what this process holds on each GPU, and the
+ * optional limit.  The wrappers that call this are hook_mem_wrap.c.
  *
- * Every allocation and free path is accounted per device: cuMemAlloc*,
- * cuMemAllocPitch*, cuMemAllocAsync*, cuMemAllocFromPoolAsync* (the size
- * asked for; what the pool keeps cached is not seen), cuMemAllocManaged,
- * cuMemFree*, cuMemFreeAsync*, and the virtual memory API: physical memory
- * counts from cuMemCreate until it is really freed, which is at cuMemRelease
- * or, when it is still mapped then, at its last cuMemUnmap; mapping does not
- * count again (PyTorch's expandable segments map and unmap as they grow and
+ * Every allocation and free path is accounted per device (hook_mem_wrap.c
+ * lists them): physical memory of the virtual memory API counts from
+ * cuMemCreate until it is really freed, which is at cuMemRelease or, when
+ * it is still mapped then, at its last cuMemUnmap; mapping does not count
+ * again (PyTorch's expandable segments map and unmap as they grow and
  * shrink).  Allocations of a context go with it when it is destroyed.  The
  * sizes live in hash maps (open addressing, one mutex: O(1) per call) from
  * pointer, handle or mapped address to (device, size, kind).
  *
- * A change of a device's footprint marks it; the I/O thread sends `memory`
- * (used, managed, peak) at most every HOOK_MEM_REPORT_MS per device, always
- * the latest value (hook_client.c).
+ * A change of a device's footprint marks it and calls the function the
+ * broker client registered; the I/O thread then sends `memory` (used,
+ * managed, peak) at most every MEM_REPORT_MS per device, always the latest
+ * value (hook_client.c).
  *
  * GPUSHARE_MEMORY_LIMIT caps the process' footprint per device: an
- * allocation past it fails with CUDA_ERROR_OUT_OF_MEMORY without reaching
- * the driver, and cuMemGetInfo / cuDeviceTotalMem report the limit.
- * GPUSHARE_MEMORY=managed serves cuMemAlloc_v2 and cuMemAllocPitch_v2 with
- * cuMemAllocManaged(CU_MEM_ATTACH_GLOBAL) (see README.md for what it does
- * not cover).  In device mode, an allocation the driver refuses for lack of
- * memory asks the broker to make room (make_room) and is retried once when
- * it did, unless the thread is capturing a stream.
+ * allocation past it is refused before it reaches the driver (reserved
+ * under the lock, so concurrent allocations cannot overshoot).
  *
  * A free is taken out of the maps before the real call and put back if the
  * call fails, so an address or handle the driver hands out again at once
  * cannot be confused with the one being freed.
  */
-#define _GNU_SOURCE
-#include "gpushare_hook.h"
-#include "hook_internal.h"
+#include "hook_mem.h"
 
-#include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "hook_config.h"
 #include "log.h"
-
-enum mkind { MK_DEVICE = 1, MK_MANAGED, MK_PHYS, MK_MAP };
-
-struct mval {
-    uint64_t size;
-    uint64_t handle; /* MK_MAP: the physical allocation mapped there */
-    CUcontext ctx;   /* MK_DEVICE/MK_MANAGED: freed with this context */
-    int32_t dev;
-    uint8_t kind;
-    uint8_t released; /* MK_PHYS: cuMemRelease called while still mapped */
-    uint32_t maps;    /* MK_PHYS: live mappings */
-};
 
 struct mslot {
     uint64_t key; /* 0: empty */
-    struct mval v;
+    struct hook_mem_entry v;
 };
 
 struct mtab {
@@ -69,6 +49,7 @@ static struct {
     uint64_t used, managed, peak, reserved;
     int changed;
 } md[HOOK_MAX_DEVICES];
+static void (*notify)(void);
 
 /* ---- the hash maps (memu held) ------------------------------------------- */
 
@@ -82,7 +63,7 @@ static size_t mhash(uint64_t k)
     return (size_t)k;
 }
 
-static struct mval *mget(struct mtab *t, uint64_t key)
+static struct hook_mem_entry *mget(struct mtab *t, uint64_t key)
 {
     if (!t->cap || !key)
         return NULL;
@@ -95,7 +76,7 @@ static struct mval *mget(struct mtab *t, uint64_t key)
     }
 }
 
-static int mput(struct mtab *t, uint64_t key, const struct mval *v)
+static int mput(struct mtab *t, uint64_t key, const struct hook_mem_entry *v)
 {
     if (!key)
         return -1;
@@ -126,7 +107,7 @@ static int mput(struct mtab *t, uint64_t key, const struct mval *v)
 }
 
 /* Removes key (backward-shift deletion: no tombstones); 1 when it was there. */
-static int mdel(struct mtab *t, uint64_t key, struct mval *out)
+static int mdel(struct mtab *t, uint64_t key, struct hook_mem_entry *out)
 {
     if (!t->cap || !key)
         return 0;
@@ -178,10 +159,15 @@ static int count_locked(int dev, int64_t delta, int managed)
     return first;
 }
 
+void hook_mem_set_notify(void (*fn)(void))
+{
+    notify = fn;
+}
+
 static void changed(int first)
 {
-    if (first)
-        hook_client_kick();
+    if (first && notify)
+        notify();
 }
 
 int hook_mem_take(int dev, uint64_t *used, uint64_t *managed, uint64_t *peak)
@@ -218,9 +204,9 @@ void hook_mem_mark_all(void)
     pthread_mutex_unlock(&memu);
 }
 
-static int is_managed(const struct mval *v)
+static int is_managed(const struct hook_mem_entry *v)
 {
-    return v->kind == MK_MANAGED;
+    return v->kind == HOOK_MEM_MANAGED;
 }
 
 /* Whatever a destroyed context held is gone with it. */
@@ -231,7 +217,7 @@ void hook_mem_forget_ctx(CUcontext ctx)
     for (size_t i = 0; i < ptrs.cap;) {
         struct mslot *sl = &ptrs.s[i];
         if (sl->key && sl->v.ctx == ctx) {
-            struct mval v;
+            struct hook_mem_entry v;
             mdel(&ptrs, sl->key, &v); /* may move another entry into slot i */
             first |= count_locked(v.dev, -(int64_t)v.size, is_managed(&v));
         } else
@@ -241,35 +227,10 @@ void hook_mem_forget_ctx(CUcontext ctx)
     changed(first);
 }
 
-/* ---- allocation --------------------------------------------------------- */
-
-struct where {
-    CUcontext ctx;
-    int dev;
-};
-
-static void current(struct where *w)
-{
-    CUdevice d;
-    w->ctx = NULL;
-    w->dev = -1;
-    if (hook_cu.ctxGetCurrent && hook_cu.ctxGetCurrent(&w->ctx) == CUDA_SUCCESS && w->ctx &&
-        hook_cu.ctxGetDevice && hook_cu.ctxGetDevice(&d) == CUDA_SUCCESS && (int)d >= 0 &&
-        (int)d < HOOK_MAX_DEVICES)
-        w->dev = (int)d;
-}
-
-static void on_stream(CUstream s, int pt, struct where *w)
-{
-    if (hook_cuctx_stream_where(hook_cuda_norm_stream(s, pt), &w->ctx, &w->dev) != 0 ||
-        w->dev < 0 || w->dev >= HOOK_MAX_DEVICES) {
-        w->ctx = NULL;
-        w->dev = -1;
-    }
-}
+/* ---- allocation and free ------------------------------------------------- */
 
 /* Before an allocation of `bytes` on w->dev: reserves it under the limit. */
-static CUresult admit(const struct where *w, uint64_t bytes)
+CUresult hook_mem_admit(const struct hook_mem_where *w, uint64_t bytes)
 {
     if (w->dev < 0)
         return CUDA_SUCCESS;
@@ -290,276 +251,37 @@ static CUresult admit(const struct where *w, uint64_t bytes)
 
 /* After it: counts what was allocated (r == CUDA_SUCCESS) and drops the
  * reservation. */
-static void settle(const struct where *w, uint64_t reserved, CUresult r, struct mtab *t,
-                   uint64_t key, uint64_t size, int kind)
+void hook_mem_settle(const struct hook_mem_where *w, uint64_t reserved, CUresult r, uint64_t key,
+                     uint64_t size, enum hook_mem_kind kind)
 {
     if (w->dev < 0)
         return;
+    struct mtab *t = kind == HOOK_MEM_PHYS ? &handles : &ptrs;
     int first = 0;
     pthread_mutex_lock(&memu);
     md[w->dev].reserved -= reserved < md[w->dev].reserved ? reserved : md[w->dev].reserved;
     if (r == CUDA_SUCCESS && key) {
-        struct mval v = {.size = size,
-                         .ctx = kind == MK_PHYS ? NULL : w->ctx,
-                         .dev = w->dev,
-                         .kind = (uint8_t)kind};
-        struct mval old;
+        struct hook_mem_entry v = {.size = size,
+                                   .ctx = kind == HOOK_MEM_PHYS ? NULL : w->ctx,
+                                   .dev = w->dev,
+                                   .kind = (uint8_t)kind};
+        struct hook_mem_entry old;
         if (mdel(t, key, &old)) /* freed behind our back (context teardown we missed) */
             first |= count_locked(old.dev, -(int64_t)old.size, is_managed(&old));
         if (mput(t, key, &v) == 0)
-            first |= count_locked(w->dev, (int64_t)size, kind == MK_MANAGED);
+            first |= count_locked(w->dev, (int64_t)size, kind == HOOK_MEM_MANAGED);
     }
     pthread_mutex_unlock(&memu);
     changed(first);
 }
 
-/* Out of memory in device mode: may the broker make room?  1: retry. */
-static int room(struct hook_thr *t, const struct where *w, uint64_t bytes, CUresult r,
-                int capturing)
-{
-    if (r != CUDA_ERROR_OUT_OF_MEMORY || hook_cfg.managed || w->dev < 0 || capturing ||
-        atomic_load_explicit(&t->captures, memory_order_relaxed) > 0)
-        return 0;
-    char reason[256] = "";
-    uint64_t t0 = hook_clock_ns();
-    int ok = hook_client_make_room(w->dev, bytes, hook_cfg.make_room_ms, reason, sizeof reason);
-    if (ok)
-        gs_debug("the broker made room for %llu bytes on GPU %d in %llu ms; retrying",
-                 (unsigned long long)bytes, w->dev,
-                 (unsigned long long)(hook_clock_ns() - t0) / 1000000ULL);
-    else if (reason[0])
-        gs_warn("out of GPU memory (%llu bytes on GPU %d): %s", (unsigned long long)bytes, w->dev,
-                reason);
-    return ok;
-}
-
-static int stream_capturing(CUstream s, int pt)
-{
-    if (atomic_load_explicit(&hook_capture_count, memory_order_acquire) == 0)
-        return 0;
-    s = hook_cuda_norm_stream(s, pt);
-    return s != CU_STREAM_LEGACY && hook_cuctx_stream_capturing(s);
-}
-
-/* Entry of every memory wrapper: nested calls and GPUSHARE_DISABLE go
- * straight to the driver. */
-#define MEM_ENTER(abi, args)                                                                       \
-    struct hook_thr *t_ = hook_thread_self();                                                      \
-    if (!t_->nest)                                                                                 \
-        hook_init();                                                                               \
-    __typeof__(&abi) real_ = (__typeof__(&abi))hook_real_get(HOOK_IDX_##abi);                      \
-    if (!real_)                                                                                    \
-        return CUDA_ERROR_NOT_FOUND;                                                               \
-    if (t_->nest || hook_cfg.disabled)                                                             \
-        return real_ args;                                                                         \
-    hook_thread_count(t_, HOOK_IDX_##abi);                                                         \
-    t_->nest++
-
-#define MEM_LEAVE(r)                                                                               \
-    do {                                                                                           \
-        t_->nest--;                                                                                \
-        return (r);                                                                                \
-    } while (0)
-
-/* Calls `call` (assigning r), once more if the broker made room. */
-#define WITH_ROOM(w, bytes, capturing, call)                                                       \
-    do {                                                                                           \
-        call;                                                                                      \
-        if (room(t_, (w), (bytes), r, (capturing)))                                                \
-            call;                                                                                  \
-    } while (0)
-
-static CUresult managed_alloc(CUdeviceptr *dptr, size_t bytes)
-{
-    __typeof__(&cuMemAllocManaged) f = HOOK_REAL_FN(cuMemAllocManaged);
-    return f ? f(dptr, bytes, CU_MEM_ATTACH_GLOBAL) : CUDA_ERROR_NOT_SUPPORTED;
-}
-
-HOOK_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
-{
-    MEM_ENTER(cuMemAlloc_v2, (dptr, bytesize));
-    struct where w;
-    current(&w);
-    CUresult r = admit(&w, bytesize);
-    if (r == CUDA_SUCCESS) {
-        if (hook_cfg.managed)
-            r = managed_alloc(dptr, bytesize);
-        else
-            WITH_ROOM(&w, bytesize, 0, r = real_(dptr, bytesize));
-        settle(&w, bytesize, r, &ptrs, r == CUDA_SUCCESS && dptr ? *dptr : 0, bytesize,
-               hook_cfg.managed ? MK_MANAGED : MK_DEVICE);
-    }
-    MEM_LEAVE(r);
-}
-
-/* The 32-bit ABI: never converted (managed memory may lie above 4 GiB). */
-HOOK_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
-{
-    MEM_ENTER(cuMemAlloc, (dptr, bytesize));
-    struct where w;
-    current(&w);
-    CUresult r = admit(&w, bytesize);
-    if (r == CUDA_SUCCESS) {
-        WITH_ROOM(&w, bytesize, 0, r = real_(dptr, bytesize));
-        settle(&w, bytesize, r, &ptrs, r == CUDA_SUCCESS && dptr ? *dptr : 0, bytesize, MK_DEVICE);
-    }
-    MEM_LEAVE(r);
-}
-
-#define PITCH_ALIGN 512 /* what cuMemAllocPitch gives on current GPUs */
-
-static uint64_t pitch_estimate(size_t width, size_t height)
-{
-    uint64_t p = ((uint64_t)width + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN;
-    return height && p > UINT64_MAX / height ? UINT64_MAX : p * height;
-}
-
-static CUresult managed_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
-                              unsigned elsize)
-{
-    if (!dptr || !pitch || width == 0 || height == 0 ||
-        (elsize != 4 && elsize != 8 && elsize != 16))
-        return CUDA_ERROR_INVALID_VALUE;
-    uint64_t bytes = pitch_estimate(width, height);
-    if (bytes > SIZE_MAX)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = managed_alloc(dptr, (size_t)bytes);
-    if (r == CUDA_SUCCESS)
-        *pitch = (size_t)(bytes / height);
-    return r;
-}
-
-HOOK_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
-                                        size_t Height, unsigned int ElementSizeBytes)
-{
-    MEM_ENTER(cuMemAllocPitch_v2, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
-    struct where w;
-    current(&w);
-    uint64_t est = pitch_estimate(WidthInBytes, Height);
-    CUresult r = admit(&w, est);
-    if (r == CUDA_SUCCESS) {
-        if (hook_cfg.managed)
-            r = managed_pitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-        else
-            WITH_ROOM(&w, est, 0, r = real_(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
-        uint64_t size = r == CUDA_SUCCESS && pPitch ? (uint64_t)*pPitch * Height : est;
-        settle(&w, est, r, &ptrs, r == CUDA_SUCCESS && dptr ? *dptr : 0, size,
-               hook_cfg.managed ? MK_MANAGED : MK_DEVICE);
-    }
-    MEM_LEAVE(r);
-}
-
-HOOK_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
-                                     unsigned int WidthInBytes, unsigned int Height,
-                                     unsigned int ElementSizeBytes)
-{
-    MEM_ENTER(cuMemAllocPitch, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
-    struct where w;
-    current(&w);
-    uint64_t est = pitch_estimate(WidthInBytes, Height);
-    CUresult r = admit(&w, est);
-    if (r == CUDA_SUCCESS) {
-        WITH_ROOM(&w, est, 0, r = real_(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
-        uint64_t size = r == CUDA_SUCCESS && pPitch ? (uint64_t)*pPitch * Height : est;
-        settle(&w, est, r, &ptrs, r == CUDA_SUCCESS && dptr ? *dptr : 0, size, MK_DEVICE);
-    }
-    MEM_LEAVE(r);
-}
-
-HOOK_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
-{
-    MEM_ENTER(cuMemAllocManaged, (dptr, bytesize, flags));
-    struct where w;
-    current(&w);
-    CUresult r = admit(&w, bytesize);
-    if (r == CUDA_SUCCESS) {
-        WITH_ROOM(&w, bytesize, 0, r = real_(dptr, bytesize, flags));
-        settle(&w, bytesize, r, &ptrs, r == CUDA_SUCCESS && dptr ? *dptr : 0, bytesize, MK_MANAGED);
-    }
-    MEM_LEAVE(r);
-}
-
-/* Stream-ordered allocations are counted when they are asked for, and
- * uncounted at cuMemFreeAsync (not when the stream reaches it). */
-#define ALLOC_ASYNC(abi, pt, call_args)                                                            \
-    MEM_ENTER(abi, call_args);                                                                     \
-    struct where w;                                                                                \
-    on_stream(hStream, pt, &w);                                                                    \
-    int capturing = stream_capturing(hStream, pt);                                                 \
-    CUresult r = admit(&w, bytesize);                                                              \
-    if (r == CUDA_SUCCESS) {                                                                       \
-        WITH_ROOM(&w, bytesize, capturing, r = real_ call_args);                                   \
-        settle(&w, bytesize, r, &ptrs, r == CUDA_SUCCESS && dptr ? *dptr : 0, bytesize,            \
-               MK_DEVICE);                                                                         \
-    }                                                                                              \
-    MEM_LEAVE(r)
-
-HOOK_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
-{
-    ALLOC_ASYNC(cuMemAllocAsync, 0, (dptr, bytesize, hStream));
-}
-
-HOOK_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
-{
-    ALLOC_ASYNC(cuMemAllocAsync_ptsz, 1, (dptr, bytesize, hStream));
-}
-
-HOOK_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                             CUstream hStream)
-{
-    ALLOC_ASYNC(cuMemAllocFromPoolAsync, 0, (dptr, bytesize, pool, hStream));
-}
-
-HOOK_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
-                                                  CUmemoryPool pool, CUstream hStream)
-{
-    ALLOC_ASYNC(cuMemAllocFromPoolAsync_ptsz, 1, (dptr, bytesize, pool, hStream));
-}
-
-/* Physical memory of the virtual memory API: counted from here. */
-HOOK_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
-                                 const CUmemAllocationProp *prop, unsigned long long flags)
-{
-    MEM_ENTER(cuMemCreate, (handle, size, prop, flags));
-    struct where w = {NULL, -1};
-    if (prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE && prop->location.id >= 0 &&
-        prop->location.id < HOOK_MAX_DEVICES)
-        w.dev = prop->location.id; /* host-located allocations are not GPU memory */
-    CUresult r = admit(&w, size);
-    if (r == CUDA_SUCCESS) {
-        WITH_ROOM(&w, size, 0, r = real_(handle, size, prop, flags));
-        settle(&w, size, r, &handles, r == CUDA_SUCCESS && handle ? *handle : 0, size, MK_PHYS);
-    }
-    MEM_LEAVE(r);
-}
-
-HOOK_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
-                              CUmemGenericAllocationHandle handle, unsigned long long flags)
-{
-    MEM_ENTER(cuMemMap, (ptr, size, offset, handle, flags));
-    CUresult r = real_(ptr, size, offset, handle, flags);
-    if (r == CUDA_SUCCESS) {
-        pthread_mutex_lock(&memu);
-        struct mval *h = mget(&handles, handle);
-        if (h) {
-            struct mval v = {.size = size, .handle = handle, .dev = h->dev, .kind = MK_MAP};
-            if (mput(&vas, ptr, &v) == 0)
-                h->maps++;
-        }
-        pthread_mutex_unlock(&memu);
-    }
-    MEM_LEAVE(r);
-}
-
-/* ---- free ------------------------------------------------------------------ */
-
 /* The memory goes away: uncount it (memu held). */
-static int uncount_locked(const struct mval *v)
+static int uncount_locked(const struct hook_mem_entry *v)
 {
     return count_locked(v->dev, -(int64_t)v->size, is_managed(v));
 }
 
-static int take_ptr(CUdeviceptr p, struct mval *v)
+int hook_mem_free_begin(CUdeviceptr p, struct hook_mem_entry *v)
 {
     pthread_mutex_lock(&memu);
     int had = mdel(&ptrs, p, v);
@@ -568,7 +290,7 @@ static int take_ptr(CUdeviceptr p, struct mval *v)
 }
 
 /* After the real free: the bytes are gone (ok), or the entry goes back. */
-static void freed_ptr(CUdeviceptr p, const struct mval *v, int had, CUresult r)
+void hook_mem_free_end(CUdeviceptr p, const struct hook_mem_entry *v, int had, CUresult r)
 {
     if (!had)
         return;
@@ -582,84 +304,70 @@ static void freed_ptr(CUdeviceptr p, const struct mval *v, int had, CUresult r)
     changed(first);
 }
 
-#define FREE_PTR(abi, p, args)                                                                     \
-    MEM_ENTER(abi, args);                                                                          \
-    struct mval v;                                                                                 \
-    int had = take_ptr((CUdeviceptr)(p), &v);                                                      \
-    CUresult r = real_ args;                                                                       \
-    freed_ptr((CUdeviceptr)(p), &v, had, r);                                                       \
-    MEM_LEAVE(r)
+/* ---- the virtual memory API ---------------------------------------------- */
 
-HOOK_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+void hook_mem_mapped(CUdeviceptr ptr, size_t size, CUmemGenericAllocationHandle handle)
 {
-    FREE_PTR(cuMemFree_v2, dptr, (dptr));
-}
-
-HOOK_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
-{
-    FREE_PTR(cuMemFree, dptr, (dptr));
-}
-
-HOOK_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
-{
-    FREE_PTR(cuMemFreeAsync, dptr, (dptr, hStream));
-}
-
-HOOK_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
-{
-    FREE_PTR(cuMemFreeAsync_ptsz, dptr, (dptr, hStream));
-}
-
-/* The physical memory is freed now when nothing maps it, else at the last
- * cuMemUnmap. */
-HOOK_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
-{
-    MEM_ENTER(cuMemRelease, (handle));
-    struct mval v;
-    int had = 0, mapped = 0;
     pthread_mutex_lock(&memu);
-    struct mval *h = mget(&handles, handle);
-    if (h && !h->released) {
-        had = 1;
-        if (h->maps > 0) {
-            mapped = 1;
-            h->released = 1;
-        } else
-            mdel(&handles, handle, &v);
+    struct hook_mem_entry *h = mget(&handles, handle);
+    if (h) {
+        struct hook_mem_entry v = {
+            .size = size, .handle = handle, .dev = h->dev, .kind = HOOK_MEM_MAP};
+        if (mput(&vas, ptr, &v) == 0)
+            h->maps++;
     }
     pthread_mutex_unlock(&memu);
-    CUresult r = real_(handle);
-    int first = 0;
+}
+
+void hook_mem_release_begin(CUmemGenericAllocationHandle handle, struct hook_mem_release *rel)
+{
+    rel->had = rel->mapped = 0;
     pthread_mutex_lock(&memu);
-    if (had && !mapped) {
+    struct hook_mem_entry *h = mget(&handles, handle);
+    if (h && !h->released) {
+        rel->had = 1;
+        if (h->maps > 0) {
+            rel->mapped = 1;
+            h->released = 1;
+        } else
+            mdel(&handles, handle, &rel->v);
+    }
+    pthread_mutex_unlock(&memu);
+}
+
+void hook_mem_release_end(CUmemGenericAllocationHandle handle, const struct hook_mem_release *rel,
+                          CUresult r)
+{
+    int first = 0;
+    struct hook_mem_entry *h;
+    pthread_mutex_lock(&memu);
+    if (rel->had && !rel->mapped) {
         if (r == CUDA_SUCCESS)
-            first = uncount_locked(&v);
+            first = uncount_locked(&rel->v);
         else if (!mget(&handles, handle))
-            mput(&handles, handle, &v);
-    } else if (had && r != CUDA_SUCCESS && (h = mget(&handles, handle)) != NULL)
+            mput(&handles, handle, &rel->v);
+    } else if (rel->had && r != CUDA_SUCCESS && (h = mget(&handles, handle)) != NULL)
         h->released = 0;
     pthread_mutex_unlock(&memu);
     changed(first);
-    MEM_LEAVE(r);
 }
-
-#define MAX_UNMAP 64
 
 /* Mappings inside [ptr, ptr + size): adjacent ones are found by address,
  * anything else by a scan.  memu held; removes them from vas. */
-static size_t take_maps_locked(CUdeviceptr ptr, size_t size, uint64_t *keys, struct mval *out)
+static size_t take_maps_locked(CUdeviceptr ptr, size_t size, uint64_t *keys,
+                               struct hook_mem_entry *out)
 {
     size_t n = 0;
     uint64_t at = ptr, end = (uint64_t)ptr + size;
-    struct mval v;
-    while (n < MAX_UNMAP && at < end && mdel(&vas, at, &v)) {
+    struct hook_mem_entry v;
+    while (n < HOOK_MEM_MAX_UNMAP && at < end && mdel(&vas, at, &v)) {
         keys[n] = at;
         out[n++] = v;
         at += v.size ? v.size : 1;
     }
     if (at >= end)
         return n;
-    for (size_t i = 0; i < vas.cap && n < MAX_UNMAP;) {
+    for (size_t i = 0; i < vas.cap && n < HOOK_MEM_MAX_UNMAP;) {
         struct mslot *sl = &vas.s[i];
         if (sl->key && sl->key >= ptr && sl->key < end) {
             keys[n] = sl->key;
@@ -671,43 +379,42 @@ static size_t take_maps_locked(CUdeviceptr ptr, size_t size, uint64_t *keys, str
     return n;
 }
 
-HOOK_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+void hook_mem_unmap_begin(CUdeviceptr ptr, size_t size, struct hook_mem_unmap *u)
 {
-    MEM_ENTER(cuMemUnmap, (ptr, size));
-    uint64_t keys[MAX_UNMAP];
-    struct mval maps[MAX_UNMAP];
     pthread_mutex_lock(&memu);
-    size_t n = take_maps_locked(ptr, size, keys, maps);
+    u->n = take_maps_locked(ptr, size, u->keys, u->maps);
     pthread_mutex_unlock(&memu);
-    CUresult r = real_(ptr, size);
+}
+
+void hook_mem_unmap_end(const struct hook_mem_unmap *u, CUresult r)
+{
     int first = 0;
     pthread_mutex_lock(&memu);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < u->n; i++) {
         if (r != CUDA_SUCCESS) {
-            if (!mget(&vas, keys[i]))
-                mput(&vas, keys[i], &maps[i]);
+            if (!mget(&vas, u->keys[i]))
+                mput(&vas, u->keys[i], &u->maps[i]);
             continue;
         }
-        struct mval *h = mget(&handles, maps[i].handle);
+        struct hook_mem_entry *h = mget(&handles, u->maps[i].handle);
         if (!h)
             continue;
         if (h->maps > 0)
             h->maps--;
         if (h->maps == 0 && h->released) {
-            struct mval hv;
-            mdel(&handles, maps[i].handle, &hv);
+            struct hook_mem_entry hv;
+            mdel(&handles, u->maps[i].handle, &hv);
             first |= uncount_locked(&hv);
         }
     }
     pthread_mutex_unlock(&memu);
     changed(first);
-    MEM_LEAVE(r);
 }
 
-/* ---- what the program is told ------------------------------------------- */
+/* ---- what the program is told, and introspection -------------------------- */
 
 /* With a limit, the device looks as large as the limit. */
-static void limited(int dev, uint64_t *freeb, uint64_t *total)
+void hook_mem_limited(int dev, uint64_t *freeb, uint64_t *total)
 {
     uint64_t lim = hook_cfg.memory_limit;
     if (!lim || dev < 0 || dev >= HOOK_MAX_DEVICES)
@@ -724,82 +431,19 @@ static void limited(int dev, uint64_t *freeb, uint64_t *total)
     }
 }
 
-HOOK_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
-{
-    MEM_ENTER(cuMemGetInfo_v2, (free_bytes, total));
-    CUresult r = real_(free_bytes, total);
-    if (r == CUDA_SUCCESS && hook_cfg.memory_limit) {
-        struct where w;
-        current(&w);
-        uint64_t f = free_bytes ? *free_bytes : 0, t = total ? *total : 0;
-        limited(w.dev, &f, &t);
-        if (free_bytes)
-            *free_bytes = (size_t)f;
-        if (total)
-            *total = (size_t)t;
-    }
-    MEM_LEAVE(r);
-}
-
-HOOK_EXPORT CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total)
-{
-    MEM_ENTER(cuMemGetInfo, (free_bytes, total));
-    CUresult r = real_(free_bytes, total);
-    if (r == CUDA_SUCCESS && hook_cfg.memory_limit) {
-        struct where w;
-        current(&w);
-        uint64_t f = free_bytes ? *free_bytes : 0, t = total ? *total : 0;
-        limited(w.dev, &f, &t);
-        if (free_bytes)
-            *free_bytes = (unsigned)f;
-        if (total)
-            *total = (unsigned)t;
-    }
-    MEM_LEAVE(r);
-}
-
-HOOK_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
-{
-    MEM_ENTER(cuDeviceTotalMem_v2, (bytes, dev));
-    CUresult r = real_(bytes, dev);
-    if (r == CUDA_SUCCESS && bytes && hook_cfg.memory_limit) {
-        uint64_t t = *bytes;
-        limited((int)dev, NULL, &t);
-        *bytes = (size_t)t;
-    }
-    MEM_LEAVE(r);
-}
-
-HOOK_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
-{
-    MEM_ENTER(cuDeviceTotalMem, (bytes, dev));
-    CUresult r = real_(bytes, dev);
-    if (r == CUDA_SUCCESS && bytes && hook_cfg.memory_limit) {
-        uint64_t t = *bytes;
-        limited((int)dev, NULL, &t);
-        *bytes = (unsigned)t;
-    }
-    MEM_LEAVE(r);
-}
-
-/* ---- introspection and fork ----------------------------------------------- */
-
-/* For tests and tools: dev's footprint as the hook counts it. */
-HOOK_EXPORT int gpushare_hook_memory(int dev, unsigned long long *used, unsigned long long *managed,
-                                     unsigned long long *peak)
+int hook_mem_footprint(int dev, uint64_t *used, uint64_t *managed, uint64_t *peak)
 {
     if (dev < 0 || dev >= HOOK_MAX_DEVICES)
         return -1;
     pthread_mutex_lock(&memu);
-    if (used)
-        *used = md[dev].used;
-    if (managed)
-        *managed = md[dev].managed;
-    if (peak)
-        *peak = md[dev].peak;
+    *used = md[dev].used;
+    *managed = md[dev].managed;
+    *peak = md[dev].peak;
     pthread_mutex_unlock(&memu);
     return 0;
 }
+
+/* ---- fork ------------------------------------------------------------------ */
 
 void hook_mem_atfork_prepare(void)
 {

@@ -24,13 +24,23 @@
  * only public glibc interfaces are involved.
  */
 #define _GNU_SOURCE
-#include "hook_internal.h"
-
 #include <dlfcn.h>
 #include <link.h>
 #include <string.h>
 
+#include "hook_cuda.h"
+#include "hook_init.h"
+#include "hook_real.h"
+#include "hook_table.h"
+#include "hook_thread.h"
 #include "log.h"
+
+/* The hook's own definition of every table entry (hook_wrappers.c,
+ * hook_ctx.c, hook_capture_wrap.c, hook_mem_wrap.c and this file). */
+static void *const wrapper[HOOK_N] = {
+#define HOOK_FN(cls, abi, base, pt, stream, params, args) (void *)&abi,
+#include "hook_table.def"
+};
 
 /* p is what the real resolver returned for `name`; the hook's wrapper when p
  * is the real address of an ABI variant of that name. */
@@ -60,7 +70,7 @@ static void *substitute(const char *name, void *p, int want_pt)
         gs_debug("%s resolved to %p, which is no variant the hook knows: passed through", name, p);
         return p;
     }
-    return hook_table[match].wrapper;
+    return wrapper[match];
 }
 
 /* ---- cuGetProcAddress --------------------------------------------------- */
@@ -136,10 +146,10 @@ static void *substitute_dl(hook_dlsym_fn real, const char *name, void *p)
         return p;
     int idx = hook_table_find_abi(name);
     hook_init();
-    if (p == hook_table[idx].wrapper && !hook_real[idx])
+    if (p == wrapper[idx] && !hook_real[idx])
         return not_found(real, name); /* only the hook's own export: libcuda lacks it */
     if (p == hook_real[idx])
-        return hook_table[idx].wrapper;
+        return wrapper[idx];
     return p;
 }
 

@@ -12,16 +12,19 @@
  * device and synchronises on those events from the helper thread.
  *
  * Marking costs nothing on the fast path once a thread has marked a stream
- * in the current epoch (its per-thread cache); the first submission to a
- * stream per grant takes hook_streams_mu.  cuStreamDestroy and context teardown
+ * in the current epoch (its per-thread cache, hook_submit.h); the first
+ * submission to a stream per grant takes hook_streams_mu.  cuStreamDestroy and context teardown
  * remove entries under the same lock, so a drain never records on a stream
  * that is gone.
  */
-#include "hook_internal.h"
+#include "hook_streams.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "hook_clock.h"
+#include "hook_cuctx.h"
+#include "hook_real.h"
 #include "log.h"
 
 pthread_mutex_t hook_streams_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -64,21 +67,20 @@ static void remove_at_locked(size_t i)
     set[i] = set[--nset];
 }
 
-void hook_track_slow(struct hook_thr *t, CUstream s, unsigned long long epoch)
+int hook_streams_mark(CUstream s, unsigned long long epoch, int *dev)
 {
-    t->nest++;
     CUcontext ctx = NULL;
     int implicit = hook_cuda_stream_implicit(s);
     if (implicit && (!hook_cu.ctxGetCurrent || hook_cu.ctxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx))
-        goto out;
+        return -1;
     pthread_mutex_lock(&hook_streams_mu);
     struct sentry *e = find_locked(implicit ? NULL : s, ctx);
     if (!e) {
-        int dev;
+        int sdev;
         CUcontext sctx;
-        if (hook_cuctx_stream_where(s, &sctx, &dev) != 0) {
+        if (hook_cuctx_stream_where(s, &sctx, &sdev) != 0) {
             pthread_mutex_unlock(&hook_streams_mu);
-            goto out;
+            return -1;
         }
         CUgreenCtx green = NULL;
         if (!implicit && hook_cu.streamGetCtx2) {
@@ -89,30 +91,17 @@ void hook_track_slow(struct hook_thr *t, CUstream s, unsigned long long epoch)
         e = add_locked();
         if (!e) {
             pthread_mutex_unlock(&hook_streams_mu);
-            goto out;
+            return -1;
         }
         e->s = implicit ? NULL : s;
         e->ctx = sctx;
         e->green = green;
-        e->dev = dev;
+        e->dev = sdev;
     }
     e->mark = epoch;
-    int dev = e->dev;
+    *dev = e->dev;
     pthread_mutex_unlock(&hook_streams_mu);
-    unsigned i = t->cache_next++ % HOOK_TCACHE;
-    t->cache[i].s = s;
-    t->cache[i].epoch = epoch;
-    t->cache[i].ctx_gen = t->ctx_gen;
-    t->cache[i].bflag = dev >= 0 && dev < HOOK_MAX_DEVICES && !hook_cfg.bursts_off
-                            ? &hook_burst_flag[dev]
-                            : &hook_burst_off;
-    t->bflag = t->cache[i].bflag;
-    t->nest--;
-    hook_burst_check(t);
-    return;
-out:
-    t->bflag = &hook_burst_off;
-    t->nest--;
+    return 0;
 }
 
 void hook_streams_forget_stream(CUstream s)

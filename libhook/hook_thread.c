@@ -9,8 +9,9 @@
  * Records are never freed, only recycled when their thread exits (a
  * pthread key destructor), so a drain can walk the list without a lock.
  */
-#include "hook_internal.h"
+#include "hook_thread.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -8,14 +8,17 @@
  * hook (the driver calling its own exported functions, or the hook's own
  * threads) goes straight to the driver.
  *
- * SUBMIT wrappers pass the gate (hook_submit_enter: one atomic load when
+ * SUBMIT wrappers pass the gate (hook_submit.h: one atomic load when
  * the process holds its grants) around the real call, and keep the burst
  * flag up to date (hook_burst.c).  SYNC wrappers only count calls: bursts
  * are measured by the monitor's own events, not by the program's
  * synchronisations.  The accounted ALLOC/FREE entry points are written out
- * in hook_mem.c; the rest (arrays) only count calls.
+ * in hook_mem_wrap.c; the rest (arrays) only count calls.
  */
-#include "hook_internal.h"
+#include "hook_init.h"
+#include "hook_real.h"
+#include "hook_submit.h"
+#include "hook_thread.h"
 
 #define HOOK_CONFIG_STREAM(cfg)    ((cfg) ? (cfg)->hStream : NULL)
 #define HOOK_MULTI_STREAM(list, n) ((list) && (n) ? (list)[0].hStream : NULL)
@@ -62,7 +65,7 @@
         return r_;                                                                                 \
     }
 
-/* The memory entry points hook_mem.c defines itself (accounting, limit,
+/* The memory entry points hook_mem_wrap.c defines itself (accounting, limit,
  * managed mode, make_room); the generator skips them.  HOOK_OWN(abi) is 1
  * for the names listed here, 0 for any other (the "~, 1" makes a second
  * macro argument appear only for them). */
@@ -97,7 +100,7 @@
 #define WRAP_ALLOC(abi, pt, stream, params, args)   WRAP_MEM(abi, params, args)
 #define WRAP_FREE(abi, pt, stream, params, args)    WRAP_MEM(abi, params, args)
 #define WRAP_RESOLVE(abi, pt, stream, params, args) /* hook_resolve.c */
-#define WRAP_OTHER(abi, pt, stream, params, args)   /* hook_ctx.c, hook_capture.c */
+#define WRAP_OTHER(abi, pt, stream, params, args)   /* hook_ctx.c, hook_capture_wrap.c */
 
 #define HOOK_FN(cls, abi, base, pt, stream, params, args)                                          \
     WRAP_##cls(abi, HOOK_PTV_##pt, stream, params, args)

@@ -1,0 +1,91 @@
+/*
+ * hook_gate.h - the gate: may this process submit work to a GPU now?  The
+ * primitive that the submission path, the broker client and the drains all
+ * use, and which calls none of them: the gate word, the table of devices
+ * (what the broker granted, who waits), and the lock and condition
+ * variable that guard that table.
+ */
+#ifndef GS_HOOK_GATE_H
+#define GS_HOOK_GATE_H
+
+#include "hook_cuda.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+enum { HOOK_GATE_CLOSED = 0, HOOK_GATE_OPEN = 1, HOOK_GATE_UNGATED = 2 };
+/* CLOSED: some device this process touched is not granted; OPEN: all are
+ * granted; UNGATED: no broker (or GPUSHARE_DISABLE), nothing waits.  Every
+ * submission loads it (hook_submit.h). */
+extern _Atomic int hook_gate_word;
+extern _Atomic unsigned long long hook_gate_epoch; /* bumped at each grant */
+extern _Atomic int hook_gate_activity; /* set by submissions, cleared by the idle timer */
+
+#define HOOK_UUID_LEN 48
+
+enum hook_dev_state {
+    DS_IDLE = 0,  /* touched, no grant, nobody waiting */
+    DS_WANT,      /* someone waits: acquire to be sent */
+    DS_REQUESTED, /* acquire sent */
+    DS_GRANTED,
+    DS_DRAINING /* gate closed, waiting for submitted work before release */
+};
+enum hook_drain_reason { DRAIN_REVOKED = 1, DRAIN_IDLE };
+
+struct hook_dev {
+    int touched;
+    enum hook_dev_state state;
+    char uuid[HOOK_UUID_LEN];
+    long long grant_id;
+    long long quantum_us;
+    uint64_t granted_ns;
+    unsigned long long epoch_start; /* hook_gate_epoch when granted */
+    enum hook_drain_reason drain_reason;
+    unsigned drain_gen; /* bumped when a drain starts or is cancelled */
+    int drain_pending;  /* for the helper thread */
+    int waiters;
+    long long acquire_seq;
+    uint64_t wait_since_ns;
+    int wait_warned;
+    char wait_info[256]; /* from the broker's reply to acquire */
+};
+
+/* The broker connection, as far as the gate cares; kept by hook_client.c. */
+enum hook_client_state {
+    CS_NONE = 0,   /* not started (no device touched yet) */
+    CS_CONNECTING, /* first attempt: submissions wait (at most ~200 ms) */
+    CS_READY,      /* welcome received: gated */
+    CS_UNGATED,    /* no broker: running ungated, reconnecting in the background */
+    CS_STOPPED     /* exiting */
+};
+
+/* Everything below is guarded by hook_gate_mu. */
+extern pthread_mutex_t hook_gate_mu;
+/* Any change of device, client or capture state; waits with CLOCK_MONOTONIC
+ * deadlines. */
+extern pthread_cond_t hook_gate_cv;
+struct hook_gate_state {
+    struct hook_dev dev[HOOK_MAX_DEVICES];
+    int ndev; /* devices enumerated (uuid known) */
+    int enumerated;
+    enum hook_client_state client;
+    int drain_syncing;  /* drains synchronising: captures and teardown wait */
+    int monitor_active; /* burst monitors calling the driver: captures wait */
+    int monitor_busy;   /* burst monitors holding events: teardown waits */
+    int ctx_destroying; /* a context is being destroyed (or waits to be) */
+};
+extern struct hook_gate_state hook_gate_st;
+
+/* Before anyone can wait on hook_gate_cv: from hook_init. */
+void hook_gate_init(void);
+/* Recomputes hook_gate_word from the devices and the client state. */
+void hook_gate_update_locked(void);
+/* A context for device `dev` exists: the device is gated from now on. */
+struct hook_dev *hook_gate_touch_locked(int dev);
+struct hook_dev *hook_gate_dev_by_uuid_locked(const char *uuid);
+void hook_gate_atfork_prepare(void);
+void hook_gate_atfork_parent(void);
+void hook_gate_atfork_child(void);
+
+#endif

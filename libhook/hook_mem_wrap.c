@@ -1,0 +1,400 @@
+/*
+ * hook_mem_wrap.c - the wrappers of every allocation and free path, and of
+ * what the memory limit changes: managed memory instead of device memory,
+ * and asking the broker for room when an allocation does not fit.  What
+ * they count is kept by hook_mem.c.
+ *
+ * Accounted: cuMemAlloc*, cuMemAllocPitch*, cuMemAllocAsync*,
+ * cuMemAllocFromPoolAsync* (the size asked for; what the pool keeps cached
+ * is not seen), cuMemAllocManaged, cuMemFree*, cuMemFreeAsync*, and the
+ * virtual memory API (cuMemCreate, cuMemMap, cuMemUnmap, cuMemRelease).
+ *
+ * GPUSHARE_MEMORY_LIMIT: an allocation past it fails with
+ * CUDA_ERROR_OUT_OF_MEMORY without reaching the driver, and cuMemGetInfo /
+ * cuDeviceTotalMem report the limit.  GPUSHARE_MEMORY=managed serves
+ * cuMemAlloc_v2 and cuMemAllocPitch_v2 with
+ * cuMemAllocManaged(CU_MEM_ATTACH_GLOBAL) (see README.md for what it does
+ * not cover).  In device mode, an allocation the driver refuses for lack of
+ * memory asks the broker to make room (make_room) and is retried once when
+ * it did, unless the thread is capturing a stream.
+ */
+#include <limits.h>
+#include <stdint.h>
+
+#include "hook_capture.h"
+#include "hook_client.h"
+#include "hook_clock.h"
+#include "hook_config.h"
+#include "hook_cuctx.h"
+#include "hook_init.h"
+#include "hook_mem.h"
+#include "hook_real.h"
+#include "hook_thread.h"
+#include "log.h"
+
+/* ---- where an allocation goes, and room for it ----------------------------- */
+
+static void current(struct hook_mem_where *w)
+{
+    CUdevice d;
+    w->ctx = NULL;
+    w->dev = -1;
+    if (hook_cu.ctxGetCurrent && hook_cu.ctxGetCurrent(&w->ctx) == CUDA_SUCCESS && w->ctx &&
+        hook_cu.ctxGetDevice && hook_cu.ctxGetDevice(&d) == CUDA_SUCCESS && (int)d >= 0 &&
+        (int)d < HOOK_MAX_DEVICES)
+        w->dev = (int)d;
+}
+
+static void on_stream(CUstream s, int pt, struct hook_mem_where *w)
+{
+    if (hook_cuctx_stream_where(hook_cuda_norm_stream(s, pt), &w->ctx, &w->dev) != 0 ||
+        w->dev < 0 || w->dev >= HOOK_MAX_DEVICES) {
+        w->ctx = NULL;
+        w->dev = -1;
+    }
+}
+
+/* Out of memory in device mode: may the broker make room?  1: retry. */
+static int room(struct hook_thr *t, const struct hook_mem_where *w, uint64_t bytes, CUresult r,
+                int capturing)
+{
+    if (r != CUDA_ERROR_OUT_OF_MEMORY || hook_cfg.managed || w->dev < 0 || capturing ||
+        atomic_load_explicit(&t->captures, memory_order_relaxed) > 0)
+        return 0;
+    char reason[256] = "";
+    uint64_t t0 = hook_clock_ns();
+    int ok = hook_client_make_room(w->dev, bytes, hook_cfg.make_room_ms, reason, sizeof reason);
+    if (ok)
+        gs_debug("the broker made room for %llu bytes on GPU %d in %llu ms; retrying",
+                 (unsigned long long)bytes, w->dev,
+                 (unsigned long long)(hook_clock_ns() - t0) / 1000000ULL);
+    else if (reason[0])
+        gs_warn("out of GPU memory (%llu bytes on GPU %d): %s", (unsigned long long)bytes, w->dev,
+                reason);
+    return ok;
+}
+
+static int stream_capturing(CUstream s, int pt)
+{
+    if (atomic_load_explicit(&hook_capture_count, memory_order_acquire) == 0)
+        return 0;
+    s = hook_cuda_norm_stream(s, pt);
+    return s != CU_STREAM_LEGACY && hook_cuctx_stream_capturing(s);
+}
+
+/* Entry of every memory wrapper: nested calls and GPUSHARE_DISABLE go
+ * straight to the driver. */
+#define MEM_ENTER(abi, args)                                                                       \
+    struct hook_thr *t_ = hook_thread_self();                                                      \
+    if (!t_->nest)                                                                                 \
+        hook_init();                                                                               \
+    __typeof__(&abi) real_ = (__typeof__(&abi))hook_real_get(HOOK_IDX_##abi);                      \
+    if (!real_)                                                                                    \
+        return CUDA_ERROR_NOT_FOUND;                                                               \
+    if (t_->nest || hook_cfg.disabled)                                                             \
+        return real_ args;                                                                         \
+    hook_thread_count(t_, HOOK_IDX_##abi);                                                         \
+    t_->nest++
+
+#define MEM_LEAVE(r)                                                                               \
+    do {                                                                                           \
+        t_->nest--;                                                                                \
+        return (r);                                                                                \
+    } while (0)
+
+/* Calls `call` (assigning r), once more if the broker made room. */
+#define WITH_ROOM(w, bytes, capturing, call)                                                       \
+    do {                                                                                           \
+        call;                                                                                      \
+        if (room(t_, (w), (bytes), r, (capturing)))                                                \
+            call;                                                                                  \
+    } while (0)
+
+static CUresult managed_alloc(CUdeviceptr *dptr, size_t bytes)
+{
+    __typeof__(&cuMemAllocManaged) f = HOOK_REAL_FN(cuMemAllocManaged);
+    return f ? f(dptr, bytes, CU_MEM_ATTACH_GLOBAL) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+HOOK_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    MEM_ENTER(cuMemAlloc_v2, (dptr, bytesize));
+    struct hook_mem_where w;
+    current(&w);
+    CUresult r = hook_mem_admit(&w, bytesize);
+    if (r == CUDA_SUCCESS) {
+        if (hook_cfg.managed)
+            r = managed_alloc(dptr, bytesize);
+        else
+            WITH_ROOM(&w, bytesize, 0, r = real_(dptr, bytesize));
+        hook_mem_settle(&w, bytesize, r, r == CUDA_SUCCESS && dptr ? *dptr : 0, bytesize,
+                        hook_cfg.managed ? HOOK_MEM_MANAGED : HOOK_MEM_DEVICE);
+    }
+    MEM_LEAVE(r);
+}
+
+/* The 32-bit ABI: never converted (managed memory may lie above 4 GiB). */
+HOOK_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
+{
+    MEM_ENTER(cuMemAlloc, (dptr, bytesize));
+    struct hook_mem_where w;
+    current(&w);
+    CUresult r = hook_mem_admit(&w, bytesize);
+    if (r == CUDA_SUCCESS) {
+        WITH_ROOM(&w, bytesize, 0, r = real_(dptr, bytesize));
+        hook_mem_settle(&w, bytesize, r, r == CUDA_SUCCESS && dptr ? *dptr : 0, bytesize,
+                        HOOK_MEM_DEVICE);
+    }
+    MEM_LEAVE(r);
+}
+
+#define PITCH_ALIGN 512 /* what cuMemAllocPitch gives on current GPUs */
+
+static uint64_t pitch_estimate(size_t width, size_t height)
+{
+    uint64_t p = ((uint64_t)width + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN;
+    return height && p > UINT64_MAX / height ? UINT64_MAX : p * height;
+}
+
+static CUresult managed_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+                              unsigned elsize)
+{
+    if (!dptr || !pitch || width == 0 || height == 0 ||
+        (elsize != 4 && elsize != 8 && elsize != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t bytes = pitch_estimate(width, height);
+    if (bytes > SIZE_MAX)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = managed_alloc(dptr, (size_t)bytes);
+    if (r == CUDA_SUCCESS)
+        *pitch = (size_t)(bytes / height);
+    return r;
+}
+
+HOOK_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+                                        size_t Height, unsigned int ElementSizeBytes)
+{
+    MEM_ENTER(cuMemAllocPitch_v2, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
+    struct hook_mem_where w;
+    current(&w);
+    uint64_t est = pitch_estimate(WidthInBytes, Height);
+    CUresult r = hook_mem_admit(&w, est);
+    if (r == CUDA_SUCCESS) {
+        if (hook_cfg.managed)
+            r = managed_pitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+        else
+            WITH_ROOM(&w, est, 0, r = real_(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
+        uint64_t size = r == CUDA_SUCCESS && pPitch ? (uint64_t)*pPitch * Height : est;
+        hook_mem_settle(&w, est, r, r == CUDA_SUCCESS && dptr ? *dptr : 0, size,
+                        hook_cfg.managed ? HOOK_MEM_MANAGED : HOOK_MEM_DEVICE);
+    }
+    MEM_LEAVE(r);
+}
+
+HOOK_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
+                                     unsigned int WidthInBytes, unsigned int Height,
+                                     unsigned int ElementSizeBytes)
+{
+    MEM_ENTER(cuMemAllocPitch, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
+    struct hook_mem_where w;
+    current(&w);
+    uint64_t est = pitch_estimate(WidthInBytes, Height);
+    CUresult r = hook_mem_admit(&w, est);
+    if (r == CUDA_SUCCESS) {
+        WITH_ROOM(&w, est, 0, r = real_(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
+        uint64_t size = r == CUDA_SUCCESS && pPitch ? (uint64_t)*pPitch * Height : est;
+        hook_mem_settle(&w, est, r, r == CUDA_SUCCESS && dptr ? *dptr : 0, size, HOOK_MEM_DEVICE);
+    }
+    MEM_LEAVE(r);
+}
+
+HOOK_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    MEM_ENTER(cuMemAllocManaged, (dptr, bytesize, flags));
+    struct hook_mem_where w;
+    current(&w);
+    CUresult r = hook_mem_admit(&w, bytesize);
+    if (r == CUDA_SUCCESS) {
+        WITH_ROOM(&w, bytesize, 0, r = real_(dptr, bytesize, flags));
+        hook_mem_settle(&w, bytesize, r, r == CUDA_SUCCESS && dptr ? *dptr : 0, bytesize,
+                        HOOK_MEM_MANAGED);
+    }
+    MEM_LEAVE(r);
+}
+
+/* Stream-ordered allocations are counted when they are asked for, and
+ * uncounted at cuMemFreeAsync (not when the stream reaches it). */
+#define ALLOC_ASYNC(abi, pt, call_args)                                                            \
+    MEM_ENTER(abi, call_args);                                                                     \
+    struct hook_mem_where w;                                                                       \
+    on_stream(hStream, pt, &w);                                                                    \
+    int capturing = stream_capturing(hStream, pt);                                                 \
+    CUresult r = hook_mem_admit(&w, bytesize);                                                     \
+    if (r == CUDA_SUCCESS) {                                                                       \
+        WITH_ROOM(&w, bytesize, capturing, r = real_ call_args);                                   \
+        hook_mem_settle(&w, bytesize, r, r == CUDA_SUCCESS && dptr ? *dptr : 0, bytesize,          \
+                        HOOK_MEM_DEVICE);                                                          \
+    }                                                                                              \
+    MEM_LEAVE(r)
+
+HOOK_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    ALLOC_ASYNC(cuMemAllocAsync, 0, (dptr, bytesize, hStream));
+}
+
+HOOK_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    ALLOC_ASYNC(cuMemAllocAsync_ptsz, 1, (dptr, bytesize, hStream));
+}
+
+HOOK_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                             CUstream hStream)
+{
+    ALLOC_ASYNC(cuMemAllocFromPoolAsync, 0, (dptr, bytesize, pool, hStream));
+}
+
+HOOK_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
+                                                  CUmemoryPool pool, CUstream hStream)
+{
+    ALLOC_ASYNC(cuMemAllocFromPoolAsync_ptsz, 1, (dptr, bytesize, pool, hStream));
+}
+
+/* Physical memory of the virtual memory API: counted from here. */
+HOOK_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                                 const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    MEM_ENTER(cuMemCreate, (handle, size, prop, flags));
+    struct hook_mem_where w = {NULL, -1};
+    if (prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE && prop->location.id >= 0 &&
+        prop->location.id < HOOK_MAX_DEVICES)
+        w.dev = prop->location.id; /* host-located allocations are not GPU memory */
+    CUresult r = hook_mem_admit(&w, size);
+    if (r == CUDA_SUCCESS) {
+        WITH_ROOM(&w, size, 0, r = real_(handle, size, prop, flags));
+        hook_mem_settle(&w, size, r, r == CUDA_SUCCESS && handle ? *handle : 0, size,
+                        HOOK_MEM_PHYS);
+    }
+    MEM_LEAVE(r);
+}
+
+HOOK_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                              CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+    MEM_ENTER(cuMemMap, (ptr, size, offset, handle, flags));
+    CUresult r = real_(ptr, size, offset, handle, flags);
+    if (r == CUDA_SUCCESS)
+        hook_mem_mapped(ptr, size, handle);
+    MEM_LEAVE(r);
+}
+
+/* ---- free ------------------------------------------------------------------ */
+
+#define FREE_PTR(abi, p, args)                                                                     \
+    MEM_ENTER(abi, args);                                                                          \
+    struct hook_mem_entry v;                                                                       \
+    int had = hook_mem_free_begin((CUdeviceptr)(p), &v);                                           \
+    CUresult r = real_ args;                                                                       \
+    hook_mem_free_end((CUdeviceptr)(p), &v, had, r);                                               \
+    MEM_LEAVE(r)
+
+HOOK_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    FREE_PTR(cuMemFree_v2, dptr, (dptr));
+}
+
+HOOK_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
+{
+    FREE_PTR(cuMemFree, dptr, (dptr));
+}
+
+HOOK_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    FREE_PTR(cuMemFreeAsync, dptr, (dptr, hStream));
+}
+
+HOOK_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    FREE_PTR(cuMemFreeAsync_ptsz, dptr, (dptr, hStream));
+}
+
+/* The physical memory is freed now when nothing maps it, else at the last
+ * cuMemUnmap. */
+HOOK_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    MEM_ENTER(cuMemRelease, (handle));
+    struct hook_mem_release rel;
+    hook_mem_release_begin(handle, &rel);
+    CUresult r = real_(handle);
+    hook_mem_release_end(handle, &rel, r);
+    MEM_LEAVE(r);
+}
+
+HOOK_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    MEM_ENTER(cuMemUnmap, (ptr, size));
+    struct hook_mem_unmap u;
+    hook_mem_unmap_begin(ptr, size, &u);
+    CUresult r = real_(ptr, size);
+    hook_mem_unmap_end(&u, r);
+    MEM_LEAVE(r);
+}
+
+/* ---- what the program is told ------------------------------------------- */
+
+HOOK_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+    MEM_ENTER(cuMemGetInfo_v2, (free_bytes, total));
+    CUresult r = real_(free_bytes, total);
+    if (r == CUDA_SUCCESS && hook_cfg.memory_limit) {
+        struct hook_mem_where w;
+        current(&w);
+        uint64_t f = free_bytes ? *free_bytes : 0, t = total ? *total : 0;
+        hook_mem_limited(w.dev, &f, &t);
+        if (free_bytes)
+            *free_bytes = (size_t)f;
+        if (total)
+            *total = (size_t)t;
+    }
+    MEM_LEAVE(r);
+}
+
+HOOK_EXPORT CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total)
+{
+    MEM_ENTER(cuMemGetInfo, (free_bytes, total));
+    CUresult r = real_(free_bytes, total);
+    if (r == CUDA_SUCCESS && hook_cfg.memory_limit) {
+        struct hook_mem_where w;
+        current(&w);
+        uint64_t f = free_bytes ? *free_bytes : 0, t = total ? *total : 0;
+        hook_mem_limited(w.dev, &f, &t);
+        if (free_bytes)
+            *free_bytes = (unsigned)f;
+        if (total)
+            *total = (unsigned)t;
+    }
+    MEM_LEAVE(r);
+}
+
+HOOK_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    MEM_ENTER(cuDeviceTotalMem_v2, (bytes, dev));
+    CUresult r = real_(bytes, dev);
+    if (r == CUDA_SUCCESS && bytes && hook_cfg.memory_limit) {
+        uint64_t t = *bytes;
+        hook_mem_limited((int)dev, NULL, &t);
+        *bytes = (size_t)t;
+    }
+    MEM_LEAVE(r);
+}
+
+HOOK_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
+    MEM_ENTER(cuDeviceTotalMem, (bytes, dev));
+    CUresult r = real_(bytes, dev);
+    if (r == CUDA_SUCCESS && bytes && hook_cfg.memory_limit) {
+        uint64_t t = *bytes;
+        hook_mem_limited((int)dev, NULL, &t);
+        *bytes = (unsigned)t;
+    }
+    MEM_LEAVE(r);
+}

@@ -1,0 +1,131 @@
+/*
+ * hook_submit.c - the slow halves of a submission (the fast path is
+ * hook_submit.h).
+ *
+ * The gate was not open: find the device of the stream, let captured work
+ * through (it does not run until the graph is launched, and that launch is
+ * gated), ask the broker for the device and wait on the gate's condition
+ * variable until the grant arrives or the broker is lost (fail open).  A
+ * wait longer than a second prints one line saying so, because ipykernel
+ * shows stderr in the notebook.
+ *
+ * The stream was not in the thread's cache: mark it as having work in this
+ * grant (hook_streams.c: a drain or a burst probe records an event on it)
+ * and remember it, with its device's burst flag, for the rest of the grant.
+ */
+#include "hook_submit.h"
+
+#include "hook_capture.h"
+#include "hook_client.h"
+#include "hook_clock.h"
+#include "hook_config.h"
+#include "hook_cuctx.h"
+#include "hook_drain.h"
+#include "hook_init.h"
+#include "hook_streams.h"
+#include "log.h"
+
+#define WAIT_NOTICE_NS 1000000000ULL
+
+static void wait_until_locked(uint64_t deadline_ns)
+{
+    struct timespec ts = {(time_t)(deadline_ns / 1000000000ULL),
+                          (long)(deadline_ns % 1000000000ULL)};
+    pthread_cond_timedwait(&hook_gate_cv, &hook_gate_mu, &ts);
+}
+
+static void wait_notice_locked(struct hook_dev *d, int dev)
+{
+    if (d->wait_warned)
+        return;
+    d->wait_warned = 1;
+    if (d->wait_info[0])
+        gs_warn("waiting for GPU %d (%s)", dev, d->wait_info);
+    else
+        gs_warn("waiting for the GPU (held by another notebook)");
+}
+
+void hook_submit_slow(struct hook_thr *t, CUstream s)
+{
+    hook_init();
+    if (hook_cfg.disabled)
+        goto proceed;
+    /* Work captured into a graph runs only when the graph is launched, and
+     * a thread that is capturing must never be held here: the drain that
+     * closed the gate waits for its capture to end. */
+    if (atomic_load_explicit(&t->captures, memory_order_relaxed) > 0)
+        goto proceed;
+    t->nest++;
+    if (atomic_load_explicit(&hook_capture_count, memory_order_acquire) > 0 &&
+        s != CU_STREAM_LEGACY && hook_cuctx_stream_capturing(s)) {
+        t->nest--;
+        goto proceed;
+    }
+    CUcontext ctx;
+    int dev;
+    int where = hook_cuctx_stream_where(s, &ctx, &dev);
+    t->nest--;
+    if (where != 0)
+        goto proceed; /* no context: the driver reports the error itself */
+    hook_client_touch(dev);
+
+    pthread_mutex_lock(&hook_gate_mu);
+    struct hook_dev *d = hook_gate_touch_locked(dev);
+    int granted = 0;
+    if (!d || hook_gate_st.client == CS_STOPPED) {
+        pthread_mutex_unlock(&hook_gate_mu);
+        goto proceed;
+    }
+    uint64_t start = hook_clock_ns();
+    for (;;) {
+        if (hook_gate_st.client == CS_UNGATED)
+            break;
+        if (d->state == DS_GRANTED) {
+            granted = 1;
+            break;
+        }
+        if (hook_drain_cancel_idle_locked(d)) {
+            granted = 1; /* new work while giving the GPU back for idleness: keep it */
+            break;
+        }
+        uint64_t now = hook_clock_ns();
+        if (d->state == DS_IDLE) {
+            d->state = DS_WANT;
+            d->wait_since_ns = now;
+            d->wait_warned = 0;
+            hook_client_kick();
+        }
+        uint64_t notice = start + WAIT_NOTICE_NS;
+        if (now >= notice && hook_gate_st.client == CS_READY)
+            wait_notice_locked(d, dev);
+        d->waiters++;
+        wait_until_locked(now < notice ? notice : now + WAIT_NOTICE_NS);
+        d->waiters--;
+    }
+    atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&hook_gate_mu);
+    if (granted)
+        hook_submit_track(t, s);
+    return;
+proceed:
+    atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
+}
+
+void hook_submit_track_slow(struct hook_thr *t, CUstream s, unsigned long long epoch)
+{
+    t->nest++; /* the driver calls below must not come back into the hook */
+    int dev;
+    if (hook_streams_mark(s, epoch, &dev) != 0) {
+        t->bflag = &hook_burst_off;
+        t->nest--;
+        return;
+    }
+    unsigned i = t->cache_next++ % HOOK_TCACHE;
+    t->cache[i].s = s;
+    t->cache[i].epoch = epoch;
+    t->cache[i].ctx_gen = t->ctx_gen;
+    t->cache[i].bflag = hook_burst_flag_of(dev);
+    t->bflag = t->cache[i].bflag;
+    t->nest--;
+    hook_burst_check(t);
+}

@@ -1,0 +1,70 @@
+/*
+ * hook_submit.h - the submission fast path, inlined into every SUBMIT
+ * wrapper (hook_wrappers.c), and its slow halves (hook_submit.c).
+ *
+ * With the gate open a submission sets its thread's busy flag, loads the
+ * gate word (one acquire load), finds its stream in the thread's cache of
+ * streams already marked in this grant, and keeps the burst flag of the
+ * stream's device up to date: no read-modify-write, lock, syscall or libc
+ * call.  A drain closes the gate, then runs membarrier() (an asymmetric
+ * fence standing in for the fence this path leaves out), then waits for
+ * every busy flag to clear, so no submission that saw the gate open can
+ * slip past a drain.
+ */
+#ifndef GS_HOOK_SUBMIT_H
+#define GS_HOOK_SUBMIT_H
+
+#include "hook_burst.h"
+#include "hook_cuda.h"
+#include "hook_gate.h"
+#include "hook_thread.h"
+
+/* The gate was not open: returns when the caller may submit (with t->busy
+ * set), after waiting for a grant if the process needs one. */
+void hook_submit_slow(struct hook_thr *t, CUstream s);
+/* Stream s missed the thread's cache: marks it for drains and bursts and
+ * caches it for this epoch. */
+void hook_submit_track_slow(struct hook_thr *t, CUstream s, unsigned long long epoch);
+
+static inline void hook_submit_track(struct hook_thr *t, CUstream s)
+{
+    if (!atomic_load_explicit(&hook_gate_activity, memory_order_relaxed))
+        atomic_store_explicit(&hook_gate_activity, 1, memory_order_relaxed);
+    unsigned long long e = atomic_load_explicit(&hook_gate_epoch, memory_order_relaxed);
+    for (int i = 0; i < HOOK_TCACHE; i++)
+        if (t->cache[i].s == s && t->cache[i].epoch == e && t->cache[i].ctx_gen == t->ctx_gen) {
+            t->bflag = t->cache[i].bflag;
+            hook_burst_check(t); /* a burst starts: before the call, for its start time */
+            return;
+        }
+    hook_submit_track_slow(t, s, e);
+}
+
+static inline void hook_submit_enter(struct hook_thr *t, CUstream s, int pt)
+{
+    s = hook_cuda_norm_stream(s, pt);
+    atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+    int w = atomic_load_explicit(&hook_gate_word, memory_order_acquire);
+    if (__builtin_expect(w == HOOK_GATE_OPEN, 1)) {
+        hook_submit_track(t, s);
+        return;
+    }
+    t->bflag = &hook_burst_off;
+    if (w == HOOK_GATE_UNGATED)
+        return;
+    atomic_store_explicit(&t->busy, 0, memory_order_release);
+    hook_submit_slow(t, s);
+}
+
+/* The burst flag is checked again after the real call: a monitor probe that
+ * cleared it while this submission was on its way into the driver recorded
+ * its events before this work (the driver serialises them on the stream),
+ * so this submission must mark the burst active again. */
+static inline void hook_submit_leave(struct hook_thr *t)
+{
+    atomic_store_explicit(&t->busy, 0, memory_order_release);
+    hook_burst_check(t);
+}
+
+#endif
