@@ -43,7 +43,6 @@
 #include "hook_burst.h"
 
 #include <sched.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -152,16 +151,7 @@ static void *monitor_main(void *arg);
 
 static void start_monitor_locked(int dev)
 {
-    pthread_t th;
-    pthread_attr_t a;
-    sigset_t all, old;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals stay the program's */
-    int r = pthread_create(&th, &a, monitor_main, (void *)(intptr_t)dev);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&a);
+    int r = hook_thread_spawn(monitor_main, (void *)(intptr_t)dev);
     if (r != 0)
         gs_debug("cannot start the burst monitor of GPU %d; bursts are not measured", dev);
     bd[dev].running = r == 0 ? 1 : -1;

@@ -28,7 +28,6 @@
 
 #include <errno.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -813,16 +812,7 @@ static void start(void)
     }
     sh.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     hook_gate_st.client = CS_CONNECTING;
-    pthread_t th;
-    pthread_attr_t a;
-    sigset_t all, old;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals stay the program's */
-    int r = sh.efd >= 0 ? pthread_create(&th, &a, io_main, NULL) : -1;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&a);
+    int r = sh.efd >= 0 ? hook_thread_spawn(io_main, NULL) : -1;
     if (r != 0) {
         hook_gate_st.client = CS_UNGATED;
         hook_gate_update_locked();

@@ -26,7 +26,6 @@
 #include "hook_drain.h"
 
 #include <linux/membarrier.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -196,16 +195,7 @@ static void *helper_main(void *arg)
 static void kick_locked(void)
 {
     if (!helper_running) {
-        pthread_t th;
-        pthread_attr_t a;
-        sigset_t all, old;
-        pthread_attr_init(&a);
-        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals stay the program's */
-        int r = pthread_create(&th, &a, helper_main, NULL);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        pthread_attr_destroy(&a);
+        int r = hook_thread_spawn(helper_main, NULL);
         if (r != 0) {
             gs_error("cannot start the drain thread; giving GPUs back without waiting");
             for (int i = 0; i < HOOK_MAX_DEVICES; i++) {

@@ -12,6 +12,7 @@
 #include "hook_thread.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,6 +98,21 @@ void hook_thread_mark_internal(void)
     struct hook_thr *t = hook_thread_self();
     t->internal = 1;
     t->nest = 1;
+}
+
+int hook_thread_spawn(void *(*main)(void *), void *arg)
+{
+    pthread_t th;
+    pthread_attr_t a;
+    sigset_t all, old;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int r = pthread_create(&th, &a, main, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&a);
+    return r;
 }
 
 void hook_thread_atfork_prepare(void)

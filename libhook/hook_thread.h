@@ -51,6 +51,10 @@ static inline void hook_thread_count(struct hook_thr *t, int idx)
 struct hook_thr *hook_thread_first(void); /* registry, for drains (never shrinks) */
 unsigned long long hook_thread_calls(int idx);
 void hook_thread_mark_internal(void);
+/* Starts one of the hook's own threads: detached, with every signal
+ * blocked (the program's signals stay the program's).  0, or an errno
+ * value; main begins with hook_thread_mark_internal(). */
+int hook_thread_spawn(void *(*main)(void *), void *arg);
 void hook_thread_atfork_prepare(void);
 void hook_thread_atfork_parent(void);
 void hook_thread_atfork_child(void);
