@@ -4,38 +4,20 @@
  * after the real EndCapture (hook_capture.c says why).
  */
 #include "hook_capture.h"
-#include "hook_init.h"
-#include "hook_real.h"
-#include "hook_thread.h"
+#include "hook_wrap.h"
 
 #define CAPTURE_BEGIN(abi, pt, stream, args)                                                       \
-    struct hook_thr *t_ = hook_thread_self();                                                      \
-    if (!t_->nest)                                                                                 \
-        hook_init();                                                                               \
-    void *real_ = hook_real_get(HOOK_IDX_##abi);                                                   \
-    if (t_->nest || !real_)                                                                        \
-        return real_ ? ((__typeof__(&abi))real_)args : CUDA_ERROR_NOT_FOUND;                       \
-    hook_thread_count(t_, HOOK_IDX_##abi);                                                         \
-    t_->nest++;                                                                                    \
-    struct hook_capture *c_ = hook_capture_begin(t_, hook_cuda_norm_stream(stream, pt));           \
-    CUresult r_ = ((__typeof__(&abi))real_)args;                                                   \
-    hook_capture_begun(t_, c_, r_);                                                                \
-    t_->nest--;                                                                                    \
-    return r_;
+    HOOK_WRAP_ENTER(abi, args);                                                                    \
+    struct hook_capture *c = hook_capture_begin(t_, hook_cuda_norm_stream(stream, pt));            \
+    CUresult r = real_ args;                                                                       \
+    hook_capture_begun(t_, c, r);                                                                  \
+    HOOK_WRAP_LEAVE(r)
 
 #define CAPTURE_END(abi, pt, stream, args)                                                         \
-    struct hook_thr *t_ = hook_thread_self();                                                      \
-    if (!t_->nest)                                                                                 \
-        hook_init();                                                                               \
-    void *real_ = hook_real_get(HOOK_IDX_##abi);                                                   \
-    if (t_->nest || !real_)                                                                        \
-        return real_ ? ((__typeof__(&abi))real_)args : CUDA_ERROR_NOT_FOUND;                       \
-    hook_thread_count(t_, HOOK_IDX_##abi);                                                         \
-    t_->nest++;                                                                                    \
-    CUresult r_ = ((__typeof__(&abi))real_)args;                                                   \
+    HOOK_WRAP_ENTER(abi, args);                                                                    \
+    CUresult r = real_ args;                                                                       \
     hook_capture_end(t_, hook_cuda_norm_stream(stream, pt));                                       \
-    t_->nest--;                                                                                    \
-    return r_;
+    HOOK_WRAP_LEAVE(r)
 
 HOOK_EXPORT CUresult cuStreamBeginCapture(CUstream hStream)
 {

@@ -449,22 +449,26 @@ static void on_welcome(const json_t *m)
     memset(io.next_mem, 0, sizeof io.next_mem);
 }
 
-static void on_room(const json_t *m)
+/* The broker answered make_room request seq (reason: NULL for none). */
+static void room_answered(long long seq, int ok, const char *reason)
 {
-    long long seq = gs_msg_int(m, "seq", -1);
     pthread_mutex_lock(&hook_gate_mu);
     for (struct room_req *q = sh.rooms; q; q = q->next)
         if (q->seq == seq && !q->done) {
             q->done = 1;
-            q->ok = gs_msg_bool(m, "ok", 0);
-            const char *why = gs_msg_str(m, "reason", NULL);
-            if (why)
-                snprintf(q->reason, sizeof q->reason, "%s", why);
-            else if (!q->ok)
-                snprintf(q->reason, sizeof q->reason, "the broker could not make room");
+            q->ok = ok;
+            if (reason)
+                snprintf(q->reason, sizeof q->reason, "%s", reason);
             pthread_cond_broadcast(&hook_gate_cv);
         }
     pthread_mutex_unlock(&hook_gate_mu);
+}
+
+static void on_room(const json_t *m)
+{
+    int ok = gs_msg_bool(m, "ok", 0);
+    const char *why = gs_msg_str(m, "reason", NULL);
+    room_answered(gs_msg_int(m, "seq", -1), ok, why || ok ? why : "the broker could not make room");
 }
 
 static void on_grant(const json_t *m)
@@ -562,16 +566,9 @@ static void on_error(const json_t *m)
         return;
     }
     if (strcmp(req, "make_room") == 0) {
-        long long seq = gs_msg_int(m, "seq", -1);
-        pthread_mutex_lock(&hook_gate_mu);
-        for (struct room_req *q = sh.rooms; q; q = q->next)
-            if (q->seq == seq && !q->done) {
-                q->done = 1;
-                snprintf(q->reason, sizeof q->reason, "the broker refused make_room: %s: %s", code,
-                         text);
-                pthread_cond_broadcast(&hook_gate_cv);
-            }
-        pthread_mutex_unlock(&hook_gate_mu);
+        char why[300];
+        snprintf(why, sizeof why, "the broker refused make_room: %s: %s", code, text);
+        room_answered(gs_msg_int(m, "seq", -1), 0, why);
         return;
     }
     gs_debug("broker error %s: %s", code, text);

@@ -16,29 +16,10 @@
 #include "hook_client.h"
 #include "hook_cuctx.h"
 #include "hook_gate.h"
-#include "hook_init.h"
 #include "hook_mem.h"
 #include "hook_real.h"
 #include "hook_streams.h"
-#include "hook_thread.h"
-
-#define PASS_NESTED(abi, args)                                                                     \
-    struct hook_thr *t_ = hook_thread_self();                                                      \
-    if (!t_->nest)                                                                                 \
-        hook_init();                                                                               \
-    void *real_ = hook_real_get(HOOK_IDX_##abi);                                                   \
-    if (!real_)                                                                                    \
-        return CUDA_ERROR_NOT_FOUND;                                                               \
-    if (t_->nest)                                                                                  \
-        return ((__typeof__(&abi))real_)args;                                                      \
-    hook_thread_count(t_, HOOK_IDX_##abi);                                                         \
-    CUresult r_;                                                                                   \
-    t_->nest++
-
-#define CALL_REAL(abi, args) r_ = ((__typeof__(&abi))real_)args
-#define DONE                                                                                       \
-    t_->nest--;                                                                                    \
-    return r_
+#include "hook_wrap.h"
 
 /* ---- creation: touch the device ----------------------------------------- */
 
@@ -51,11 +32,11 @@ static void created(CUresult r, CUcontext *pctx, CUdevice dev, int primary)
 }
 
 #define CTX_CREATE(abi, pctx, dev, args)                                                           \
-    PASS_NESTED(abi, args);                                                                        \
-    CALL_REAL(abi, args);                                                                          \
+    HOOK_WRAP_ENTER(abi, args);                                                                    \
+    CUresult r = real_ args;                                                                       \
     t_->ctx_gen++;                                                                                 \
-    created(r_, pctx, dev, 0);                                                                     \
-    DONE
+    created(r, pctx, dev, 0);                                                                      \
+    HOOK_WRAP_LEAVE(r)
 
 HOOK_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
@@ -81,40 +62,40 @@ HOOK_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreat
 
 HOOK_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
-    PASS_NESTED(cuDevicePrimaryCtxRetain, (pctx, dev));
-    CALL_REAL(cuDevicePrimaryCtxRetain, (pctx, dev));
-    created(r_, pctx, dev, 1);
-    DONE;
+    HOOK_WRAP_ENTER(cuDevicePrimaryCtxRetain, (pctx, dev));
+    CUresult r = real_(pctx, dev);
+    created(r, pctx, dev, 1);
+    HOOK_WRAP_LEAVE(r);
 }
 
 HOOK_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev,
                                       unsigned int flags)
 {
-    PASS_NESTED(cuGreenCtxCreate, (phCtx, desc, dev, flags));
-    CALL_REAL(cuGreenCtxCreate, (phCtx, desc, dev, flags));
-    created(r_, NULL, dev, 0);
-    DONE;
+    HOOK_WRAP_ENTER(cuGreenCtxCreate, (phCtx, desc, dev, flags));
+    CUresult r = real_(phCtx, desc, dev, flags);
+    created(r, NULL, dev, 0);
+    HOOK_WRAP_LEAVE(r);
 }
 
 HOOK_EXPORT CUresult cuCtxFromGreenCtx(CUcontext *pContext, CUgreenCtx hCtx)
 {
-    PASS_NESTED(cuCtxFromGreenCtx, (pContext, hCtx));
-    CALL_REAL(cuCtxFromGreenCtx, (pContext, hCtx));
-    if (r_ == CUDA_SUCCESS && pContext && *pContext) {
+    HOOK_WRAP_ENTER(cuCtxFromGreenCtx, (pContext, hCtx));
+    CUresult r = real_(pContext, hCtx);
+    if (r == CUDA_SUCCESS && pContext && *pContext) {
         CUdevice dev;
         if (hook_cu.ctxGetDeviceOf && hook_cu.ctxGetDeviceOf(&dev, *pContext) == CUDA_SUCCESS)
             hook_cuctx_note(*pContext, (int)dev, 0);
     }
-    DONE;
+    HOOK_WRAP_LEAVE(r);
 }
 
 /* ---- switching: the default streams change with the context ------------ */
 
 #define CTX_SWITCH(abi, args)                                                                      \
-    PASS_NESTED(abi, args);                                                                        \
-    CALL_REAL(abi, args);                                                                          \
+    HOOK_WRAP_ENTER(abi, args);                                                                    \
+    CUresult r = real_ args;                                                                       \
     t_->ctx_gen++;                                                                                 \
-    DONE
+    HOOK_WRAP_LEAVE(r)
 
 HOOK_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 {
@@ -163,19 +144,26 @@ static void teardown_end(void)
     pthread_mutex_unlock(&hook_gate_mu);
 }
 
+/* Its streams, the burst monitor's events and its allocations went with
+ * the context. */
+static void ctx_gone(CUcontext ctx)
+{
+    hook_streams_forget_ctx(ctx);
+    hook_burst_forget_ctx(ctx);
+    hook_mem_forget_ctx(ctx);
+}
+
 #define CTX_DESTROY(abi, ctx)                                                                      \
-    PASS_NESTED(abi, (ctx));                                                                       \
+    HOOK_WRAP_ENTER(abi, (ctx));                                                                   \
     teardown_begin();                                                                              \
-    CALL_REAL(abi, (ctx));                                                                         \
-    if (r_ == CUDA_SUCCESS) {                                                                      \
-        hook_streams_forget_ctx(ctx);                                                              \
-        hook_burst_forget_ctx(ctx);                                                                \
-        hook_mem_forget_ctx(ctx);                                                                  \
+    CUresult r = real_(ctx);                                                                       \
+    if (r == CUDA_SUCCESS) {                                                                       \
+        ctx_gone(ctx);                                                                             \
         hook_cuctx_forget(ctx);                                                                    \
     }                                                                                              \
     teardown_end();                                                                                \
     t_->ctx_gen++;                                                                                 \
-    DONE
+    HOOK_WRAP_LEAVE(r)
 
 HOOK_EXPORT CUresult cuCtxDestroy(CUcontext ctx)
 {
@@ -201,18 +189,16 @@ static void primary_gone(CUresult r, CUdevice dev, int always)
     if (!always && hook_cu.primaryCtxGetState &&
         hook_cu.primaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active)
         return;
-    hook_streams_forget_ctx(c);
-    hook_burst_forget_ctx(c);
-    hook_mem_forget_ctx(c);
+    ctx_gone(c);
 }
 
 #define PRIMARY_DOWN(abi, always)                                                                  \
-    PASS_NESTED(abi, (dev));                                                                       \
+    HOOK_WRAP_ENTER(abi, (dev));                                                                   \
     teardown_begin();                                                                              \
-    CALL_REAL(abi, (dev));                                                                         \
-    primary_gone(r_, dev, always);                                                                 \
+    CUresult r = real_(dev);                                                                       \
+    primary_gone(r, dev, always);                                                                  \
     teardown_end();                                                                                \
-    DONE
+    HOOK_WRAP_LEAVE(r)
 
 HOOK_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 {
@@ -236,29 +222,29 @@ HOOK_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 
 HOOK_EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
 {
-    PASS_NESTED(cuGreenCtxDestroy, (hCtx));
+    HOOK_WRAP_ENTER(cuGreenCtxDestroy, (hCtx));
     teardown_begin();
-    CALL_REAL(cuGreenCtxDestroy, (hCtx));
-    if (r_ == CUDA_SUCCESS) {
+    CUresult r = real_(hCtx);
+    if (r == CUDA_SUCCESS) {
         hook_streams_forget_green(hCtx);
         hook_burst_forget_ctx(NULL);
     }
     teardown_end();
-    DONE;
+    HOOK_WRAP_LEAVE(r);
 }
 
-/* A drain records events under hook_streams_mu; holding it across the real call
- * means a drain never records on a stream being destroyed. */
+/* A drain records events under hook_streams_mu; holding it across the
+ * real call means a drain never records on a stream being destroyed. */
 #define STREAM_DESTROY(abi)                                                                        \
-    PASS_NESTED(abi, (hStream));                                                                   \
+    HOOK_WRAP_ENTER(abi, (hStream));                                                               \
     pthread_mutex_lock(&hook_streams_mu);                                                          \
-    CALL_REAL(abi, (hStream));                                                                     \
-    if (r_ == CUDA_SUCCESS)                                                                        \
+    CUresult r = real_(hStream);                                                                   \
+    if (r == CUDA_SUCCESS)                                                                         \
         hook_streams_forget_stream(hStream);                                                       \
     pthread_mutex_unlock(&hook_streams_mu);                                                        \
-    if (r_ == CUDA_SUCCESS)                                                                        \
+    if (r == CUDA_SUCCESS)                                                                         \
         hook_capture_forget_stream(hStream);                                                       \
-    DONE
+    HOOK_WRAP_LEAVE(r)
 
 HOOK_EXPORT CUresult cuStreamDestroy(CUstream hStream)
 {

@@ -26,10 +26,10 @@
 #include "hook_clock.h"
 #include "hook_config.h"
 #include "hook_cuctx.h"
-#include "hook_init.h"
 #include "hook_mem.h"
 #include "hook_real.h"
 #include "hook_thread.h"
+#include "hook_wrap.h"
 #include "log.h"
 
 /* ---- where an allocation goes, and room for it ----------------------------- */
@@ -84,23 +84,8 @@ static int stream_capturing(CUstream s, int pt)
 
 /* Entry of every memory wrapper: nested calls and GPUSHARE_DISABLE go
  * straight to the driver. */
-#define MEM_ENTER(abi, args)                                                                       \
-    struct hook_thr *t_ = hook_thread_self();                                                      \
-    if (!t_->nest)                                                                                 \
-        hook_init();                                                                               \
-    __typeof__(&abi) real_ = (__typeof__(&abi))hook_real_get(HOOK_IDX_##abi);                      \
-    if (!real_)                                                                                    \
-        return CUDA_ERROR_NOT_FOUND;                                                               \
-    if (t_->nest || hook_cfg.disabled)                                                             \
-        return real_ args;                                                                         \
-    hook_thread_count(t_, HOOK_IDX_##abi);                                                         \
-    t_->nest++
-
-#define MEM_LEAVE(r)                                                                               \
-    do {                                                                                           \
-        t_->nest--;                                                                                \
-        return (r);                                                                                \
-    } while (0)
+#define MEM_ENTER(abi, args) HOOK_WRAP_ENTER_UNLESS(abi, args, hook_cfg.disabled)
+#define MEM_LEAVE(r)         HOOK_WRAP_LEAVE(r)
 
 /* Calls `call` (assigning r), once more if the broker made room. */
 #define WITH_ROOM(w, bytes, capturing, call)                                                       \
@@ -341,60 +326,42 @@ HOOK_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 
 /* ---- what the program is told ------------------------------------------- */
 
-HOOK_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
-{
-    MEM_ENTER(cuMemGetInfo_v2, (free_bytes, total));
-    CUresult r = real_(free_bytes, total);
-    if (r == CUDA_SUCCESS && hook_cfg.memory_limit) {
-        struct hook_mem_where w;
-        current(&w);
-        uint64_t f = free_bytes ? *free_bytes : 0, t = total ? *total : 0;
-        hook_mem_limited(w.dev, &f, &t);
-        if (free_bytes)
-            *free_bytes = (size_t)f;
-        if (total)
-            *total = (size_t)t;
+/* cuMemGetInfo, in the size_t ABI and the 32-bit one: the driver's figures
+ * for the current context's device, cut to the limit. */
+#define MEM_GET_INFO(abi, type)                                                                    \
+    HOOK_EXPORT CUresult abi(type *free_bytes, type *total)                                        \
+    {                                                                                              \
+        MEM_ENTER(abi, (free_bytes, total));                                                       \
+        CUresult r = real_(free_bytes, total);                                                     \
+        if (r == CUDA_SUCCESS && hook_cfg.memory_limit) {                                          \
+            struct hook_mem_where w;                                                               \
+            current(&w);                                                                           \
+            uint64_t f = free_bytes ? *free_bytes : 0, t = total ? *total : 0;                     \
+            hook_mem_limited(w.dev, &f, &t);                                                       \
+            if (free_bytes)                                                                        \
+                *free_bytes = (type)f;                                                             \
+            if (total)                                                                             \
+                *total = (type)t;                                                                  \
+        }                                                                                          \
+        MEM_LEAVE(r);                                                                              \
     }
-    MEM_LEAVE(r);
-}
 
-HOOK_EXPORT CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total)
-{
-    MEM_ENTER(cuMemGetInfo, (free_bytes, total));
-    CUresult r = real_(free_bytes, total);
-    if (r == CUDA_SUCCESS && hook_cfg.memory_limit) {
-        struct hook_mem_where w;
-        current(&w);
-        uint64_t f = free_bytes ? *free_bytes : 0, t = total ? *total : 0;
-        hook_mem_limited(w.dev, &f, &t);
-        if (free_bytes)
-            *free_bytes = (unsigned)f;
-        if (total)
-            *total = (unsigned)t;
-    }
-    MEM_LEAVE(r);
-}
+MEM_GET_INFO(cuMemGetInfo_v2, size_t)
+MEM_GET_INFO(cuMemGetInfo, unsigned int)
 
-HOOK_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
-{
-    MEM_ENTER(cuDeviceTotalMem_v2, (bytes, dev));
-    CUresult r = real_(bytes, dev);
-    if (r == CUDA_SUCCESS && bytes && hook_cfg.memory_limit) {
-        uint64_t t = *bytes;
-        hook_mem_limited((int)dev, NULL, &t);
-        *bytes = (size_t)t;
+/* cuDeviceTotalMem, in both ABIs: the device's size, cut to the limit. */
+#define DEVICE_TOTAL_MEM(abi, type)                                                                \
+    HOOK_EXPORT CUresult abi(type *bytes, CUdevice dev)                                            \
+    {                                                                                              \
+        MEM_ENTER(abi, (bytes, dev));                                                              \
+        CUresult r = real_(bytes, dev);                                                            \
+        if (r == CUDA_SUCCESS && bytes && hook_cfg.memory_limit) {                                 \
+            uint64_t t = *bytes;                                                                   \
+            hook_mem_limited((int)dev, NULL, &t);                                                  \
+            *bytes = (type)t;                                                                      \
+        }                                                                                          \
+        MEM_LEAVE(r);                                                                              \
     }
-    MEM_LEAVE(r);
-}
 
-HOOK_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
-{
-    MEM_ENTER(cuDeviceTotalMem, (bytes, dev));
-    CUresult r = real_(bytes, dev);
-    if (r == CUDA_SUCCESS && bytes && hook_cfg.memory_limit) {
-        uint64_t t = *bytes;
-        hook_mem_limited((int)dev, NULL, &t);
-        *bytes = (unsigned)t;
-    }
-    MEM_LEAVE(r);
-}
+DEVICE_TOTAL_MEM(cuDeviceTotalMem_v2, size_t)
+DEVICE_TOTAL_MEM(cuDeviceTotalMem, unsigned int)

@@ -33,6 +33,7 @@
 #include "hook_real.h"
 #include "hook_table.h"
 #include "hook_thread.h"
+#include "hook_wrap.h"
 #include "log.h"
 
 /* The hook's own definition of every table entry (hook_wrappers.c,
@@ -81,45 +82,26 @@ static int flags_pt(cuuint64_t flags)
            !(flags & CU_GET_PROC_ADDRESS_LEGACY_STREAM);
 }
 
+/* Both ABIs: the real resolver's answer, with the hook's wrapper in place
+ * of the real function. */
+#define GET_PROC_ADDRESS(abi, args)                                                                \
+    HOOK_WRAP_ENTER(abi, args);                                                                    \
+    CUresult r = real_ args;                                                                       \
+    if (r == CUDA_SUCCESS && pfn && *pfn)                                                          \
+        *pfn = substitute(symbol, *pfn, flags_pt(flags));                                          \
+    HOOK_WRAP_LEAVE(r)
+
 HOOK_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
                                          cuuint64_t flags,
                                          CUdriverProcAddressQueryResult *symbolStatus)
 {
-    struct hook_thr *t = hook_thread_self();
-    if (!t->nest)
-        hook_init();
-    __typeof__(&cuGetProcAddress_v2) real = HOOK_REAL_FN(cuGetProcAddress_v2);
-    if (!real)
-        return CUDA_ERROR_NOT_FOUND;
-    if (t->nest)
-        return real(symbol, pfn, cudaVersion, flags, symbolStatus);
-    hook_thread_count(t, HOOK_IDX_cuGetProcAddress_v2);
-    t->nest++;
-    CUresult r = real(symbol, pfn, cudaVersion, flags, symbolStatus);
-    if (r == CUDA_SUCCESS && pfn && *pfn)
-        *pfn = substitute(symbol, *pfn, flags_pt(flags));
-    t->nest--;
-    return r;
+    GET_PROC_ADDRESS(cuGetProcAddress_v2, (symbol, pfn, cudaVersion, flags, symbolStatus));
 }
 
 HOOK_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
                                       cuuint64_t flags)
 {
-    struct hook_thr *t = hook_thread_self();
-    if (!t->nest)
-        hook_init();
-    __typeof__(&cuGetProcAddress) real = HOOK_REAL_FN(cuGetProcAddress);
-    if (!real)
-        return CUDA_ERROR_NOT_FOUND;
-    if (t->nest)
-        return real(symbol, pfn, cudaVersion, flags);
-    hook_thread_count(t, HOOK_IDX_cuGetProcAddress);
-    t->nest++;
-    CUresult r = real(symbol, pfn, cudaVersion, flags);
-    if (r == CUDA_SUCCESS && pfn && *pfn)
-        *pfn = substitute(symbol, *pfn, flags_pt(flags));
-    t->nest--;
-    return r;
+    GET_PROC_ADDRESS(cuGetProcAddress, (symbol, pfn, cudaVersion, flags));
 }
 
 /* ---- dlsym -------------------------------------------------------------- */

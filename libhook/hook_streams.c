@@ -135,10 +135,53 @@ void hook_streams_forget_green(CUgreenCtx g)
     pthread_mutex_unlock(&hook_streams_mu);
 }
 
-struct pending {
-    CUcontext ctx;
+/* One event of get's on every stream of dev marked since `since`, recorded
+ * after its work, with the stream's context current on the calling thread
+ * only.  A stream that is capturing is skipped: its work is a graph now,
+ * not running.  Returns the events (malloc'ed, *n of them). */
+static struct hook_streams_ev *record_all(int dev, unsigned long long since, size_t *n,
+                                          CUevent (*get)(int dev, CUcontext ctx))
+{
+    pthread_mutex_lock(&hook_streams_mu);
+    struct hook_streams_ev *p = calloc(nset ? nset : 1, sizeof *p);
+    size_t np = 0;
+    for (size_t i = 0; p && i < nset; i++) {
+        struct sentry *e = &set[i];
+        if (e->dev != dev || e->mark < since)
+            continue;
+        if (hook_cu.ctxSetCurrent(e->ctx) != CUDA_SUCCESS)
+            continue;
+        CUstream s = e->s ? e->s : CU_STREAM_LEGACY;
+        if (e->s && hook_cuctx_stream_capturing(s))
+            continue;
+        CUevent ev = get(dev, e->ctx);
+        if (!ev)
+            continue;
+        CUresult r = hook_cu.eventRecord(ev, s);
+        if (r != CUDA_SUCCESS) {
+            gs_debug("cannot record an event on stream %p (error %d)", (void *)s, (int)r);
+            hook_cu.eventDestroy(ev);
+            continue;
+        }
+        p[np].ctx = e->ctx;
+        p[np].ev = ev;
+        np++;
+    }
+    pthread_mutex_unlock(&hook_streams_mu);
+    *n = np;
+    return p;
+}
+
+/* A drain's events: only waited for, never timed. */
+static CUevent drain_event(int dev, CUcontext ctx)
+{
+    (void)dev;
+    (void)ctx;
     CUevent ev;
-};
+    if (hook_cu.eventCreate(&ev, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS)
+        return NULL;
+    return ev;
+}
 
 /* Runs on the helper thread (internal: its calls reach the driver
  * directly), with no capture in progress and context teardown held off
@@ -151,33 +194,8 @@ int hook_streams_drain(int dev, unsigned long long since, int may_block)
     if (!may_block && !hook_cu.eventQuery)
         return 0;
     int done = 1;
-    pthread_mutex_lock(&hook_streams_mu);
-    struct pending *p = calloc(nset ? nset : 1, sizeof *p);
-    size_t np = 0;
-    for (size_t i = 0; p && i < nset; i++) {
-        struct sentry *e = &set[i];
-        if (e->dev != dev || e->mark < since)
-            continue;
-        if (hook_cu.ctxSetCurrent(e->ctx) != CUDA_SUCCESS)
-            continue;
-        CUstream s = e->s ? e->s : CU_STREAM_LEGACY;
-        if (e->s && hook_cuctx_stream_capturing(s))
-            continue; /* its work is a graph now, not running */
-        CUevent ev;
-        if (hook_cu.eventCreate(&ev, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC) !=
-            CUDA_SUCCESS)
-            continue;
-        CUresult r = hook_cu.eventRecord(ev, s);
-        if (r != CUDA_SUCCESS) {
-            gs_debug("drain: cannot record an event on stream %p (error %d)", (void *)s, (int)r);
-            hook_cu.eventDestroy(ev);
-            continue;
-        }
-        p[np].ctx = e->ctx;
-        p[np].ev = ev;
-        np++;
-    }
-    pthread_mutex_unlock(&hook_streams_mu);
+    size_t np;
+    struct hook_streams_ev *p = record_all(dev, since, &np, drain_event);
     /* On an idle GPU the events complete within microseconds, and a
      * blocking-sync wait would add the interrupt wake-up (~1 ms measured on
      * an H200); so poll briefly first, then block without burning a core. */
@@ -213,32 +231,7 @@ struct hook_streams_ev *hook_streams_record(int dev, unsigned long long since, s
     if (!hook_cu.ctxSetCurrent || !hook_cu.eventCreate || !hook_cu.eventRecord ||
         !hook_cu.eventDestroy)
         return NULL;
-    pthread_mutex_lock(&hook_streams_mu);
-    struct hook_streams_ev *p = calloc(nset ? nset : 1, sizeof *p);
-    size_t np = 0;
-    for (size_t i = 0; p && i < nset; i++) {
-        struct sentry *e = &set[i];
-        if (e->dev != dev || e->mark < since)
-            continue;
-        if (hook_cu.ctxSetCurrent(e->ctx) != CUDA_SUCCESS)
-            continue;
-        CUstream s = e->s ? e->s : CU_STREAM_LEGACY;
-        if (e->s && hook_cuctx_stream_capturing(s))
-            continue;
-        CUevent ev = get(dev, e->ctx);
-        if (!ev)
-            continue;
-        if (hook_cu.eventRecord(ev, s) != CUDA_SUCCESS) {
-            hook_cu.eventDestroy(ev);
-            continue;
-        }
-        p[np].ctx = e->ctx;
-        p[np].ev = ev;
-        np++;
-    }
-    pthread_mutex_unlock(&hook_streams_mu);
-    *n = np;
-    return p;
+    return record_all(dev, since, n, get);
 }
 
 void hook_streams_atfork_prepare(void)
