@@ -19,6 +19,7 @@ cp libhook/.libs/libgpushare-hook.so broker/gpushare-broker broker/gpushare \
 # Which code this is, for the results (the GPU machine gets no .git).
 echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo -dirty)" \
     >"$C/commit.txt"
+cp bench/null_launch_streams "$C/bin/"
 cp broker/gpushare-broker "$C/bb/broker/"
 cp bench/broker_bench bench/zmq_rtt "$C/bb/bench/"
 debs=$(mktemp -d)

@@ -4,8 +4,9 @@
 # .carry/ (see tests/gpu/README.md); this script only runs things and writes
 # JSON lines to $OUT/results.jsonl plus logs.
 #   bash tests/gpu/run_h200.sh [SECTION...]   (from the repository root)
-# Sections: validate launch torch revoke broker park notebook (default: all
-# but park, which takes minutes of checkpointing and runs alone).
+# Sections: validate launch launch_streams torch revoke broker park notebook
+# (default: all but park, which takes minutes of checkpointing and runs
+# alone, and launch_streams, ~4 minutes of its own).
 set -u
 sections=" ${*:-validate launch torch revoke broker notebook} "
 want() { [[ $sections == *" $1 "* ]]; }
@@ -65,6 +66,21 @@ want launch && for round in $(seq "${LAUNCH_ROUNDS:-3}"); do
     record "null_launch/hook+broker/$round" "$(timeout 120 env LD_PRELOAD=$HOOK "$C/bin/null_launch" 2>>"$OUT/errors.log")"
     record "null_launch/hook-ungated/$round" "$(timeout 120 env LD_PRELOAD=$HOOK GPUSHARE_BROKER=ipc:///tmp/gs/none.sock "$C/bin/null_launch" 2>>"$OUT/errors.log")"
 done
+
+# 2b. Launches cycling over 1, 4, 8 and 16 streams (the hook's per-thread
+#     stream cache): native, and under the hook granted by a broker of the
+#     script's own with the real driver side by side; rounds interleaved.
+#     Prints a table; one JSON line per run and stream count.
+if want launch_streams; then
+    # A hook built from another commit, if carried, runs beside it:
+    # .carry/gpushare/libgpushare-hook-baseline.so (doc/hook-h200.md says how).
+    base=$C/gpushare/libgpushare-hook-baseline.so
+    [ -f "$base" ] && export NLS_BASELINE_HOOK=$base
+    NLS_PROGRAM=$C/bin/null_launch_streams NLS_HOOK=$HOOK NLS_BROKER=$C/gpushare/gpushare-broker \
+        NLS_ROUNDS=${LAUNCH_ROUNDS:-3} timeout 540 bash bench/run_null_launch_streams.sh "$C" \
+        "$OUT/launch-streams.jsonl" 2>>"$OUT/errors.log" | tee "$OUT/launch-streams.txt"
+    while read -r line; do record "null_launch_streams" "$line" >/dev/null; done <"$OUT/launch-streams.jsonl"
+fi
 
 # 3. A ResNet-50 training and inference step, native vs hook with the broker.
 want torch && for round in 1 2 3; do
