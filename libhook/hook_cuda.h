@@ -26,6 +26,9 @@
  * bits). */
 #define HOOK_MAX_DEVICES 64
 
+/* What the submission path lays its data out by (x86-64 and aarch64). */
+#define HOOK_CACHE_LINE 64
+
 /* The stream a call names: NULL is the legacy default stream, or the
  * per-thread one for the _ptsz/_ptds variants (pt). */
 static inline CUstream hook_cuda_norm_stream(CUstream s, int pt)

@@ -111,6 +111,22 @@ proceed:
     atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
 }
 
+/* Remembers s for this epoch: in the first empty slot from its home (the
+ * lookup stops at an empty slot), or, when all HOOK_TCACHE_PROBES are
+ * taken, in its home slot (the stream there is marked again at its next
+ * submission).  Either way every cached stream stays reachable from its
+ * home without passing an empty slot. */
+static struct hook_tcache_entry *cache_slot(struct hook_thr *t, CUstream s, unsigned long long e)
+{
+    unsigned home = hook_submit_slot(s), i = home;
+    for (unsigned k = 0; k < HOOK_TCACHE_PROBES; k++, i = (i + 1) & (HOOK_TCACHE - 1)) {
+        struct hook_tcache_entry *c = &t->cache[i];
+        if (c->epoch != e || c->ctx_gen != t->ctx_gen || c->s == s)
+            return c;
+    }
+    return &t->cache[home];
+}
+
 void hook_submit_track_slow(struct hook_thr *t, CUstream s, unsigned long long epoch)
 {
     t->nest++; /* the driver calls below must not come back into the hook */
@@ -120,12 +136,12 @@ void hook_submit_track_slow(struct hook_thr *t, CUstream s, unsigned long long e
         t->nest--;
         return;
     }
-    unsigned i = t->cache_next++ % HOOK_TCACHE;
-    t->cache[i].s = s;
-    t->cache[i].epoch = epoch;
-    t->cache[i].ctx_gen = t->ctx_gen;
-    t->cache[i].bflag = hook_burst_flag_of(dev);
-    t->bflag = t->cache[i].bflag;
+    struct hook_tcache_entry *c = cache_slot(t, s, epoch);
+    c->s = s;
+    c->epoch = epoch;
+    c->ctx_gen = t->ctx_gen;
+    c->bflag = hook_burst_flag_of(dev);
+    t->bflag = c->bflag;
     t->nest--;
     hook_burst_check(t);
 }

@@ -19,6 +19,8 @@
 #include "hook_gate.h"
 #include "hook_thread.h"
 
+#include <stdint.h>
+
 /* The gate was not open: returns when the caller may submit (with t->busy
  * set), after waiting for a grant if the process needs one. */
 void hook_submit_slow(struct hook_thr *t, CUstream s);
@@ -26,17 +28,34 @@ void hook_submit_slow(struct hook_thr *t, CUstream s);
  * caches it for this epoch. */
 void hook_submit_track_slow(struct hook_thr *t, CUstream s, unsigned long long epoch);
 
+/* The home slot of stream s in the thread's cache.  Stream handles are
+ * pointers, often allocated one after another: multiplying by 2^64 / phi
+ * spreads any run of them evenly over the table (Fibonacci hashing). */
+static inline unsigned hook_submit_slot(CUstream s)
+{
+    return (unsigned)(((uint64_t)(uintptr_t)s * 0x9E3779B97F4A7C15ULL) >> (64 - HOOK_TCACHE_BITS));
+}
+
+/* Streams are only ever added to the cache within an epoch and context
+ * generation, at the first empty slot from their home, so an empty slot
+ * (another epoch or generation) ends a lookup: s is not cached.  With a
+ * few streams that is one slot, half a cache line, read. */
 static inline void hook_submit_track(struct hook_thr *t, CUstream s)
 {
     if (!atomic_load_explicit(&hook_gate_activity, memory_order_relaxed))
         atomic_store_explicit(&hook_gate_activity, 1, memory_order_relaxed);
     unsigned long long e = atomic_load_explicit(&hook_gate_epoch, memory_order_relaxed);
-    for (int i = 0; i < HOOK_TCACHE; i++)
-        if (t->cache[i].s == s && t->cache[i].epoch == e && t->cache[i].ctx_gen == t->ctx_gen) {
-            t->bflag = t->cache[i].bflag;
+    unsigned i = hook_submit_slot(s);
+    for (unsigned k = 0; k < HOOK_TCACHE_PROBES; k++, i = (i + 1) & (HOOK_TCACHE - 1)) {
+        const struct hook_tcache_entry *c = &t->cache[i];
+        if (c->epoch != e || c->ctx_gen != t->ctx_gen)
+            break;
+        if (c->s == s) {
+            t->bflag = c->bflag;
             hook_burst_check(t); /* a burst starts: before the call, for its start time */
             return;
         }
+    }
     hook_submit_track_slow(t, s, e);
 }
 

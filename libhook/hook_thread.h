@@ -11,25 +11,37 @@
 
 #include <stdatomic.h>
 
-#define HOOK_TCACHE 4
+/* The stream cache: the streams this thread already marked in the current
+ * grant (hook_gate_epoch) and context generation, each with its device's
+ * burst flag.  A small hash table (hook_submit.h): a stream's home slot is
+ * a hash of its handle, and it lies within HOOK_TCACHE_PROBES slots after
+ * it.  An entry of another epoch or context generation counts as empty,
+ * so a grant or a context switch empties the cache without touching it. */
+#define HOOK_TCACHE_BITS   6
+#define HOOK_TCACHE        (1u << HOOK_TCACHE_BITS)
+#define HOOK_TCACHE_PROBES 4
 
+/* Half a cache line: one lookup reads one line. */
+struct hook_tcache_entry {
+    _Alignas(32) CUstream s;
+    unsigned long long epoch;
+    _Atomic int *bflag;
+    unsigned ctx_gen;
+};
+
+/* Allocated on a cache line of its own; the fields a submission reads come
+ * first. */
 struct hook_thr {
-    _Atomic int busy;     /* inside a gated submission: a drain waits for 0 */
+    _Alignas(HOOK_CACHE_LINE) _Atomic int busy; /* inside a gated submission: a drain waits for 0 */
     int nest;             /* inside a wrapper or a hook thread: calls pass straight through */
     _Atomic int captures; /* stream captures this thread began and has not ended */
     unsigned ctx_gen;     /* bumped when this thread's current context may change */
+    _Atomic int *bflag;   /* burst flag of the device of the current submission */
     int internal;         /* one of the hook's own threads */
     int live;             /* owned by a running thread */
-    unsigned cache_next;
-    _Atomic int *bflag; /* burst flag of the device of the current submission */
-    struct {
-        CUstream s;
-        unsigned long long epoch;
-        unsigned ctx_gen;
-        _Atomic int *bflag;
-    } cache[HOOK_TCACHE]; /* streams already marked in this epoch (hook_submit.h) */
-    _Atomic unsigned long long calls[HOOK_N];
     struct hook_thr *next;
+    struct hook_tcache_entry cache[HOOK_TCACHE];
+    _Atomic unsigned long long calls[HOOK_N];
 };
 
 /* Initial-exec TLS: a %fs-relative load, no __tls_get_addr (the hook is
