@@ -55,7 +55,7 @@
 #include "log.h"
 
 _Alignas(64) _Atomic int hook_burst_flag[HOOK_MAX_DEVICES];
-_Alignas(64) _Atomic int hook_burst_off = HOOK_BURST_ACTIVE;
+struct hook_line_int hook_burst_off = {HOOK_BURST_ACTIVE};
 
 #define BURST_WINDOW   32
 #define MAX_REFS       16
@@ -161,7 +161,7 @@ static void start_monitor_locked(int dev)
 void hook_burst_note(struct hook_thr *t)
 {
     _Atomic int *f = t->bflag;
-    if (!f || f == &hook_burst_off)
+    if (!f || f == &hook_burst_off.v)
         return;
     /* Work enqueued by a thread that is capturing becomes a graph: it runs
      * when the graph is launched (a burst of its own then). */

@@ -483,7 +483,7 @@ static void on_grant(const json_t *m)
     else {
         if (d->state != DS_GRANTED) {
             d->granted_ns = hook_clock_ns();
-            d->epoch_start = atomic_fetch_add(&hook_gate_epoch, 1) + 1;
+            d->epoch_start = atomic_fetch_add(&hook_gate_epoch.v, 1) + 1;
             io.last_activity = now_ms();
         }
         d->state = DS_GRANTED;
@@ -621,7 +621,7 @@ static void idle_tick(uint64_t now)
     if (!idle_ms || now < io.next_idle_tick)
         return;
     io.next_idle_tick = now + (idle_ms / 4 < 5 ? 5 : idle_ms / 4 > 250 ? 250 : idle_ms / 4);
-    if (atomic_exchange_explicit(&hook_gate_activity, 0, memory_order_relaxed))
+    if (atomic_exchange_explicit(&hook_gate_activity.v, 0, memory_order_relaxed))
         io.last_activity = now;
     if (now - io.last_activity < idle_ms)
         return;

@@ -29,6 +29,16 @@
 /* What the submission path lays its data out by (x86-64 and aarch64). */
 #define HOOK_CACHE_LINE 64
 
+/* An atomic alone on its cache line: a struct's size is a multiple of its
+ * alignment, so no other variable can share the line, and no write to
+ * another variable takes the line away from the cores that read this one. */
+struct hook_line_int {
+    _Alignas(HOOK_CACHE_LINE) _Atomic int v;
+};
+struct hook_line_u64 {
+    _Alignas(HOOK_CACHE_LINE) _Atomic unsigned long long v;
+};
+
 /* The stream a call names: NULL is the legacy default stream, or the
  * per-thread one for the _ptsz/_ptds variants (pt). */
 static inline CUstream hook_cuda_norm_stream(CUstream s, int pt)

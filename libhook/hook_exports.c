@@ -66,7 +66,7 @@ HOOK_EXPORT int gpushare_hook_bursts(int dev, long long *p90_us, long long *last
 /* The gate word: 0 closed, 1 open (granted), 2 ungated. */
 HOOK_EXPORT int gpushare_hook_gate(void)
 {
-    return atomic_load_explicit(&hook_gate_word, memory_order_acquire);
+    return atomic_load_explicit(&hook_gate_word.v, memory_order_acquire);
 }
 
 /* For tests and tools: dev's footprint as the hook counts it. */

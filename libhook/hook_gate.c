@@ -16,9 +16,9 @@
 
 #include "hook_config.h"
 
-_Atomic int hook_gate_word = HOOK_GATE_CLOSED;
-_Atomic unsigned long long hook_gate_epoch = 1;
-_Atomic int hook_gate_activity;
+struct hook_line_int hook_gate_word = {HOOK_GATE_CLOSED};
+struct hook_line_u64 hook_gate_epoch = {1};
+struct hook_line_int hook_gate_activity;
 
 pthread_mutex_t hook_gate_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t hook_gate_cv;
@@ -52,7 +52,7 @@ void hook_gate_update_locked(void)
             if (hook_gate_st.dev[i].touched && hook_gate_st.dev[i].state != DS_GRANTED)
                 w = HOOK_GATE_CLOSED;
     }
-    atomic_store_explicit(&hook_gate_word, w, memory_order_seq_cst);
+    atomic_store_explicit(&hook_gate_word.v, w, memory_order_seq_cst);
 }
 
 struct hook_dev *hook_gate_touch_locked(int dev)
@@ -98,7 +98,7 @@ void hook_gate_atfork_child(void)
     pthread_mutex_init(&hook_gate_mu, NULL);
     cv_init();
     memset(&hook_gate_st, 0, sizeof hook_gate_st);
-    atomic_store(&hook_gate_activity, 0);
-    atomic_fetch_add(&hook_gate_epoch, 1);
-    atomic_store(&hook_gate_word, hook_cfg.disabled ? HOOK_GATE_UNGATED : HOOK_GATE_CLOSED);
+    atomic_store(&hook_gate_activity.v, 0);
+    atomic_fetch_add(&hook_gate_epoch.v, 1);
+    atomic_store(&hook_gate_word.v, hook_cfg.disabled ? HOOK_GATE_UNGATED : HOOK_GATE_CLOSED);
 }

@@ -17,10 +17,15 @@
 enum { HOOK_GATE_CLOSED = 0, HOOK_GATE_OPEN = 1, HOOK_GATE_UNGATED = 2 };
 /* CLOSED: some device this process touched is not granted; OPEN: all are
  * granted; UNGATED: no broker (or GPUSHARE_DISABLE), nothing waits.  Every
- * submission loads it (hook_submit.h). */
-extern _Atomic int hook_gate_word;
-extern _Atomic unsigned long long hook_gate_epoch; /* bumped at each grant */
-extern _Atomic int hook_gate_activity; /* set by submissions, cleared by the idle timer */
+ * submission loads it (hook_submit.h), and it changes only at grants,
+ * revokes and broker transitions: alone on its cache line, it stays in
+ * every submitting core's cache. */
+extern struct hook_line_int hook_gate_word;
+/* Bumped at each grant; every submission in the OPEN state loads it. */
+extern struct hook_line_u64 hook_gate_epoch;
+/* Set by submissions, cleared by the idle timer: written by many threads,
+ * so it has a line of its own too. */
+extern struct hook_line_int hook_gate_activity;
 
 #define HOOK_UUID_LEN 48
 

@@ -38,7 +38,7 @@ static void do_init(void)
     hook_fork_register();
     if (hook_cfg.disabled) {
         gs_debug("GPUSHARE_DISABLE is set: pure pass-through");
-        atomic_store_explicit(&hook_gate_word, HOOK_GATE_UNGATED, memory_order_release);
+        atomic_store_explicit(&hook_gate_word.v, HOOK_GATE_UNGATED, memory_order_release);
     }
     atomic_store_explicit(&hook_init_done, 1, memory_order_release);
     t->nest--;

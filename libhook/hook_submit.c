@@ -132,7 +132,7 @@ void hook_submit_track_slow(struct hook_thr *t, CUstream s, unsigned long long e
     t->nest++; /* the driver calls below must not come back into the hook */
     int dev;
     if (hook_streams_mark(s, epoch, &dev) != 0) {
-        t->bflag = &hook_burst_off;
+        t->bflag = &hook_burst_off.v;
         t->nest--;
         return;
     }

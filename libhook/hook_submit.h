@@ -42,9 +42,9 @@ static inline unsigned hook_submit_slot(CUstream s)
  * few streams that is one slot, half a cache line, read. */
 static inline void hook_submit_track(struct hook_thr *t, CUstream s)
 {
-    if (!atomic_load_explicit(&hook_gate_activity, memory_order_relaxed))
-        atomic_store_explicit(&hook_gate_activity, 1, memory_order_relaxed);
-    unsigned long long e = atomic_load_explicit(&hook_gate_epoch, memory_order_relaxed);
+    if (!atomic_load_explicit(&hook_gate_activity.v, memory_order_relaxed))
+        atomic_store_explicit(&hook_gate_activity.v, 1, memory_order_relaxed);
+    unsigned long long e = atomic_load_explicit(&hook_gate_epoch.v, memory_order_relaxed);
     unsigned i = hook_submit_slot(s);
     for (unsigned k = 0; k < HOOK_TCACHE_PROBES; k++, i = (i + 1) & (HOOK_TCACHE - 1)) {
         const struct hook_tcache_entry *c = &t->cache[i];
@@ -64,12 +64,12 @@ static inline void hook_submit_enter(struct hook_thr *t, CUstream s, int pt)
     s = hook_cuda_norm_stream(s, pt);
     atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
     atomic_signal_fence(memory_order_seq_cst);
-    int w = atomic_load_explicit(&hook_gate_word, memory_order_acquire);
+    int w = atomic_load_explicit(&hook_gate_word.v, memory_order_acquire);
     if (__builtin_expect(w == HOOK_GATE_OPEN, 1)) {
         hook_submit_track(t, s);
         return;
     }
-    t->bflag = &hook_burst_off;
+    t->bflag = &hook_burst_off.v;
     if (w == HOOK_GATE_UNGATED)
         return;
     atomic_store_explicit(&t->busy, 0, memory_order_release);
