@@ -1,0 +1,522 @@
+/*
+ * swap_engine.c - VMM-backed allocations and moving them (swap_engine.h).
+ *
+ * A move runs in batches of about batch_bytes: the copies of a batch are
+ * spread over the streams of the range's context, an event per stream
+ * marks the batch's end, and while the next batch is being copied the
+ * previous one is finished (swap out: its physical memory released; swap
+ * in: its ranges counted resident).  Two batches are in flight at most, so
+ * two sets of events per context suffice.
+ */
+#define _GNU_SOURCE
+#include "swap_engine.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gs_assert.h"
+
+#define MAX_LANES   8 /* contexts with swap streams */
+#define MAX_STREAMS 16
+#define MAX_DEVS    64 /* peer masks are 64 bits */
+
+struct lane { /* the streams and events of one context */
+    CUcontext ctx;
+    CUstream s[MAX_STREAMS];
+    CUevent ev[2][MAX_STREAMS];
+};
+
+struct gs_swap_engine {
+    const gs_swap_driver_t *d;
+    gs_swap_ranges_t *ranges;
+    gs_swap_engine_config_t cfg;
+    pthread_mutex_t op; /* one allocation, free or move at a time */
+    size_t gran[MAX_DEVS];
+    uint64_t peers[MAX_DEVS]; /* bit a of peers[o]: GPU a reaches GPU o's ranges */
+    struct lane lanes[MAX_LANES];
+    int nlanes;
+};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static const char *errname(const gs_swap_engine_t *e, CUresult r)
+{
+    const char *n = NULL;
+    e->d->error_name(r, &n);
+    return n ? n : "unknown error";
+}
+
+gs_swap_engine_t *gs_swap_engine_new(const gs_swap_driver_t *d, gs_swap_ranges_t *ranges,
+                                     const gs_swap_engine_config_t *cfg)
+{
+    gs_swap_engine_t *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->d = d;
+    e->ranges = ranges;
+    e->cfg = *cfg;
+    if (e->cfg.streams < 1)
+        e->cfg.streams = 1;
+    if (e->cfg.streams > MAX_STREAMS)
+        e->cfg.streams = MAX_STREAMS;
+    if (!e->cfg.piece_bytes)
+        e->cfg.piece_bytes = 64u << 20;
+    if (!e->cfg.batch_bytes)
+        e->cfg.batch_bytes = 1u << 30;
+    pthread_mutex_init(&e->op, NULL);
+    return e;
+}
+
+void gs_swap_engine_destroy(gs_swap_engine_t **self_p)
+{
+    gs_swap_engine_t *e = self_p ? *self_p : NULL;
+    if (!e)
+        return;
+    for (int i = 0; i < e->nlanes; i++) {
+        struct lane *l = &e->lanes[i];
+        if (e->d->ctx_push(l->ctx) != CUDA_SUCCESS)
+            continue; /* the context is gone, and its streams with it */
+        for (int k = 0; k < e->cfg.streams; k++) {
+            e->d->event_destroy(l->ev[0][k]);
+            e->d->event_destroy(l->ev[1][k]);
+            e->d->stream_destroy(l->s[k]);
+        }
+        CUcontext old;
+        e->d->ctx_pop(&old);
+    }
+    pthread_mutex_destroy(&e->op);
+    free(e);
+    *self_p = NULL;
+}
+
+static CUmemAllocationProp device_prop(int dev)
+{
+    CUmemAllocationProp p;
+    memset(&p, 0, sizeof p);
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = dev;
+    return p;
+}
+
+/* The access list for ranges on GPU dev: itself and its peers. */
+static size_t access_list(const gs_swap_engine_t *e, int dev, CUmemAccessDesc *a)
+{
+    size_t n = 0;
+    for (int g = 0; g < MAX_DEVS; g++)
+        if (g == dev || (e->peers[dev] >> g & 1)) {
+            memset(&a[n], 0, sizeof a[n]);
+            a[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+            a[n].location.id = g;
+            a[n].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+            n++;
+        }
+    return n;
+}
+
+/* Physical memory for r mapped at its address with access (op held). */
+static CUresult back_range(gs_swap_engine_t *e, gs_swap_range_t *r)
+{
+    CUmemAllocationProp prop = device_prop(r->dev);
+    CUmemGenericAllocationHandle h = 0;
+    CUresult res = e->d->create(&h, r->bytes, &prop, 0);
+    if (res != CUDA_SUCCESS)
+        return res;
+    res = e->d->map(r->va, r->bytes, 0, h, 0);
+    if (res != CUDA_SUCCESS) {
+        e->d->release(h);
+        return res;
+    }
+    CUmemAccessDesc a[MAX_DEVS];
+    res = e->d->set_access(r->va, r->bytes, a, access_list(e, r->dev, a));
+    if (res != CUDA_SUCCESS) {
+        e->d->unmap(r->va, r->bytes);
+        e->d->release(h);
+        return res;
+    }
+    r->phys = h;
+    return CUDA_SUCCESS;
+}
+
+/* Unmaps and releases r's physical memory (op held). */
+static CUresult unback_range(gs_swap_engine_t *e, gs_swap_range_t *r)
+{
+    CUresult res = e->d->unmap(r->va, r->bytes);
+    if (res != CUDA_SUCCESS)
+        return res;
+    e->d->release(r->phys);
+    r->phys = 0;
+    return CUDA_SUCCESS;
+}
+
+/* ---- allocation ---------------------------------------------------------- */
+
+static size_t granularity(gs_swap_engine_t *e, int dev)
+{
+    if (!e->gran[dev]) {
+        CUmemAllocationProp prop = device_prop(dev);
+        size_t g = 0;
+        if (e->d->granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || !g)
+            g = 2u << 20;
+        e->gran[dev] = g;
+    }
+    return e->gran[dev];
+}
+
+CUresult gs_swap_alloc(gs_swap_engine_t *e, CUcontext ctx, int dev, size_t size, CUdeviceptr *va)
+{
+    if (!va || size == 0 || dev < 0 || dev >= MAX_DEVS)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&e->op);
+    size_t g = granularity(e, dev);
+    gs_swap_range_t r = {.size = size, .ctx = ctx, .dev = dev};
+    r.bytes = size / g * g + (size % g ? g : 0);
+    CUresult res = e->d->reserve(&r.va, r.bytes, 0, 0, 0);
+    if (res == CUDA_SUCCESS) {
+        res = back_range(e, &r);
+        if (res == CUDA_SUCCESS && gs_swap_ranges_add(e->ranges, &r) != 0) {
+            unback_range(e, &r);
+            res = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        if (res != CUDA_SUCCESS)
+            e->d->address_free(r.va, r.bytes);
+    }
+    pthread_mutex_unlock(&e->op);
+    if (res == CUDA_SUCCESS)
+        *va = r.va;
+    return res;
+}
+
+CUresult gs_swap_free(gs_swap_engine_t *e, CUdeviceptr va, int *ours)
+{
+    gs_swap_range_t r;
+    pthread_mutex_lock(&e->op);
+    *ours = gs_swap_ranges_remove(e->ranges, va, &r);
+    CUresult res = CUDA_SUCCESS;
+    if (*ours) {
+        if (!r.parked) {
+            /* cuMemFree waits for the work that may still use the memory. */
+            if (e->d->ctx_push(r.ctx) == CUDA_SUCCESS) {
+                e->d->ctx_synchronize();
+                CUcontext old;
+                e->d->ctx_pop(&old);
+            }
+            res = unback_range(e, &r);
+        }
+        if (res == CUDA_SUCCESS)
+            res = e->d->address_free(r.va, r.bytes);
+        else
+            gs_swap_ranges_add(e->ranges, &r); /* still mapped: keep it known */
+    }
+    pthread_mutex_unlock(&e->op);
+    return res;
+}
+
+CUresult gs_swap_grant_peer(gs_swap_engine_t *e, int owner, int accessor)
+{
+    if (owner < 0 || owner >= MAX_DEVS || accessor < 0 || accessor >= MAX_DEVS)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&e->op);
+    e->peers[owner] |= 1ull << accessor;
+    size_t n = gs_swap_ranges_list(e->ranges, owner, 0, NULL, 0);
+    gs_swap_range_t *rs = n ? malloc(n * sizeof *rs) : NULL;
+    CUresult res = n && !rs ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+    if (rs) {
+        n = gs_swap_ranges_list(e->ranges, owner, 0, rs, n);
+        CUmemAccessDesc a[MAX_DEVS];
+        size_t na = access_list(e, owner, a);
+        for (size_t i = 0; i < n && res == CUDA_SUCCESS; i++)
+            res = e->d->set_access(rs[i].va, rs[i].bytes, a, na);
+        free(rs);
+    }
+    pthread_mutex_unlock(&e->op);
+    return res;
+}
+
+/* ---- moving ---------------------------------------------------------------- */
+
+/* The lane of ctx, created with ctx current (op held); NULL on failure. */
+static struct lane *lane_of(gs_swap_engine_t *e, CUcontext ctx, char *err, size_t errlen)
+{
+    for (int i = 0; i < e->nlanes; i++)
+        if (e->lanes[i].ctx == ctx)
+            return &e->lanes[i];
+    if (e->nlanes == MAX_LANES) {
+        snprintf(err, errlen, "more than %d contexts hold device memory", MAX_LANES);
+        return NULL;
+    }
+    struct lane *l = &e->lanes[e->nlanes];
+    memset(l, 0, sizeof *l);
+    l->ctx = ctx;
+    for (int k = 0; k < e->cfg.streams; k++) {
+        CUresult r = e->d->stream_create(&l->s[k], CU_STREAM_NON_BLOCKING);
+        if (r == CUDA_SUCCESS)
+            r = e->d->event_create(&l->ev[0][k], CU_EVENT_DISABLE_TIMING);
+        if (r == CUDA_SUCCESS)
+            r = e->d->event_create(&l->ev[1][k], CU_EVENT_DISABLE_TIMING);
+        if (r != CUDA_SUCCESS) {
+            snprintf(err, errlen, "creating the swap's streams: %s", errname(e, r));
+            return NULL; /* what was made stays unused: a later call does not reuse it */
+        }
+    }
+    e->nlanes++;
+    return l;
+}
+
+/* Copies range r between the device and its place in window w, in pieces
+ * that never cross one of the window's chunks, over the lane's streams. */
+static CUresult copy_range(gs_swap_engine_t *e, struct lane *l, const gs_swap_range_t *r,
+                           const gs_swap_window_t *w, int out, int *next_stream)
+{
+    size_t done = 0;
+    while (done < r->bytes) {
+        uint64_t host = r->host_off + done;
+        size_t n = r->bytes - done, to_chunk = w->chunk_bytes - host % w->chunk_bytes;
+        if (n > e->cfg.piece_bytes)
+            n = e->cfg.piece_bytes;
+        if (n > to_chunk)
+            n = to_chunk;
+        CUdeviceptr dv = r->va + done, hv = w->va + host;
+        CUresult res = e->d->memcpy_async(out ? hv : dv, out ? dv : hv, n,
+                                          l->s[(*next_stream)++ % e->cfg.streams]);
+        if (res != CUDA_SUCCESS)
+            return res;
+        done += n;
+    }
+    return CUDA_SUCCESS;
+}
+
+struct batch {
+    struct lane *lane;
+    int slot;
+    size_t first, count; /* indices into the move's range array */
+};
+
+static CUresult batch_mark(gs_swap_engine_t *e, struct batch *b)
+{
+    for (int k = 0; k < e->cfg.streams; k++) {
+        CUresult r = e->d->event_record(b->lane->ev[b->slot][k], b->lane->s[k]);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult batch_wait(gs_swap_engine_t *e, const struct batch *b)
+{
+    for (int k = 0; k < e->cfg.streams; k++) {
+        CUresult r = e->d->event_synchronize(b->lane->ev[b->slot][k]);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* After a failure: nothing of ours may still be copying. */
+static void quiesce(gs_swap_engine_t *e)
+{
+    for (int i = 0; i < e->nlanes; i++)
+        for (int k = 0; k < e->cfg.streams; k++)
+            e->d->stream_synchronize(e->lanes[i].s[k]);
+}
+
+static int cmp_ctx(const void *a, const void *b)
+{
+    const gs_swap_range_t *x = a, *y = b;
+    uintptr_t cx = (uintptr_t)x->ctx, cy = (uintptr_t)y->ctx;
+    if (cx != cy)
+        return cx < cy ? -1 : 1;
+    return x->va < y->va ? -1 : x->va > y->va;
+}
+
+/* The ranges of dev in the given state, grouped by context (op held). */
+static gs_swap_range_t *collect(gs_swap_engine_t *e, int dev, int parked, size_t *n)
+{
+    *n = gs_swap_ranges_list(e->ranges, dev, parked, NULL, 0);
+    if (!*n)
+        return NULL;
+    gs_swap_range_t *rs = malloc(*n * sizeof *rs);
+    if (rs) {
+        *n = gs_swap_ranges_list(e->ranges, dev, parked, rs, *n);
+        qsort(rs, *n, sizeof *rs, cmp_ctx);
+    }
+    return rs;
+}
+
+/* Finishes a batch: swap out releases its device memory, swap in counts it
+ * resident.  The registry learns each range's new state. */
+static CUresult batch_finish(gs_swap_engine_t *e, gs_swap_range_t *rs, const struct batch *b,
+                             int out, gs_swap_result_t *res)
+{
+    CUresult r = batch_wait(e, b);
+    for (size_t i = b->first; r == CUDA_SUCCESS && i < b->first + b->count; i++) {
+        if (out) {
+            r = unback_range(e, &rs[i]);
+            if (r != CUDA_SUCCESS)
+                break;
+            rs[i].parked = 1;
+        } else
+            rs[i].parked = 0;
+        gs_swap_ranges_update(e->ranges, &rs[i]);
+        res->bytes += rs[i].bytes;
+        res->ranges++;
+    }
+    return r;
+}
+
+/* Gives up what a failed swap in had made for ranges [first, end) that
+ * are not resident yet: their data is still in the window. */
+static void undo_in(gs_swap_engine_t *e, gs_swap_range_t *rs, size_t first, size_t end)
+{
+    for (size_t i = first; i < end; i++)
+        if (rs[i].phys && rs[i].parked)
+            unback_range(e, &rs[i]);
+}
+
+/* Physical memory for a parked range, retried while the GPU is full until
+ * the deadline: the process that frees it (the other side of a switch)
+ * is releasing its ranges batch by batch meanwhile. */
+static CUresult back_range_waiting(gs_swap_engine_t *e, gs_swap_range_t *r, int64_t deadline)
+{
+    long pause_us = 200;
+    for (;;) {
+        CUresult res = back_range(e, r);
+        if (res != CUDA_ERROR_OUT_OF_MEMORY || now_ns() >= deadline)
+            return res;
+        struct timespec ts = {0, pause_us * 1000};
+        nanosleep(&ts, NULL);
+        if (pause_us < 5000)
+            pause_us *= 2;
+    }
+}
+
+static int move(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w, int out, unsigned wait_ms,
+                gs_swap_progress_fn progress, void *arg, gs_swap_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    int64_t t0 = now_ns(), deadline = t0 + (int64_t)wait_ms * 1000000;
+    pthread_mutex_lock(&e->op);
+    size_t n = 0;
+    gs_swap_range_t *rs = collect(e, dev, !out, &n);
+    int rc = 0;
+    if (n && !rs) {
+        snprintf(res->error, sizeof res->error, "out of memory");
+        rc = -1;
+        goto done;
+    }
+    /* Swap out after a partial one: the ranges parked then keep their
+     * place in the window, the new ones go after them. */
+    uint64_t base = 0, total = 0;
+    if (out) {
+        size_t np = gs_swap_ranges_list(e->ranges, dev, 1, NULL, 0);
+        gs_swap_range_t *ps = np ? malloc(np * sizeof *ps) : NULL;
+        np = ps ? gs_swap_ranges_list(e->ranges, dev, 1, ps, np) : 0;
+        for (size_t k = 0; k < np; k++)
+            if (ps[k].host_off + ps[k].bytes > base)
+                base = ps[k].host_off + ps[k].bytes;
+        free(ps);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (out)
+            rs[i].host_off = base + total;
+        if (rs[i].host_off + rs[i].bytes > w->bytes) {
+            snprintf(res->error, sizeof res->error,
+                     "the host window holds %zu bytes, the GPU's ranges need %llu", w->bytes,
+                     (unsigned long long)(rs[i].host_off + rs[i].bytes));
+            rc = -1;
+            goto done;
+        }
+        total += rs[i].bytes;
+    }
+    struct batch prev = {0}, cur = {0};
+    int have_prev = 0, next_stream = 0, slot = 0;
+    CUresult r = CUDA_SUCCESS;
+    const char *step = "";
+    size_t i = 0;
+    while (i < n) {
+        CUcontext ctx = rs[i].ctx;
+        if ((r = e->d->ctx_push(ctx)) != CUDA_SUCCESS) {
+            step = "cuCtxPushCurrent";
+            break;
+        }
+        struct lane *l = lane_of(e, ctx, res->error, sizeof res->error);
+        if (!l) {
+            CUcontext old;
+            e->d->ctx_pop(&old);
+            rc = -1;
+            break;
+        }
+        cur = (struct batch){l, slot, i, 0};
+        size_t bytes = 0;
+        while (i < n && rs[i].ctx == ctx && (cur.count == 0 || bytes < e->cfg.batch_bytes)) {
+            if (!out && (r = back_range_waiting(e, &rs[i], deadline)) != CUDA_SUCCESS) {
+                step = "physical memory for a parked range";
+                break;
+            }
+            cur.count++;
+            if ((r = copy_range(e, l, &rs[i], w, out, &next_stream)) != CUDA_SUCCESS) {
+                step = "cuMemcpyAsync";
+                break;
+            }
+            bytes += rs[i++].bytes;
+        }
+        if (r == CUDA_SUCCESS && (r = batch_mark(e, &cur)) != CUDA_SUCCESS)
+            step = "cuEventRecord";
+        if (r == CUDA_SUCCESS && have_prev &&
+            (r = batch_finish(e, rs, &prev, out, res)) != CUDA_SUCCESS)
+            step = out ? "releasing copied memory" : "cuEventSynchronize";
+        CUcontext old;
+        e->d->ctx_pop(&old);
+        if (r != CUDA_SUCCESS)
+            break;
+        prev = cur;
+        have_prev = 1;
+        slot ^= 1;
+        if (progress)
+            progress(arg, res->bytes, total);
+    }
+    if (r == CUDA_SUCCESS && rc == 0 && have_prev) {
+        if (e->d->ctx_push(prev.lane->ctx) == CUDA_SUCCESS) {
+            r = batch_finish(e, rs, &prev, out, res);
+            CUcontext old;
+            e->d->ctx_pop(&old);
+            if (r != CUDA_SUCCESS)
+                step = out ? "releasing copied memory" : "cuEventSynchronize";
+        }
+        if (progress)
+            progress(arg, res->bytes, total);
+    }
+    if (r != CUDA_SUCCESS || rc != 0) {
+        quiesce(e);
+        if (!out)
+            undo_in(e, rs, 0, n);
+        if (r != CUDA_SUCCESS)
+            snprintf(res->error, sizeof res->error, "%s: %s", step, errname(e, r));
+        rc = -1;
+    }
+done:
+    pthread_mutex_unlock(&e->op);
+    free(rs);
+    res->elapsed_ns = now_ns() - t0;
+    return rc;
+}
+
+int gs_swap_out(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w,
+                gs_swap_progress_fn progress, void *arg, gs_swap_result_t *res)
+{
+    return move(e, dev, w, 1, 0, progress, arg, res);
+}
+
+int gs_swap_in(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w, unsigned wait_ms,
+               gs_swap_progress_fn progress, void *arg, gs_swap_result_t *res)
+{
+    return move(e, dev, w, 0, wait_ms, progress, arg, res);
+}

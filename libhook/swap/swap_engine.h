@@ -1,0 +1,83 @@
+/*
+ * swap_engine.h - device memory that can leave the GPU and come back at
+ * the same addresses, moved by this process' own copy engines at the
+ * speed of the link (the swap tier of parking, doc/parking.md).
+ *
+ * Allocation: the program's device allocations are backed with the
+ * virtual-memory API (reserve an address range, create physical memory,
+ * map it, grant access), which costs what cuMemAlloc costs (measured on
+ * the H200: bench/swap_probe.c).  Swap out: every resident range of a GPU
+ * is copied into a window of host memory (swap_window.h) on several
+ * streams, and each range's physical memory is released as soon as its
+ * copy is complete, so the GPU's memory comes free while the copy runs and
+ * another process can already take it.  Swap in is the mirror: new
+ * physical memory is mapped at the same addresses and the bytes are copied
+ * back.  The caller guarantees that nothing of the program runs on the GPU
+ * meanwhile (the hook's gate is closed and drained).
+ *
+ * Faults: a range's host copy is complete before its device memory is
+ * released, and its device copy is complete before it counts as resident
+ * again; a failed step stops the operation with every range either
+ * resident or parked, its data intact, and the operation may be retried.
+ */
+#ifndef GS_SWAP_ENGINE_H
+#define GS_SWAP_ENGINE_H
+
+#include <stdint.h>
+
+#include "swap_driver.h"
+#include "swap_ranges.h"
+#include "swap_window.h"
+
+typedef struct gs_swap_engine gs_swap_engine_t;
+
+typedef struct {
+    int streams;        /* copies in flight per context (1..16) */
+    size_t piece_bytes; /* one copy's size */
+    size_t batch_bytes; /* memory released (swap out) per batch of copies */
+} gs_swap_engine_config_t;
+
+/* The table and the ranges outlive the engine. */
+gs_swap_engine_t *gs_swap_engine_new(const gs_swap_driver_t *d, gs_swap_ranges_t *ranges,
+                                     const gs_swap_engine_config_t *cfg);
+void gs_swap_engine_destroy(gs_swap_engine_t **self_p);
+
+/* ---- allocation ---------------------------------------------------------- */
+
+/* What cuMemAlloc does, with VMM backing, in context ctx (current on the
+ * calling thread) on GPU dev.  The driver's result. */
+CUresult gs_swap_alloc(gs_swap_engine_t *self, CUcontext ctx, int dev, size_t size,
+                       CUdeviceptr *va);
+/* What cuMemFree does for a range of ours (the context's work is waited
+ * for first, as cuMemFree does).  *ours = 0 when va is not one of ours
+ * (then nothing was done). */
+CUresult gs_swap_free(gs_swap_engine_t *self, CUdeviceptr va, int *ours);
+
+/* From now on GPU accessor may reach every range on GPU owner (the program
+ * enabled peer access); applied to the ranges there now and to new ones. */
+CUresult gs_swap_grant_peer(gs_swap_engine_t *self, int owner, int accessor);
+
+/* ---- moving ---------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t bytes; /* moved */
+    int ranges;     /* moved */
+    int64_t elapsed_ns;
+    char error[200]; /* set on failure */
+} gs_swap_result_t;
+
+/* Progress, called between batches from the calling thread. */
+typedef void (*gs_swap_progress_fn)(void *arg, uint64_t done, uint64_t total);
+
+/* Moves every resident range of GPU dev into window w.  0, or -1 with
+ * res->error (then some ranges may be parked, the rest resident). */
+int gs_swap_out(gs_swap_engine_t *self, int dev, const gs_swap_window_t *w,
+                gs_swap_progress_fn progress, void *arg, gs_swap_result_t *res);
+
+/* Brings every parked range of GPU dev back from window w.  While the GPU
+ * has no room (another process still frees it) it retries for up to
+ * wait_ms.  0, or -1 with res->error (the ranges not back stay parked). */
+int gs_swap_in(gs_swap_engine_t *self, int dev, const gs_swap_window_t *w, unsigned wait_ms,
+               gs_swap_progress_fn progress, void *arg, gs_swap_result_t *res);
+
+#endif

@@ -1,0 +1,54 @@
+/*
+ * swap_ranges.h - the device memory the swap tier can move: every
+ * allocation the hook backed with the virtual-memory API (a reserved
+ * address range with physical memory mapped into it), resident on its GPU
+ * or parked in host memory with its addresses kept.
+ *
+ * A set sorted by address behind one mutex: allocation and free are rare
+ * next to launches and never on the launch path; lookups by an address
+ * inside a range (cuMemGetAddressRange, cuPointerGetAttribute) are a
+ * binary search.
+ */
+#ifndef GS_SWAP_RANGES_H
+#define GS_SWAP_RANGES_H
+
+#include <cuda.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    CUdeviceptr va; /* what the program got */
+    size_t size;    /* what it asked for */
+    size_t bytes;   /* reserved and mapped: size rounded to the granularity */
+    CUcontext ctx;  /* the context it was allocated in */
+    int dev;
+    CUmemGenericAllocationHandle phys; /* the physical memory; 0 while parked */
+    int parked;                        /* its bytes are in host memory at host_off */
+    uint64_t host_off;
+} gs_swap_range_t;
+
+typedef struct gs_swap_ranges gs_swap_ranges_t;
+
+gs_swap_ranges_t *gs_swap_ranges_new(void);
+void gs_swap_ranges_destroy(gs_swap_ranges_t **self_p);
+
+/* 0, or -1 (overlap with a range already there, or no memory). */
+int gs_swap_ranges_add(gs_swap_ranges_t *self, const gs_swap_range_t *r);
+/* Takes out the range that starts at va: 1 and *out, or 0. */
+int gs_swap_ranges_remove(gs_swap_ranges_t *self, CUdeviceptr va, gs_swap_range_t *out);
+/* The range holding addr (anywhere in [va, va + size)): 1 and *out, or 0. */
+int gs_swap_ranges_find(gs_swap_ranges_t *self, CUdeviceptr addr, gs_swap_range_t *out);
+/* Replaces the stored range that starts at r->va; 0, or -1 if gone (freed
+ * meanwhile: the caller releases what it made for it). */
+int gs_swap_ranges_update(gs_swap_ranges_t *self, const gs_swap_range_t *r);
+
+/* The ranges of GPU dev (all GPUs: dev < 0) that are parked (parked = 1)
+ * or resident (0), in address order: fills out[0 .. max) and returns how
+ * many there are (may exceed max). */
+size_t gs_swap_ranges_list(gs_swap_ranges_t *self, int dev, int parked, gs_swap_range_t *out,
+                           size_t max);
+
+/* Bytes (rounded, as mapped) resident and parked on GPU dev. */
+void gs_swap_ranges_totals(gs_swap_ranges_t *self, int dev, uint64_t *resident, uint64_t *parked);
+
+#endif
