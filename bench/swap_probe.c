@@ -22,6 +22,12 @@
  *   gcc -O2 -std=c11 -I/usr/local/cuda/include bench/swap_probe.c \
  *       -L/usr/local/cuda/lib64/stubs -lcuda -lpthread -o swap_probe
  * Run (on the GPU machine): swap_probe alloc; swap_probe swap GIB [STREAMS]
+ *
+ *   engine GIB [STREAMS]  the hook's own swap code (libhook/swap/) with the
+ *          same pool: a mix of allocations, window open, three rounds of
+ *          swap out and in, the last one verified; then the import's steps
+ *          timed one by one.  Build with -DSWAP_PROBE_ENGINE -Ilibhook/swap
+ *          -Icommon and the libhook/swap sources (see the run command).
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -559,6 +565,143 @@ static void notebook_process(int sock, int gib, int nstreams, size_t region_byte
     CK(cuDevicePrimaryCtxRelease(nb.dev));
 }
 
+
+/* ---- engine: the hook's own swap code (libhook/swap/) on the real driver -- */
+
+#ifdef SWAP_PROBE_ENGINE
+#include <dlfcn.h>
+
+#include "swap_engine.h"
+
+static void *lookup(void *lib, const char *name) { return dlsym(lib, name); }
+
+/* Import cost, broken down: the same chunks imported, mapped and given
+ * access one step at a time (per chunk, or one cuMemSetAccess for all). */
+static void engine_process(int sock, int gib, int nstreams)
+{
+    CK(cuInit(0));
+    CUdevice dev;
+    CK(cuDeviceGet(&dev, 0));
+    CUcontext ctx;
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+    gs_swap_driver_t drv;
+    char why[200];
+    if (gs_swap_driver_resolve(&drv, RTLD_DEFAULT, lookup, why, sizeof why)) {
+        fprintf(stderr, "%s\n", why);
+        exit(2);
+    }
+    gs_swap_ranges_t *ranges = gs_swap_ranges_new();
+    gs_swap_engine_config_t cfg = {.streams = nstreams, .piece_bytes = 64 * MIB,
+                                   .batch_bytes = 1 * GIB};
+    gs_swap_engine_t *e = gs_swap_engine_new(&drv, ranges, &cfg);
+    size_t total = (size_t)gib * GIB, free0 = free_bytes();
+    /* A PyTorch-like mix: mostly large segments, some 2 MiB and 20 MiB. */
+    size_t nalloc = 0, cap = 4096, have = 0;
+    CUdeviceptr *p = calloc(cap, sizeof *p);
+    size_t *sz = calloc(cap, sizeof *sz);
+    double ta = now_s();
+    while (have < total && nalloc < cap) {
+        size_t s = nalloc % 8 == 0 ? 2 * MIB : nalloc % 8 == 1 ? 20 * MIB : 1 * GIB;
+        if (have + s > total)
+            s = total - have;
+        CK(gs_swap_alloc(e, ctx, dev, s, &p[nalloc]));
+        sz[nalloc] = s;
+        size_t blocks = s / (2 * MIB);
+        for (size_t b = 0; b < blocks; b++)
+            CK(cuMemsetD32(p[nalloc] + b * 2 * MIB, pattern(have / (2 * MIB) + b), 2 * MIB / 4));
+        have += s;
+        nalloc++;
+    }
+    double alloc_s = now_s() - ta;
+    size_t free_resident = free_bytes();
+    int nchunks = gib;
+    int *fds = calloc(nchunks, sizeof *fds);
+    for (int i = 0; i < nchunks; i++) {
+        uint64_t tag;
+        fds[i] = recv_fd(sock, &tag);
+    }
+    double t0 = now_s();
+    gs_swap_window_t w;
+    if (gs_swap_window_open(&drv, dev, fds, nchunks, CHUNK, &w, why, sizeof why)) {
+        fprintf(stderr, "window: %s\n", why);
+        exit(2);
+    }
+    double open_s = now_s() - t0;
+    for (int round = 0; round < 3; round++) {
+        gs_swap_result_t out, in;
+        if (gs_swap_out(e, dev, &w, NULL, NULL, &out)) {
+            fprintf(stderr, "swap out: %s\n", out.error);
+            exit(2);
+        }
+        size_t free_parked = free_bytes();
+        if (gs_swap_in(e, dev, &w, 10000, NULL, NULL, &in)) {
+            fprintf(stderr, "swap in: %s\n", in.error);
+            exit(2);
+        }
+        /* Verify on the device's side: each 2 MiB block against its word,
+         * read back through a pinned buffer. */
+        size_t bad = 0, off = 0;
+        uint32_t *hb = NULL;
+        CK(cuMemAllocHost((void **)&hb, 2 * MIB));
+        for (size_t i = 0; i < nalloc && round == 2; i++)
+            for (size_t b = 0; b < sz[i] / (2 * MIB); b++, off++) {
+                CK(cuMemcpyDtoH(hb, p[i] + b * 2 * MIB, 2 * MIB));
+                uint32_t want = pattern(off);
+                for (size_t k = 0; k < 2 * MIB / 4; k++)
+                    bad += hb[k] != want;
+            }
+        CK(cuMemFreeHost(hb));
+        printf("{\"probe\":\"engine\",\"tier\":\"swap\",\"bytes\":%llu,\"allocs\":%zu,"
+               "\"streams\":%d,\"round\":%d,\"alloc_fill_s\":%.3f,\"window_open_s\":%.3f,"
+               "\"park_s\":%.3f,\"unpark_s\":%.3f,\"out_gbps\":%.1f,\"in_gbps\":%.1f,"
+               "\"free_before_alloc\":%zu,\"free_resident\":%zu,\"free_parked\":%zu,"
+               "\"verified\":%s,\"bad_words\":%zu,\"bit_exact\":%s}\n",
+               (unsigned long long)out.bytes, nalloc, nstreams, round, alloc_s, open_s,
+               out.elapsed_ns / 1e9, in.elapsed_ns / 1e9, out.bytes / (out.elapsed_ns / 1e9) / 1e9,
+               in.bytes / (in.elapsed_ns / 1e9) / 1e9, free0, free_resident, free_parked,
+               round == 2 ? "true" : "false", bad, round == 2 && bad == 0 ? "true" : "false");
+        fflush(stdout);
+    }
+    gs_swap_window_close(&drv, &w);
+    /* The import's cost, step by step, on the same descriptors. */
+    CUdeviceptr va;
+    CK(cuMemAddressReserve(&va, (size_t)nchunks * CHUNK, 0, 0, 0));
+    double imp = 0, map = 0, acc_each = 0;
+    CUmemGenericAllocationHandle *h = calloc(nchunks, sizeof *h);
+    for (int i = 0; i < nchunks; i++) {
+        double s0 = now_s();
+        CK(cuMemImportFromShareableHandle(&h[i], (void *)(uintptr_t)fds[i],
+                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+        double s1 = now_s();
+        CK(cuMemMap(va + (size_t)i * CHUNK, CHUNK, 0, h[i], 0));
+        double s2 = now_s();
+        CUmemAccessDesc a = device_rw(dev);
+        CK(cuMemSetAccess(va + (size_t)i * CHUNK, CHUNK, &a, 1));
+        acc_each += now_s() - s2;
+        imp += s1 - s0;
+        map += s2 - s1;
+    }
+    printf("{\"probe\":\"import_steps\",\"chunks\":%d,\"import_s\":%.3f,\"map_s\":%.3f,"
+           "\"set_access_per_chunk_s\":%.3f}\n",
+           nchunks, imp, map, acc_each);
+    for (int i = 0; i < nchunks; i++) {
+        CK(cuMemUnmap(va + (size_t)i * CHUNK, CHUNK));
+        CK(cuMemRelease(h[i]));
+        close(fds[i]);
+    }
+    CK(cuMemAddressFree(va, (size_t)nchunks * CHUNK));
+    for (size_t i = 0; i < nalloc; i++) {
+        int ours;
+        CK(gs_swap_free(e, p[i], &ours));
+    }
+    if (write(sock, "x", 1) != 1)
+        perror("write");
+    gs_swap_engine_destroy(&e);
+    gs_swap_ranges_destroy(&ranges);
+}
+#endif
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -566,7 +709,7 @@ int main(int argc, char **argv)
         bench_alloc();
         return 0;
     }
-    if (argc >= 3 && !strcmp(argv[1], "swap")) {
+    if (argc >= 3 && (!strcmp(argv[1], "swap") || !strcmp(argv[1], "engine"))) {
         int gib = atoi(argv[2]), streams = argc > 3 ? atoi(argv[3]) : 4;
         size_t region = argc > 4 ? (size_t)atoll(argv[4]) * MIB : 2 * GIB;
         if (gib < 1 || gib > MAX_CHUNKS || streams < 1 || streams > 16 || region < 2 * MIB ||
@@ -586,7 +729,12 @@ int main(int argc, char **argv)
             _exit(0);
         }
         close(sv[1]);
-        notebook_process(sv[0], gib, streams, region);
+#ifdef SWAP_PROBE_ENGINE
+        if (!strcmp(argv[1], "engine"))
+            engine_process(sv[0], gib, streams);
+        else
+#endif
+            notebook_process(sv[0], gib, streams, region);
         int st = 0;
         waitpid(pid, &st, 0);
         return WIFEXITED(st) ? WEXITSTATUS(st) : 3;
