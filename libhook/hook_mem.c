@@ -34,6 +34,7 @@
 #define _GNU_SOURCE
 #include "gpushare_hook.h"
 #include "hook_internal.h"
+#include "hook_swap.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -226,6 +227,7 @@ static int is_managed(const struct mval *v)
 /* Whatever a destroyed context held is gone with it. */
 void hook_mem_forget_ctx(CUcontext ctx)
 {
+    hook_swap_forget_ctx(ctx);
     int first = 0;
     pthread_mutex_lock(&memu);
     for (size_t i = 0; i < ptrs.cap;) {
@@ -375,6 +377,17 @@ static CUresult managed_alloc(CUdeviceptr *dptr, size_t bytes)
     return f ? f(dptr, bytes, CU_MEM_ATTACH_GLOBAL) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
+/* Device memory that the swap tier can move when it takes it (hook_swap.h),
+ * else the driver's own. */
+static CUresult device_alloc(__typeof__(&cuMemAlloc_v2) real, const struct where *w,
+                             CUdeviceptr *dptr, size_t bytes)
+{
+    CUresult r;
+    if (w->dev >= 0 && w->ctx && hook_swap_alloc(w->ctx, w->dev, bytes, dptr, &r))
+        return r;
+    return real(dptr, bytes);
+}
+
 HOOK_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     MEM_ENTER(cuMemAlloc_v2, (dptr, bytesize));
@@ -385,7 +398,7 @@ HOOK_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
         if (hook_cfg.managed)
             r = managed_alloc(dptr, bytesize);
         else
-            WITH_ROOM(&w, bytesize, 0, r = real_(dptr, bytesize));
+            WITH_ROOM(&w, bytesize, 0, r = device_alloc(real_, &w, dptr, bytesize));
         settle(&w, bytesize, r, &ptrs, r == CUDA_SUCCESS && dptr ? *dptr : 0, bytesize,
                hook_cfg.managed ? MK_MANAGED : MK_DEVICE);
     }
@@ -582,11 +595,15 @@ static void freed_ptr(CUdeviceptr p, const struct mval *v, int had, CUresult r)
     changed(first);
 }
 
+/* The swap tier frees what it allocated (waiting for the context's work
+ * first, as cuMemFree does); the rest goes to the driver. */
 #define FREE_PTR(abi, p, args)                                                                     \
     MEM_ENTER(abi, args);                                                                          \
     struct mval v;                                                                                 \
     int had = take_ptr((CUdeviceptr)(p), &v);                                                      \
-    CUresult r = real_ args;                                                                       \
+    CUresult r;                                                                                    \
+    if (!hook_swap_free((CUdeviceptr)(p), &r))                                                     \
+        r = real_ args;                                                                            \
     freed_ptr((CUdeviceptr)(p), &v, had, r);                                                       \
     MEM_LEAVE(r)
 
@@ -706,6 +723,84 @@ HOOK_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 
 /* ---- what the program is told ------------------------------------------- */
 
+/* Memory the swap tier backs is a VMM mapping of whole granules to the
+ * driver; the program asked for an allocation of its own size, and is told
+ * about that one, as for cuMemAlloc. */
+HOOK_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    MEM_ENTER(cuMemGetAddressRange_v2, (pbase, psize, dptr));
+    CUdeviceptr base;
+    size_t size;
+    CUresult r;
+    if (hook_swap_range(dptr, &base, &size)) {
+        if (pbase)
+            *pbase = base;
+        if (psize)
+            *psize = size;
+        r = CUDA_SUCCESS;
+    } else
+        r = real_(pbase, psize, dptr);
+    MEM_LEAVE(r);
+}
+
+/* One attribute of a pointer into the swap tier's memory, where it differs
+ * from what the driver says of a VMM mapping; 1 when answered. */
+static int swap_attribute(void *data, CUpointer_attribute a, CUdeviceptr ptr)
+{
+    CUdeviceptr base;
+    size_t size;
+    if (!data || !hook_swap_range(ptr, &base, &size))
+        return 0;
+    switch (a) {
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(CUdeviceptr *)data = base;
+        return 1;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = size;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+HOOK_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute,
+                                           CUdeviceptr ptr)
+{
+    MEM_ENTER(cuPointerGetAttribute, (data, attribute, ptr));
+    CUresult r = real_(data, attribute, ptr);
+    if (r == CUDA_SUCCESS)
+        swap_attribute(data, attribute, ptr);
+    MEM_LEAVE(r);
+}
+
+HOOK_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes,
+                                            CUpointer_attribute *attributes, void **data,
+                                            CUdeviceptr ptr)
+{
+    MEM_ENTER(cuPointerGetAttributes, (numAttributes, attributes, data, ptr));
+    CUresult r = real_(numAttributes, attributes, data, ptr);
+    for (unsigned i = 0; r == CUDA_SUCCESS && attributes && data && i < numAttributes; i++)
+        swap_attribute(data[i], attributes[i], ptr);
+    MEM_LEAVE(r);
+}
+
+/* Peer access covers cuMemAlloc memory but not VMM mappings: the swap
+ * tier grants the peer GPU access to its ranges itself. */
+HOOK_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
+{
+    MEM_ENTER(cuCtxEnablePeerAccess, (peerContext, Flags));
+    CUresult r = real_(peerContext, Flags);
+    if (r == CUDA_SUCCESS) {
+        struct where w;
+        current(&w);
+        CUdevice owner;
+        __typeof__(&cuCtxGetDevice_v2) of = hook_cu.ctxGetDeviceOf;
+        if (w.dev >= 0 && of && of(&owner, peerContext) == CUDA_SUCCESS)
+            hook_swap_peer((int)owner, w.dev);
+    }
+    MEM_LEAVE(r);
+}
+
 /* With a limit, the device looks as large as the limit. */
 static void limited(int dev, uint64_t *freeb, uint64_t *total)
 {
@@ -814,6 +909,7 @@ void hook_mem_atfork_parent(void)
 /* The child has no device memory of its own (CUDA does not survive fork). */
 void hook_mem_atfork_child(void)
 {
+    hook_swap_atfork_child();
     pthread_mutex_init(&memu, NULL);
     free(ptrs.s);
     free(handles.s);

@@ -4,6 +4,8 @@
  * thread that carries out the broker's commands one at a time.
  */
 #define _GNU_SOURCE
+#include "hook_internal.h" /* first: it sets how cuda.h declares the ABI */
+
 #include "hook_swap.h"
 
 #include <pthread.h>
@@ -14,7 +16,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "hook_internal.h"
 #include "log.h"
 #include "swap_engine.h"
 #include "swap_fetch.h"
@@ -49,8 +50,8 @@ static int busy[MAX_DEVS];
 static void init_once(void)
 {
     const char *v = getenv("GPUSHARE_SWAP");
-    if (v && (!strcmp(v, "off") || !strcmp(v, "0")))
-        return;
+    if (!v || strcmp(v, "on") != 0)
+        return; /* off by default for now: see hook_swap.h */
     void *lib = hook_libcuda();
     hook_dlsym_fn lookup = hook_real_dlsym();
     char why[200];
@@ -111,6 +112,30 @@ void hook_swap_peer(int owner, int accessor)
 {
     if (ready() && gs_swap_grant_peer(engine, owner, accessor) != CUDA_SUCCESS)
         gs_warn("could not give GPU %d access to GPU %d's memory", accessor, owner);
+}
+
+void hook_swap_forget_ctx(CUcontext ctx)
+{
+    if (enabled) /* never initialise the tier just to forget nothing */
+        gs_swap_forget_ctx(engine, ctx);
+}
+
+void hook_swap_atfork_child(void)
+{
+    /* The parent's ranges, windows and thread do not exist here; the
+     * objects are dropped without driver calls (the parent owns them). */
+    pthread_mutex_init(&mu, NULL);
+    pthread_cond_init(&cv, NULL);
+    queue_head = queue_tail = NULL;
+    thread_started = 0;
+    memset(window, 0, sizeof window);
+    memset(busy, 0, sizeof busy);
+    if (enabled) {
+        ranges = gs_swap_ranges_new();
+        gs_swap_engine_config_t cfg = {.streams = 4};
+        engine = ranges ? gs_swap_engine_new(&drv, ranges, &cfg) : NULL;
+        enabled = engine != NULL;
+    }
 }
 
 void hook_swap_totals(int dev, uint64_t *resident, uint64_t *parked)

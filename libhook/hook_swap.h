@@ -5,8 +5,10 @@
  * allocations, and carrying out the broker's swap_out / swap_in on a
  * thread of its own (libhook/swap/ does the work).
  *
- * GPUSHARE_SWAP=off keeps every allocation plain (then the broker parks
- * this process with the checkpoint API only).  An allocation is backed
+ * GPUSHARE_SWAP=on turns the backing on; until the broker drives the swap
+ * tier and IPC handles are emulated for backed memory it is off by
+ * default, and every allocation stays plain (the broker parks this process
+ * with the checkpoint API).  An allocation is backed
  * when the granularity (2 MiB) wastes at most an eighth of it: PyTorch's
  * and JAX's allocators ask for multiples of 2 MiB, so all of theirs are;
  * small one-off allocations stay plain, resident and counted
@@ -29,6 +31,10 @@ int hook_swap_free(CUdeviceptr p, CUresult *r);
 int hook_swap_range(CUdeviceptr p, CUdeviceptr *base, size_t *size);
 /* The program enabled peer access: GPU accessor reaches owner's memory. */
 void hook_swap_peer(int owner, int accessor);
+/* A context is destroyed: what it allocated goes with it. */
+void hook_swap_forget_ctx(CUcontext ctx);
+/* In a forked child: CUDA does not survive fork, forget everything. */
+void hook_swap_atfork_child(void);
 /* Bytes backed (movable) resident and parked on GPU dev. */
 void hook_swap_totals(int dev, uint64_t *resident, uint64_t *parked);
 

@@ -220,6 +220,31 @@ CUresult gs_swap_free(gs_swap_engine_t *e, CUdeviceptr va, int *ours)
     return res;
 }
 
+void gs_swap_forget_ctx(gs_swap_engine_t *e, CUcontext ctx)
+{
+    pthread_mutex_lock(&e->op);
+    size_t n = gs_swap_ranges_list(e->ranges, -1, 0, NULL, 0) +
+               gs_swap_ranges_list(e->ranges, -1, 1, NULL, 0);
+    gs_swap_range_t *rs = n ? malloc(n * sizeof *rs) : NULL;
+    if (rs) {
+        size_t k = gs_swap_ranges_list(e->ranges, -1, 0, rs, n);
+        k += gs_swap_ranges_list(e->ranges, -1, 1, rs + k, n - k);
+        for (size_t i = 0; i < k && i < n; i++) {
+            if (rs[i].ctx != ctx || !gs_swap_ranges_remove(e->ranges, rs[i].va, NULL))
+                continue;
+            if (!rs[i].parked)
+                unback_range(e, &rs[i]);
+            e->d->address_free(rs[i].va, rs[i].bytes);
+        }
+        free(rs);
+    }
+    /* Its streams went with it. */
+    for (int i = 0; i < e->nlanes; i++)
+        if (e->lanes[i].ctx == ctx)
+            e->lanes[i--] = e->lanes[--e->nlanes];
+    pthread_mutex_unlock(&e->op);
+}
+
 CUresult gs_swap_grant_peer(gs_swap_engine_t *e, int owner, int accessor)
 {
     if (owner < 0 || owner >= MAX_DEVS || accessor < 0 || accessor >= MAX_DEVS)

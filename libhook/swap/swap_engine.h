@@ -53,6 +53,10 @@ CUresult gs_swap_alloc(gs_swap_engine_t *self, CUcontext ctx, int dev, size_t si
  * (then nothing was done). */
 CUresult gs_swap_free(gs_swap_engine_t *self, CUdeviceptr va, int *ours);
 
+/* The context is being destroyed: its ranges go with it, as cuMemAlloc
+ * memory does (no waiting: the context's work is gone). */
+void gs_swap_forget_ctx(gs_swap_engine_t *self, CUcontext ctx);
+
 /* From now on GPU accessor may reach every range on GPU owner (the program
  * enabled peer access); applied to the ranges there now and to new ones. */
 CUresult gs_swap_grant_peer(gs_swap_engine_t *self, int owner, int accessor);

@@ -223,18 +223,21 @@ SIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsign
     SIM_GATED(alloc_managed(dptr, bytesize, flags));
 }
 
+/* An allocation, or a VMM mapping (whose range is the mapping's). */
 static CUresult address_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
     sim_lock();
-    struct sim_alloc *a = sim_mem_find_locked((uintptr_t)dptr);
-    if (a) {
+    uintptr_t base = 0;
+    size_t size = 0;
+    int found = sim_pointer_find_locked((uintptr_t)dptr, &base, &size);
+    if (found) {
         if (pbase)
-            *pbase = (CUdeviceptr)a->base;
+            *pbase = (CUdeviceptr)base;
         if (psize)
-            *psize = a->size;
+            *psize = size;
     }
     sim_unlock();
-    return a ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+    return found ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 
 SIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)

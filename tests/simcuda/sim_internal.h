@@ -444,6 +444,9 @@ CUresult sim_mem_alloc_locked(struct sim_ctx *ctx, size_t size, int kind, int lo
 CUresult sim_mem_free_locked(CUdeviceptr p, int kind);
 void sim_mem_release_locked(struct sim_alloc *a);   /* unmaps, uncounts, frees */
 struct sim_alloc *sim_mem_find_locked(uintptr_t p); /* containing allocation */
+/* The allocation or VMM mapping holding p (sim_pointer.c): 1 allocation,
+ * 2 mapping, 0 none; its start and size. */
+int sim_pointer_find_locked(uintptr_t p, uintptr_t *base, size_t *size);
 void sim_mem_free_ctx_locked(struct sim_ctx *ctx);
 
 /* Checkpoint support: park/unpark every device allocation (sim_g.mu held). */
