@@ -18,7 +18,7 @@ rm -rf _build _build-asan
 mkdir -p _build _build-asan
 
 echo "== build (-Werror)"
-if (cd _build && ../configure -q --enable-werror ${CUDA_DIR:+--with-cuda=$CUDA_DIR} && make -s -j"$jobs"); then
+if (cd _build && ../configure -q --enable-werror --enable-assertions ${CUDA_DIR:+--with-cuda=$CUDA_DIR} && make -s -j"$jobs"); then
     echo "== make check"
     (cd _build && make -k -j"$jobs" check >check.out 2>&1) || step_failed "make check"
     grep -E '^(PASS|FAIL|SKIP|ERROR|XPASS|XFAIL): ' _build/check.out | grep -v '^PASS' | head -50
@@ -28,7 +28,7 @@ fi
 
 echo "== ASan+UBSan build, C tests"
 san="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
-if (cd _build-asan && ../configure -q --enable-werror ${CUDA_DIR:+--with-cuda=$CUDA_DIR} CFLAGS="$san" LDFLAGS="-fsanitize=address,undefined" &&
+if (cd _build-asan && ../configure -q --enable-werror --enable-assertions ${CUDA_DIR:+--with-cuda=$CUDA_DIR} CFLAGS="$san" LDFLAGS="-fsanitize=address,undefined" &&
     make -s -j"$jobs"); then
     (cd _build-asan && make -k -j"$jobs" -C tests/unit check >check.out 2>&1) ||
         step_failed "sanitizer unit tests"
