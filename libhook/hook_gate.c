@@ -57,9 +57,13 @@ static void wait_until_locked(uint64_t deadline_ns)
 
 void hook_gate_update_locked(void)
 {
-    int w;
-    if (hook_cfg.disabled || hook_client_state == CS_UNGATED)
+    int w, swapped = 0;
+    for (int i = 0; i < HOOK_MAX_DEVICES; i++)
+        swapped |= hook_st.dev[i].touched && hook_st.dev[i].swapped;
+    if (hook_cfg.disabled || (hook_client_state == CS_UNGATED && !swapped))
         w = HOOK_GATE_UNGATED;
+    else if (hook_client_state == CS_UNGATED)
+        w = HOOK_GATE_CLOSED; /* until the memory is back */
     else {
         w = HOOK_GATE_OPEN;
         for (int i = 0; i < HOOK_MAX_DEVICES; i++)
@@ -164,9 +168,9 @@ void hook_gate_slow(struct hook_thr *t, CUstream s, int pt)
     }
     uint64_t start = hook_now_ns();
     for (;;) {
-        if (hook_client_state == CS_UNGATED)
+        if (hook_client_state == CS_UNGATED && !d->swapped)
             break;
-        if (d->state == DS_GRANTED) {
+        if (d->state == DS_GRANTED && !d->swapped) {
             granted = 1;
             break;
         }

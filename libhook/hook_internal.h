@@ -208,6 +208,8 @@ struct hook_dev {
     uint64_t wait_since_ns;
     int wait_warned;
     char wait_info[256]; /* from the broker's reply to acquire */
+    int swapped;         /* its memory is out in host memory (swap tier): the gate
+                            stays closed for it, broker or not, until it is back */
 };
 
 /* Everything below is guarded by hook_mu. */

@@ -72,6 +72,11 @@ static int ready(void)
     return enabled;
 }
 
+int hook_swap_available(void)
+{
+    return ready();
+}
+
 /* Backed when the granularity wastes at most an eighth of the size. */
 static int worth_backing(size_t size)
 {

@@ -21,6 +21,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The tier is on in this process (GPUSHARE_SWAP=on and the driver has
+ * what it needs); told to the broker in `join`. */
+int hook_swap_available(void);
+
 /* cuMemAlloc's path: 1 when the swap tier served the call (its result in
  * *r), 0 when the caller allocates plainly. ctx is current, on GPU dev. */
 int hook_swap_alloc(CUcontext ctx, int dev, size_t size, CUdeviceptr *dptr, CUresult *r);

@@ -34,18 +34,6 @@ struct gs_pool_socket {
     struct conn conn[GS_POOL_SOCKET_MAX_CONN];
 };
 
-int gs_pool_socket_path_for(const char *endpoint, char *out, size_t outlen)
-{
-    if (strncmp(endpoint, "ipc://", 6) != 0)
-        return -1;
-    const char *path = endpoint + 6, *slash = strrchr(path, '/');
-    size_t dir = slash ? (size_t)(slash - path) + 1 : 0;
-    int n = snprintf(out, outlen, "%.*spool.sock", (int)dir, path);
-    return n > 0 && (size_t)n < outlen && (size_t)n < sizeof(((struct sockaddr_un *)0)->sun_path)
-               ? 0
-               : -1;
-}
-
 gs_pool_socket_t *gs_pool_socket_new(const char *path, mode_t mode, char *err, size_t errlen)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};

@@ -11,6 +11,8 @@
  * the broker's loop, so a client that connects and says nothing costs one
  * descriptor until it is dropped (after GS_POOL_SOCKET_TIMEOUT_MS).
  *
+ * Its path is gs_endpoint_pool_path() of the broker's endpoint.
+ *
  * Request (one datagram):  {"lease": 7}
  * Answer (datagrams):      {"lease": 7, "chunk_bytes": 1073741824, "chunks": 32,
  *                           "first": 0, "count": 32}  with `count` descriptors
@@ -50,11 +52,6 @@ typedef int (*gs_pool_serve_fn)(void *arg, const gs_pool_request_t *req, int *fd
 gs_pool_socket_t *gs_pool_socket_new(const char *path, mode_t mode, char *err, size_t errlen);
 /* Closes every connection and removes the socket file. */
 void gs_pool_socket_destroy(gs_pool_socket_t **self_p);
-
-/* The socket path conventionally beside the broker's ipc endpoint:
- * "ipc:///run/gpushare/broker.sock" gives "/run/gpushare/pool.sock";
- * -1 for an endpoint that is not ipc:// (no pool then). */
-int gs_pool_socket_path_for(const char *endpoint, char *out, size_t outlen);
 
 /* The items to poll (the listener and each open connection); how many. */
 int gs_pool_socket_poll_items(gs_pool_socket_t *self, zmq_pollitem_t *items, int max);

@@ -24,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "endpoint.h"
 #include "pool_socket.h"
 #include "swap_fetch.h"
 
@@ -206,10 +207,9 @@ static void the_path_sits_beside_the_endpoint(void **state)
 {
     (void)state;
     char out[108];
-    assert_int_equal(gs_pool_socket_path_for("ipc:///run/gpushare/broker.sock", out, sizeof out),
-                     0);
+    assert_int_equal(gs_endpoint_pool_path("ipc:///run/gpushare/broker.sock", out, sizeof out), 0);
     assert_string_equal(out, "/run/gpushare/pool.sock");
-    assert_int_equal(gs_pool_socket_path_for("tcp://127.0.0.1:5555", out, sizeof out), -1);
+    assert_int_equal(gs_endpoint_pool_path("tcp://127.0.0.1:5555", out, sizeof out), -1);
 }
 
 int main(void)
