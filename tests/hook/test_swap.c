@@ -5,8 +5,9 @@
  * free while parked; a window too small moves nothing.
  *
  * The simulated driver's device pointers are host addresses, so a plain
- * host buffer serves as the window here; importing the broker's chunks is
- * tested where the simulator exports host memory.  Each test runs in a
+ * host buffer serves as the window in most tests; one imports chunks of
+ * pinned host memory exported as descriptors, as the broker's pool lends
+ * them.  Each test runs in a
  * child process on a machine of its own (simtest.h).
  */
 #define _GNU_SOURCE
@@ -221,6 +222,72 @@ static void progress_is_reported_batch_by_batch(void **state)
     simtest_in_child(progress_child, NULL);
 }
 
+/* Host memory as the broker's pool pins it: HOST_NUMA chunks with
+ * descriptor handles, made without a context, exported as descriptors. */
+static void pin_chunks(int *fds, int n, size_t chunk)
+{
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    prop.location.id = 0;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    for (int i = 0; i < n; i++) {
+        CUmemGenericAllocationHandle h;
+        REQ_CU(cuMemCreate(&h, chunk, &prop, 0));
+        REQ_CU(
+            cuMemExportToShareableHandle(&fds[i], h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+        REQ_CU(cuMemRelease(h)); /* the descriptor keeps it */
+    }
+}
+
+static void pooled_window_child(int rd, int wr, void *arg)
+{
+    (void)rd, (void)wr, (void)arg;
+    CUcontext ctx = setup(4);
+    size_t before = free_bytes();
+    int fds[4];
+    pin_chunks(fds, 4, 4 * MIB);
+    REQUIRE(free_bytes() == before); /* pinned host memory is no GPU memory */
+    CUdeviceptr p[3];
+    size_t sizes[] = {6 * MIB, 2 * MIB, 4 * MIB + 3};
+    for (int i = 0; i < 3; i++) {
+        REQ_CU(gs_swap_alloc(engine, ctx, 0, sizes[i], &p[i]));
+        fill(p[i], sizes[i], (unsigned)(i + 40));
+    }
+    gs_swap_window_t w;
+    char err[200];
+    REQUIRE(gs_swap_window_open(&drv, 0, fds, 4, 4 * MIB, &w, err, sizeof err) == 0);
+    for (int i = 0; i < 4; i++)
+        close(fds[i]); /* the window's mappings hold the memory */
+    gs_swap_result_t res;
+    REQUIRE(gs_swap_out(engine, 0, &w, NULL, NULL, &res) == 0);
+    REQUIRE(free_bytes() == before);
+    REQUIRE(gs_swap_in(engine, 0, &w, 1000, NULL, NULL, &res) == 0);
+    for (int i = 0; i < 3; i++)
+        check(p[i], sizes[i], (unsigned)(i + 40));
+    gs_swap_window_close(&drv, &w);
+    /* Not exportable: a descriptor is refused, as on the driver. */
+    CUmemAllocationProp plain;
+    memset(&plain, 0, sizeof plain);
+    plain.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    plain.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    CUmemGenericAllocationHandle h;
+    int fd = -1;
+    REQ_CU(cuMemCreate(&h, 2 * MIB, &plain, 0));
+    REQ_CU_EQ(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+              CUDA_ERROR_INVALID_VALUE);
+    REQ_CU(cuMemRelease(h));
+    teardown_engine();
+}
+
+static void a_window_of_pinned_chunks_holds_the_parked_memory(void **state)
+{
+    (void)state;
+    simtest_fresh("256M", NULL);
+    simtest_in_child(pooled_window_child, NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -228,6 +295,8 @@ int main(void)
         cmocka_unit_test_teardown(a_free_while_parked_gives_the_range_up, simtest_teardown),
         cmocka_unit_test_teardown(a_window_too_small_moves_nothing, simtest_teardown),
         cmocka_unit_test_teardown(progress_is_reported_batch_by_batch, simtest_teardown),
+        cmocka_unit_test_teardown(a_window_of_pinned_chunks_holds_the_parked_memory,
+                                  simtest_teardown),
     };
     return cmocka_run_group_tests_name("swap", tests, NULL, NULL);
 }

@@ -415,7 +415,9 @@ struct sim_alloc {
 struct sim_phys {
     int fd; /* memfd holding the contents; -1 while checkpointed */
     size_t size;
-    int dev;
+    int dev;          /* -1: host memory (HOST_NUMA), not counted against any GPU */
+    int host;         /* host memory: stays where it is through a checkpoint */
+    int handle_types; /* CUmemAllocationHandleType bits it may be exported as */
     uint64_t accounted;
     int released;
     int maps;

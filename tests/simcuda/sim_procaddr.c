@@ -112,6 +112,8 @@
     E(cuMemAddressFree, 10020, cuMemAddressFree)                                                   \
     E(cuMemCreate, 10020, cuMemCreate)                                                             \
     E(cuMemRelease, 10020, cuMemRelease)                                                           \
+    E(cuMemExportToShareableHandle, 10020, cuMemExportToShareableHandle)                           \
+    E(cuMemImportFromShareableHandle, 10020, cuMemImportFromShareableHandle)                       \
     E(cuMemMap, 10020, cuMemMap)                                                                   \
     E(cuMemUnmap, 10020, cuMemUnmap)                                                               \
     E(cuMemSetAccess, 10020, cuMemSetAccess)                                                       \

@@ -10,10 +10,12 @@
 #include "sim_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static struct sim_phys *phys_get(CUmemGenericAllocationHandle h)
@@ -159,27 +161,39 @@ static CUresult mem_create(CUmemGenericAllocationHandle *handle, size_t size,
 {
     if (!handle || !prop || flags != 0 || size == 0 || size % SIM_GRANULARITY)
         return CUDA_ERROR_INVALID_VALUE;
+    int host = prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+               prop->location.type == CU_MEM_LOCATION_TYPE_HOST;
     if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
-        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE && !host))
         return CUDA_ERROR_INVALID_VALUE;
-    if (!sim_dev_valid(prop->location.id))
+    /* As documented: HOST allocations are not IPC capable. */
+    if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST && prop->requestedHandleTypes)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (prop->requestedHandleTypes & ~CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (!host && !sim_dev_valid(prop->location.id))
         return CUDA_ERROR_INVALID_DEVICE;
+    if (host && prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA && prop->location.id < 0)
+        return CUDA_ERROR_INVALID_VALUE;
     struct sim_phys *ph = calloc(1, sizeof *ph);
     if (!ph)
         return CUDA_ERROR_OUT_OF_MEMORY;
     ph->fd = -1;
     ph->size = size;
-    ph->dev = prop->location.id;
-    ph->accounted = size;
+    ph->dev = host ? -1 : prop->location.id;
+    ph->host = host;
+    ph->handle_types = (int)prop->requestedHandleTypes;
+    ph->accounted = host ? 0 : size; /* pinned host memory is not GPU memory */
     sim_lock();
-    CUresult rc = sim_capacity_reserve(ph->dev, size);
+    CUresult rc = host ? CUDA_SUCCESS : sim_capacity_reserve(ph->dev, size);
     if (rc == CUDA_SUCCESS) {
-        ph->fd = memfd_create("gpusim-vmm", MFD_CLOEXEC);
+        ph->fd = memfd_create(host ? "gpusim-host" : "gpusim-vmm", MFD_CLOEXEC);
         if (ph->fd < 0 || ftruncate(ph->fd, (off_t)size) != 0 ||
             sim_hmap_put(&sim_g.handles, (uintptr_t)ph, SIM_H_PHYS, ph) != 0) {
             if (ph->fd >= 0)
                 close(ph->fd);
-            sim_capacity_release(ph->dev, size);
+            if (!host)
+                sim_capacity_release(ph->dev, size);
             rc = CUDA_ERROR_OUT_OF_MEMORY;
         }
     }
@@ -314,9 +328,11 @@ static CUresult set_access(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *
         return CUDA_ERROR_INVALID_VALUE;
     int prot = PROT_NONE;
     for (size_t i = 0; i < count; i++) {
-        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        /* The CPU's access to host memory is asked for by its NUMA node. */
+        int cpu = desc[i].location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA;
+        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE && !cpu)
             return CUDA_ERROR_INVALID_VALUE;
-        if (!sim_dev_valid(desc[i].location.id))
+        if (!cpu && !sim_dev_valid(desc[i].location.id))
             return CUDA_ERROR_INVALID_DEVICE;
         if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
             prot = PROT_READ | PROT_WRITE;
@@ -386,8 +402,10 @@ static CUresult props_from_handle(CUmemAllocationProp *prop, CUmemGenericAllocat
     if (ph) {
         memset(prop, 0, sizeof *prop);
         prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
-        prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        prop->location.id = ph->dev;
+        prop->location.type =
+            ph->host ? CU_MEM_LOCATION_TYPE_HOST_NUMA : CU_MEM_LOCATION_TYPE_DEVICE;
+        prop->location.id = ph->host ? 0 : ph->dev;
+        prop->requestedHandleTypes = (CUmemAllocationHandleType)ph->handle_types;
     }
     sim_unlock();
     return ph ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
@@ -399,11 +417,102 @@ SIM_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *
     SIM_GATED(props_from_handle(prop, handle));
 }
 
+/* ---- sharing with other processes --------------------------------------- */
+
+/* A POSIX descriptor of the allocation's memfd: only for an allocation
+ * created with that handle type, as the real driver requires. */
+static CUresult export_handle(void *out, CUmemGenericAllocationHandle handle,
+                              CUmemAllocationHandleType type, unsigned long long flags)
+{
+    if (!out || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    sim_lock();
+    struct sim_phys *ph = phys_get(handle);
+    CUresult rc = CUDA_SUCCESS;
+    if (!ph || ph->released || ph->fd < 0)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else if (!(ph->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else {
+        int fd = fcntl(ph->fd, F_DUPFD_CLOEXEC, 0);
+        if (fd < 0)
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        else
+            *(int *)out = fd;
+    }
+    sim_unlock();
+    return rc;
+}
+
+SIM_EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle,
+                                                 CUmemGenericAllocationHandle handle,
+                                                 CUmemAllocationHandleType handleType,
+                                                 unsigned long long flags)
+{
+    SIM_GATED(export_handle(shareableHandle, handle, handleType, flags));
+}
+
+/* A handle of our own for another process' allocation: its memfd, kept
+ * open by this handle (the memory lives as long as any handle or mapping
+ * of any process does, as on a GPU).  Its capacity stays counted by the
+ * process that created it. */
+static CUresult import_handle(CUmemGenericAllocationHandle *handle, void *os_handle,
+                              CUmemAllocationHandleType type)
+{
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    int fd = (int)(intptr_t)os_handle;
+    struct stat st;
+    char link[64], target[128];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (fd < 0 || fstat(fd, &st) != 0 || n <= 0 || st.st_size <= 0 || st.st_size % SIM_GRANULARITY)
+        return CUDA_ERROR_INVALID_VALUE;
+    target[n] = '\0';
+    int host = strstr(target, "gpusim-host") != NULL;
+    if (!host && !strstr(target, "gpusim-vmm"))
+        return CUDA_ERROR_INVALID_VALUE; /* not memory a driver exported */
+    struct sim_phys *ph = calloc(1, sizeof *ph);
+    if (!ph)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    ph->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    ph->size = (size_t)st.st_size;
+    ph->dev = host ? -1 : 0;
+    ph->host = host;
+    sim_lock();
+    CUresult rc = CUDA_SUCCESS;
+    if (ph->fd < 0 || sim_hmap_put(&sim_g.handles, (uintptr_t)ph, SIM_H_PHYS, ph) != 0) {
+        if (ph->fd >= 0)
+            close(ph->fd);
+        free(ph);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        ph->next = sim_g.phys;
+        sim_g.phys = ph;
+        *handle = (CUmemGenericAllocationHandle)(uintptr_t)ph;
+    }
+    sim_unlock();
+    return rc;
+}
+
+SIM_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
+                                                   void *osHandle,
+                                                   CUmemAllocationHandleType shHandleType)
+{
+    SIM_GATED(import_handle(handle, osHandle, shHandleType));
+}
+
 /* ---- checkpoint ------------------------------------------------------- */
 
 CUresult sim_vmm_checkpoint_locked(uint64_t bytes[SIM_MAX_DEVICES])
 {
     for (struct sim_phys *ph = sim_g.phys; ph; ph = ph->next) {
+        if (ph->host)
+            continue; /* host memory stays where it is */
         ph->saved = malloc(ph->size);
         if (!ph->saved) {
             for (struct sim_phys *q = sim_g.phys; q != ph->next; q = q->next) {
@@ -428,8 +537,11 @@ CUresult sim_vmm_checkpoint_locked(uint64_t bytes[SIM_MAX_DEVICES])
     }
     for (struct sim_resv *r = sim_g.resvs; r; r = r->next)
         for (struct sim_mapping *m = r->maps; m; m = m->next)
-            reserve_none(m->va, m->size);
+            if (!m->phys->host)
+                reserve_none(m->va, m->size);
     for (struct sim_phys *ph = sim_g.phys; ph; ph = ph->next) {
+        if (ph->host)
+            continue;
         close(ph->fd);
         ph->fd = -1;
         bytes[ph->dev] += ph->accounted;
@@ -465,6 +577,8 @@ CUresult sim_vmm_restore_locked(void)
     }
     for (struct sim_resv *r = sim_g.resvs; r; r = r->next) {
         for (struct sim_mapping *m = r->maps; m; m = m->next) {
+            if (m->phys->host)
+                continue;
             if (m->phys->fd < 0 || mmap((void *)m->va, m->size, m->prot, MAP_SHARED | MAP_FIXED,
                                         m->phys->fd, (off_t)m->offset) == MAP_FAILED)
                 rc = CUDA_ERROR_OUT_OF_MEMORY;
