@@ -26,6 +26,7 @@
 #include "status.h"
 #include "wire.h"
 #include "broker_internal.h"
+#include "pool_socket.h" /* GS_POOL_SOCKET_MAX_CONN */
 
 static void handled_signals(sigset_t *set)
 {
@@ -438,7 +439,7 @@ int gs_broker_run(gs_broker_t *self)
 {
     announce(self);
     gs_sd_notify("READY=1\nSTATUS=serving");
-    enum { FIXED = 4, MAX_ITEMS = FIXED + 16 };
+    enum { FIXED = 4, MAX_ITEMS = FIXED + 16 + 1 + GS_POOL_SOCKET_MAX_CONN + 1 };
     int park_fd = gs_park_fd(self->park);
     zmq_pollitem_t items[MAX_ITEMS] = {
         {zsock_resolve(self->router), 0, ZMQ_POLLIN, 0},
@@ -447,9 +448,11 @@ int gs_broker_run(gs_broker_t *self)
         {NULL, park_fd, park_fd >= 0 ? ZMQ_POLLIN : 0, 0}, /* park jobs finished */
     };
     for (;;) {
-        int n = FIXED;
+        int n = FIXED, nmetrics = 0;
         if (self->metrics)
-            n += gs_metrics_poll_items(self->metrics, items + FIXED, MAX_ITEMS - FIXED);
+            n += nmetrics = gs_metrics_poll_items(self->metrics, items + FIXED, 16);
+        int park_first = n;
+        n += gs_park_poll_items(self->park, items + n, MAX_ITEMS - n);
         int rc = zmq_poll(items, n, poll_timeout_ms(self));
         if (rc < 0) {
             if (zmq_errno() == EINTR)
@@ -466,8 +469,15 @@ int gs_broker_run(gs_broker_t *self)
         /* Drain what is queued, bounded so signals stay responsive. */
         for (int i = 0; i < 1000 && (zsock_events(self->router) & ZMQ_POLLIN); i++)
             handle_message(self);
-        if (self->metrics && n > FIXED)
-            gs_metrics_handle(self->metrics, items + FIXED, n - FIXED, current_status, self);
+        if (self->metrics && nmetrics > 0)
+            gs_metrics_handle(self->metrics, items + FIXED, nmetrics, current_status, self);
+        int park_events = 0;
+        for (int i = park_first; i < n; i++)
+            park_events |= items[i].revents != 0;
+        if (park_events) {
+            gs_park_handle_items(self, items + park_first, n - park_first);
+            gs_broker_sched_flush(self); /* a pool that grew may let a park start */
+        }
         run_timers(self);
     }
     gs_sd_notify("STOPPING=1");

@@ -212,6 +212,12 @@ int gs_park_poll(gs_broker_t *b)
     gs_park_t *p = b->park;
     if (!p || !p->api)
         return 0;
+    if (p->pools) { /* the pools follow what may be parked soon, parked or not */
+        int64_t now = gs_broker_now_us();
+        park_swap_targets(b);
+        gs_swap_pools_poll(p->pools, now);
+        park_swap_check(b, now);
+    }
     if (!anything(p, gs_broker_now_us())) {
         p->wake = INT64_MAX;
         return 0;
@@ -233,5 +239,8 @@ int gs_park_poll(gs_broker_t *b)
 
 int64_t gs_park_next_deadline(const gs_park_t *p)
 {
-    return p && p->api ? p->wake : INT64_MAX;
+    if (!p || !p->api)
+        return INT64_MAX;
+    int64_t pools = p->pools ? gs_swap_pools_next_deadline(p->pools) : INT64_MAX;
+    return pools < p->wake ? pools : p->wake;
 }

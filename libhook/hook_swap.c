@@ -313,7 +313,7 @@ int hook_swap_recover(unsigned wait_ms)
             pthread_mutex_lock(&mu);
             gs_swap_window_close(&drv, &window[dev]);
             pthread_mutex_unlock(&mu);
-            gs_info("the broker is gone: GPU %d's memory is back from host memory (%.1f GB in "
+            gs_warn("the broker is gone: GPU %d's memory is back from host memory (%.1f GB in "
                     "%.2f s)",
                     dev, res.bytes / 1e9, res.elapsed_ns / 1e9);
         } else {
