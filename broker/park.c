@@ -133,6 +133,12 @@ void gs_park_destroy(gs_park_t **self_p)
     for (psess_t *ps = zhashx_first(p->sess); ps && p->api; ps = zhashx_next(p->sess)) {
         if (ps->st == PS_RESIDENT && !ps->stuck)
             continue;
+        if (ps->tier == TIER_SWAP) {
+            gs_info("session %s is parked on the swap tier: its processes bring their memory "
+                    "back themselves once the broker is gone",
+                    ps->id);
+            continue;
+        }
         gs_park_job_t j;
         memset(&j, 0, sizeof j);
         j.unpark = 1;

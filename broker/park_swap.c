@@ -127,6 +127,7 @@ int park_swap_try_park(gs_broker_t *b, psess_t *ps)
             return 0;
         }
     }
+    gs_swap_pools_hold(p->pools, 1);
     ps->tier = TIER_SWAP;
     ps->swap_gpu = g;
     ps->swap_phase = SWAP_OUT;
@@ -147,6 +148,7 @@ int park_swap_try_park(gs_broker_t *b, psess_t *ps)
 void park_swap_unpark(gs_broker_t *b, psess_t *ps)
 {
     gs_park_t *p = b->park;
+    gs_swap_pools_hold(p->pools, 1);
     ps->swap_phase = SWAP_IN;
     ps->swap_failed = 0;
     ps->swap_error[0] = '\0';
@@ -255,6 +257,11 @@ void gs_park_on_swapped(gs_broker_t *b, const char *client, int gpu, const json_
 void park_swap_check(gs_broker_t *b, int64_t now)
 {
     gs_park_t *p = b->park;
+    int moving = 0;
+    for (psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess))
+        moving |= ps->tier == TIER_SWAP && ps->swap_phase != SWAP_NONE;
+    if (p->pools)
+        gs_swap_pools_hold(p->pools, moving); /* copies first, pinning after */
     for (psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess)) {
         if (ps->tier != TIER_SWAP || ps->swap_phase == SWAP_NONE)
             continue;

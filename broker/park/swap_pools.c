@@ -51,6 +51,7 @@ struct gs_swap_pools {
     int ngpus;
     struct pool pool[MAX_GPUS];
     gs_job_queue_t *queue;
+    int hold;
     struct lease leases[MAX_LEASES];
     int nleases;
     uint64_t next_lease;
@@ -163,7 +164,7 @@ static int store_handle(struct pool *p, int chunk, uint64_t handle)
 /* The next driver job of each idle pool goes to the worker. */
 static void start_jobs(gs_swap_pools_t *self, int64_t now)
 {
-    for (int g = 0; g < self->ngpus; g++) {
+    for (int g = 0; g < self->ngpus && !self->hold; g++) {
         struct pool *p = &self->pool[g];
         gs_pool_job_t job;
         if (p->busy || !gs_host_pool_next_job(p->logic, (uint64_t)now, &job))
@@ -232,6 +233,11 @@ void gs_swap_pools_set_budget(gs_swap_pools_t *self, uint64_t bytes)
     self->cfg.budget_bytes = bytes;
     for (int g = 0; g < self->ngpus; g++)
         gs_host_pool_set_budget(self->pool[g].logic, per_gpu_budget(self));
+}
+
+void gs_swap_pools_hold(gs_swap_pools_t *self, int hold)
+{
+    self->hold = hold;
 }
 
 uint64_t gs_swap_pools_chunk_bytes(const gs_swap_pools_t *self)
