@@ -157,6 +157,8 @@ void park_swap_unpark(gs_broker_t *b, psess_t *ps);
 /* Deadlines of the conversations under way. */
 void park_swap_check(gs_broker_t *b, int64_t now);
 void park_swap_client_gone(gs_broker_t *b, pclient_t *c);
+/* Bytes of GPU gpu that swap-tier parks under way are giving back. */
+uint64_t park_swap_leaving(const gs_park_t *p, int gpu);
 /* The pools' targets from what is parked and who holds memory. */
 void park_swap_targets(gs_broker_t *b);
 

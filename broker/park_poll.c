@@ -98,6 +98,17 @@ static int serve_unpark(gs_broker_t *b, park_views_t *vs, park_view_t *v, int g,
                                                           : "its memory fits again");
         return 1;
     }
+    /* A switch on the swap tier runs both ways at once: the session coming
+     * back takes the GPU's memory batch by batch as the one going out
+     * frees it (its hook waits for memory), so the link carries both
+     * directions together instead of one after the other. */
+    if (ps->tier == TIER_SWAP && !ps->stuck) {
+        uint64_t leaving = park_swap_leaving(p, g);
+        if (leaving && park_free(p, vs, g) + leaving >= ps->bytes[g] + park_margin(p, g)) {
+            park_start_unpark(b, ps, "its cell started (while another session goes out)");
+            return 1;
+        }
+    }
     if (late || park_in_flight(vs, g))
         return late;
     char why[200];

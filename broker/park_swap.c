@@ -288,6 +288,15 @@ void park_swap_check(gs_broker_t *b, int64_t now)
     }
 }
 
+uint64_t park_swap_leaving(const gs_park_t *p, int gpu)
+{
+    uint64_t sum = 0;
+    for (const psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess))
+        if (ps->tier == TIER_SWAP && ps->swap_phase == SWAP_OUT && ps->swap_gpu == gpu)
+            sum += ps->bytes[gpu];
+    return sum;
+}
+
 void park_swap_client_gone(gs_broker_t *b, pclient_t *c)
 {
     gs_park_t *p = b->park;

@@ -71,6 +71,8 @@ gs_swap_engine_t *gs_swap_engine_new(const gs_swap_driver_t *d, gs_swap_ranges_t
         e->cfg.piece_bytes = 64u << 20;
     if (!e->cfg.batch_bytes)
         e->cfg.batch_bytes = 1u << 30;
+    if (!e->cfg.seg_bytes)
+        e->cfg.seg_bytes = 1u << 30;
     pthread_mutex_init(&e->op, NULL);
     return e;
 }
@@ -122,39 +124,70 @@ static size_t access_list(const gs_swap_engine_t *e, int dev, CUmemAccessDesc *a
     return n;
 }
 
-/* Physical memory for r mapped at its address with access (op held). */
-static CUresult back_range(gs_swap_engine_t *e, gs_swap_range_t *r)
+/* Segment k of r: where it starts in the range and how long it is. */
+static size_t seg_off(const gs_swap_range_t *r, int k)
+{
+    return (size_t)k * r->seg_bytes;
+}
+
+static size_t seg_len(const gs_swap_range_t *r, int k)
+{
+    size_t off = seg_off(r, k);
+    return r->bytes - off < r->seg_bytes ? r->bytes - off : r->seg_bytes;
+}
+
+/* Physical memory for segment k of r, mapped at its address with access
+ * (op held). */
+static CUresult back_seg(gs_swap_engine_t *e, gs_swap_range_t *r, int k)
 {
     CUmemAllocationProp prop = device_prop(r->dev);
     CUmemGenericAllocationHandle h = 0;
-    CUresult res = e->d->create(&h, r->bytes, &prop, 0);
+    size_t len = seg_len(r, k);
+    CUdeviceptr at = r->va + seg_off(r, k);
+    CUresult res = e->d->create(&h, len, &prop, 0);
     if (res != CUDA_SUCCESS)
         return res;
-    res = e->d->map(r->va, r->bytes, 0, h, 0);
+    res = e->d->map(at, len, 0, h, 0);
     if (res != CUDA_SUCCESS) {
         e->d->release(h);
         return res;
     }
     CUmemAccessDesc a[MAX_DEVS];
-    res = e->d->set_access(r->va, r->bytes, a, access_list(e, r->dev, a));
+    res = e->d->set_access(at, len, a, access_list(e, r->dev, a));
     if (res != CUDA_SUCCESS) {
-        e->d->unmap(r->va, r->bytes);
+        e->d->unmap(at, len);
         e->d->release(h);
         return res;
     }
-    r->phys = h;
+    r->seg[k] = h;
+    r->resident_bytes += len;
     return CUDA_SUCCESS;
 }
 
-/* Unmaps and releases r's physical memory (op held). */
-static CUresult unback_range(gs_swap_engine_t *e, gs_swap_range_t *r)
+/* Unmaps and releases segment k of r (op held). */
+static CUresult unback_seg(gs_swap_engine_t *e, gs_swap_range_t *r, int k)
 {
-    CUresult res = e->d->unmap(r->va, r->bytes);
+    size_t len = seg_len(r, k);
+    CUresult res = e->d->unmap(r->va + seg_off(r, k), len);
     if (res != CUDA_SUCCESS)
         return res;
-    e->d->release(r->phys);
-    r->phys = 0;
+    e->d->release(r->seg[k]);
+    r->seg[k] = 0;
+    r->resident_bytes -= len;
     return CUDA_SUCCESS;
+}
+
+/* Every segment still on the GPU goes (op held). */
+static CUresult unback_all(gs_swap_engine_t *e, gs_swap_range_t *r)
+{
+    CUresult res = CUDA_SUCCESS;
+    for (int k = 0; k < r->nseg; k++)
+        if (r->seg[k]) {
+            CUresult x = unback_seg(e, r, k);
+            if (x != CUDA_SUCCESS)
+                res = x;
+        }
+    return res;
 }
 
 /* ---- allocation ---------------------------------------------------------- */
@@ -179,19 +212,27 @@ CUresult gs_swap_alloc(gs_swap_engine_t *e, CUcontext ctx, int dev, size_t size,
     size_t g = granularity(e, dev);
     gs_swap_range_t r = {.size = size, .ctx = ctx, .dev = dev};
     r.bytes = size / g * g + (size % g ? g : 0);
-    CUresult res = e->d->reserve(&r.va, r.bytes, 0, 0, 0);
+    r.seg_bytes = e->cfg.seg_bytes / g * g;
+    if (r.seg_bytes < g)
+        r.seg_bytes = g;
+    r.nseg = (int)((r.bytes + r.seg_bytes - 1) / r.seg_bytes);
+    r.seg = calloc((size_t)r.nseg, sizeof *r.seg);
+    CUresult res = r.seg ? e->d->reserve(&r.va, r.bytes, 0, 0, 0) : CUDA_ERROR_OUT_OF_MEMORY;
     if (res == CUDA_SUCCESS) {
-        res = back_range(e, &r);
-        if (res == CUDA_SUCCESS && gs_swap_ranges_add(e->ranges, &r) != 0) {
-            unback_range(e, &r);
+        for (int k = 0; k < r.nseg && res == CUDA_SUCCESS; k++)
+            res = back_seg(e, &r, k);
+        if (res == CUDA_SUCCESS && gs_swap_ranges_add(e->ranges, &r) != 0)
             res = CUDA_ERROR_OUT_OF_MEMORY;
-        }
-        if (res != CUDA_SUCCESS)
+        if (res != CUDA_SUCCESS) {
+            unback_all(e, &r);
             e->d->address_free(r.va, r.bytes);
+        }
     }
     pthread_mutex_unlock(&e->op);
     if (res == CUDA_SUCCESS)
         *va = r.va;
+    else
+        free(r.seg);
     return res;
 }
 
@@ -202,18 +243,19 @@ CUresult gs_swap_free(gs_swap_engine_t *e, CUdeviceptr va, int *ours)
     *ours = gs_swap_ranges_remove(e->ranges, va, &r);
     CUresult res = CUDA_SUCCESS;
     if (*ours) {
-        if (!r.parked) {
+        if (r.resident_bytes) {
             /* cuMemFree waits for the work that may still use the memory. */
             if (e->d->ctx_push(r.ctx) == CUDA_SUCCESS) {
                 e->d->ctx_synchronize();
                 CUcontext old;
                 e->d->ctx_pop(&old);
             }
-            res = unback_range(e, &r);
+            res = unback_all(e, &r);
         }
-        if (res == CUDA_SUCCESS)
+        if (res == CUDA_SUCCESS) {
             res = e->d->address_free(r.va, r.bytes);
-        else
+            free(r.seg);
+        } else
             gs_swap_ranges_add(e->ranges, &r); /* still mapped: keep it known */
     }
     pthread_mutex_unlock(&e->op);
@@ -230,11 +272,12 @@ void gs_swap_forget_ctx(gs_swap_engine_t *e, CUcontext ctx)
         size_t k = gs_swap_ranges_list(e->ranges, -1, 0, rs, n);
         k += gs_swap_ranges_list(e->ranges, -1, 1, rs + k, n - k);
         for (size_t i = 0; i < k && i < n; i++) {
-            if (rs[i].ctx != ctx || !gs_swap_ranges_remove(e->ranges, rs[i].va, NULL))
-                continue;
-            if (!rs[i].parked)
-                unback_range(e, &rs[i]);
-            e->d->address_free(rs[i].va, rs[i].bytes);
+            gs_swap_range_t r;
+            if (rs[i].ctx != ctx || !gs_swap_ranges_remove(e->ranges, rs[i].va, &r))
+                continue; /* (a partly parked range is listed twice: removed once) */
+            unback_all(e, &r);
+            e->d->address_free(r.va, r.bytes);
+            free(r.seg);
         }
         free(rs);
     }
@@ -259,7 +302,10 @@ CUresult gs_swap_grant_peer(gs_swap_engine_t *e, int owner, int accessor)
         CUmemAccessDesc a[MAX_DEVS];
         size_t na = access_list(e, owner, a);
         for (size_t i = 0; i < n && res == CUDA_SUCCESS; i++)
-            res = e->d->set_access(rs[i].va, rs[i].bytes, a, na);
+            for (int k = 0; k < rs[i].nseg && res == CUDA_SUCCESS; k++)
+                if (rs[i].seg[k])
+                    res =
+                        e->d->set_access(rs[i].va + seg_off(&rs[i], k), seg_len(&rs[i], k), a, na);
         free(rs);
     }
     pthread_mutex_unlock(&e->op);
@@ -296,20 +342,28 @@ static struct lane *lane_of(gs_swap_engine_t *e, CUcontext ctx, char *err, size_
     return l;
 }
 
-/* Copies range r between the device and its place in window w, in pieces
- * that never cross one of the window's chunks, over the lane's streams. */
-static CUresult copy_range(gs_swap_engine_t *e, struct lane *l, const gs_swap_range_t *r,
-                           const gs_swap_window_t *w, int out, int *next_stream)
+/* One segment of one range: the unit of a move. */
+struct unit {
+    size_t range; /* index into the move's range array */
+    int seg;
+    int made; /* swap in: its physical memory was made by this move */
+};
+
+/* Copies one segment between the device and its place in window w, in
+ * pieces that never cross one of the window's chunks, over the lane's
+ * streams. */
+static CUresult copy_seg(gs_swap_engine_t *e, struct lane *l, const gs_swap_range_t *r, int k,
+                         const gs_swap_window_t *w, int out, int *next_stream)
 {
-    size_t done = 0;
-    while (done < r->bytes) {
-        uint64_t host = r->host_off + done;
-        size_t n = r->bytes - done, to_chunk = w->chunk_bytes - host % w->chunk_bytes;
+    size_t done = 0, len = seg_len(r, k), base = seg_off(r, k);
+    while (done < len) {
+        uint64_t host = r->host_off + base + done;
+        size_t n = len - done, to_chunk = w->chunk_bytes - host % w->chunk_bytes;
         if (n > e->cfg.piece_bytes)
             n = e->cfg.piece_bytes;
         if (n > to_chunk)
             n = to_chunk;
-        CUdeviceptr dv = r->va + done, hv = w->va + host;
+        CUdeviceptr dv = r->va + base + done, hv = w->va + host;
         CUresult res = e->d->memcpy_async(out ? hv : dv, out ? dv : hv, n,
                                           l->s[(*next_stream)++ % e->cfg.streams]);
         if (res != CUDA_SUCCESS)
@@ -322,7 +376,7 @@ static CUresult copy_range(gs_swap_engine_t *e, struct lane *l, const gs_swap_ra
 struct batch {
     struct lane *lane;
     int slot;
-    size_t first, count; /* indices into the move's range array */
+    size_t first, count; /* indices into the move's unit array */
 };
 
 static CUresult batch_mark(gs_swap_engine_t *e, struct batch *b)
@@ -362,7 +416,7 @@ static int cmp_ctx(const void *a, const void *b)
     return x->va < y->va ? -1 : x->va > y->va;
 }
 
-/* The ranges of dev in the given state, grouped by context (op held). */
+/* The ranges of dev with something to move, grouped by context (op held). */
 static gs_swap_range_t *collect(gs_swap_engine_t *e, int dev, int parked, size_t *n)
 {
     *n = gs_swap_ranges_list(e->ranges, dev, parked, NULL, 0);
@@ -376,51 +430,70 @@ static gs_swap_range_t *collect(gs_swap_engine_t *e, int dev, int parked, size_t
     return rs;
 }
 
-/* Finishes a batch: swap out releases its device memory, swap in counts it
+/* Finishes a batch: swap out releases its segments, swap in counts them
  * resident.  The registry learns each range's new state. */
-static CUresult batch_finish(gs_swap_engine_t *e, gs_swap_range_t *rs, const struct batch *b,
-                             int out, gs_swap_result_t *res)
+static CUresult batch_finish(gs_swap_engine_t *e, gs_swap_range_t *rs, struct unit *us,
+                             const struct batch *b, int out, gs_swap_result_t *res)
 {
     CUresult r = batch_wait(e, b);
     for (size_t i = b->first; r == CUDA_SUCCESS && i < b->first + b->count; i++) {
+        gs_swap_range_t *rg = &rs[us[i].range];
+        size_t len = seg_len(rg, us[i].seg);
         if (out) {
-            r = unback_range(e, &rs[i]);
+            r = unback_seg(e, rg, us[i].seg);
             if (r != CUDA_SUCCESS)
                 break;
-            rs[i].parked = 1;
         } else
-            rs[i].parked = 0;
-        gs_swap_ranges_update(e->ranges, &rs[i]);
-        res->bytes += rs[i].bytes;
-        res->ranges++;
+            us[i].made = 0; /* resident now: no longer this move's to undo */
+        gs_swap_ranges_update(e->ranges, rg);
+        res->bytes += len;
     }
     return r;
 }
 
-/* Gives up what a failed swap in had made for ranges [first, end) that
- * are not resident yet: their data is still in the window. */
-static void undo_in(gs_swap_engine_t *e, gs_swap_range_t *rs, size_t first, size_t end)
+/* Physical memory for a segment, retried while the GPU is full until the
+ * deadline: the process on the other side of a switch releases its own
+ * batch by batch meanwhile. */
+static CUresult back_seg_waiting(gs_swap_engine_t *e, gs_swap_range_t *r, int k, int64_t deadline)
 {
-    for (size_t i = first; i < end; i++)
-        if (rs[i].phys && rs[i].parked)
-            unback_range(e, &rs[i]);
-}
-
-/* Physical memory for a parked range, retried while the GPU is full until
- * the deadline: the process that frees it (the other side of a switch)
- * is releasing its ranges batch by batch meanwhile. */
-static CUresult back_range_waiting(gs_swap_engine_t *e, gs_swap_range_t *r, int64_t deadline)
-{
-    long pause_us = 200;
+    long pause_us = 100;
     for (;;) {
-        CUresult res = back_range(e, r);
+        CUresult res = back_seg(e, r, k);
         if (res != CUDA_ERROR_OUT_OF_MEMORY || now_ns() >= deadline)
             return res;
         struct timespec ts = {0, pause_us * 1000};
         nanosleep(&ts, NULL);
-        if (pause_us < 5000)
+        if (pause_us < 2000)
             pause_us *= 2;
     }
+}
+
+/* Where the ranges that go out for the first time go in the window: after
+ * those already there (a partly parked range keeps its place). */
+static int place(gs_swap_engine_t *e, int dev, gs_swap_range_t *rs, size_t n,
+                 const gs_swap_window_t *w, char *err, size_t errlen)
+{
+    uint64_t end = 0;
+    size_t np = gs_swap_ranges_list(e->ranges, dev, 1, NULL, 0);
+    gs_swap_range_t *ps = np ? malloc(np * sizeof *ps) : NULL;
+    np = ps ? gs_swap_ranges_list(e->ranges, dev, 1, ps, np) : 0;
+    for (size_t k = 0; k < np; k++)
+        if (ps[k].host_set && ps[k].host_off + ps[k].bytes > end)
+            end = ps[k].host_off + ps[k].bytes;
+    free(ps);
+    for (size_t i = 0; i < n; i++) {
+        if (!rs[i].host_set) {
+            rs[i].host_off = end;
+            rs[i].host_set = 1;
+            end += rs[i].bytes;
+        }
+        if (rs[i].host_off + rs[i].bytes > w->bytes) {
+            snprintf(err, errlen, "the host window holds %zu bytes, the GPU's ranges need %llu",
+                     w->bytes, (unsigned long long)(rs[i].host_off + rs[i].bytes));
+            return -1;
+        }
+    }
+    return 0;
 }
 
 static int move(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w, int out, unsigned wait_ms,
@@ -429,45 +502,48 @@ static int move(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w, int out
     memset(res, 0, sizeof *res);
     int64_t t0 = now_ns(), deadline = t0 + (int64_t)wait_ms * 1000000;
     pthread_mutex_lock(&e->op);
-    size_t n = 0;
+    size_t n = 0, nu = 0;
     gs_swap_range_t *rs = collect(e, dev, !out, &n);
+    struct unit *us = NULL;
     int rc = 0;
+    uint64_t total = 0;
     if (n && !rs) {
         snprintf(res->error, sizeof res->error, "out of memory");
         rc = -1;
         goto done;
     }
-    /* Swap out after a partial one: the ranges parked then keep their
-     * place in the window, the new ones go after them. */
-    uint64_t base = 0, total = 0;
-    if (out) {
-        size_t np = gs_swap_ranges_list(e->ranges, dev, 1, NULL, 0);
-        gs_swap_range_t *ps = np ? malloc(np * sizeof *ps) : NULL;
-        np = ps ? gs_swap_ranges_list(e->ranges, dev, 1, ps, np) : 0;
-        for (size_t k = 0; k < np; k++)
-            if (ps[k].host_off + ps[k].bytes > base)
-                base = ps[k].host_off + ps[k].bytes;
-        free(ps);
+    if (out && place(e, dev, rs, n, w, res->error, sizeof res->error) != 0) {
+        rc = -1;
+        goto done;
     }
+    for (size_t i = 0; i < n; i++)
+        nu += (size_t)rs[i].nseg;
+    us = nu ? malloc(nu * sizeof *us) : NULL;
+    if (nu && !us) {
+        snprintf(res->error, sizeof res->error, "out of memory");
+        rc = -1;
+        goto done;
+    }
+    nu = 0;
     for (size_t i = 0; i < n; i++) {
-        if (out)
-            rs[i].host_off = base + total;
-        if (rs[i].host_off + rs[i].bytes > w->bytes) {
-            snprintf(res->error, sizeof res->error,
-                     "the host window holds %zu bytes, the GPU's ranges need %llu", w->bytes,
-                     (unsigned long long)(rs[i].host_off + rs[i].bytes));
+        if (!out && (!rs[i].host_set || rs[i].host_off + rs[i].bytes > w->bytes)) {
+            snprintf(res->error, sizeof res->error, "a parked range lies outside the window");
             rc = -1;
             goto done;
         }
-        total += rs[i].bytes;
+        for (int k = 0; k < rs[i].nseg; k++)
+            if (!rs[i].seg[k] == !out) { /* out: segments on the GPU; in: those not */
+                us[nu++] = (struct unit){i, k, 0};
+                total += seg_len(&rs[i], k);
+            }
     }
     struct batch prev = {0}, cur = {0};
     int have_prev = 0, next_stream = 0, slot = 0;
     CUresult r = CUDA_SUCCESS;
     const char *step = "";
-    size_t i = 0;
-    while (i < n) {
-        CUcontext ctx = rs[i].ctx;
+    size_t u = 0;
+    while (u < nu) {
+        CUcontext ctx = rs[us[u].range].ctx;
         if ((r = e->d->ctx_push(ctx)) != CUDA_SUCCESS) {
             step = "cuCtxPushCurrent";
             break;
@@ -479,24 +555,29 @@ static int move(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w, int out
             rc = -1;
             break;
         }
-        cur = (struct batch){l, slot, i, 0};
+        cur = (struct batch){l, slot, u, 0};
         size_t bytes = 0;
-        while (i < n && rs[i].ctx == ctx && (cur.count == 0 || bytes < e->cfg.batch_bytes)) {
-            if (!out && (r = back_range_waiting(e, &rs[i], deadline)) != CUDA_SUCCESS) {
-                step = "physical memory for a parked range";
-                break;
+        while (u < nu && rs[us[u].range].ctx == ctx &&
+               (cur.count == 0 || bytes < e->cfg.batch_bytes)) {
+            gs_swap_range_t *rg = &rs[us[u].range];
+            if (!out) {
+                if ((r = back_seg_waiting(e, rg, us[u].seg, deadline)) != CUDA_SUCCESS) {
+                    step = "physical memory for a parked segment";
+                    break;
+                }
+                us[u].made = 1;
             }
             cur.count++;
-            if ((r = copy_range(e, l, &rs[i], w, out, &next_stream)) != CUDA_SUCCESS) {
+            if ((r = copy_seg(e, l, rg, us[u].seg, w, out, &next_stream)) != CUDA_SUCCESS) {
                 step = "cuMemcpyAsync";
                 break;
             }
-            bytes += rs[i++].bytes;
+            bytes += seg_len(rg, us[u++].seg);
         }
         if (r == CUDA_SUCCESS && (r = batch_mark(e, &cur)) != CUDA_SUCCESS)
             step = "cuEventRecord";
         if (r == CUDA_SUCCESS && have_prev &&
-            (r = batch_finish(e, rs, &prev, out, res)) != CUDA_SUCCESS)
+            (r = batch_finish(e, rs, us, &prev, out, res)) != CUDA_SUCCESS)
             step = out ? "releasing copied memory" : "cuEventSynchronize";
         CUcontext old;
         e->d->ctx_pop(&old);
@@ -510,7 +591,7 @@ static int move(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w, int out
     }
     if (r == CUDA_SUCCESS && rc == 0 && have_prev) {
         if (e->d->ctx_push(prev.lane->ctx) == CUDA_SUCCESS) {
-            r = batch_finish(e, rs, &prev, out, res);
+            r = batch_finish(e, rs, us, &prev, out, res);
             CUcontext old;
             e->d->ctx_pop(&old);
             if (r != CUDA_SUCCESS)
@@ -521,14 +602,25 @@ static int move(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w, int out
     }
     if (r != CUDA_SUCCESS || rc != 0) {
         quiesce(e);
-        if (!out)
-            undo_in(e, rs, 0, n);
+        /* Swap in: segments made but not yet counted resident go again;
+         * their bytes are still in the window. */
+        for (size_t i = 0; !out && i < nu; i++)
+            if (us[i].made) {
+                unback_seg(e, &rs[us[i].range], us[i].seg);
+                gs_swap_ranges_update(e->ranges, &rs[us[i].range]);
+            }
         if (r != CUDA_SUCCESS)
             snprintf(res->error, sizeof res->error, "%s: %s", step, errname(e, r));
         rc = -1;
     }
+    if (out && rc == 0) /* the places given to ranges that had nothing to move yet */
+        for (size_t i = 0; i < n; i++)
+            gs_swap_ranges_update(e->ranges, &rs[i]);
+    for (size_t i = 0; i < n; i++) /* ranges that went all the way */
+        res->ranges += out ? !rs[i].resident_bytes : !gs_swap_range_parked(&rs[i]);
 done:
     pthread_mutex_unlock(&e->op);
+    free(us);
     free(rs);
     res->elapsed_ns = now_ns() - t0;
     return rc;

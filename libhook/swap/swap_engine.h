@@ -3,6 +3,11 @@
  * the same addresses, moved by this process' own copy engines at the
  * speed of the link (the swap tier of parking, doc/parking.md).
  *
+ * A range's physical memory is made of segments (swap_ranges.h), and
+ * moves go segment by segment: swapping out releases each segment once
+ * its copy is complete, swapping in takes each segment as soon as the GPU
+ * has room for it, so the two sides of a switch overlap.
+ *
  * Allocation: the program's device allocations are backed with the
  * virtual-memory API (reserve an address range, create physical memory,
  * map it, grant access), which costs what cuMemAlloc costs (measured on
@@ -15,10 +20,11 @@
  * back.  The caller guarantees that nothing of the program runs on the GPU
  * meanwhile (the hook's gate is closed and drained).
  *
- * Faults: a range's host copy is complete before its device memory is
+ * Faults: a segment's host copy is complete before its device memory is
  * released, and its device copy is complete before it counts as resident
- * again; a failed step stops the operation with every range either
- * resident or parked, its data intact, and the operation may be retried.
+ * again; a failed step stops the operation with every segment either on
+ * the GPU or in the window, its data intact, and the operation may be
+ * retried (a range partly out counts as parked).
  */
 #ifndef GS_SWAP_ENGINE_H
 #define GS_SWAP_ENGINE_H
@@ -33,8 +39,9 @@ typedef struct gs_swap_engine gs_swap_engine_t;
 
 typedef struct {
     int streams;        /* copies in flight per context (1..16) */
-    size_t piece_bytes; /* one copy's size */
-    size_t batch_bytes; /* memory released (swap out) per batch of copies */
+    size_t piece_bytes; /* one copy's size (64 MiB) */
+    size_t batch_bytes; /* memory released or taken per batch of copies (1 GiB) */
+    size_t seg_bytes;   /* physical memory of a range comes in segments of this size (1 GiB) */
 } gs_swap_engine_config_t;
 
 /* The table and the ranges outlive the engine. */

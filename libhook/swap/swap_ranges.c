@@ -133,7 +133,8 @@ size_t gs_swap_ranges_list(gs_swap_ranges_t *self, int dev, int parked, gs_swap_
     pthread_mutex_lock(&self->mu);
     for (size_t i = 0; i < self->n; i++) {
         const gs_swap_range_t *r = &self->r[i];
-        if ((dev < 0 || r->dev == dev) && !r->parked == !parked) {
+        if ((dev < 0 || r->dev == dev) &&
+            (parked ? gs_swap_range_parked(r) : r->resident_bytes > 0)) {
             if (n < max)
                 out[n] = *r;
             n++;
@@ -149,10 +150,8 @@ void gs_swap_ranges_totals(gs_swap_ranges_t *self, int dev, uint64_t *resident, 
     pthread_mutex_lock(&self->mu);
     for (size_t i = 0; i < self->n; i++)
         if (dev < 0 || self->r[i].dev == dev) {
-            if (self->r[i].parked)
-                par += self->r[i].bytes;
-            else
-                res += self->r[i].bytes;
+            res += self->r[i].resident_bytes;
+            par += self->r[i].bytes - self->r[i].resident_bytes;
         }
     pthread_mutex_unlock(&self->mu);
     if (resident)

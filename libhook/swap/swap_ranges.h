@@ -16,16 +16,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A range's physical memory comes in segments (1 GiB by default; the last
+ * may be smaller), so that a large allocation leaves the GPU and comes back
+ * piece by piece: a switch between two notebooks overlaps one's way out
+ * with the other's way in even when each holds one huge tensor. */
 typedef struct {
     CUdeviceptr va; /* what the program got */
     size_t size;    /* what it asked for */
-    size_t bytes;   /* reserved and mapped: size rounded to the granularity */
+    size_t bytes;   /* reserved: size rounded to the granularity */
     CUcontext ctx;  /* the context it was allocated in */
     int dev;
-    CUmemGenericAllocationHandle phys; /* the physical memory; 0 while parked */
-    int parked;                        /* its bytes are in host memory at host_off */
-    uint64_t host_off;
+    size_t seg_bytes; /* segment size */
+    int nseg;
+    /* Per segment, its physical memory (0: its bytes are in host memory).
+     * Owned by the swap engine and touched only under its lock. */
+    CUmemGenericAllocationHandle *seg;
+    uint64_t resident_bytes; /* of `bytes`, on the GPU now */
+    int host_set;            /* host_off is assigned: some of it went out */
+    uint64_t host_off;       /* where its bytes are in the host window */
 } gs_swap_range_t;
+
+/* Some of the range is in host memory. */
+static inline int gs_swap_range_parked(const gs_swap_range_t *r)
+{
+    return r->resident_bytes < r->bytes;
+}
 
 typedef struct gs_swap_ranges gs_swap_ranges_t;
 
@@ -42,13 +57,13 @@ int gs_swap_ranges_find(gs_swap_ranges_t *self, CUdeviceptr addr, gs_swap_range_
  * meanwhile: the caller releases what it made for it). */
 int gs_swap_ranges_update(gs_swap_ranges_t *self, const gs_swap_range_t *r);
 
-/* The ranges of GPU dev (all GPUs: dev < 0) that are parked (parked = 1)
- * or resident (0), in address order: fills out[0 .. max) and returns how
- * many there are (may exceed max). */
+/* The ranges of GPU dev (all GPUs: dev < 0) with something in host memory
+ * (parked = 1) or with something on the GPU (0), in address order: fills
+ * out[0 .. max) and returns how many there are (may exceed max). */
 size_t gs_swap_ranges_list(gs_swap_ranges_t *self, int dev, int parked, gs_swap_range_t *out,
                            size_t max);
 
-/* Bytes (rounded, as mapped) resident and parked on GPU dev. */
+/* Bytes (rounded, as reserved) on the GPU and in host memory, for GPU dev. */
 void gs_swap_ranges_totals(gs_swap_ranges_t *self, int dev, uint64_t *resident, uint64_t *parked);
 
 #endif

@@ -37,8 +37,9 @@ static CUcontext setup(int streams)
     char why[128];
     REQUIRE(gs_swap_driver_resolve(&drv, RTLD_DEFAULT, lookup, why, sizeof why) == 0);
     ranges = gs_swap_ranges_new();
+    /* Segments of one granule: large ranges move piece by piece. */
     gs_swap_engine_config_t cfg = {
-        .streams = streams, .piece_bytes = 1 * MIB, .batch_bytes = 4 * MIB};
+        .streams = streams, .piece_bytes = 1 * MIB, .batch_bytes = 4 * MIB, .seg_bytes = 2 * MIB};
     engine = gs_swap_engine_new(&drv, ranges, &cfg);
     REQUIRE(ranges && engine);
     return ctx;
@@ -117,7 +118,7 @@ static void round_trip_child(int rd, int wr, void *arg)
         check(p[i], sizes[i], (unsigned)i);
     gs_swap_range_t r;
     REQUIRE(gs_swap_ranges_find(ranges, p[1] + 3 * MIB, &r) && r.va == p[1] && r.size == sizes[1] &&
-            !r.parked);
+            !gs_swap_range_parked(&r));
     for (int i = 0; i < 4; i++) {
         int ours = 0;
         REQ_CU(gs_swap_free(engine, p[i], &ours));
