@@ -443,8 +443,11 @@ static CUresult batch_finish(gs_swap_engine_t *e, gs_swap_range_t *rs, struct un
             r = unback_seg(e, rg, us[i].seg);
             if (r != CUDA_SUCCESS)
                 break;
-        } else
+        } else {
             us[i].made = 0; /* resident now: no longer this move's to undo */
+            if (!gs_swap_range_parked(rg))
+                rg->host_set = 0; /* all back: its place in the window is free again */
+        }
         gs_swap_ranges_update(e->ranges, rg);
         res->bytes += len;
     }

@@ -116,6 +116,19 @@ static void round_trip_child(int rd, int wr, void *arg)
     REQUIRE(res.ranges == 4);
     for (int i = 0; i < 4; i++) /* same addresses, same bytes */
         check(p[i], sizes[i], (unsigned)i);
+    /* Again, with a range allocated meanwhile: every range gets a place of
+     * its own in the window (a range back from an earlier park keeps none). */
+    CUdeviceptr extra;
+    REQ_CU(gs_swap_alloc(engine, ctx, 0, 4 * MIB, &extra));
+    fill(extra, 4 * MIB, 9);
+    REQUIRE(gs_swap_out(engine, 0, &w, NULL, NULL, &res) == 0);
+    REQUIRE(res.ranges == 5);
+    REQUIRE(gs_swap_in(engine, 0, &w, 1000, NULL, NULL, &res) == 0);
+    for (int i = 0; i < 4; i++)
+        check(p[i], sizes[i], (unsigned)i);
+    check(extra, 4 * MIB, 9);
+    int extra_ours = 0;
+    REQ_CU(gs_swap_free(engine, extra, &extra_ours));
     gs_swap_range_t r;
     REQUIRE(gs_swap_ranges_find(ranges, p[1] + 3 * MIB, &r) && r.va == p[1] && r.size == sizes[1] &&
             !gs_swap_range_parked(&r));
