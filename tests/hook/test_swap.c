@@ -195,6 +195,8 @@ static void small_window_child(int rd, int wr, void *arg)
     REQUIRE(strstr(res.error, "host window"));
     REQUIRE(res.bytes == 0 && free_bytes() == before); /* nothing moved */
     check(a, 10 * MIB, 3);
+    int ours;
+    REQ_CU(gs_swap_free(engine, a, &ours));
     teardown_engine();
 }
 
@@ -226,6 +228,11 @@ static void progress_child(int rd, int wr, void *arg)
     gs_swap_result_t res;
     REQUIRE(gs_swap_out(engine, 0, &w, progress_fn, seen, &res) == 0);
     REQUIRE(seen[0] == 24 * MIB && seen[1] == 24 * MIB && seen[2] >= 3);
+    REQUIRE(gs_swap_in(engine, 0, &w, 1000, NULL, NULL, &res) == 0);
+    for (int i = 0; i < 6; i++) {
+        int ours;
+        REQ_CU(gs_swap_free(engine, p[i], &ours));
+    }
     teardown_engine();
 }
 
@@ -281,6 +288,10 @@ static void pooled_window_child(int rd, int wr, void *arg)
     for (int i = 0; i < 3; i++)
         check(p[i], sizes[i], (unsigned)(i + 40));
     gs_swap_window_close(&drv, &w);
+    for (int i = 0; i < 3; i++) {
+        int ours;
+        REQ_CU(gs_swap_free(engine, p[i], &ours));
+    }
     /* Not exportable: a descriptor is refused, as on the driver. */
     CUmemAllocationProp plain;
     memset(&plain, 0, sizeof plain);
