@@ -17,6 +17,10 @@
  * function it replaces. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
+/* The one ABI version cuda.h leaves undeclared under
+ * __CUDA_API_VERSION_INTERNAL (only as the target of a #define). */
+CUresult CUDAAPI cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
+                                       unsigned int Flags);
 
 #include <pthread.h>
 #include <stdatomic.h>

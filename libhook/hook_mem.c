@@ -34,6 +34,7 @@
 #define _GNU_SOURCE
 #include "gpushare_hook.h"
 #include "hook_internal.h"
+#include "hook_ipc.h"
 #include "hook_swap.h"
 
 #include <limits.h>
@@ -758,6 +759,9 @@ static int swap_attribute(void *data, CUpointer_attribute a, CUdeviceptr ptr)
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
         *(size_t *)data = size;
         return 1;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+        *(int *)data = 1; /* emulated (hook_ipc.h), as for cuMemAlloc memory */
+        return 1;
     default:
         return 0;
     }
@@ -781,6 +785,38 @@ HOOK_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes,
     CUresult r = real_(numAttributes, attributes, data, ptr);
     for (unsigned i = 0; r == CUDA_SUCCESS && attributes && data && i < numAttributes; i++)
         swap_attribute(data[i], attributes[i], ptr);
+    MEM_LEAVE(r);
+}
+
+/* Legacy IPC: emulated for the swap tier's memory (hook_ipc.h), the
+ * driver's own for the rest. */
+HOOK_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+    MEM_ENTER(cuIpcGetMemHandle, (pHandle, dptr));
+    CUresult r;
+    if (!hook_ipc_get(pHandle, dptr, &r))
+        r = real_(pHandle, dptr);
+    MEM_LEAVE(r);
+}
+
+#define IPC_OPEN(abi)                                                                              \
+    HOOK_EXPORT CUresult abi(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)        \
+    {                                                                                              \
+        MEM_ENTER(abi, (pdptr, handle, Flags));                                                    \
+        CUresult r;                                                                                \
+        if (!hook_ipc_open(pdptr, &handle, &r))                                                    \
+            r = real_(pdptr, handle, Flags);                                                       \
+        MEM_LEAVE(r);                                                                              \
+    }
+IPC_OPEN(cuIpcOpenMemHandle)
+IPC_OPEN(cuIpcOpenMemHandle_v2)
+
+HOOK_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+    MEM_ENTER(cuIpcCloseMemHandle, (dptr));
+    CUresult r;
+    if (!hook_ipc_close(dptr, &r))
+        r = real_(dptr);
     MEM_LEAVE(r);
 }
 

@@ -49,9 +49,6 @@ static int busy[MAX_DEVS];
 
 static void init_once(void)
 {
-    const char *v = getenv("GPUSHARE_SWAP");
-    if (!v || strcmp(v, "on") != 0)
-        return; /* off by default for now: see hook_swap.h */
     void *lib = hook_libcuda();
     hook_dlsym_fn lookup = hook_real_dlsym();
     char why[200];
@@ -63,7 +60,19 @@ static void init_once(void)
     const char *s = getenv("GPUSHARE_SWAP_STREAMS");
     gs_swap_engine_config_t cfg = {.streams = s ? atoi(s) : 4};
     engine = ranges ? gs_swap_engine_new(&drv, ranges, &cfg) : NULL;
-    enabled = engine != NULL;
+    /* The engine also maps what other processes share with this one (IPC);
+     * backing this process' own allocations is what GPUSHARE_SWAP=off
+     * turns off (hook_swap.h). */
+    const char *v = getenv("GPUSHARE_SWAP");
+    if (v && strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
+        gs_warn("ignoring GPUSHARE_SWAP=%s (expected on or off)", v);
+    enabled = engine != NULL && !(v && !strcmp(v, "off"));
+}
+
+gs_swap_engine_t *hook_swap_engine(void)
+{
+    pthread_once(&once, init_once);
+    return engine;
 }
 
 static int ready(void)
@@ -94,7 +103,7 @@ int hook_swap_alloc(CUcontext ctx, int dev, size_t size, CUdeviceptr *dptr, CUre
 
 int hook_swap_free(CUdeviceptr p, CUresult *r)
 {
-    if (!ready() || !p)
+    if (!p || !hook_swap_engine())
         return 0;
     int ours = 0;
     *r = gs_swap_free(engine, p, &ours);
@@ -104,7 +113,7 @@ int hook_swap_free(CUdeviceptr p, CUresult *r)
 int hook_swap_range(CUdeviceptr p, CUdeviceptr *base, size_t *size)
 {
     gs_swap_range_t rg;
-    if (!ready() || !gs_swap_ranges_find(ranges, p, &rg) || p - rg.va >= rg.size)
+    if (!hook_swap_engine() || !gs_swap_ranges_find(ranges, p, &rg) || p - rg.va >= rg.size)
         return 0; /* past the size asked for: the driver's padding, as for cuMemAlloc */
     if (base)
         *base = rg.va;
@@ -121,7 +130,7 @@ void hook_swap_peer(int owner, int accessor)
 
 void hook_swap_forget_ctx(CUcontext ctx)
 {
-    if (enabled) /* never initialise the tier just to forget nothing */
+    if (engine) /* never initialise the tier just to forget nothing */
         gs_swap_forget_ctx(engine, ctx);
 }
 
@@ -135,11 +144,11 @@ void hook_swap_atfork_child(void)
     thread_started = 0;
     memset(window, 0, sizeof window);
     memset(busy, 0, sizeof busy);
-    if (enabled) {
+    if (engine) {
         ranges = gs_swap_ranges_new();
         gs_swap_engine_config_t cfg = {.streams = 4};
         engine = ranges ? gs_swap_engine_new(&drv, ranges, &cfg) : NULL;
-        enabled = engine != NULL;
+        enabled = enabled && engine != NULL;
     }
 }
 

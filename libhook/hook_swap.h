@@ -5,10 +5,9 @@
  * allocations, and carrying out the broker's swap_out / swap_in on a
  * thread of its own (libhook/swap/ does the work).
  *
- * GPUSHARE_SWAP=on turns the backing on; until the broker drives the swap
- * tier and IPC handles are emulated for backed memory it is off by
- * default, and every allocation stays plain (the broker parks this process
- * with the checkpoint API).  An allocation is backed
+ * On by default; GPUSHARE_SWAP=off keeps every allocation plain (the
+ * broker then parks this process with the checkpoint API).  Legacy IPC
+ * handles of backed memory are emulated (hook_ipc.h).  An allocation is backed
  * when the granularity (2 MiB) wastes at most an eighth of it: PyTorch's
  * and JAX's allocators ask for multiples of 2 MiB, so all of theirs are;
  * small one-off allocations stay plain, resident and counted
@@ -20,6 +19,12 @@
 #include <cuda.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "swap_engine.h"
+
+/* The engine on the real driver (NULL without one): hook_ipc.c maps what
+ * other processes share through it. */
+gs_swap_engine_t *hook_swap_engine(void);
 
 /* The tier is on in this process (GPUSHARE_SWAP=on and the driver has
  * what it needs); told to the broker in `join`. */

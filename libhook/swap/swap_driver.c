@@ -41,5 +41,7 @@ int gs_swap_driver_resolve(gs_swap_driver_t *d, void *lib, void *(*lookup)(void 
     RESOLVE(ctx_pop, "cuCtxPopCurrent_v2");
     RESOLVE(ctx_synchronize, "cuCtxSynchronize");
     RESOLVE(error_name, "cuGetErrorName");
+    RESOLVE(device_attribute, "cuDeviceGetAttribute");
+    RESOLVE(export_fd, "cuMemExportToShareableHandle");
     return 0;
 }

@@ -34,6 +34,9 @@ typedef struct {
     CUresult (*ctx_pop)(CUcontext *);
     CUresult (*ctx_synchronize)(void);
     CUresult (*error_name)(CUresult, const char **);
+    CUresult (*device_attribute)(int *, CUdevice_attribute, CUdevice);
+    CUresult (*export_fd)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType,
+                          unsigned long long);
 } gs_swap_driver_t;
 
 /* Fills the table from a loaded driver library (dlopen handle) with the

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gs_assert.h"
 
@@ -29,12 +30,21 @@ struct lane { /* the streams and events of one context */
     CUevent ev[2][MAX_STREAMS];
 };
 
+struct imported { /* another process' range, mapped here */
+    CUdeviceptr va;
+    size_t bytes, seg_bytes;
+    int nseg;
+    struct imported *next;
+};
+
 struct gs_swap_engine {
     const gs_swap_driver_t *d;
     gs_swap_ranges_t *ranges;
     gs_swap_engine_config_t cfg;
     pthread_mutex_t op; /* one allocation, free or move at a time */
     size_t gran[MAX_DEVS];
+    int shareable[MAX_DEVS];  /* 0 unknown, 1 descriptors can be exported, -1 not */
+    struct imported *imports; /* ranges of other processes mapped here (IPC) */
     uint64_t peers[MAX_DEVS]; /* bit a of peers[o]: GPU a reaches GPU o's ranges */
     struct lane lanes[MAX_LANES];
     int nlanes;
@@ -99,13 +109,27 @@ void gs_swap_engine_destroy(gs_swap_engine_t **self_p)
     *self_p = NULL;
 }
 
-static CUmemAllocationProp device_prop(int dev)
+/* Device memory as the tier makes it: exportable as a descriptor where the
+ * GPU allows it, so that a range can be shared with another process when
+ * the program asks for a legacy IPC handle (swap_engine.h). */
+static CUmemAllocationProp device_prop(gs_swap_engine_t *e, int dev)
 {
+    if (!e->shareable[dev]) {
+        int v = 0;
+        e->shareable[dev] = e->d->device_attribute(
+                                &v, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+                                dev) == CUDA_SUCCESS &&
+                                    v
+                                ? 1
+                                : -1;
+    }
     CUmemAllocationProp p;
     memset(&p, 0, sizeof p);
     p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     p.location.id = dev;
+    if (e->shareable[dev] > 0)
+        p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     return p;
 }
 
@@ -140,7 +164,7 @@ static size_t seg_len(const gs_swap_range_t *r, int k)
  * (op held). */
 static CUresult back_seg(gs_swap_engine_t *e, gs_swap_range_t *r, int k)
 {
-    CUmemAllocationProp prop = device_prop(r->dev);
+    CUmemAllocationProp prop = device_prop(e, r->dev);
     CUmemGenericAllocationHandle h = 0;
     size_t len = seg_len(r, k);
     CUdeviceptr at = r->va + seg_off(r, k);
@@ -195,7 +219,7 @@ static CUresult unback_all(gs_swap_engine_t *e, gs_swap_range_t *r)
 static size_t granularity(gs_swap_engine_t *e, int dev)
 {
     if (!e->gran[dev]) {
-        CUmemAllocationProp prop = device_prop(dev);
+        CUmemAllocationProp prop = device_prop(e, dev);
         size_t g = 0;
         if (e->d->granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || !g)
             g = 2u << 20;
@@ -265,16 +289,14 @@ CUresult gs_swap_free(gs_swap_engine_t *e, CUdeviceptr va, int *ours)
 void gs_swap_forget_ctx(gs_swap_engine_t *e, CUcontext ctx)
 {
     pthread_mutex_lock(&e->op);
-    size_t n = gs_swap_ranges_list(e->ranges, -1, 0, NULL, 0) +
-               gs_swap_ranges_list(e->ranges, -1, 1, NULL, 0);
+    size_t n = gs_swap_ranges_list(e->ranges, -1, GS_SWAP_ALL, NULL, 0);
     gs_swap_range_t *rs = n ? malloc(n * sizeof *rs) : NULL;
     if (rs) {
-        size_t k = gs_swap_ranges_list(e->ranges, -1, 0, rs, n);
-        k += gs_swap_ranges_list(e->ranges, -1, 1, rs + k, n - k);
+        size_t k = gs_swap_ranges_list(e->ranges, -1, GS_SWAP_ALL, rs, n);
         for (size_t i = 0; i < k && i < n; i++) {
             gs_swap_range_t r;
             if (rs[i].ctx != ctx || !gs_swap_ranges_remove(e->ranges, rs[i].va, &r))
-                continue; /* (a partly parked range is listed twice: removed once) */
+                continue;
             unback_all(e, &r);
             e->d->address_free(r.va, r.bytes);
             free(r.seg);
@@ -294,11 +316,11 @@ CUresult gs_swap_grant_peer(gs_swap_engine_t *e, int owner, int accessor)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&e->op);
     e->peers[owner] |= 1ull << accessor;
-    size_t n = gs_swap_ranges_list(e->ranges, owner, 0, NULL, 0);
+    size_t n = gs_swap_ranges_list(e->ranges, owner, GS_SWAP_ALL, NULL, 0);
     gs_swap_range_t *rs = n ? malloc(n * sizeof *rs) : NULL;
     CUresult res = n && !rs ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
     if (rs) {
-        n = gs_swap_ranges_list(e->ranges, owner, 0, rs, n);
+        n = gs_swap_ranges_list(e->ranges, owner, GS_SWAP_ALL, rs, n);
         CUmemAccessDesc a[MAX_DEVS];
         size_t na = access_list(e, owner, a);
         for (size_t i = 0; i < n && res == CUDA_SUCCESS; i++)
@@ -639,4 +661,119 @@ int gs_swap_in(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w, unsigned
                gs_swap_progress_fn progress, void *arg, gs_swap_result_t *res)
 {
     return move(e, dev, w, 0, wait_ms, progress, arg, res);
+}
+
+/* ---- sharing with other processes (legacy IPC emulated) --------------------- */
+
+int gs_swap_export(gs_swap_engine_t *e, CUdeviceptr p, int *fds, int max, gs_swap_shape_t *shape,
+                   char *err, size_t errlen)
+{
+    pthread_mutex_lock(&e->op);
+    gs_swap_range_t r;
+    int n = -1;
+    if (!gs_swap_ranges_find(e->ranges, p, &r))
+        snprintf(err, errlen, "not memory of the swap tier");
+    else if (gs_swap_range_parked(&r))
+        snprintf(err, errlen, "the memory is parked");
+    else if (r.nseg > max)
+        snprintf(err, errlen, "too many segments (%d)", r.nseg);
+    else if (e->shareable[r.dev] <= 0)
+        snprintf(err, errlen, "this GPU cannot export memory as descriptors");
+    else {
+        n = 0;
+        for (int k = 0; k < r.nseg; k++) {
+            CUresult res =
+                e->d->export_fd(&fds[k], r.seg[k], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+            if (res != CUDA_SUCCESS) {
+                snprintf(err, errlen, "cuMemExportToShareableHandle: %s", errname(e, res));
+                for (int j = 0; j < k; j++)
+                    close(fds[j]);
+                n = -1;
+                break;
+            }
+            n++;
+        }
+        if (n > 0 && !r.pinned) { /* shared from now on: it stays where it is */
+            r.pinned = 1;
+            gs_swap_ranges_update(e->ranges, &r);
+        }
+        *shape = (gs_swap_shape_t){r.va, r.size, r.bytes, r.seg_bytes, r.nseg, r.dev};
+    }
+    pthread_mutex_unlock(&e->op);
+    return n;
+}
+
+CUresult gs_swap_import(gs_swap_engine_t *e, int dev, const gs_swap_shape_t *shape, const int *fds,
+                        CUdeviceptr *va)
+{
+    if (shape->nseg <= 0 || !shape->bytes || dev < 0 || dev >= MAX_DEVS)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct imported *im = calloc(1, sizeof *im);
+    if (!im)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUdeviceptr at = 0;
+    CUresult res = e->d->reserve(&at, shape->bytes, 0, 0, 0);
+    int mapped = 0;
+    for (; res == CUDA_SUCCESS && mapped < shape->nseg; mapped++) {
+        size_t off = (size_t)mapped * shape->seg_bytes;
+        size_t len = shape->bytes - off < shape->seg_bytes ? shape->bytes - off : shape->seg_bytes;
+        CUmemGenericAllocationHandle h = 0;
+        res = e->d->import(&h, (void *)(intptr_t)fds[mapped],
+                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        if (res != CUDA_SUCCESS)
+            break;
+        res = e->d->map(at + off, len, 0, h, 0);
+        e->d->release(h); /* the mapping holds it */
+        if (res != CUDA_SUCCESS)
+            break;
+    }
+    if (res == CUDA_SUCCESS) {
+        CUmemAccessDesc a[MAX_DEVS];
+        pthread_mutex_lock(&e->op);
+        size_t na = access_list(e, dev, a);
+        pthread_mutex_unlock(&e->op);
+        res = e->d->set_access(at, shape->bytes, a, na);
+    }
+    if (res != CUDA_SUCCESS) {
+        for (int k = 0; k < mapped; k++) {
+            size_t off = (size_t)k * shape->seg_bytes;
+            e->d->unmap(at + off, shape->bytes - off < shape->seg_bytes ? shape->bytes - off
+                                                                        : shape->seg_bytes);
+        }
+        if (at)
+            e->d->address_free(at, shape->bytes);
+        free(im);
+        return res;
+    }
+    *im = (struct imported){at, shape->bytes, shape->seg_bytes, shape->nseg, NULL};
+    pthread_mutex_lock(&e->op);
+    im->next = e->imports;
+    e->imports = im;
+    pthread_mutex_unlock(&e->op);
+    *va = at;
+    return CUDA_SUCCESS;
+}
+
+CUresult gs_swap_unimport(gs_swap_engine_t *e, CUdeviceptr va, int *ours)
+{
+    pthread_mutex_lock(&e->op);
+    struct imported *im = NULL;
+    for (struct imported **pp = &e->imports; *pp; pp = &(*pp)->next)
+        if ((*pp)->va == va) {
+            im = *pp;
+            *pp = im->next;
+            break;
+        }
+    pthread_mutex_unlock(&e->op);
+    *ours = im != NULL;
+    if (!im)
+        return CUDA_SUCCESS;
+    for (int k = 0; k < im->nseg; k++) {
+        size_t off = (size_t)k * im->seg_bytes;
+        e->d->unmap(im->va + off,
+                    im->bytes - off < im->seg_bytes ? im->bytes - off : im->seg_bytes);
+    }
+    CUresult res = e->d->address_free(im->va, im->bytes);
+    free(im);
+    return res;
 }

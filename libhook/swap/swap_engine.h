@@ -68,6 +68,31 @@ void gs_swap_forget_ctx(gs_swap_engine_t *self, CUcontext ctx);
  * enabled peer access); applied to the ranges there now and to new ones. */
 CUresult gs_swap_grant_peer(gs_swap_engine_t *self, int owner, int accessor);
 
+/* ---- sharing with another process ------------------------------------------ */
+
+/* Legacy IPC handles (cuIpcGetMemHandle, which torch.multiprocessing uses)
+ * do not work on VMM memory, so the hook emulates them: the range is
+ * exported as one descriptor per segment, passed to the other process, and
+ * mapped there.  A shared range is pinned: it is never moved again (the
+ * other process maps its physical memory), and counts as memory that
+ * cannot move. */
+typedef struct {
+    CUdeviceptr base; /* in the exporting process */
+    size_t size, bytes, seg_bytes;
+    int nseg;
+    int dev;
+} gs_swap_shape_t;
+
+/* The range holding p, pinned and exported: one descriptor per segment in
+ * fds (the caller closes them) and its shape; the count, or -1 with err. */
+int gs_swap_export(gs_swap_engine_t *self, CUdeviceptr p, int *fds, int max, gs_swap_shape_t *shape,
+                   char *err, size_t errlen);
+/* Maps another process' exported range for GPU dev at a new address. */
+CUresult gs_swap_import(gs_swap_engine_t *self, int dev, const gs_swap_shape_t *shape,
+                        const int *fds, CUdeviceptr *va);
+/* Unmaps what gs_swap_import mapped at va; *ours = 0 when va is not one. */
+CUresult gs_swap_unimport(gs_swap_engine_t *self, CUdeviceptr va, int *ours);
+
 /* ---- moving ---------------------------------------------------------------- */
 
 typedef struct {

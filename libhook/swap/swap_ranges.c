@@ -133,8 +133,10 @@ size_t gs_swap_ranges_list(gs_swap_ranges_t *self, int dev, int parked, gs_swap_
     pthread_mutex_lock(&self->mu);
     for (size_t i = 0; i < self->n; i++) {
         const gs_swap_range_t *r = &self->r[i];
-        if ((dev < 0 || r->dev == dev) &&
-            (parked ? gs_swap_range_parked(r) : r->resident_bytes > 0)) {
+        int want = parked == GS_SWAP_ALL ? 1
+                   : parked              ? gs_swap_range_parked(r)
+                                         : r->resident_bytes > 0 && !r->pinned;
+        if ((dev < 0 || r->dev == dev) && want) {
             if (n < max)
                 out[n] = *r;
             n++;
@@ -149,7 +151,7 @@ void gs_swap_ranges_totals(gs_swap_ranges_t *self, int dev, uint64_t *resident, 
     uint64_t res = 0, par = 0;
     pthread_mutex_lock(&self->mu);
     for (size_t i = 0; i < self->n; i++)
-        if (dev < 0 || self->r[i].dev == dev) {
+        if ((dev < 0 || self->r[i].dev == dev) && !self->r[i].pinned) {
             res += self->r[i].resident_bytes;
             par += self->r[i].bytes - self->r[i].resident_bytes;
         }

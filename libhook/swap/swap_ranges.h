@@ -32,6 +32,7 @@ typedef struct {
      * Owned by the swap engine and touched only under its lock. */
     CUmemGenericAllocationHandle *seg;
     uint64_t resident_bytes; /* of `bytes`, on the GPU now */
+    int pinned;              /* shared with another process (IPC): never moved */
     int host_set;            /* host_off is assigned: some of it went out */
     uint64_t host_off;       /* where its bytes are in the host window */
 } gs_swap_range_t;
@@ -58,12 +59,15 @@ int gs_swap_ranges_find(gs_swap_ranges_t *self, CUdeviceptr addr, gs_swap_range_
 int gs_swap_ranges_update(gs_swap_ranges_t *self, const gs_swap_range_t *r);
 
 /* The ranges of GPU dev (all GPUs: dev < 0) with something in host memory
- * (parked = 1) or with something on the GPU (0), in address order: fills
- * out[0 .. max) and returns how many there are (may exceed max). */
+ * (parked = 1), with something on the GPU that may move (0), or all of
+ * them (GS_SWAP_ALL), in address order: fills out[0 .. max) and returns
+ * how many there are (may exceed max). */
+#define GS_SWAP_ALL (-1)
 size_t gs_swap_ranges_list(gs_swap_ranges_t *self, int dev, int parked, gs_swap_range_t *out,
                            size_t max);
 
-/* Bytes (rounded, as reserved) on the GPU and in host memory, for GPU dev. */
+/* Bytes (rounded, as reserved) on the GPU and in host memory, for GPU dev;
+ * pinned ranges count in neither (they cannot move). */
 void gs_swap_ranges_totals(gs_swap_ranges_t *self, int dev, uint64_t *resident, uint64_t *parked);
 
 #endif

@@ -110,6 +110,67 @@ static void a_destroyed_context_takes_its_memory(void **state)
     simtest_in_child(ctx_child, NULL);
 }
 
+/* ---- legacy IPC of backed memory -------------------------------------------- */
+
+static void exporter(int rd, int wr, void *arg)
+{
+    (void)arg;
+    simtest_init();
+    size_t size = 6 * MIB;
+    CUdeviceptr p = 0;
+    REQ_CU(cuMemAlloc(&p, size));
+    unsigned char *b = malloc(size);
+    for (size_t i = 0; i < size; i++)
+        b[i] = (unsigned char)(i * 11 + 5);
+    REQ_CU(cuMemcpyHtoD(p, b, size));
+    CUipcMemHandle h;
+    REQ_CU(cuIpcGetMemHandle(&h, p + 4096)); /* any address inside names the allocation */
+    CUdeviceptr self_open;
+    REQ_CU_EQ(cuIpcOpenMemHandle(&self_open, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+              CUDA_ERROR_INVALID_VALUE); /* as the driver: not in the process that made it */
+    simtest_send(wr, &h, sizeof h);
+    (void)simtest_recv_u64(rd); /* the other process wrote into it */
+    REQ_CU(cuMemcpyDtoH(b, p + 1000, 1));
+    REQUIRE(b[0] == 0xAB);
+    REQ_CU(cuMemFree(p));
+    free(b);
+}
+
+static void importer(int rd, int wr, void *arg)
+{
+    (void)arg;
+    simtest_init();
+    CUipcMemHandle h;
+    simtest_recv(rd, &h, sizeof h);
+    CUdeviceptr p = 0;
+    REQ_CU(cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+    size_t size = 6 * MIB;
+    unsigned char *b = malloc(size);
+    REQ_CU(cuMemcpyDtoH(b, p, size));
+    for (size_t i = 0; i < size; i++)
+        REQUIRE(b[i] == (unsigned char)(i * 11 + 5));
+    unsigned char mark = 0xAB;
+    REQ_CU(cuMemcpyHtoD(p + 1000, &mark, 1)); /* the same memory, not a copy */
+    REQ_CU(cuIpcCloseMemHandle(p));
+    free(b);
+    simtest_send_u64(wr, 1);
+}
+
+static void ipc_handles_of_backed_memory_work_between_processes(void **state)
+{
+    (void)state;
+    simtest_fresh("256M", NULL);
+    struct simchild a, b;
+    simtest_spawn(&a, exporter, NULL);
+    simtest_spawn(&b, importer, NULL);
+    CUipcMemHandle h;
+    simtest_recv(a.rd, &h, sizeof h);
+    simtest_send(b.wr, &h, sizeof h);
+    simtest_send_u64(a.wr, simtest_recv_u64(b.rd));
+    simtest_join(&b);
+    simtest_join(&a);
+}
+
 int main(void)
 {
     unsetenv("GPUSHARE_DISABLE");
@@ -119,6 +180,8 @@ int main(void)
         cmocka_unit_test_teardown(a_backed_allocation_looks_like_a_plain_one, simtest_teardown),
         cmocka_unit_test_teardown(small_allocations_stay_plain, simtest_teardown),
         cmocka_unit_test_teardown(a_destroyed_context_takes_its_memory, simtest_teardown),
+        cmocka_unit_test_teardown(ipc_handles_of_backed_memory_work_between_processes,
+                                  simtest_teardown),
     };
     return cmocka_run_group_tests_name("hook_swap", tests, NULL, NULL);
 }

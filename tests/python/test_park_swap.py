@@ -33,8 +33,8 @@ def swap_notebooks(short_tmp):
         state["broker"] = b = start_broker(short_tmp, sim, *settings)
         state["launcher"] = launcher = schedtest.Client(b.endpoint)
 
-        def make(name):
-            nb = Notebook(name, schedtest.worker_env(sim, b.endpoint, GPUSHARE_SWAP="on"),
+        def make(name, swap="on"):
+            nb = Notebook(name, schedtest.worker_env(sim, b.endpoint, GPUSHARE_SWAP=swap),
                           short_tmp, launcher)
             made.append(nb)
             return nb
@@ -116,3 +116,15 @@ def test_a_notebook_parked_on_the_swap_tier_outlives_the_broker(swap_notebooks, 
     assert a.command("check x 3", timeout=30) == "ok", a.stderr()
     assert a.command("run 2") == "ok"
     assert "memory is back from host memory" in a.stderr(), a.stderr()
+
+
+def test_a_process_without_the_swap_tier_is_checkpointed(swap_notebooks, short_tmp):
+    b, make = swap_notebooks("100M", "park_idle_s=0")
+    a, c = make("a", swap="off"), make("c")
+    assert a.cell("alloc x %d" % (60 * MIB)) == "ok", a.stderr()
+    assert a.cell("fill x 4") == "ok"
+    assert c.cell("alloc y %d" % (20 * MIB)) == "ok"
+    assert c.cell("alloc z %d" % (30 * MIB)) == "ok", c.stderr()
+    e = entry(b.status(), "a")
+    assert e["parking"] == "parked" and e["park_tier"] == "checkpoint", e
+    assert a.cell("check x 4") == "ok", a.stderr()

@@ -101,6 +101,10 @@
     E(cuMemAllocManaged, 6000, cuMemAllocManaged)                                                  \
     E(cuMemGetAddressRange, 3020, cuMemGetAddressRange_v2)                                         \
     E(cuPointerGetAttribute, 4000, cuPointerGetAttribute)                                          \
+    E(cuIpcGetMemHandle, 4010, cuIpcGetMemHandle)                                                  \
+    E(cuIpcOpenMemHandle, 4010, cuIpcOpenMemHandle)                                                \
+    E(cuIpcOpenMemHandle, 11000, cuIpcOpenMemHandle_v2)                                            \
+    E(cuIpcCloseMemHandle, 4010, cuIpcCloseMemHandle)                                              \
     E(cuPointerGetAttributes, 7000, cuPointerGetAttributes)                                        \
     P(cuMemAllocAsync, 11020, cuMemAllocAsync, 11020, ptsz, cuMemAllocAsync_ptsz)                  \
     P(cuMemFreeAsync, 11020, cuMemFreeAsync, 11020, ptsz, cuMemFreeAsync_ptsz)                     \
