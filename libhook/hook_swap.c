@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "hook_internal.h" /* first: it sets how cuda.h declares the ABI */
 
+#include "gpushare_hook.h"
 #include "hook_swap.h"
 
 #include <pthread.h>
@@ -78,7 +79,15 @@ gs_swap_engine_t *hook_swap_engine(void)
 static int ready(void)
 {
     pthread_once(&once, init_once);
-    return enabled;
+    return __atomic_load_n(&enabled, __ATOMIC_RELAXED);
+}
+
+HOOK_EXPORT int gpushare_hook_swap_backing(int on)
+{
+    if (!hook_swap_engine())
+        return -1;
+    int was = __atomic_exchange_n(&enabled, on ? 1 : 0, __ATOMIC_SEQ_CST);
+    return was;
 }
 
 int hook_swap_available(void)
