@@ -3,7 +3,8 @@
 #   1. the normal build (-Werror) and `make check` (C unit tests, the
 #      simulated driver's tests, the Python/Jupyter integration tests);
 #   2. an ASan+UBSan build running the C tests;
-#   3. `make distcheck` (the release tarball builds and passes its tests).
+#   3. `make distcheck` (the release tarball builds and passes its tests);
+#   and before all, every C file formatted as .clang-format says.
 # The last line is "N passed, N failed, N skipped".  .ci/run runs this.
 set -u
 cd "$(dirname "$0")"
@@ -16,6 +17,9 @@ autoreconf -fi >/dev/null 2>&1 || { autoreconf -fi; echo "0 passed, 1 failed"; e
 
 rm -rf _build _build-asan
 mkdir -p _build _build-asan
+
+echo "== format (clang-format)"
+build-aux/check-format.sh || step_failed "format"
 
 echo "== build (-Werror)"
 if (cd _build && ../configure -q --enable-werror --enable-assertions ${CUDA_DIR:+--with-cuda=$CUDA_DIR} && make -s -j"$jobs"); then

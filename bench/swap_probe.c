@@ -42,9 +42,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MIB (1ull << 20)
-#define GIB (1ull << 30)
-#define CHUNK (1ull * GIB) /* host pool chunk */
+#define MIB        (1ull << 20)
+#define GIB        (1ull << 30)
+#define CHUNK      (1ull * GIB) /* host pool chunk */
 #define MAX_CHUNKS 256
 
 static double now_s(void)
@@ -198,8 +198,8 @@ static void send_fd(int sock, int fd, uint64_t tag)
     char cbuf[CMSG_SPACE(sizeof(int))];
     memset(cbuf, 0, sizeof cbuf);
     struct iovec iov = {&tag, sizeof tag};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-                        .msg_controllen = sizeof cbuf};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
     struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
@@ -215,8 +215,8 @@ static int recv_fd(int sock, uint64_t *tag)
 {
     char cbuf[CMSG_SPACE(sizeof(int))];
     struct iovec iov = {tag, sizeof *tag};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-                        .msg_controllen = sizeof cbuf};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
     ssize_t n = recvmsg(sock, &mh, 0);
     if (n != (ssize_t)sizeof *tag) {
         fprintf(stderr, "recvmsg: %zd %s\n", n, strerror(errno));
@@ -256,11 +256,12 @@ static void pool_process(int sock, int nchunks)
             first = now_s() - t0;
     }
     double pin = now_s() - t0;
-    printf("{\"probe\":\"pool_pin\",\"pid\":%d,\"numa\":%d,\"granularity\":%zu,\"granularity_rc\":\"%s\","
+    printf("{\"probe\":\"pool_pin\",\"pid\":%d,\"numa\":%d,\"granularity\":%zu,\"granularity_rc\":"
+           "\"%s\","
            "\"context_current\":%s,\"chunk_bytes\":%llu,\"chunks\":%d,\"pin_s\":%.3f,"
            "\"first_chunk_s\":%.3f,\"pin_gbps\":%.2f}\n",
-           (int)getpid(), numa, gran, errname(gr), cur ? "true" : "false", CHUNK, nchunks, pin, first,
-           nchunks * (double)CHUNK / pin / 1e9);
+           (int)getpid(), numa, gran, errname(gr), cur ? "true" : "false", CHUNK, nchunks, pin,
+           first, nchunks * (double)CHUNK / pin / 1e9);
     fflush(stdout);
 
     /* Can the broker touch a chunk with the CPU, without a context (to zero
@@ -285,9 +286,10 @@ static void pool_process(int sock, int nchunks)
             zero_s = now_s() - z0;
         }
         cuCtxGetCurrent(&cur);
-        printf("{\"probe\":\"pool_cpu_map\",\"reserve\":\"%s\",\"map\":\"%s\",\"set_access\":\"%s\","
-               "\"zero_1gib_s\":%.3f,\"context_current\":%s}\n",
-               errname(r1), errname(r2), errname(r3), zero_s, cur ? "true" : "false");
+        printf(
+            "{\"probe\":\"pool_cpu_map\",\"reserve\":\"%s\",\"map\":\"%s\",\"set_access\":\"%s\","
+            "\"zero_1gib_s\":%.3f,\"context_current\":%s}\n",
+            errname(r1), errname(r2), errname(r3), zero_s, cur ? "true" : "false");
         fflush(stdout);
         if (r2 == CUDA_SUCCESS)
             cuMemUnmap(va, CHUNK);
@@ -338,7 +340,10 @@ struct notebook {
     int ns;
 };
 
-static uint32_t pattern(size_t block) { return (uint32_t)(block * 2654435761u) ^ 0x5a5aa5a5u; }
+static uint32_t pattern(size_t block)
+{
+    return (uint32_t)(block * 2654435761u) ^ 0x5a5aa5a5u;
+}
 
 static void fill(struct notebook *nb)
 {
@@ -415,8 +420,8 @@ static size_t verify_host(struct notebook *nb, size_t bytes)
     size_t blocks = bytes / (2 * MIB), per = (blocks + T - 1) / T;
     for (int t = 0; t < T; t++) {
         size_t b0 = t * per, n = b0 >= blocks ? 0 : (blocks - b0 < per ? blocks - b0 : per);
-        j[t] = (struct verify_job){(const uint32_t *)(uintptr_t)(nb->host_va + b0 * 2 * MIB), b0,
-                                   n, 0};
+        j[t] = (struct verify_job){(const uint32_t *)(uintptr_t)(nb->host_va + b0 * 2 * MIB), b0, n,
+                                   0};
         pthread_create(&th[t], NULL, verify_thread, &j[t]);
     }
     size_t bad = 0;
@@ -489,7 +494,8 @@ static void notebook_process(int sock, int gib, int nstreams, size_t region_byte
         CK(cuMemRelease(h)); /* the mapping keeps it */
     }
     double import_s = now_s() - t0;
-    printf("{\"probe\":\"import\",\"pid\":%d,\"chunks\":%d,\"import_map_s\":%.3f,\"host_access\":\"%s\"}\n",
+    printf("{\"probe\":\"import\",\"pid\":%d,\"chunks\":%d,\"import_map_s\":%.3f,\"host_access\":"
+           "\"%s\"}\n",
            (int)getpid(), nchunks, import_s, host_access);
     fflush(stdout);
     int cpu_ok = strcmp(host_access, "device+host") == 0;
@@ -565,7 +571,6 @@ static void notebook_process(int sock, int gib, int nstreams, size_t region_byte
     CK(cuDevicePrimaryCtxRelease(nb.dev));
 }
 
-
 /* ---- engine: the hook's own swap code (libhook/swap/) on the real driver -- */
 
 #ifdef SWAP_PROBE_ENGINE
@@ -573,7 +578,10 @@ static void notebook_process(int sock, int gib, int nstreams, size_t region_byte
 
 #include "swap_engine.h"
 
-static void *lookup(void *lib, const char *name) { return dlsym(lib, name); }
+static void *lookup(void *lib, const char *name)
+{
+    return dlsym(lib, name);
+}
 
 /* Import cost, broken down: the same chunks imported, mapped and given
  * access one step at a time (per chunk, or one cuMemSetAccess for all). */
@@ -592,8 +600,8 @@ static void engine_process(int sock, int gib, int nstreams)
         exit(2);
     }
     gs_swap_ranges_t *ranges = gs_swap_ranges_new();
-    gs_swap_engine_config_t cfg = {.streams = nstreams, .piece_bytes = 64 * MIB,
-                                   .batch_bytes = 1 * GIB};
+    gs_swap_engine_config_t cfg = {
+        .streams = nstreams, .piece_bytes = 64 * MIB, .batch_bytes = 1 * GIB};
     gs_swap_engine_t *e = gs_swap_engine_new(&drv, ranges, &cfg);
     size_t total = (size_t)gib * GIB, free0 = free_bytes();
     /* A PyTorch-like mix: mostly large segments, some 2 MiB and 20 MiB. */

@@ -3,7 +3,7 @@
 # run that is not installed yet.  Fast when everything is there already.
 set -eu
 
-PACKAGES="build-essential autoconf automake libtool pkg-config
+PACKAGES="build-essential autoconf automake libtool pkg-config clang-format
 libzmq3-dev libczmq-dev libjansson-dev libsodium-dev libcmocka-dev
 python3 python3-pytest python3-zmq python3-jupyter-client python3-ipykernel
 python3-nbclient python3-nbformat python3-notebook

@@ -76,8 +76,8 @@ _Alignas(64) _Atomic int hook_burst_off = HOOK_BURST_ACTIVE;
 #define REF_MAX_AGE_NS 10000000000ULL
 
 struct burst_dev {
-    int running;   /* monitor thread started */
-    int measuring; /* a burst is being measured */
+    int running;                                             /* monitor thread started */
+    int measuring;                                           /* a burst is being measured */
     uint64_t win_start[BURST_WINDOW], win_end[BURST_WINDOW]; /* recent merged bursts */
     int n, head;                                             /* head: the latest */
 };
