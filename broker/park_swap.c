@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gs_assert.h"
 #include "log.h"
 #include "park_internal.h"
 #include "wire.h"
@@ -250,6 +251,7 @@ void gs_park_on_swapped(gs_broker_t *b, const char *client, int gpu, const json_
         c->lease = 0;
         c->swap_moved = 0;
     }
+    GS_ASSERT(ps->swap_waiting > 0);
     if (--ps->swap_waiting <= 0)
         phase_done(b, ps, now);
 }

@@ -48,6 +48,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gs_assert.h"
 #include "log.h"
 
 _Alignas(64) _Atomic int hook_burst_flag[HOOK_MAX_DEVICES];
@@ -146,6 +147,7 @@ static void *monitor_main(void *arg);
 
 static void start_monitor_locked(int dev)
 {
+    GS_ASSERT_HELD(&bmu);
     pthread_t th;
     pthread_attr_t a;
     sigset_t all, old;

@@ -35,6 +35,7 @@
 
 #include "endpoint.h"
 #include "log.h"
+#include "gs_assert.h"
 #include "protocol.h"
 
 enum hook_client_state hook_client_state; /* hook_mu */
@@ -179,6 +180,7 @@ static void send_join(void)
  * when not (a new broker knows nothing of old grants). */
 void hook_client_release_locked(struct hook_dev *d, const char *reason)
 {
+    GS_ASSERT_HELD(&hook_mu);
     if (!sh.connected || d->grant_id < 1 || sh.nreleases >= MAX_RELEASES)
         return;
     json_t *m = gs_msg_new(GS_MSG_RELEASE);
@@ -291,6 +293,7 @@ static uint64_t send_memory(uint64_t now)
 /* hook_mu held: every request waiting for a room reply gets none. */
 static void rooms_fail_locked(const char *why)
 {
+    GS_ASSERT_HELD(&hook_mu);
     for (struct room_req *q = sh.rooms; q; q = q->next)
         if (!q->done) {
             q->done = 1;

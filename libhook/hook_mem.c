@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "gs_assert.h"
 
 enum mkind { MK_DEVICE = 1, MK_MANAGED, MK_PHYS, MK_MAP };
 
@@ -161,6 +162,7 @@ static int mdel(struct mtab *t, uint64_t key, struct mval *out)
  * thread needs a wake-up). */
 static int count_locked(int dev, int64_t delta, int managed)
 {
+    GS_ASSERT_HELD(&memu);
     if (dev < 0 || dev >= HOOK_MAX_DEVICES)
         return 0;
     uint64_t d = (uint64_t)(delta < 0 ? -delta : delta);
@@ -667,6 +669,7 @@ HOOK_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
  * anything else by a scan.  memu held; removes them from vas. */
 static size_t take_maps_locked(CUdeviceptr ptr, size_t size, uint64_t *keys, struct mval *out)
 {
+    GS_ASSERT_HELD(&memu);
     size_t n = 0;
     uint64_t at = ptr, end = (uint64_t)ptr + size;
     struct mval v;
