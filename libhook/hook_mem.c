@@ -858,39 +858,27 @@ static void limited(int dev, uint64_t *freeb, uint64_t *total)
     }
 }
 
-HOOK_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
-{
-    MEM_ENTER(cuMemGetInfo_v2, (free_bytes, total));
-    CUresult r = real_(free_bytes, total);
-    if (r == CUDA_SUCCESS && hook_cfg.memory_limit) {
-        struct where w;
-        current(&w);
-        uint64_t f = free_bytes ? *free_bytes : 0, t = total ? *total : 0;
-        limited(w.dev, &f, &t);
-        if (free_bytes)
-            *free_bytes = (size_t)f;
-        if (total)
-            *total = (size_t)t;
+/* cuMemGetInfo's two ABI versions (size_t and the 32-bit one) differ only
+ * in the type of what they report. */
+#define MEM_GET_INFO(abi, T)                                                                       \
+    HOOK_EXPORT CUresult abi(T *free_bytes, T *total)                                              \
+    {                                                                                              \
+        MEM_ENTER(abi, (free_bytes, total));                                                       \
+        CUresult r = real_(free_bytes, total);                                                     \
+        if (r == CUDA_SUCCESS && hook_cfg.memory_limit) {                                          \
+            struct where w;                                                                        \
+            current(&w);                                                                           \
+            uint64_t f = free_bytes ? *free_bytes : 0, t = total ? *total : 0;                     \
+            limited(w.dev, &f, &t);                                                                \
+            if (free_bytes)                                                                        \
+                *free_bytes = (T)f;                                                                \
+            if (total)                                                                             \
+                *total = (T)t;                                                                     \
+        }                                                                                          \
+        MEM_LEAVE(r);                                                                              \
     }
-    MEM_LEAVE(r);
-}
-
-HOOK_EXPORT CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total)
-{
-    MEM_ENTER(cuMemGetInfo, (free_bytes, total));
-    CUresult r = real_(free_bytes, total);
-    if (r == CUDA_SUCCESS && hook_cfg.memory_limit) {
-        struct where w;
-        current(&w);
-        uint64_t f = free_bytes ? *free_bytes : 0, t = total ? *total : 0;
-        limited(w.dev, &f, &t);
-        if (free_bytes)
-            *free_bytes = (unsigned)f;
-        if (total)
-            *total = (unsigned)t;
-    }
-    MEM_LEAVE(r);
-}
+MEM_GET_INFO(cuMemGetInfo_v2, size_t)
+MEM_GET_INFO(cuMemGetInfo, unsigned int)
 
 HOOK_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
