@@ -35,6 +35,9 @@ static CUresult submit(CUstream h, int pt, int sync, struct sim_op *op)
 
 static CUresult do_copy(const struct copy_desc *d, CUstream h, int pt, int sync)
 {
+    CUresult injected = sim_inject_take("cuMemcpy");
+    if (injected != CUDA_SUCCESS)
+        return injected;
     if (d->width == 0 || d->height == 0 || d->depth == 0) {
         /* nothing to copy; still check the stream */
         sim_lock();

@@ -9,6 +9,9 @@
 
 static CUresult alloc_current(CUdeviceptr *dptr, size_t size, int kind, int low32)
 {
+    CUresult injected = kind == SIM_MEM_HOST ? CUDA_SUCCESS : sim_inject_take("cuMemAlloc");
+    if (injected != CUDA_SUCCESS)
+        return injected;
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
     sim_lock();
@@ -247,6 +250,9 @@ SIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, C
  * stream order.  Not capturable in the simulator. */
 static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream h, int pt)
 {
+    CUresult injected = sim_inject_take("cuMemAlloc");
+    if (injected != CUDA_SUCCESS)
+        return injected;
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
     sim_lock();

@@ -79,7 +79,18 @@ struct sim_proc {
     int32_t pad1;
 };
 
-#define SIM_MAGIC 0x67707573696d3032ULL /* "gpusim02" */
+#define SIM_MAGIC 0x67707573696d3033ULL /* "gpusim03" */
+
+/* An armed failure injection (gpusim_inject_failure): the next `count`
+ * calls of `call` made by process `pid` (0: any) return `error`. */
+#define SIM_INJECT_SLOTS 16
+struct sim_inject {
+    char call[48];
+    int32_t pid;
+    int32_t count;
+    int32_t error;
+    int32_t pad;
+};
 
 /* A condition variable for the segment, built on a futex.  glibc's
  * process-shared pthread_cond_t is not robust against waiters that die:
@@ -107,7 +118,9 @@ struct sim_segment {
     uint64_t used[SIM_MAX_DEVICES];
     uint64_t busy_ns[SIM_MAX_DEVICES];
     uint32_t slots_used[SIM_MAX_DEVICES];
-    int32_t inject[SIM_STEPS];
+    _Atomic uint32_t inject_armed; /* slots in use: lets calls skip the lock */
+    uint32_t pad1;
+    struct sim_inject inject[SIM_INJECT_SLOTS];
     struct sim_proc procs[SIM_MAX_PROCS];
 };
 
@@ -140,6 +153,18 @@ void sim_capacity_release(int dev, uint64_t bytes);
 void sim_slot_acquire(int dev);
 void sim_slot_release(int dev, uint64_t busy_ns);
 void sim_proc_unregister(void);
+
+/* ---- failure injection (sim_inject.c) --------------------------------- */
+
+/* If a failure of `call` is armed for this process, consumes one and
+ * returns its error; else CUDA_SUCCESS.  Entry points call it before they
+ * change anything.  The _locked form: segment mutex held. */
+CUresult sim_inject_take(const char *call);
+CUresult sim_inject_take_locked(const char *call);
+/* The segment for callers that need not have called cuInit (the
+ * checkpoint calls, the gpusim_inject_* exports): ours after cuInit, else
+ * the one named by the environment.  1 if there is one. */
+int sim_have_segment(void);
 
 /* ---- process-local state (sim_state.c) -------------------------------- */
 

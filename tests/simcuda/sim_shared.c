@@ -113,6 +113,7 @@ static void adopt_if_abandoned(const struct sim_config *cfg)
         memset(sim_seg->used, 0, sizeof sim_seg->used);
         memset(sim_seg->slots_used, 0, sizeof sim_seg->slots_used);
         memset(sim_seg->inject, 0, sizeof sim_seg->inject);
+        atomic_store(&sim_seg->inject_armed, 0);
     }
     sim_shm_unlock();
 }

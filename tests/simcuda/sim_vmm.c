@@ -72,6 +72,9 @@ static void unmap_one_locked(struct sim_resv *r, struct sim_mapping *m)
 static CUresult address_reserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
                                 unsigned long long flags)
 {
+    CUresult injected = sim_inject_take("cuMemAddressReserve");
+    if (injected != CUDA_SUCCESS)
+        return injected;
     if (!ptr || size == 0 || size % SIM_GRANULARITY || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (alignment == 0)
@@ -157,6 +160,9 @@ SIM_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 static CUresult mem_create(CUmemGenericAllocationHandle *handle, size_t size,
                            const CUmemAllocationProp *prop, unsigned long long flags)
 {
+    CUresult injected = sim_inject_take("cuMemCreate");
+    if (injected != CUDA_SUCCESS)
+        return injected;
     if (!handle || !prop || flags != 0 || size == 0 || size % SIM_GRANULARITY)
         return CUDA_ERROR_INVALID_VALUE;
     if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
@@ -224,6 +230,9 @@ SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 static CUresult mem_map(CUdeviceptr ptr, size_t size, size_t offset,
                         CUmemGenericAllocationHandle handle, unsigned long long flags)
 {
+    CUresult injected = sim_inject_take("cuMemMap");
+    if (injected != CUDA_SUCCESS)
+        return injected;
     if (flags != 0 || size == 0 || size % SIM_GRANULARITY || offset % SIM_GRANULARITY ||
         ptr % SIM_GRANULARITY)
         return CUDA_ERROR_INVALID_VALUE;
@@ -273,6 +282,9 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 
 static CUresult mem_unmap(CUdeviceptr ptr, size_t size)
 {
+    CUresult injected = sim_inject_take("cuMemUnmap");
+    if (injected != CUDA_SUCCESS)
+        return injected;
     if (size == 0)
         return CUDA_ERROR_INVALID_VALUE;
     sim_lock();
@@ -310,6 +322,9 @@ SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 
 static CUresult set_access(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
+    CUresult injected = sim_inject_take("cuMemSetAccess");
+    if (injected != CUDA_SUCCESS)
+        return injected;
     if (!desc || count == 0 || size == 0)
         return CUDA_ERROR_INVALID_VALUE;
     int prot = PROT_NONE;
