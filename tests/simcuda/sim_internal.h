@@ -437,22 +437,36 @@ struct sim_alloc {
     void *saved; /* contents while checkpointed */
 };
 
+/* Physical memory of the VMM API (cuMemCreate, or imported): a memfd, so
+ * every mapping of it (in this or another process) shares the bytes. */
+enum sim_loc { SIM_LOC_DEVICE = 1, SIM_LOC_HOST };
+
 struct sim_phys {
     int fd; /* memfd holding the contents; -1 while checkpointed */
     size_t size;
-    int dev;
-    uint64_t accounted;
-    int released;
+    int loc;                         /* SIM_LOC_DEVICE, or SIM_LOC_HOST (host NUMA / host) */
+    CUmemLocationType loc_type;      /* as created, for the properties */
+    int dev;                         /* device ordinal, or the host NUMA node */
+    unsigned long long handle_types; /* requestedHandleTypes */
+    uint64_t id;                     /* process-unique (MEMORY_BLOCK_ID) */
+    uint64_t accounted;              /* bytes this process counts against capacity */
+    int refs;                        /* handle references: create/import/retain - release */
     int maps;
     void *saved;
     struct sim_phys *next;
 };
 
+/* One cuMemMap.  The host mapping's protection is the union of the
+ * accesses granted to any location (the simulator's devices and host are
+ * one address space); the per-location grants are kept for
+ * cuMemGetAccess and for the copy checks. */
 struct sim_mapping {
     uintptr_t va;
     size_t size;
     size_t offset;
     int prot;
+    uint8_t access[SIM_MAX_DEVICES]; /* CUmemAccess_flags of each device */
+    uint8_t host_access;             /* of the host (host memory only) */
     struct sim_phys *phys;
     struct sim_mapping *next;
 };
@@ -463,6 +477,14 @@ struct sim_resv {
     struct sim_mapping *maps;
     struct sim_resv *next;
 };
+
+/* The reservation holding p, and the mapping there (NULL: unmapped). */
+struct sim_resv *sim_vmm_resv_locked(uintptr_t p, struct sim_mapping **map);
+/* May device `dev` read (or write) [p, p + len)?  CUDA_SUCCESS when no byte
+ * of it is in a VMM reservation or all are mapped with that access;
+ * CUDA_ERROR_INVALID_VALUE for unmapped bytes of a reservation,
+ * CUDA_ERROR_ILLEGAL_ADDRESS for mapped bytes without the access. */
+CUresult sim_vmm_check_access_locked(uintptr_t p, size_t len, int dev, int write);
 
 CUresult sim_mem_alloc_locked(struct sim_ctx *ctx, size_t size, int kind, int low32,
                               CUdeviceptr *out);

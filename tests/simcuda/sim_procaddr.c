@@ -115,6 +115,8 @@
     E(cuMemSetAccess, 10020, cuMemSetAccess)                                                       \
     E(cuMemGetAllocationGranularity, 10020, cuMemGetAllocationGranularity)                         \
     E(cuMemGetAllocationPropertiesFromHandle, 10020, cuMemGetAllocationPropertiesFromHandle)       \
+    E(cuMemGetAccess, 10020, cuMemGetAccess)                                                       \
+    E(cuMemRetainAllocationHandle, 11000, cuMemRetainAllocationHandle)                             \
     P(cuMemcpy, 4000, cuMemcpy, 7000, ptds, cuMemcpy_ptds)                                         \
     P(cuMemcpyAsync, 4000, cuMemcpyAsync, 7000, ptsz, cuMemcpyAsync_ptsz)                          \
     E(cuMemcpyHtoD, 2000, cuMemcpyHtoD)                                                            \

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -195,6 +196,35 @@ int simtest_readable(int fd)
 {
     struct pollfd p = {fd, POLLIN, 0};
     return poll(&p, 1, 0) > 0;
+}
+
+int simtest_access_faults(volatile void *addr, int write)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        /* the default action, not a sanitizer's handler: die of the fault */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = SIG_DFL;
+        sigaction(SIGSEGV, &sa, NULL);
+        sigaction(SIGBUS, &sa, NULL);
+        volatile char *p = addr;
+        if (write)
+            *p = 1;
+        else
+            (void)*p;
+        _exit(0);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV)
+        return 1;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
 static int field_str(const char *line, const char *key, char *out, size_t len)
