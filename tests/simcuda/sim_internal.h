@@ -433,6 +433,8 @@ struct sim_alloc {
     uint64_t accounted; /* bytes counted against capacity (0 for host) */
     int dev;
     int kind;
+    int from_pool; /* stream-ordered (cuMemAllocAsync): not legacy-IPC capable */
+    uint64_t id;   /* process-unique (BUFFER_ID) */
     struct sim_ctx *ctx;
     void *saved; /* contents while checkpointed */
 };
@@ -486,6 +488,8 @@ struct sim_resv *sim_vmm_resv_locked(uintptr_t p, struct sim_mapping **map);
  * CUDA_ERROR_ILLEGAL_ADDRESS for mapped bytes without the access. */
 CUresult sim_vmm_check_access_locked(uintptr_t p, size_t len, int dev, int write);
 
+/* Process-unique ids of allocations (BUFFER_ID, MEMORY_BLOCK_ID). */
+uint64_t sim_new_id(void);
 CUresult sim_mem_alloc_locked(struct sim_ctx *ctx, size_t size, int kind, int low32,
                               CUdeviceptr *out);
 CUresult sim_mem_free_locked(CUdeviceptr p, int kind);

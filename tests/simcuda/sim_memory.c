@@ -23,6 +23,12 @@ static size_t page_round(size_t n)
     return (n + pg - 1) / pg * pg;
 }
 
+uint64_t sim_new_id(void)
+{
+    static _Atomic uint64_t next;
+    return atomic_fetch_add(&next, 1) + 1;
+}
+
 CUresult sim_mem_alloc_locked(struct sim_ctx *ctx, size_t size, int kind, int low32,
                               CUdeviceptr *out)
 {
@@ -54,6 +60,7 @@ CUresult sim_mem_alloc_locked(struct sim_ctx *ctx, size_t size, int kind, int lo
         a->accounted = acc;
         a->dev = ctx->dev;
         a->kind = kind;
+        a->id = sim_new_id();
         a->ctx = ctx;
         if (sim_hmap_put(&sim_g.allocs, a->base, SIM_H_ALLOC, a) != 0) {
             free(a);

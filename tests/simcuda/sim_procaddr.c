@@ -100,6 +100,8 @@
     E(cuMemHostGetDevicePointer, 3020, cuMemHostGetDevicePointer_v2)                               \
     E(cuMemAllocManaged, 6000, cuMemAllocManaged)                                                  \
     E(cuMemGetAddressRange, 3020, cuMemGetAddressRange_v2)                                         \
+    E(cuPointerGetAttribute, 4000, cuPointerGetAttribute)                                          \
+    E(cuPointerGetAttributes, 7000, cuPointerGetAttributes)                                        \
     P(cuMemAllocAsync, 11020, cuMemAllocAsync, 11020, ptsz, cuMemAllocAsync_ptsz)                  \
     P(cuMemFreeAsync, 11020, cuMemFreeAsync, 11020, ptsz, cuMemFreeAsync_ptsz)                     \
     P(cuMemAllocFromPoolAsync, 11020, cuMemAllocFromPoolAsync, 11020, ptsz,                        \

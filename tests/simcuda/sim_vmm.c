@@ -28,8 +28,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-static uint64_t next_phys_id;
-
 static struct sim_phys *phys_get(CUmemGenericAllocationHandle h)
 {
     return sim_hmap_get(&sim_g.handles, (uintptr_t)h, SIM_H_PHYS);
@@ -274,7 +272,7 @@ static CUresult mem_create(CUmemGenericAllocationHandle *handle, size_t size,
     ph->accounted = loc == SIM_LOC_DEVICE ? size : 0; /* host memory is not the GPU's */
     ph->refs = 1;
     sim_lock();
-    ph->id = ++next_phys_id;
+    ph->id = sim_new_id();
     if (ph->accounted)
         rc = sim_capacity_reserve(ph->dev, size);
     if (rc == CUDA_SUCCESS) {

@@ -480,6 +480,153 @@ static void test_checkpoint_keeps_host_memory(void **state)
     simtest_join(&c);
 }
 
+/* cuPointerGetAttribute(s) and cuMemGetAddressRange for every kind of
+ * memory; for virtual memory the range attributes are the reservation and
+ * cuMemGetAddressRange the mapping (documented). */
+static void child_pointers(int rd, int wr, void *arg)
+{
+    (void)rd, (void)wr, (void)arg;
+    CUcontext ctx = simtest_init();
+    CUdeviceptr d, m, as, base;
+    void *hostmem;
+    size_t size;
+    unsigned int u;
+    unsigned char b;
+    CUcontext c;
+    CUstream s;
+    REQ_CU(cuStreamCreate(&s, 0));
+    REQ_CU(cuMemAlloc(&d, 1000));
+    REQ_CU(cuMemAllocManaged(&m, 1000, CU_MEM_ATTACH_GLOBAL));
+    REQ_CU(cuMemAllocAsync(&as, 1000, s));
+    REQ_CU(cuMemAllocHost(&hostmem, 1000));
+    /* cuMemAlloc memory */
+    REQ_CU(cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, d + 100));
+    REQ_CU(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, d + 100));
+    REQUIRE(base == d && size == 1000);
+    REQ_CU(cuMemGetAddressRange(&base, &size, d + 999));
+    REQUIRE(base == d && size == 1000);
+    REQ_CU(cuPointerGetAttribute(&u, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d));
+    REQUIRE(u == CU_MEMORYTYPE_DEVICE);
+    REQ_CU(cuPointerGetAttribute(&u, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, d));
+    REQUIRE(u == 0);
+    REQ_CU(cuPointerGetAttribute(&c, CU_POINTER_ATTRIBUTE_CONTEXT, d));
+    REQUIRE(c == ctx);
+    REQ_CU(cuPointerGetAttribute(&b, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, d));
+    REQUIRE(b == 1);
+    REQ_CU(cuPointerGetAttribute(&b, CU_POINTER_ATTRIBUTE_IS_MANAGED, d));
+    REQUIRE(b == 0);
+    void *hp = (void *)1;
+    REQ_CU_EQ(cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, d),
+              CUDA_ERROR_INVALID_VALUE);
+    unsigned long long id1, id2;
+    REQ_CU(cuPointerGetAttribute(&id1, CU_POINTER_ATTRIBUTE_BUFFER_ID, d));
+    REQ_CU(cuPointerGetAttribute(&id2, CU_POINTER_ATTRIBUTE_BUFFER_ID, m));
+    REQUIRE(id1 && id2 && id1 != id2);
+    REQ_CU(cuPointerGetAttribute(&b, CU_POINTER_ATTRIBUTE_IS_MANAGED, m));
+    REQUIRE(b == 1);
+    REQ_CU(cuPointerGetAttribute(&b, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, as));
+    REQUIRE(b == 0); /* stream-ordered memory is not */
+    REQ_CU(cuPointerGetAttribute(&u, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)hostmem));
+    REQUIRE(u == CU_MEMORYTYPE_HOST);
+    REQ_CU(cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, (CUdeviceptr)hostmem));
+    REQUIRE(hp == hostmem);
+    /* virtual memory: reservation [va, va + 4 GRAN), mapping at + GRAN */
+    CUmemAllocationProp dp =
+        prop_of(CU_MEM_LOCATION_TYPE_DEVICE, 0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    CUmemAllocationProp hprop = prop_of(CU_MEM_LOCATION_TYPE_HOST_NUMA, 0, 0);
+    CUmemGenericAllocationHandle h, hh;
+    CUdeviceptr va, hva;
+    REQ_CU(cuMemAddressReserve(&va, 4 * GRAN, 0, 0, 0));
+    REQ_CU(cuMemCreate(&h, 2 * GRAN, &dp, 0));
+    REQ_CU(cuMemMap(va + GRAN, 2 * GRAN, 0, h, 0));
+    CUdeviceptr p = va + GRAN + 100;
+    CUpointer_attribute attrs[8] = {
+        CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+        CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+        CU_POINTER_ATTRIBUTE_MAPPED,
+        CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR,
+        CU_POINTER_ATTRIBUTE_MAPPING_SIZE,
+        CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES,
+        CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+        CU_POINTER_ATTRIBUTE_ACCESS_FLAGS,
+    };
+    CUdeviceptr rstart = 0;
+    size_t rsize = 0, msize = 0;
+    unsigned char mapped = 0, legacy = 1;
+    void *mbase = NULL;
+    unsigned int types = 0, access = 9;
+    void *data[8] = {&rstart, &rsize, &mapped, &mbase, &msize, &types, &legacy, &access};
+    REQ_CU(cuPointerGetAttributes(8, attrs, data, p));
+    REQUIRE(rstart == va && rsize == 4 * GRAN && mapped == 1);
+    REQUIRE(mbase == (void *)(va + GRAN) && msize == 2 * GRAN);
+    REQUIRE(types == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR && legacy == 0);
+    REQUIRE(access == CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE);
+    CUmemAccessDesc acc = dev_rw(0);
+    REQ_CU(cuMemSetAccess(va + GRAN, 2 * GRAN, &acc, 1));
+    REQ_CU(cuPointerGetAttribute(&access, CU_POINTER_ATTRIBUTE_ACCESS_FLAGS, p));
+    REQUIRE(access == CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE);
+    REQ_CU(cuMemGetAddressRange(&base, &size, p));
+    REQUIRE(base == va + GRAN && size == 2 * GRAN);
+    REQ_CU(cuPointerGetAttribute(&u, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p));
+    REQUIRE(u == CU_MEMORYTYPE_DEVICE);
+    REQ_CU(cuPointerGetAttribute(&c, CU_POINTER_ATTRIBUTE_CONTEXT, p));
+    REQUIRE(c == NULL);
+    REQ_CU(cuPointerGetAttribute(&id1, CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID, p));
+    REQUIRE(id1 != 0);
+    /* the unmapped part of the reservation: the range, nothing else */
+    rstart = 0;
+    mapped = 1;
+    REQ_CU(cuPointerGetAttributes(3, attrs, data, va + 5));
+    REQUIRE(rstart == va && rsize == 4 * GRAN && mapped == 0);
+    REQ_CU_EQ(cuPointerGetAttribute(&u, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, va + 5),
+              CUDA_ERROR_INVALID_VALUE);
+    REQ_CU_EQ(cuMemGetAddressRange(&base, &size, va + 5), CUDA_ERROR_NOT_FOUND);
+    /* host NUMA memory is host memory of no device */
+    REQ_CU(cuMemAddressReserve(&hva, GRAN, 0, 0, 0));
+    REQ_CU(cuMemCreate(&hh, GRAN, &hprop, 0));
+    REQ_CU(cuMemMap(hva, GRAN, 0, hh, 0));
+    REQ_CU(cuPointerGetAttribute(&u, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, hva));
+    REQUIRE(u == CU_MEMORYTYPE_HOST);
+    REQ_CU(cuPointerGetAttribute(&u, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, hva));
+    REQUIRE((int)u == CU_DEVICE_CPU);
+    REQ_CU(cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, hva + 8));
+    REQUIRE(hp == (void *)(hva + 8));
+    /* not CUDA memory: an error from the one, defaults from the other */
+    int local = 0;
+    CUdeviceptr lp = (CUdeviceptr)&local;
+    REQ_CU_EQ(cuPointerGetAttribute(&u, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, lp),
+              CUDA_ERROR_INVALID_VALUE);
+    REQ_CU_EQ(cuMemGetAddressRange(&base, &size, lp), CUDA_ERROR_NOT_FOUND);
+    CUpointer_attribute a2[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_MAPPED,
+                                 CU_POINTER_ATTRIBUTE_CONTEXT};
+    u = 7;
+    mapped = 1;
+    c = ctx;
+    void *d2[3] = {&u, &mapped, &c};
+    REQ_CU(cuPointerGetAttributes(3, a2, d2, lp));
+    REQUIRE(u == 0 && mapped == 0 && c == NULL);
+    REQ_CU_EQ(cuPointerGetAttribute(&u, (CUpointer_attribute)999, d), CUDA_ERROR_INVALID_VALUE);
+    REQ_CU(cuMemUnmap(va + GRAN, 2 * GRAN));
+    REQ_CU(cuMemUnmap(hva, GRAN));
+    REQ_CU(cuMemRelease(h));
+    REQ_CU(cuMemRelease(hh));
+    REQ_CU(cuMemAddressFree(va, 4 * GRAN));
+    REQ_CU(cuMemAddressFree(hva, GRAN));
+    REQ_CU(cuMemFreeAsync(as, s));
+    REQ_CU(cuStreamSynchronize(s));
+    REQ_CU(cuStreamDestroy(s));
+    REQ_CU(cuMemFree(d));
+    REQ_CU(cuMemFree(m));
+    REQ_CU(cuMemFreeHost(hostmem));
+}
+
+static void test_pointer_attributes(void **state)
+{
+    (void)state;
+    simtest_fresh("64M", NULL);
+    simtest_in_child(child_pointers, NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -491,6 +638,7 @@ int main(void)
         cmocka_unit_test_teardown(test_copies, simtest_teardown),
         cmocka_unit_test_teardown(test_peer, simtest_teardown),
         cmocka_unit_test_teardown(test_checkpoint_keeps_host_memory, simtest_teardown),
+        cmocka_unit_test_teardown(test_pointer_attributes, simtest_teardown),
     };
     return cmocka_run_group_tests_name("simcuda virtual memory", tests, NULL, NULL);
 }
