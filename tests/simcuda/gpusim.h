@@ -46,7 +46,8 @@ unsigned long long gpusim_process_busy_ns(int dev);
  *   "cuMemcpy"        every copy entry point (cuMemcpy*, 1D/2D/3D, peer,
  *                     sync and async)
  *   "cuMemAddressReserve", "cuMemCreate", "cuMemMap", "cuMemSetAccess",
- *   "cuMemUnmap", and
+ *   "cuMemUnmap", "cuMemExportToShareableHandle",
+ *   "cuMemImportFromShareableHandle", and
  *   "cuCheckpointProcessLock", "...Checkpoint", "...Restore", "...Unlock"
  *                     (counted in the calling process, before the target
  *                     is asked anything).

@@ -28,6 +28,8 @@ static const struct {
     {"cuMemSetAccess", CUDA_ERROR_UNKNOWN},
     {"cuMemUnmap", CUDA_ERROR_UNKNOWN},
     {"cuMemcpy", CUDA_ERROR_UNKNOWN}, /* every copy entry point */
+    {"cuMemExportToShareableHandle", CUDA_ERROR_UNKNOWN},
+    {"cuMemImportFromShareableHandle", CUDA_ERROR_OUT_OF_MEMORY},
     {"cuCheckpointProcessLock", CUDA_ERROR_UNKNOWN},
     {"cuCheckpointProcessCheckpoint", CUDA_ERROR_UNKNOWN},
     {"cuCheckpointProcessRestore", CUDA_ERROR_UNKNOWN},

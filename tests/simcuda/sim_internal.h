@@ -103,6 +103,20 @@ struct sim_shm_cond {
     uint32_t pad;
 };
 
+/* Device memory exported with a file descriptor: counted against capacity
+ * once, here, while any process holds a handle to it (a bit per process
+ * table entry), and given back when the last holder releases it or dies.
+ * Host memory needs no entry: it is not counted, and the memfd's own
+ * lifetime keeps the bytes. */
+#define SIM_MAX_SHARES 256
+struct sim_share {
+    uint64_t id; /* 0: free entry */
+    uint64_t bytes;
+    int32_t dev;
+    int32_t pad;
+    uint64_t holders[SIM_MAX_PROCS / 64];
+};
+
 struct sim_segment {
     uint64_t magic;
     uint64_t layout_size; /* sizeof(struct sim_segment) of the creator */
@@ -121,6 +135,8 @@ struct sim_segment {
     _Atomic uint32_t inject_armed; /* slots in use: lets calls skip the lock */
     uint32_t pad1;
     struct sim_inject inject[SIM_INJECT_SLOTS];
+    uint64_t next_share_id;
+    struct sim_share shares[SIM_MAX_SHARES];
     struct sim_proc procs[SIM_MAX_PROCS];
 };
 
@@ -150,6 +166,14 @@ uint64_t sim_pid_start_time(pid_t pid);
 
 CUresult sim_capacity_reserve(int dev, uint64_t bytes);
 void sim_capacity_release(int dev, uint64_t bytes);
+/* Shared device memory (segment mutex held).  export: a new entry held by
+ * this process, its bytes moved from this process' resident count (they
+ * stay counted once); join: hold entry `id`, or re-create it (counting
+ * the bytes again, or CUDA_ERROR_OUT_OF_MEMORY) if every holder is gone;
+ * leave: stop holding it, giving the bytes back with the last holder. */
+CUresult sim_share_export_locked(int dev, uint64_t bytes, uint64_t *id);
+CUresult sim_share_join_locked(uint64_t id, int dev, uint64_t bytes);
+void sim_share_leave_locked(uint64_t id);
 void sim_slot_acquire(int dev);
 void sim_slot_release(int dev, uint64_t busy_ns);
 void sim_proc_unregister(void);
@@ -452,6 +476,7 @@ struct sim_phys {
     unsigned long long handle_types; /* requestedHandleTypes */
     uint64_t id;                     /* process-unique (MEMORY_BLOCK_ID) */
     uint64_t accounted;              /* bytes this process counts against capacity */
+    uint64_t share_id;               /* device memory exported or imported: its sim_share */
     int refs;                        /* handle references: create/import/retain - release */
     int maps;
     void *saved;
@@ -479,6 +504,14 @@ struct sim_resv {
     struct sim_mapping *maps;
     struct sim_resv *next;
 };
+
+/* A memfd for `size` bytes of physical memory plus the trailing page
+ * that describes it to an importer (SIM_SHARE_HDR); -1 on failure. */
+#define SIM_SHARE_HDR 4096
+int sim_vmm_memfd(size_t size, int loc);
+/* Handle registry of physical memory (sim_g.mu held). */
+struct sim_phys *sim_phys_get_locked(CUmemGenericAllocationHandle h);
+int sim_phys_add_locked(struct sim_phys *ph);
 
 /* The reservation holding p, and the mapping there (NULL: unmapped). */
 struct sim_resv *sim_vmm_resv_locked(uintptr_t p, struct sim_mapping **map);

@@ -119,6 +119,8 @@
     E(cuMemGetAllocationPropertiesFromHandle, 10020, cuMemGetAllocationPropertiesFromHandle)       \
     E(cuMemGetAccess, 10020, cuMemGetAccess)                                                       \
     E(cuMemRetainAllocationHandle, 11000, cuMemRetainAllocationHandle)                             \
+    E(cuMemExportToShareableHandle, 10020, cuMemExportToShareableHandle)                           \
+    E(cuMemImportFromShareableHandle, 10020, cuMemImportFromShareableHandle)                       \
     P(cuMemcpy, 4000, cuMemcpy, 7000, ptds, cuMemcpy_ptds)                                         \
     P(cuMemcpyAsync, 4000, cuMemcpyAsync, 7000, ptsz, cuMemcpyAsync_ptsz)                          \
     E(cuMemcpyHtoD, 2000, cuMemcpyHtoD)                                                            \

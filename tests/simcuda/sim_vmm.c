@@ -18,10 +18,13 @@
  *    reference and the last mapping are gone.
  * Checkpointing parks device memfds' contents in host memory, closes them
  * and re-reserves their mappings; host memory stays where it is.
+ * Exporting and importing (descriptors of these memfds) is in
+ * sim_vmm_share.c.
  */
 #include "sim_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +34,35 @@
 static struct sim_phys *phys_get(CUmemGenericAllocationHandle h)
 {
     return sim_hmap_get(&sim_g.handles, (uintptr_t)h, SIM_H_PHYS);
+}
+
+struct sim_phys *sim_phys_get_locked(CUmemGenericAllocationHandle h)
+{
+    return phys_get(h);
+}
+
+int sim_phys_add_locked(struct sim_phys *ph)
+{
+    if (sim_hmap_put(&sim_g.handles, (uintptr_t)ph, SIM_H_PHYS, ph) != 0)
+        return -1;
+    ph->next = sim_g.phys;
+    sim_g.phys = ph;
+    return 0;
+}
+
+int sim_vmm_memfd(size_t size, int loc)
+{
+    int fd = memfd_create(loc == SIM_LOC_DEVICE ? "gpusim-vmm" : "gpusim-vmm-host",
+                          MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return -1;
+    /* sealed at its size: an importer can trust the trailing header */
+    if (ftruncate(fd, (off_t)(size + SIM_SHARE_HDR)) != 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 static void phys_free_locked(struct sim_phys *ph)
@@ -46,6 +78,17 @@ static void phys_free_locked(struct sim_phys *ph)
         close(ph->fd);
     if (ph->accounted && !ph->saved)
         sim_capacity_release(ph->dev, ph->accounted);
+    if (ph->share_id) {
+        /* this process stops holding the shared memory with its last handle */
+        int others = 0;
+        for (struct sim_phys *q = sim_g.phys; q; q = q->next)
+            others += q->share_id == ph->share_id;
+        if (!others) {
+            sim_shm_lock();
+            sim_share_leave_locked(ph->share_id);
+            sim_shm_unlock();
+        }
+    }
     free(ph->saved);
     free(ph);
 }
@@ -276,10 +319,8 @@ static CUresult mem_create(CUmemGenericAllocationHandle *handle, size_t size,
     if (ph->accounted)
         rc = sim_capacity_reserve(ph->dev, size);
     if (rc == CUDA_SUCCESS) {
-        ph->fd =
-            memfd_create(loc == SIM_LOC_DEVICE ? "gpusim-vmm" : "gpusim-vmm-host", MFD_CLOEXEC);
-        if (ph->fd < 0 || ftruncate(ph->fd, (off_t)size) != 0 ||
-            sim_hmap_put(&sim_g.handles, (uintptr_t)ph, SIM_H_PHYS, ph) != 0) {
+        ph->fd = sim_vmm_memfd(size, loc);
+        if (ph->fd < 0 || sim_phys_add_locked(ph) != 0) {
             if (ph->fd >= 0)
                 close(ph->fd);
             if (ph->accounted)
@@ -287,13 +328,10 @@ static CUresult mem_create(CUmemGenericAllocationHandle *handle, size_t size,
             rc = CUDA_ERROR_OUT_OF_MEMORY;
         }
     }
-    if (rc != CUDA_SUCCESS) {
+    if (rc != CUDA_SUCCESS)
         free(ph);
-    } else {
-        ph->next = sim_g.phys;
-        sim_g.phys = ph;
+    else
         *handle = (CUmemGenericAllocationHandle)(uintptr_t)ph;
-    }
     sim_unlock();
     return rc;
 }
@@ -609,6 +647,11 @@ static int parked(const struct sim_phys *ph)
 
 CUresult sim_vmm_checkpoint_locked(uint64_t bytes[SIM_MAX_DEVICES])
 {
+    /* device memory shared with other processes cannot be parked under
+     * them (cuda-checkpoint: "does not support UVM or IPC memory") */
+    for (struct sim_phys *ph = sim_g.phys; ph; ph = ph->next)
+        if (parked(ph) && ph->share_id)
+            return CUDA_ERROR_NOT_SUPPORTED;
     for (struct sim_phys *ph = sim_g.phys; ph; ph = ph->next) {
         if (!parked(ph))
             continue;
@@ -654,9 +697,9 @@ CUresult sim_vmm_restore_locked(void)
     for (struct sim_phys *ph = sim_g.phys; ph; ph = ph->next) {
         if (!ph->saved)
             continue;
-        ph->fd = memfd_create("gpusim-vmm", MFD_CLOEXEC);
+        ph->fd = sim_vmm_memfd(ph->size, ph->loc);
         size_t done = 0;
-        if (ph->fd >= 0 && ftruncate(ph->fd, (off_t)ph->size) == 0) {
+        if (ph->fd >= 0) {
             while (done < ph->size) {
                 ssize_t n = pwrite(ph->fd, (char *)ph->saved + done, ph->size - done, (off_t)done);
                 if (n <= 0) {
