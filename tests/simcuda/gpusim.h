@@ -47,7 +47,8 @@ unsigned long long gpusim_process_busy_ns(int dev);
  *                     sync and async)
  *   "cuMemAddressReserve", "cuMemCreate", "cuMemMap", "cuMemSetAccess",
  *   "cuMemUnmap", "cuMemExportToShareableHandle",
- *   "cuMemImportFromShareableHandle", and
+ *   "cuMemImportFromShareableHandle", "cuIpcGetMemHandle",
+ *   "cuIpcOpenMemHandle" (both ABI versions), and
  *   "cuCheckpointProcessLock", "...Checkpoint", "...Restore", "...Unlock"
  *                     (counted in the calling process, before the target
  *                     is asked anything).

@@ -366,7 +366,7 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, int pt)
     struct sim_stream *s;
     CUresult rc = sim_stream_resolve(h, pt, &s);
     struct sim_alloc *a = sim_hmap_get(&sim_g.allocs, (uintptr_t)dptr, SIM_H_ALLOC);
-    if (rc == CUDA_SUCCESS && (!a || a->kind != SIM_MEM_DEVICE))
+    if (rc == CUDA_SUCCESS && (!a || a->kind != SIM_MEM_DEVICE || a->ipc_opens))
         rc = CUDA_ERROR_INVALID_VALUE;
     if (rc == CUDA_SUCCESS && s->capture)
         rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;

@@ -30,6 +30,8 @@ static const struct {
     {"cuMemcpy", CUDA_ERROR_UNKNOWN}, /* every copy entry point */
     {"cuMemExportToShareableHandle", CUDA_ERROR_UNKNOWN},
     {"cuMemImportFromShareableHandle", CUDA_ERROR_OUT_OF_MEMORY},
+    {"cuIpcGetMemHandle", CUDA_ERROR_UNKNOWN},
+    {"cuIpcOpenMemHandle", CUDA_ERROR_OUT_OF_MEMORY}, /* both ABI versions */
     {"cuCheckpointProcessLock", CUDA_ERROR_UNKNOWN},
     {"cuCheckpointProcessCheckpoint", CUDA_ERROR_UNKNOWN},
     {"cuCheckpointProcessRestore", CUDA_ERROR_UNKNOWN},

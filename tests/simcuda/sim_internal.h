@@ -457,8 +457,13 @@ struct sim_alloc {
     uint64_t accounted; /* bytes counted against capacity (0 for host) */
     int dev;
     int kind;
-    int from_pool; /* stream-ordered (cuMemAllocAsync): not legacy-IPC capable */
-    uint64_t id;   /* process-unique (BUFFER_ID) */
+    int from_pool;   /* stream-ordered (cuMemAllocAsync): not legacy-IPC capable */
+    uint64_t id;     /* process-unique (BUFFER_ID) */
+    int fd;          /* memfd backing it once cuIpcGetMemHandle made it shareable, or -1 */
+    int ipc_opens;   /* opened from another process (cuIpcOpenMemHandle): references */
+    int32_t ipc_pid; /* opened: the exporter's pid, start time and buffer id */
+    uint64_t ipc_start;
+    uint64_t ipc_id;
     struct sim_ctx *ctx;
     void *saved; /* contents while checkpointed */
 };
@@ -529,6 +534,9 @@ CUresult sim_mem_free_locked(CUdeviceptr p, int kind);
 void sim_mem_release_locked(struct sim_alloc *a);   /* unmaps, uncounts, frees */
 struct sim_alloc *sim_mem_find_locked(uintptr_t p); /* containing allocation */
 void sim_mem_free_ctx_locked(struct sim_ctx *ctx);
+
+/* Shared with another process by legacy IPC: exported or opened. */
+int sim_mem_is_ipc(const struct sim_alloc *a);
 
 /* Checkpoint support: park/unpark every device allocation (sim_g.mu held). */
 CUresult sim_mem_checkpoint_locked(uint64_t out_bytes[SIM_MAX_DEVICES]);

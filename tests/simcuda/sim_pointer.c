@@ -49,7 +49,7 @@ static void lookup_locked(uintptr_t p, struct ptr_info *pi)
         pi->ctx = a->ctx;
         pi->dev = a->dev;
         pi->managed = a->kind == SIM_MEM_MANAGED;
-        pi->legacy_ipc = a->kind == SIM_MEM_DEVICE && !a->from_pool;
+        pi->legacy_ipc = a->kind == SIM_MEM_DEVICE && !a->from_pool && !a->ipc_opens;
         pi->host_ok = a->kind != SIM_MEM_DEVICE;
         pi->range_base = pi->map_base = a->base;
         pi->range_size = pi->map_size = a->size;

@@ -121,6 +121,10 @@
     E(cuMemRetainAllocationHandle, 11000, cuMemRetainAllocationHandle)                             \
     E(cuMemExportToShareableHandle, 10020, cuMemExportToShareableHandle)                           \
     E(cuMemImportFromShareableHandle, 10020, cuMemImportFromShareableHandle)                       \
+    E(cuIpcGetMemHandle, 4010, cuIpcGetMemHandle)                                                  \
+    E(cuIpcOpenMemHandle, 4010, cuIpcOpenMemHandle)                                                \
+    E(cuIpcOpenMemHandle, 11000, cuIpcOpenMemHandle_v2)                                            \
+    E(cuIpcCloseMemHandle, 4010, cuIpcCloseMemHandle)                                              \
     P(cuMemcpy, 4000, cuMemcpy, 7000, ptds, cuMemcpy_ptds)                                         \
     P(cuMemcpyAsync, 4000, cuMemcpyAsync, 7000, ptsz, cuMemcpyAsync_ptsz)                          \
     E(cuMemcpyHtoD, 2000, cuMemcpyHtoD)                                                            \

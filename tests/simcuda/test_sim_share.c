@@ -376,12 +376,144 @@ static void test_rules(void **state)
     simtest_in_child(child_rules, NULL);
 }
 
+/* ---- legacy IPC of cuMemAlloc memory ----------------------------------- */
+
+#define IPC_SIZE ((1u << 20) + 13)
+
+static void ipc_exporter(int rd, int wr, void *arg)
+{
+    (void)arg;
+    simtest_init();
+    CUdeviceptr d, d2, as;
+    CUipcMemHandle h1, h2;
+    unsigned char *buf = malloc(IPC_SIZE);
+    REQUIRE(buf);
+    for (size_t i = 0; i < IPC_SIZE; i++)
+        buf[i] = pattern(i, 3);
+    REQ_CU(cuMemAlloc(&d, IPC_SIZE));
+    CUstream s;
+    REQ_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    REQ_CU(cuMemcpyHtoDAsync(d, buf, IPC_SIZE, s)); /* still queued, maybe */
+    REQ_CU(cuIpcGetMemHandle(&h1, d));
+    REQ_CU(cuIpcGetMemHandle(&h2, d + 100)); /* an interior pointer: the allocation's */
+    REQUIRE(memcmp(&h1, &h2, sizeof h1) == 0);
+    /* the process that made the handle cannot open it */
+    CUdeviceptr p;
+    REQ_CU_EQ(cuIpcOpenMemHandle(&p, h1, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+              CUDA_ERROR_INVALID_CONTEXT);
+    /* only cuMemAlloc memory: not virtual memory (the hook must emulate
+     * IPC for the memory it maps itself), stream-ordered or host memory */
+    CUmemAllocationProp dp = prop_of(CU_MEM_LOCATION_TYPE_DEVICE, 0);
+    CUmemGenericAllocationHandle vh;
+    REQ_CU(cuMemCreate(&vh, GRAN, &dp, 0));
+    CUdeviceptr va = map_with(vh, GRAN, &dev0_rw, 1);
+    REQ_CU_EQ(cuIpcGetMemHandle(&h2, va), CUDA_ERROR_INVALID_VALUE);
+    REQ_CU_EQ(cuIpcGetMemHandle(&h2, va + 4096), CUDA_ERROR_INVALID_VALUE);
+    unmap_free(va, GRAN);
+    REQ_CU(cuMemRelease(vh));
+    REQ_CU(cuMemAllocAsync(&as, 4096, s));
+    REQ_CU_EQ(cuIpcGetMemHandle(&h2, as), CUDA_ERROR_INVALID_VALUE);
+    REQ_CU(cuMemFreeAsync(as, s));
+    void *host;
+    REQ_CU(cuMemAllocHost(&host, 4096));
+    REQ_CU_EQ(cuIpcGetMemHandle(&h2, (CUdeviceptr)host), CUDA_ERROR_INVALID_VALUE);
+    REQ_CU(cuMemFreeHost(host));
+    REQ_CU_EQ(cuIpcGetMemHandle(&h2, (CUdeviceptr)buf), CUDA_ERROR_INVALID_VALUE);
+    REQ_CU(cuStreamSynchronize(s));
+    REQ_CU(cuStreamDestroy(s));
+    simtest_send_u64(wr, free_bytes());
+    simtest_send(wr, &h1, sizeof h1);
+    (void)simtest_recv_u64(rd); /* the opener has written */
+    REQ_CU(cuMemcpyDtoH(buf, d, IPC_SIZE));
+    REQUIRE(check_pattern(buf, IPC_SIZE, 4));
+    /* a handle of memory freed since */
+    REQ_CU(cuMemAlloc(&d2, 4096));
+    REQ_CU(cuIpcGetMemHandle(&h2, d2));
+    REQ_CU(cuMemFree(d2));
+    simtest_send(wr, &h2, sizeof h2);
+    (void)simtest_recv_u64(rd);
+    REQ_CU(cuMemFree(d));
+    free(buf);
+}
+
+static void ipc_opener(int rd, int wr, void *arg)
+{
+    (void)arg;
+    simtest_init();
+    CUipcMemHandle h, bad;
+    CUdeviceptr p, p2, base;
+    size_t size;
+    uint64_t exporter_free = simtest_recv_u64(rd);
+    simtest_recv(rd, &h, sizeof h);
+    REQ_CU_EQ(cuIpcOpenMemHandle(&p, h, 7), CUDA_ERROR_INVALID_VALUE);
+    memset(&bad, 0x5c, sizeof bad);
+    REQ_CU_EQ(cuIpcOpenMemHandle(&p, bad, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+              CUDA_ERROR_INVALID_VALUE);
+    REQ_CU(cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+    REQUIRE(free_bytes() == exporter_free); /* not counted again */
+    REQ_CU(cuMemGetAddressRange(&base, &size, p + 5));
+    REQUIRE(base == p && size == IPC_SIZE);
+    unsigned char *buf = malloc(IPC_SIZE);
+    REQUIRE(buf);
+    REQ_CU(cuMemcpyDtoH(buf, p, IPC_SIZE));
+    REQUIRE(check_pattern(buf, IPC_SIZE, 3)); /* bit-exact */
+    REQ_CU(cuIpcOpenMemHandle_v2(&p2, h, 0)); /* open already: same pointer, a reference */
+    REQUIRE(p2 == p);
+    unsigned char capable = 1;
+    REQ_CU(cuPointerGetAttribute(&capable, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, p));
+    REQUIRE(capable == 0);
+    REQ_CU_EQ(cuMemFree(p), CUDA_ERROR_INVALID_VALUE); /* closed, not freed */
+    for (size_t i = 0; i < IPC_SIZE; i++)
+        buf[i] = pattern(i, 4);
+    REQ_CU(cuMemcpyHtoD(p, buf, IPC_SIZE));
+    REQ_CU(cuIpcCloseMemHandle(p));
+    REQ_CU(cuMemcpyDtoH(buf, p + IPC_SIZE - 1, 1)); /* one reference left */
+    REQ_CU_EQ(cuIpcCloseMemHandle(p + 1), CUDA_ERROR_INVALID_VALUE);
+    REQ_CU(cuIpcCloseMemHandle(p));
+    REQ_CU_EQ(cuMemGetAddressRange(&base, &size, p), CUDA_ERROR_NOT_FOUND);
+    REQ_CU_EQ(cuIpcCloseMemHandle(p), CUDA_ERROR_INVALID_VALUE);
+    simtest_send_u64(wr, 1);
+    simtest_recv(rd, &bad, sizeof bad);
+    REQ_CU_EQ(cuIpcOpenMemHandle(&p, bad, 0), CUDA_ERROR_INVALID_VALUE); /* freed */
+    simtest_send_u64(wr, 2);
+    (void)simtest_recv_u64(rd); /* the exporter has exited */
+    REQ_CU_EQ(cuIpcOpenMemHandle(&p, h, 0), CUDA_ERROR_INVALID_VALUE);
+    free(buf);
+}
+
+static void test_legacy_ipc(void **state)
+{
+    (void)state;
+    simtest_fresh("64M", NULL);
+    struct simchild e, o;
+    CUipcMemHandle h;
+    simtest_spawn(&e, ipc_exporter, NULL);
+    simtest_spawn(&o, ipc_opener, NULL);
+    simtest_send_u64(o.wr, simtest_recv_u64(e.rd));
+    simtest_recv(e.rd, &h, sizeof h);
+    simtest_send(o.wr, &h, sizeof h);
+    assert_int_equal(simtest_recv_u64(o.rd), 1);
+    /* memory shared by IPC cannot be checkpointed */
+    CK(cuCheckpointProcessLock(e.pid, NULL));
+    CK_EQ(cuCheckpointProcessCheckpoint(e.pid, NULL), CUDA_ERROR_NOT_SUPPORTED);
+    CK(cuCheckpointProcessUnlock(e.pid, NULL));
+    simtest_send_u64(e.wr, 1);
+    simtest_recv(e.rd, &h, sizeof h);
+    simtest_send(o.wr, &h, sizeof h);
+    assert_int_equal(simtest_recv_u64(o.rd), 2);
+    simtest_send_u64(e.wr, 1);
+    simtest_join(&e);
+    simtest_send_u64(o.wr, 1);
+    simtest_join(&o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_host_pool, simtest_teardown),
         cmocka_unit_test_teardown(test_device_counted_once, simtest_teardown),
         cmocka_unit_test_teardown(test_rules, simtest_teardown),
+        cmocka_unit_test_teardown(test_legacy_ipc, simtest_teardown),
     };
     return cmocka_run_group_tests_name("simcuda shared memory", tests, NULL, NULL);
 }
