@@ -98,7 +98,8 @@ static int compatible(const struct sim_segment *s, const char *name)
 
 /* A segment that no live process uses any more (segments outlive their
  * processes) takes the settings of the process attaching it, as if it
- * had created it; its busy counters are kept. */
+ * had created it; its busy counters are kept, and so are armed failure
+ * injections (a test may arm one before starting the process to fail). */
 static void adopt_if_abandoned(const struct sim_config *cfg)
 {
     sim_shm_lock();
@@ -113,8 +114,6 @@ static void adopt_if_abandoned(const struct sim_config *cfg)
         memset(sim_seg->used, 0, sizeof sim_seg->used);
         memset(sim_seg->slots_used, 0, sizeof sim_seg->slots_used);
         memset(sim_seg->shares, 0, sizeof sim_seg->shares);
-        memset(sim_seg->inject, 0, sizeof sim_seg->inject);
-        atomic_store(&sim_seg->inject_armed, 0);
     }
     sim_shm_unlock();
 }
