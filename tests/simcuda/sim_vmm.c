@@ -451,10 +451,13 @@ static CUresult mem_unmap(CUdeviceptr ptr, size_t size)
     if (size == 0)
         return CUDA_ERROR_INVALID_VALUE;
     sim_lock();
-    if (sim_g.pending_ops)
-        sim_wait_all_idle_locked(); /* queued copies may still use it */
     struct sim_resv *r = resv_containing(ptr, size);
     CUresult rc = whole_mappings(r, ptr, size) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS && sim_g.pending_ops) {
+        sim_wait_all_idle_locked(); /* queued copies may still use it */
+        r = resv_containing(ptr, size);
+        rc = whole_mappings(r, ptr, size) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    }
     if (rc == CUDA_SUCCESS) {
         for (struct sim_mapping *m = r->maps, *nx; m; m = nx) {
             nx = m->next;
@@ -474,6 +477,16 @@ SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 static int is_host_location(CUmemLocationType t)
 {
     return t == CU_MEM_LOCATION_TYPE_HOST_NUMA || t == CU_MEM_LOCATION_TYPE_HOST;
+}
+
+static void grant(struct sim_mapping *m, const CUmemAccessDesc *desc, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (is_host_location(desc[i].location.type))
+            m->host_access = (uint8_t)desc[i].flags;
+        else
+            m->access[desc[i].location.id] = (uint8_t)desc[i].flags;
+    }
 }
 
 /* Grants each location in desc its access to every mapping of the range.
@@ -499,23 +512,31 @@ static CUresult set_access(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *
         }
     }
     sim_lock();
-    if (sim_g.pending_ops)
-        sim_wait_all_idle_locked(); /* taking access away under a queued copy */
-    struct sim_resv *r = resv_containing(ptr, size);
-    CUresult rc = whole_mappings(r, ptr, size) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-    for (struct sim_mapping *m = rc == CUDA_SUCCESS ? r->maps : NULL; m; m = m->next)
-        for (size_t i = 0; in_range(m, ptr, size) && i < count; i++)
-            if (is_host_location(desc[i].location.type) && m->phys->loc != SIM_LOC_HOST)
-                rc = CUDA_ERROR_INVALID_VALUE;
+    struct sim_resv *r;
+    CUresult rc;
+    for (;;) {
+        r = resv_containing(ptr, size);
+        rc = whole_mappings(r, ptr, size) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        int narrows = 0;
+        for (struct sim_mapping *m = rc == CUDA_SUCCESS ? r->maps : NULL; m; m = m->next) {
+            if (!in_range(m, ptr, size))
+                continue;
+            for (size_t i = 0; i < count; i++)
+                if (is_host_location(desc[i].location.type) && m->phys->loc != SIM_LOC_HOST)
+                    rc = CUDA_ERROR_INVALID_VALUE;
+            struct sim_mapping t = *m;
+            grant(&t, desc, count);
+            narrows |= m->prot & ~prot_of(&t);
+        }
+        if (rc != CUDA_SUCCESS || !narrows || !sim_g.pending_ops)
+            break;
+        /* taking access away: not under a queued copy (then check again) */
+        sim_wait_all_idle_locked();
+    }
     for (struct sim_mapping *m = rc == CUDA_SUCCESS ? r->maps : NULL; m; m = m->next) {
         if (!in_range(m, ptr, size))
             continue;
-        for (size_t i = 0; i < count; i++) {
-            if (is_host_location(desc[i].location.type))
-                m->host_access = (uint8_t)desc[i].flags;
-            else
-                m->access[desc[i].location.id] = (uint8_t)desc[i].flags;
-        }
+        grant(m, desc, count);
         int prot = prot_of(m);
         if (prot != m->prot) {
             mprotect((void *)m->va, m->size, prot);
