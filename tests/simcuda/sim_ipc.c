@@ -53,25 +53,37 @@ struct ipc_handle {
 _Static_assert(sizeof(struct ipc_handle) <= CU_IPC_HANDLE_SIZE, "fits CUipcMemHandle");
 
 /* Moves a's pages onto a memfd at the same address (sim_g.mu held, the
- * process' queued work done). */
+ * process' queued work done).  Only pages holding something are written:
+ * the rest reads as zeros from the memfd's holes, and a large allocation
+ * that was barely touched does not become that much shared memory. */
 static int make_shareable_locked(struct sim_alloc *a)
 {
+    static const char zero[4096];
+    size_t pg = sizeof zero;
     int fd = memfd_create("gpusim-ipc", MFD_CLOEXEC);
     if (fd < 0)
         return -1;
-    size_t done = 0;
-    if (ftruncate(fd, (off_t)a->map_size) == 0) {
-        while (done < a->map_size) {
-            ssize_t n = pwrite(fd, (char *)a->base + done, a->map_size - done, (off_t)done);
+    int ok = ftruncate(fd, (off_t)a->map_size) == 0 && a->map_size % pg == 0;
+    for (size_t off = 0; ok && off < a->map_size;) {
+        if (memcmp((char *)a->base + off, zero, pg) == 0) {
+            off += pg;
+            continue;
+        }
+        size_t end = off + pg; /* a run of pages with data */
+        while (end < a->map_size && memcmp((char *)a->base + end, zero, pg) != 0)
+            end += pg;
+        while (ok && off < end) {
+            ssize_t n = pwrite(fd, (char *)a->base + off, end - off, (off_t)off);
             if (n < 0 && errno == EINTR)
                 continue;
             if (n <= 0)
-                break;
-            done += (size_t)n;
+                ok = 0;
+            else
+                off += (size_t)n;
         }
     }
-    if (done < a->map_size || mmap((void *)a->base, a->map_size, PROT_READ | PROT_WRITE,
-                                   MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+    if (!ok || mmap((void *)a->base, a->map_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                    fd, 0) == MAP_FAILED) {
         close(fd);
         return -1;
     }
