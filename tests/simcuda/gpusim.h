@@ -52,7 +52,9 @@ unsigned long long gpusim_process_busy_ns(int dev);
  *   "cuCheckpointProcessLock", "...Checkpoint", "...Restore", "...Unlock"
  *                     (counted in the calling process, before the target
  *                     is asked anything).
- * Needs no cuInit (uses the segment named by the environment).  Returns 0,
+ * Armed failures stay until taken, also while no process uses the
+ * segment (arm, then start the process that should fail).  Needs no
+ * cuInit, but the segment named by the environment must exist.  Returns 0,
  * or -1 for an unknown call, a negative count or pid, no segment, or all
  * 16 slots in use. */
 int gpusim_inject_failure(const char *call, int count, int error, int pid);
