@@ -10,7 +10,7 @@ python3-nbclient python3-nbformat python3-notebook
 debhelper dh-python systemd
 python3-yaml kubernetes-client
 jupyterhub node-configurable-http-proxy python3-requests
-chromium chromium-driver python3-selenium"
+chromium chromium-driver python3-selenium python3-matplotlib"
 # debhelper, dh-python: test_debian_package.py builds the .debs; systemd:
 # systemd-analyze checks the unit; python3-yaml, kubernetes-client (kubectl):
 # test_kubernetes_manifests.py; jupyterhub ... python3-selenium:
