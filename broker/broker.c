@@ -26,8 +26,7 @@
 #include "status.h"
 #include "wire.h"
 #include "broker_internal.h"
-
-
+#include "pool_socket.h" /* GS_POOL_SOCKET_MAX_CONN */
 
 static void handled_signals(sigset_t *set)
 {
@@ -137,8 +136,8 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
     if (self->opt.socket_group == (gid_t)-1 && (e = gs_config_get(&file, "socket_group"))) {
         struct group *gr = getgrnam(e->value);
         if (!gr) {
-            snprintf(err, errlen, "%s:%d: socket_group: no group named \"%s\"", file.path,
-                     e->line, e->value);
+            snprintf(err, errlen, "%s:%d: socket_group: no group named \"%s\"", file.path, e->line,
+                     e->value);
             goto fail;
         }
         self->opt.socket_group = gr->gr_gid;
@@ -151,8 +150,8 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
         goto fail;
     const char *path = gs_endpoint_ipc_path(self->opt.endpoint);
     /* self->opt, not opt: the file may have named the socket group. */
-    if (path && gs_socket_dir_prepare(path, self->opt.system, self->opt.socket_group, err,
-                                      errlen) != 0)
+    if (path &&
+        gs_socket_dir_prepare(path, self->opt.system, self->opt.socket_group, err, errlen) != 0)
         goto fail;
 
     gs_gpu_inventory_load(&self->inventory);
@@ -331,6 +330,8 @@ static void handle_message(gs_broker_t *self)
     case GS_MSG_GRANT:
     case GS_MSG_REVOKE:
     case GS_MSG_ROOM:
+    case GS_MSG_SWAP_OUT:
+    case GS_MSG_SWAP_IN:
     case GS_MSG_STATUS_REPLY:
     case GS_MSG_OK:
     case GS_MSG_ERROR: {
@@ -360,8 +361,7 @@ static int handle_signal(gs_broker_t *self)
         switch (si.ssi_signo) {
         case SIGTERM:
         case SIGINT:
-            gs_info("signal %u: shutting down; clients fall back to running ungated",
-                    si.ssi_signo);
+            gs_info("signal %u: shutting down; clients fall back to running ungated", si.ssi_signo);
             return 0;
         case SIGUSR1:
         case SIGUSR2: {
@@ -439,7 +439,7 @@ int gs_broker_run(gs_broker_t *self)
 {
     announce(self);
     gs_sd_notify("READY=1\nSTATUS=serving");
-    enum { FIXED = 4, MAX_ITEMS = FIXED + 16 };
+    enum { FIXED = 4, MAX_ITEMS = FIXED + 16 + 1 + GS_POOL_SOCKET_MAX_CONN + 1 };
     int park_fd = gs_park_fd(self->park);
     zmq_pollitem_t items[MAX_ITEMS] = {
         {zsock_resolve(self->router), 0, ZMQ_POLLIN, 0},
@@ -448,9 +448,11 @@ int gs_broker_run(gs_broker_t *self)
         {NULL, park_fd, park_fd >= 0 ? ZMQ_POLLIN : 0, 0}, /* park jobs finished */
     };
     for (;;) {
-        int n = FIXED;
+        int n = FIXED, nmetrics = 0;
         if (self->metrics)
-            n += gs_metrics_poll_items(self->metrics, items + FIXED, MAX_ITEMS - FIXED);
+            n += nmetrics = gs_metrics_poll_items(self->metrics, items + FIXED, 16);
+        int park_first = n;
+        n += gs_park_poll_items(self->park, items + n, MAX_ITEMS - n);
         int rc = zmq_poll(items, n, poll_timeout_ms(self));
         if (rc < 0) {
             if (zmq_errno() == EINTR)
@@ -467,8 +469,15 @@ int gs_broker_run(gs_broker_t *self)
         /* Drain what is queued, bounded so signals stay responsive. */
         for (int i = 0; i < 1000 && (zsock_events(self->router) & ZMQ_POLLIN); i++)
             handle_message(self);
-        if (self->metrics && n > FIXED)
-            gs_metrics_handle(self->metrics, items + FIXED, n - FIXED, current_status, self);
+        if (self->metrics && nmetrics > 0)
+            gs_metrics_handle(self->metrics, items + FIXED, nmetrics, current_status, self);
+        int park_events = 0;
+        for (int i = park_first; i < n; i++)
+            park_events |= items[i].revents != 0;
+        if (park_events) {
+            gs_park_handle_items(self, items + park_first, n - park_first);
+            gs_broker_sched_flush(self); /* a pool that grew may let a park start */
+        }
         run_timers(self);
     }
     gs_sd_notify("STOPPING=1");

@@ -15,8 +15,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "endpoint.h"
 #include "log.h"
 #include "park_internal.h"
+#include "size.h"
 
 #define SEC 1000000LL
 
@@ -44,6 +46,36 @@ static uint64_t host_ram(void)
 {
     long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
     return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
+}
+
+/* The swap tier: host pools and their socket beside the endpoint.  Without
+ * them parking keeps to the checkpoint tier and status says why. */
+static void swap_tier_start(gs_park_t *p)
+{
+    gs_broker_t *b = p->b;
+    uint64_t chunk = 1ull << 30;
+    const char *env = getenv("GPUSHARE_POOL_CHUNK"); /* smaller chunks for small GPUs and tests */
+    if (env && (gs_size_parse(env, &chunk) != 0 || chunk == 0 || chunk % (2u << 20))) {
+        gs_warn("ignoring GPUSHARE_POOL_CHUNK=%s (expected a multiple of 2M: 1G, 64M)", env);
+        chunk = 1ull << 30;
+    }
+    char path[128];
+    if (gs_endpoint_pool_path(b->opt.endpoint, path, sizeof path) != 0) {
+        snprintf(p->swap_unavailable, sizeof p->swap_unavailable,
+                 "the endpoint is not an ipc socket (descriptors cannot cross tcp)");
+        return;
+    }
+    gs_swap_pools_config_t pc = {chunk, p->cfg.host_budget, 60 * SEC};
+    p->pools = gs_swap_pools_new(p->ngpus, &pc, p->swap_unavailable, sizeof p->swap_unavailable);
+    if (p->pools) {
+        p->pool_sock = gs_pool_socket_new(path, b->opt.system ? 0660 : 0600, p->swap_unavailable,
+                                          sizeof p->swap_unavailable);
+        if (!p->pool_sock)
+            gs_swap_pools_destroy(&p->pools);
+    }
+    if (!p->pools)
+        gs_info("swap tier unavailable (parking uses the checkpoint API only): %s",
+                p->swap_unavailable);
 }
 
 gs_park_t *gs_park_new(gs_broker_t *b)
@@ -82,6 +114,8 @@ gs_park_t *gs_park_new(gs_broker_t *b)
     }
     if (!p->api)
         gs_info("parking unavailable: %s", p->unavailable);
+    else
+        swap_tier_start(p);
     return p;
 }
 
@@ -92,9 +126,19 @@ void gs_park_destroy(gs_park_t **self_p)
     if (!p)
         return;
     gs_park_worker_destroy(&p->worker); /* waits for the jobs under way */
+    /* Sessions parked on the swap tier bring themselves back when the
+     * broker is gone (their hooks keep the host memory mapped). */
+    gs_pool_socket_destroy(&p->pool_sock);
+    gs_swap_pools_destroy(&p->pools);
     for (psess_t *ps = zhashx_first(p->sess); ps && p->api; ps = zhashx_next(p->sess)) {
         if (ps->st == PS_RESIDENT && !ps->stuck)
             continue;
+        if (ps->tier == TIER_SWAP) {
+            gs_info("session %s is parked on the swap tier: its processes bring their memory "
+                    "back themselves once the broker is gone",
+                    ps->id);
+            continue;
+        }
         gs_park_job_t j;
         memset(&j, 0, sizeof j);
         j.unpark = 1;
@@ -127,12 +171,34 @@ int gs_park_fd(const gs_park_t *p)
     return p && p->worker ? gs_park_worker_fd(p->worker) : -1;
 }
 
+int gs_park_poll_items(gs_park_t *p, zmq_pollitem_t *items, int max)
+{
+    if (!p || !p->pools || max < 1)
+        return 0;
+    items[0] = (zmq_pollitem_t){NULL, gs_swap_pools_fd(p->pools), ZMQ_POLLIN, 0};
+    return 1 + gs_pool_socket_poll_items(p->pool_sock, items + 1, max - 1);
+}
+
+void gs_park_handle_items(gs_broker_t *b, const zmq_pollitem_t *items, int n)
+{
+    gs_park_t *p = b->park;
+    if (!p || !p->pools || n < 1)
+        return;
+    int64_t now = gs_broker_now_us();
+    if (items[0].revents & ZMQ_POLLIN)
+        gs_swap_pools_poll(p->pools, now);
+    gs_pool_socket_handle(p->pool_sock, items + 1, n - 1, now / 1000, gs_swap_pools_serve,
+                          p->pools);
+}
+
 /* ---- settings --------------------------------------------------------------- */
 
 int gs_park_set(gs_park_t *p, const char *key, const json_t *v, char *err, size_t errlen)
 {
     if (gs_park_config_set(&p->cfg, key, v, p->host_ram, err, errlen) != 0)
         return -1;
+    if (p->pools)
+        gs_swap_pools_set_budget(p->pools, p->cfg.host_budget);
     p->wake = 0; /* look again at once */
     for (psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess))
         ps->no_demand = 0;
@@ -152,6 +218,8 @@ void gs_park_config_restore(gs_park_t *p, void *saved)
     if (saved)
         p->cfg = *(gs_park_config_t *)saved;
     free(saved);
+    if (p->pools)
+        gs_swap_pools_set_budget(p->pools, p->cfg.host_budget);
 }
 
 json_t *gs_park_config_json_of(const gs_park_t *p)
@@ -162,7 +230,7 @@ json_t *gs_park_config_json_of(const gs_park_t *p)
 /* ---- clients ------------------------------------------------------------------ */
 
 void gs_park_on_join(gs_broker_t *b, const char *client, const char *session, long peer_pid,
-                     int managed)
+                     long peer_uid, int managed, int swap)
 {
     gs_park_t *p = b->park;
     if (!p)
@@ -176,7 +244,9 @@ void gs_park_on_join(gs_broker_t *b, const char *client, const char *session, lo
     }
     snprintf(c->session, sizeof c->session, "%s", session);
     c->pid = peer_pid;
+    c->uid = peer_uid;
     c->managed = managed;
+    c->swap = swap && !managed;
     if (!p->api || peer_pid <= 0)
         return;
     /* A previous broker may have exited or died with this process parked:
@@ -210,6 +280,7 @@ void gs_park_on_client_gone(gs_broker_t *b, const char *client)
     pclient_t *c = p ? zhashx_lookup(p->clients, client) : NULL;
     if (!c)
         return;
+    park_swap_client_gone(b, c);
     psess_t *ps = park_sess(p, c->session, 0);
     if (ps && ps->st == PS_PARKED && !ps->job) {
         int n = 0;
@@ -227,6 +298,16 @@ void gs_park_on_client_gone(gs_broker_t *b, const char *client)
         }
     }
     zhashx_delete(p->clients, client);
+}
+
+void gs_park_on_memory(gs_broker_t *b, const char *client, int gpu, uint64_t used, uint64_t movable)
+{
+    gs_park_t *p = b->park;
+    pclient_t *c = p ? zhashx_lookup(p->clients, client) : NULL;
+    if (!c || gpu < 0 || gpu >= GS_MAX_GPUS)
+        return;
+    c->used[gpu] = used;
+    c->movable[gpu] = movable;
 }
 
 int park_session_pids(const gs_park_t *p, const char *session, int *pids, int max,
@@ -302,6 +383,15 @@ void park_submit(gs_park_t *p, psess_t *ps)
 
 static void submit(gs_park_t *p, psess_t *ps, int unpark)
 {
+    /* The swap tier where the session can use it; the checkpoint API for
+     * the rest (and to bring back what it parked). */
+    if (!unpark && park_swap_try_park(p->b, ps))
+        return;
+    if (unpark && ps->tier == TIER_SWAP) {
+        park_swap_unpark(p->b, ps);
+        return;
+    }
+    ps->tier = TIER_CHECKPOINT;
     gs_park_job_t *j = calloc(1, sizeof *j);
     if (!j)
         abort(); /* the broker cannot keep its promises without memory */
@@ -393,7 +483,7 @@ static void room_failures(gs_park_t *p, const psess_t *ps, const char *text)
             snprintf(r->fail, sizeof r->fail, "parking session %.64s failed: %.300s", ps->id, text);
 }
 
-static void parked(gs_broker_t *b, psess_t *ps, const gs_park_job_t *j, int64_t now)
+void park_finish_park(gs_broker_t *b, psess_t *ps, const gs_park_job_t *j, int64_t now)
 {
     gs_park_t *p = b->park;
     uint64_t bytes = total_bytes(p, ps);
@@ -408,12 +498,13 @@ static void parked(gs_broker_t *b, psess_t *ps, const gs_park_job_t *j, int64_t 
             if (ps->bytes[g])
                 gs_park_rate_update(&p->park_bps[g], bytes, s);
         gs_sched_set_residency(b->sched, ps->id, GS_SCHED_PARKED, now);
-        gs_info("session %s parked: %.1f MiB in %.3f s (%.2f GB/s)", ps->id, bytes / 1048576.0, s,
-                ps->park_gbps);
+        gs_info("session %s parked (%s tier): %.1f MiB in %.3f s (%.2f GB/s)", ps->id,
+                ps->tier == TIER_SWAP ? "swap" : "checkpoint", bytes / 1048576.0, s, ps->park_gbps);
         gs_eventlog_write(b->eventlog, "park",
-                          json_pack("{s:s, s:I, s:f, s:f, s:i}", "session", ps->id, "bytes",
+                          json_pack("{s:s, s:I, s:f, s:f, s:i, s:s}", "session", ps->id, "bytes",
                                     (json_int_t)bytes, "seconds", s, "gbps", ps->park_gbps,
-                                    "processes", ps->npids));
+                                    "processes", ps->npids, "tier",
+                                    ps->tier == TIER_SWAP ? "swap" : "checkpoint"));
         return;
     }
     ps->failed = 1;
@@ -432,7 +523,7 @@ static void parked(gs_broker_t *b, psess_t *ps, const gs_park_job_t *j, int64_t 
         memset(ps->bytes, 0, sizeof ps->bytes);
 }
 
-static void unparked(gs_broker_t *b, psess_t *ps, const gs_park_job_t *j, int64_t now)
+void park_finish_unpark(gs_broker_t *b, psess_t *ps, const gs_park_job_t *j, int64_t now)
 {
     gs_park_t *p = b->park;
     uint64_t bytes = total_bytes(p, ps);
@@ -477,8 +568,9 @@ static void unparked(gs_broker_t *b, psess_t *ps, const gs_park_job_t *j, int64_
     gs_info("session %s unparked: %.1f MiB in %.3f s (%.2f GB/s)%s%s", ps->id, bytes / 1048576.0, s,
             ps->unpark_gbps, j->error[0] ? " after retries: " : "", j->error);
     gs_eventlog_write(b->eventlog, "unpark",
-                      json_pack("{s:s, s:I, s:f, s:f, s:s?}", "session", ps->id, "bytes",
-                                (json_int_t)bytes, "seconds", s, "gbps", ps->unpark_gbps, "retried",
+                      json_pack("{s:s, s:I, s:f, s:f, s:s, s:s?}", "session", ps->id, "bytes",
+                                (json_int_t)bytes, "seconds", s, "gbps", ps->unpark_gbps, "tier",
+                                ps->tier == TIER_SWAP ? "swap" : "checkpoint", "retried",
                                 j->error[0] ? j->error : NULL));
     memset(ps->bytes, 0, sizeof ps->bytes);
 }
@@ -496,9 +588,9 @@ void gs_park_on_jobs(gs_broker_t *b)
             ps->job = 0;
             drop_gone(ps, j);
             if (j->unpark)
-                unparked(b, ps, j, now);
+                park_finish_unpark(b, ps, j, now);
             else
-                parked(b, ps, j, now);
+                park_finish_park(b, ps, j, now);
             p->changed = 1;
         }
         free(j);

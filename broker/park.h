@@ -42,12 +42,24 @@ void gs_park_destroy(gs_park_t **self_p);
 /* The eventfd of finished jobs (for zmq_poll), or -1 when unavailable. */
 int gs_park_fd(const gs_park_t *self);
 
+/* The swap tier's own items to poll (its pinning thread's eventfd, the
+ * pool socket and its connections); how many. */
+int gs_park_poll_items(gs_park_t *self, zmq_pollitem_t *items, int max);
+/* After zmq_poll, for those items. */
+void gs_park_handle_items(gs_broker_t *b, const zmq_pollitem_t *items, int n);
+
 /* ---- events from the broker ---------------------------------------------- */
 
 /* A hook joined: its credentials pid (0 unknown) and memory mode.  A
  * process left locked or checkpointed by a previous broker is brought back. */
 void gs_park_on_join(gs_broker_t *b, const char *client, const char *session, long peer_pid,
-                     int managed);
+                     long peer_uid, int managed, int swap);
+/* A hook's memory report: what it holds on GPU gpu and how much of that it
+ * can swap out itself. */
+void gs_park_on_memory(gs_broker_t *b, const char *client, int gpu, uint64_t used,
+                       uint64_t movable);
+/* A hook's answer to swap_out / swap_in. */
+void gs_park_on_swapped(gs_broker_t *b, const char *client, int gpu, const json_t *msg);
 void gs_park_on_client_gone(gs_broker_t *b, const char *client);
 
 /* make_room from a hook: answered now (ok:false) or when victims are

@@ -12,6 +12,14 @@
 #include "park_cuda.h"
 #include "park_policy.h"
 #include "park_worker.h"
+#include "pool_socket.h"
+#include "swap_pools.h"
+
+/* How a session is parked: the checkpoint API (the broker copies, any
+ * process) or the swap tier (its hooks copy, at the speed of the link). */
+enum { TIER_CHECKPOINT = 0, TIER_SWAP = 1 };
+/* The swap tier's conversation under way. */
+enum { SWAP_NONE = 0, SWAP_OUT, SWAP_ROLLBACK, SWAP_IN };
 
 /* Where a session's memory is, as parking sees it. */
 typedef enum {
@@ -23,7 +31,7 @@ typedef enum {
 } pstate_t;
 
 typedef struct {
-    char id[130];
+    char id[GS_SCHED_ID_MAX];
     pstate_t st;
     int failed;    /* the last operation failed: status "failed: <why>" */
     int stuck;     /* a process was left locked or checkpointed */
@@ -45,13 +53,29 @@ typedef struct {
     int noted;     /* "cannot make room" logged for this demand */
     int no_demand; /* the host budget stops its unpark: not queued (it would hold the GPU's
                       queue up for nothing) until a job ends or a setting changes */
+    int tier;      /* TIER_*: how it is (being) parked */
+    /* swap tier (park_swap.c) */
+    int swap_gpu, swap_phase, swap_waiting, swap_failed, swap_rollback_failed;
+    int64_t swap_deadline, swap_elapsed_us;
+    char swap_error[300], swap_first_error[300];
 } psess_t;
+
+/* What a swap-tier client is asked and has not answered yet. */
+enum { CW_NONE = 0, CW_OUT, CW_IN };
 
 typedef struct {
     char key[64];
-    char session[130];
+    char session[GS_SCHED_ID_MAX];
     long pid; /* from the socket credentials; 0 unknown */
+    long uid; /* likewise; -1 unknown */
     int managed;
+    int swap;                      /* its hook can swap (join) */
+    uint64_t used[GS_MAX_GPUS];    /* its memory report */
+    uint64_t movable[GS_MAX_GPUS]; /* of which it can swap out */
+    uint64_t lease;                /* host memory lent to it (swap tier), 0 none */
+    int lease_chunks;
+    int swap_wait;  /* CW_*: the answer awaited */
+    int swap_moved; /* its swap_out moved something (a rollback must bring it back) */
 } pclient_t;
 
 /* A make_room waiting for victims. */
@@ -61,7 +85,7 @@ typedef struct room {
     long long seq;
     int gpu;
     uint64_t bytes;
-    char session[130];
+    char session[GS_SCHED_ID_MAX];
     int64_t since, deadline;
     uint64_t goal;  /* answer ok once the estimated free memory reaches this */
     int rounds;     /* victim sets started for it */
@@ -72,7 +96,7 @@ typedef struct room {
 /* Memory promised to a make_room that was answered ok, until the hook's
  * next memory report shows it (or a second passes). */
 typedef struct {
-    char session[130];
+    char session[GS_SCHED_ID_MAX];
     int gpu;
     uint64_t bytes, base; /* base: the session's footprint when promised */
     int64_t until;
@@ -82,6 +106,9 @@ typedef struct {
 
 struct gs_park {
     gs_broker_t *b;
+    gs_swap_pools_t *pools;      /* the swap tier's host memory; NULL: unavailable */
+    gs_pool_socket_t *pool_sock; /* where hooks fetch it */
+    char swap_unavailable[200];
     gs_park_config_t cfg;
     uint64_t host_ram;
     gs_park_api_t *api; /* NULL: unavailable */
@@ -116,6 +143,24 @@ uint64_t park_host_used(const gs_park_t *p);
 /* Why the session cannot be parked now, whatever its activity ("managed
  * memory", "parking is off on GPU 1", ...); 0 with out empty when it can. */
 int park_unparkable(const gs_park_t *p, const char *session, char *out, size_t len);
+
+/* The end of a park or unpark, from a worker job or the swap tier. */
+void park_finish_park(gs_broker_t *b, psess_t *ps, const gs_park_job_t *j, int64_t now);
+void park_finish_unpark(gs_broker_t *b, psess_t *ps, const gs_park_job_t *j, int64_t now);
+
+/* park_swap.c: the swap tier */
+int park_swap_available(const gs_park_t *p);
+/* Parks ps on the swap tier if it qualifies and the pool can lend: 1
+ * started, 0 (nothing done: the checkpoint tier takes it). */
+int park_swap_try_park(gs_broker_t *b, psess_t *ps);
+void park_swap_unpark(gs_broker_t *b, psess_t *ps);
+/* Deadlines of the conversations under way. */
+void park_swap_check(gs_broker_t *b, int64_t now);
+void park_swap_client_gone(gs_broker_t *b, pclient_t *c);
+/* Bytes of GPU gpu that swap-tier parks under way are giving back. */
+uint64_t park_swap_leaving(const gs_park_t *p, int gpu);
+/* The pools' targets from what is parked and who holds memory. */
+void park_swap_targets(gs_broker_t *b);
 
 /* park_victims.c: the sessions as they are now */
 typedef struct {

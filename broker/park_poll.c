@@ -98,6 +98,17 @@ static int serve_unpark(gs_broker_t *b, park_views_t *vs, park_view_t *v, int g,
                                                           : "its memory fits again");
         return 1;
     }
+    /* A switch on the swap tier runs both ways at once: the session coming
+     * back takes the GPU's memory batch by batch as the one going out
+     * frees it (its hook waits for memory), so the link carries both
+     * directions together instead of one after the other. */
+    if (ps->tier == TIER_SWAP && !ps->stuck) {
+        uint64_t leaving = park_swap_leaving(p, g);
+        if (leaving && park_free(p, vs, g) + leaving >= ps->bytes[g] + park_margin(p, g)) {
+            park_start_unpark(b, ps, "its cell started (while another session goes out)");
+            return 1;
+        }
+    }
     if (late || park_in_flight(vs, g))
         return late;
     char why[200];
@@ -212,6 +223,12 @@ int gs_park_poll(gs_broker_t *b)
     gs_park_t *p = b->park;
     if (!p || !p->api)
         return 0;
+    if (p->pools) { /* the pools follow what may be parked soon, parked or not */
+        int64_t now = gs_broker_now_us();
+        park_swap_targets(b);
+        gs_swap_pools_poll(p->pools, now);
+        park_swap_check(b, now);
+    }
     if (!anything(p, gs_broker_now_us())) {
         p->wake = INT64_MAX;
         return 0;
@@ -233,5 +250,8 @@ int gs_park_poll(gs_broker_t *b)
 
 int64_t gs_park_next_deadline(const gs_park_t *p)
 {
-    return p && p->api ? p->wake : INT64_MAX;
+    if (!p || !p->api)
+        return INT64_MAX;
+    int64_t pools = p->pools ? gs_swap_pools_next_deadline(p->pools) : INT64_MAX;
+    return pools < p->wake ? pools : p->wake;
 }

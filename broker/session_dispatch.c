@@ -285,8 +285,9 @@ static void on_join(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     snprintf(c->session, sizeof c->session, "%s", s->id);
     snprintf(c->role, sizeof c->role, "hook");
     gs_sched_join(self->sched, c->key, s->id, gs_broker_now_us());
-    gs_park_on_join(self, c->key, s->id, c->peer_pid,
-                    strcmp(gs_msg_str(msg, "memory_mode", "device"), "managed") == 0);
+    gs_park_on_join(self, c->key, s->id, c->peer_pid, self->peer.valid ? (long)self->peer.uid : -1,
+                    strcmp(gs_msg_str(msg, "memory_mode", "device"), "managed") == 0,
+                    json_is_true(json_object_get(msg, "swap")));
     if (old[0] && strcmp(old, s->id) != 0)
         forget_if_gone(self, old);
     gs_debug("pid %ld joined session %s", c->pid, s->id);
@@ -397,8 +398,19 @@ static void on_memory(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     gs_client_t *c = client_gpu(self, peer, msg, &i);
     if (!c)
         return;
-    gs_sched_memory(self->sched, c->key, i, (uint64_t)gs_msg_int(msg, "used_bytes", 0),
-                    gs_broker_now_us());
+    uint64_t used = (uint64_t)gs_msg_int(msg, "used_bytes", 0);
+    gs_sched_memory(self->sched, c->key, i, used, gs_broker_now_us());
+    gs_park_on_memory(self, c->key, i, used, (uint64_t)gs_msg_int(msg, "movable_bytes", 0));
+    gs_broker_sched_flush(self);
+}
+
+static void on_swapped(gs_broker_t *self, zframe_t *peer, const json_t *msg)
+{
+    int i;
+    gs_client_t *c = client_gpu(self, peer, msg, &i);
+    if (!c)
+        return;
+    gs_park_on_swapped(self, c->key, i, msg);
     gs_broker_sched_flush(self);
 }
 
@@ -444,6 +456,9 @@ int gs_broker_dispatch_session(gs_broker_t *self, zframe_t *peer, gs_msg_type_t 
         return 1;
     case GS_MSG_MAKE_ROOM:
         on_make_room(self, peer, msg);
+        return 1;
+    case GS_MSG_SWAPPED:
+        on_swapped(self, peer, msg);
         return 1;
     default:
         return 0;

@@ -15,6 +15,10 @@
 
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
+/* The one ABI version cuda.h leaves undeclared under
+ * __CUDA_API_VERSION_INTERNAL (only as the target of a #define). */
+CUresult CUDAAPI cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
+                                       unsigned int Flags);
 
 #define HOOK_EXPORT __attribute__((visibility("default")))
 /* For code that runs inside dlsym calls made before a sanitizer runtime is

@@ -36,6 +36,7 @@
 #include "hook_streams.h"
 #include "hook_thread.h"
 #include "log.h"
+#include "gs_assert.h"
 
 static pthread_cond_t helper_cv = PTHREAD_COND_INITIALIZER;
 static int helper_running; /* hook_gate_mu */
@@ -194,6 +195,7 @@ static void *helper_main(void *arg)
 /* Wakes (starting it if needed) the helper thread; hook_gate_mu held. */
 static void kick_locked(void)
 {
+    GS_ASSERT_HELD(&hook_gate_mu);
     if (!helper_running) {
         int r = hook_thread_spawn(helper_main, NULL);
         if (r != 0) {

@@ -43,9 +43,13 @@ void hook_gate_init(void)
 
 void hook_gate_update_locked(void)
 {
-    int w;
-    if (hook_cfg.disabled || hook_gate_st.client == CS_UNGATED)
+    int w, swapped = 0;
+    for (int i = 0; i < HOOK_MAX_DEVICES; i++)
+        swapped |= hook_gate_st.dev[i].touched && hook_gate_st.dev[i].swapped;
+    if (hook_cfg.disabled || (hook_gate_st.client == CS_UNGATED && !swapped))
         w = HOOK_GATE_UNGATED;
+    else if (hook_gate_st.client == CS_UNGATED)
+        w = HOOK_GATE_CLOSED; /* until the memory is back */
     else {
         w = HOOK_GATE_OPEN;
         for (int i = 0; i < HOOK_MAX_DEVICES; i++)

@@ -54,6 +54,8 @@ struct hook_dev {
     uint64_t wait_since_ns;
     int wait_warned;
     char wait_info[256]; /* from the broker's reply to acquire */
+    int swapped;         /* its memory is out in host memory (swap tier): the gate
+                            stays closed for it, broker or not, until it is back */
 };
 
 /* The broker connection, as far as the gate cares; kept by hook_client.c. */

@@ -25,6 +25,7 @@
  * cannot be confused with the one being freed.
  */
 #include "hook_mem.h"
+#include "hook_swap.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -212,6 +213,7 @@ static int is_managed(const struct hook_mem_entry *v)
 /* Whatever a destroyed context held is gone with it. */
 void hook_mem_forget_ctx(CUcontext ctx)
 {
+    hook_swap_forget_ctx(ctx);
     int first = 0;
     pthread_mutex_lock(&memu);
     for (size_t i = 0; i < ptrs.cap;) {
@@ -458,6 +460,7 @@ void hook_mem_atfork_parent(void)
 /* The child has no device memory of its own (CUDA does not survive fork). */
 void hook_mem_atfork_child(void)
 {
+    hook_swap_atfork_child();
     pthread_mutex_init(&memu, NULL);
     free(ptrs.s);
     free(handles.s);

@@ -26,8 +26,10 @@
 #include "hook_clock.h"
 #include "hook_config.h"
 #include "hook_cuctx.h"
+#include "hook_ipc.h"
 #include "hook_mem.h"
 #include "hook_real.h"
+#include "hook_swap.h"
 #include "hook_thread.h"
 #include "hook_wrap.h"
 #include "log.h"
@@ -101,6 +103,17 @@ static CUresult managed_alloc(CUdeviceptr *dptr, size_t bytes)
     return f ? f(dptr, bytes, CU_MEM_ATTACH_GLOBAL) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
+/* Device memory that the swap tier can move when it takes it (hook_swap.h),
+ * else the driver's own. */
+static CUresult device_alloc(__typeof__(&cuMemAlloc_v2) real, const struct hook_mem_where *w,
+                             CUdeviceptr *dptr, size_t bytes)
+{
+    CUresult r;
+    if (w->dev >= 0 && w->ctx && hook_swap_alloc(w->ctx, w->dev, bytes, dptr, &r))
+        return r;
+    return real(dptr, bytes);
+}
+
 HOOK_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     MEM_ENTER(cuMemAlloc_v2, (dptr, bytesize));
@@ -111,7 +124,7 @@ HOOK_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
         if (hook_cfg.managed)
             r = managed_alloc(dptr, bytesize);
         else
-            WITH_ROOM(&w, bytesize, 0, r = real_(dptr, bytesize));
+            WITH_ROOM(&w, bytesize, 0, r = device_alloc(real_, &w, dptr, bytesize));
         hook_mem_settle(&w, bytesize, r, r == CUDA_SUCCESS && dptr ? *dptr : 0, bytesize,
                         hook_cfg.managed ? HOOK_MEM_MANAGED : HOOK_MEM_DEVICE);
     }
@@ -274,11 +287,15 @@ HOOK_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 
 /* ---- free ------------------------------------------------------------------ */
 
+/* The swap tier frees what it allocated (waiting for the context's work
+ * first, as cuMemFree does); the rest goes to the driver. */
 #define FREE_PTR(abi, p, args)                                                                     \
     MEM_ENTER(abi, args);                                                                          \
     struct hook_mem_entry v;                                                                       \
     int had = hook_mem_free_begin((CUdeviceptr)(p), &v);                                           \
-    CUresult r = real_ args;                                                                       \
+    CUresult r;                                                                                    \
+    if (!hook_swap_free((CUdeviceptr)(p), &r))                                                     \
+        r = real_ args;                                                                            \
     hook_mem_free_end((CUdeviceptr)(p), &v, had, r);                                               \
     MEM_LEAVE(r)
 
@@ -325,6 +342,119 @@ HOOK_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 }
 
 /* ---- what the program is told ------------------------------------------- */
+
+/* Memory the swap tier backs is a VMM mapping of whole granules to the
+ * driver; the program asked for an allocation of its own size, and is told
+ * about that one, as for cuMemAlloc. */
+HOOK_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    MEM_ENTER(cuMemGetAddressRange_v2, (pbase, psize, dptr));
+    CUdeviceptr base;
+    size_t size;
+    CUresult r;
+    if (hook_swap_range(dptr, &base, &size)) {
+        if (pbase)
+            *pbase = base;
+        if (psize)
+            *psize = size;
+        r = CUDA_SUCCESS;
+    } else
+        r = real_(pbase, psize, dptr);
+    MEM_LEAVE(r);
+}
+
+/* One attribute of a pointer into the swap tier's memory, where it differs
+ * from what the driver says of a VMM mapping; 1 when answered. */
+static int swap_attribute(void *data, CUpointer_attribute a, CUdeviceptr ptr)
+{
+    CUdeviceptr base;
+    size_t size;
+    if (!data || !hook_swap_range(ptr, &base, &size))
+        return 0;
+    switch (a) {
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(CUdeviceptr *)data = base;
+        return 1;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = size;
+        return 1;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+        *(int *)data = 1; /* emulated (hook_ipc.h), as for cuMemAlloc memory */
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+HOOK_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute,
+                                           CUdeviceptr ptr)
+{
+    MEM_ENTER(cuPointerGetAttribute, (data, attribute, ptr));
+    CUresult r = real_(data, attribute, ptr);
+    if (r == CUDA_SUCCESS)
+        swap_attribute(data, attribute, ptr);
+    MEM_LEAVE(r);
+}
+
+HOOK_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes,
+                                            CUpointer_attribute *attributes, void **data,
+                                            CUdeviceptr ptr)
+{
+    MEM_ENTER(cuPointerGetAttributes, (numAttributes, attributes, data, ptr));
+    CUresult r = real_(numAttributes, attributes, data, ptr);
+    for (unsigned i = 0; r == CUDA_SUCCESS && attributes && data && i < numAttributes; i++)
+        swap_attribute(data[i], attributes[i], ptr);
+    MEM_LEAVE(r);
+}
+
+/* Legacy IPC: emulated for the swap tier's memory (hook_ipc.h), the
+ * driver's own for the rest. */
+HOOK_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+    MEM_ENTER(cuIpcGetMemHandle, (pHandle, dptr));
+    CUresult r;
+    if (!hook_ipc_get(pHandle, dptr, &r))
+        r = real_(pHandle, dptr);
+    MEM_LEAVE(r);
+}
+
+#define IPC_OPEN(abi)                                                                              \
+    HOOK_EXPORT CUresult abi(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)        \
+    {                                                                                              \
+        MEM_ENTER(abi, (pdptr, handle, Flags));                                                    \
+        CUresult r;                                                                                \
+        if (!hook_ipc_open(pdptr, &handle, &r))                                                    \
+            r = real_(pdptr, handle, Flags);                                                       \
+        MEM_LEAVE(r);                                                                              \
+    }
+IPC_OPEN(cuIpcOpenMemHandle)
+IPC_OPEN(cuIpcOpenMemHandle_v2)
+
+HOOK_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+    MEM_ENTER(cuIpcCloseMemHandle, (dptr));
+    CUresult r;
+    if (!hook_ipc_close(dptr, &r))
+        r = real_(dptr);
+    MEM_LEAVE(r);
+}
+
+/* Peer access covers cuMemAlloc memory but not VMM mappings: the swap
+ * tier grants the peer GPU access to its ranges itself. */
+HOOK_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
+{
+    MEM_ENTER(cuCtxEnablePeerAccess, (peerContext, Flags));
+    CUresult r = real_(peerContext, Flags);
+    if (r == CUDA_SUCCESS) {
+        struct hook_mem_where w;
+        current(&w);
+        CUdevice owner;
+        __typeof__(&cuCtxGetDevice_v2) of = hook_cu.ctxGetDeviceOf;
+        if (w.dev >= 0 && of && of(&owner, peerContext) == CUDA_SUCCESS)
+            hook_swap_peer((int)owner, w.dev);
+    }
+    MEM_LEAVE(r);
+}
 
 /* cuMemGetInfo, in the size_t ABI and the 32-bit one: the driver's figures
  * for the current context's device, cut to the limit. */

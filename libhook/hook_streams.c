@@ -26,6 +26,7 @@
 #include "hook_cuctx.h"
 #include "hook_real.h"
 #include "log.h"
+#include "gs_assert.h"
 
 pthread_mutex_t hook_streams_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -42,6 +43,7 @@ static size_t nset, capset;
 
 static struct sentry *find_locked(CUstream s, CUcontext ctx)
 {
+    GS_ASSERT_HELD(&hook_streams_mu);
     for (size_t i = 0; i < nset; i++)
         if (s ? set[i].s == s : (!set[i].s && set[i].ctx == ctx))
             return &set[i];
@@ -50,6 +52,7 @@ static struct sentry *find_locked(CUstream s, CUcontext ctx)
 
 static struct sentry *add_locked(void)
 {
+    GS_ASSERT_HELD(&hook_streams_mu);
     if (nset == capset) {
         size_t cap = capset ? capset * 2 : 32;
         struct sentry *n = realloc(set, cap * sizeof *n);
@@ -64,6 +67,7 @@ static struct sentry *add_locked(void)
 
 static void remove_at_locked(size_t i)
 {
+    GS_ASSERT_HELD(&hook_streams_mu);
     set[i] = set[--nset];
 }
 

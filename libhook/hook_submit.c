@@ -78,9 +78,9 @@ void hook_submit_slow(struct hook_thr *t, CUstream s)
     }
     uint64_t start = hook_clock_ns();
     for (;;) {
-        if (hook_gate_st.client == CS_UNGATED)
+        if (hook_gate_st.client == CS_UNGATED && !d->swapped)
             break;
-        if (d->state == DS_GRANTED) {
+        if (d->state == DS_GRANTED && !d->swapped) {
             granted = 1;
             break;
         }
