@@ -15,7 +15,6 @@ import json
 import os
 import pathlib
 import re
-import shlex
 import shutil
 import subprocess
 import tempfile
@@ -24,8 +23,7 @@ import time
 import pytest
 
 import gstest
-from launchtest import Kernels
-from test_service_unit import check_unit, service_conf, start_service_broker, systemd_verify
+from gstest import Kernels, check_unit, service_conf, start_service_broker, systemd_verify
 
 PACKAGES = ("gpushare-broker", "libgpushare-hook", "gpushare-launch",
             "python3-gpushare-provisioner")

@@ -8,59 +8,26 @@ import time
 
 import pytest
 
-from fakebroker import FakeBroker, Probe, ensure_probe, hook_env, kernels
-
-
-@pytest.fixture
-def brokers():
-    ensure_probe()
-    started = []
-
-    def start(endpoint, **kw):
-        b = FakeBroker(endpoint, **kw).start()
-        started.append(b)
-        return b
-
-    yield start
-    for b in started:
-        b.stop()
-
-
-@pytest.fixture
-def run(tmp_path, sim, endpoint):
-    probes = []
-
-    def start(steps, name="probe", **extra):
-        p = Probe(tmp_path, hook_env(sim, endpoint, **extra), steps, name)
-        probes.append(p)
-        return p
-
-    yield start
-    for p in probes:
-        p.kill()
+import gstest
+from gstest import kernels
 
 
 def warnings(p):
     return [line for line in p.stderr().splitlines() if line.strip()]
 
 
-def wait_stderr(p, text, timeout=5.0):
-    """Waits until the probe's stderr contains text (the file is the only
-    channel the hook has; polled, with a deadline)."""
-    deadline = time.monotonic() + timeout
-    while text not in p.stderr():
-        assert time.monotonic() < deadline, "stderr never said %r:\n%s" % (text, p.stderr())
-        time.sleep(0.02)
+def wait_stderr(p, text, timeout=30.0):
+    """Waits until the probe's stderr (the hook's only channel) says text."""
+    gstest.wait_for_text(p.stderr, text, timeout)
 
 
 # ---- no broker -------------------------------------------------------------
 
 
-def test_no_broker_runs_ungated_with_one_warning(run, sim, endpoint):
-    ensure_probe()
+def test_no_broker_runs_ungated_with_one_warning(probe, sim, endpoint):
     start = time.monotonic()
-    p = run(["init", "launch", "L", "1000", "sync", "launch", "L", "1000", "sync", "gate",
-             "end"])
+    p = probe(["init", "launch", "L", "1000", "sync", "launch", "L", "1000", "sync", "gate",
+               "end"])
     fields, _ = p.expect("gate")
     assert fields[1] == "2", "not ungated"
     assert p.wait() == 0
@@ -70,9 +37,9 @@ def test_no_broker_runs_ungated_with_one_warning(run, sim, endpoint):
     assert len(kernels(sim)) == 2
 
 
-def test_silent_broker_fails_open_within_a_moment(brokers, run, sim, endpoint):
-    b = brokers(endpoint, welcome=False)
-    p = run(["init", "launch", "L", "1000", "kfirst", "sync", "end"])
+def test_silent_broker_fails_open_within_a_moment(fake_brokers, probe, sim, endpoint):
+    b = fake_brokers(endpoint, welcome=False)
+    p = probe(["init", "launch", "L", "1000", "kfirst", "sync", "end"])
     _, t0 = p.expect("launching kfirst")
     _, t1 = p.expect("launched kfirst CUDA_SUCCESS")
     assert t1 - t0 < 1e9, "a silent broker held the program up"
@@ -82,11 +49,11 @@ def test_silent_broker_fails_open_within_a_moment(brokers, run, sim, endpoint):
     assert "no welcome" in w
 
 
-def test_broker_appearing_later_is_joined(brokers, run, sim, endpoint):
-    p = run(["init", "launch", "L", "1000", "sync", "wait", "launch", "L", "1000", "klater",
-             "sync", "end"])
+def test_broker_appearing_later_is_joined(fake_brokers, probe, sim, endpoint):
+    p = probe(["init", "launch", "L", "1000", "sync", "wait", "launch", "L", "1000", "klater",
+               "sync", "end"])
     p.expect("wait")
-    b = brokers(endpoint)
+    b = fake_brokers(endpoint)
     b.wait_for("hello", timeout=5)
     b.wait_for("join")
     p.go()
@@ -101,17 +68,17 @@ def test_broker_appearing_later_is_joined(brokers, run, sim, endpoint):
     assert k["start_ns"] >= g["t"]
 
 
-def test_broker_lost_later_then_back(brokers, run, sim, endpoint):
-    b = brokers(endpoint, auto_grant=True)
-    p = run(["init", "launch", "L", "1000", "sync", "wait", "launch", "L", "1000", "kalone",
-             "sync", "wait", "launch", "L", "1000", "kback", "sync", "end"])
+def test_broker_lost_later_then_back(fake_brokers, probe, sim, endpoint):
+    b = fake_brokers(endpoint, auto_grant=True)
+    p = probe(["init", "launch", "L", "1000", "sync", "wait", "launch", "L", "1000", "kalone",
+               "sync", "wait", "launch", "L", "1000", "kback", "sync", "end"])
     p.expect("wait")
     b.stop()
     wait_stderr(p, "lost the gpushare broker")
     p.go()
     p.expect("launched kalone CUDA_SUCCESS")  # ungated: nobody to ask
     p.expect("wait")
-    b2 = brokers(endpoint)
+    b2 = fake_brokers(endpoint)
     b2.wait_for("join", timeout=5)
     p.go()
     acq = b2.wait_for("acquire")
@@ -121,9 +88,9 @@ def test_broker_lost_later_then_back(brokers, run, sim, endpoint):
     assert len(warnings(p)) == 1, p.stderr()
 
 
-def test_shutdown_revoke_releases_at_once_and_fails_open(brokers, run, sim, endpoint):
-    b = brokers(endpoint, auto_grant=True)
-    p = run(["init", "launch", "L", "300000", "klong", "wait", "end"])
+def test_shutdown_revoke_releases_at_once_and_fails_open(fake_brokers, probe, sim, endpoint):
+    b = fake_brokers(endpoint, auto_grant=True)
+    p = probe(["init", "launch", "L", "300000", "klong", "wait", "end"])
     p.expect("wait")
     grant = b.messages("grant", direction="out")[0]
     revoke = b.revoke(grant, reason="shutdown")
@@ -138,10 +105,10 @@ def test_shutdown_revoke_releases_at_once_and_fails_open(brokers, run, sim, endp
 # ---- fork ------------------------------------------------------------------
 
 
-def test_fork_child_without_cuda(brokers, run, sim, endpoint):
-    b = brokers(endpoint, auto_grant=True)
-    p = run(["init", "launch", "L", "1000", "sync", "fork", "nocuda", "launch", "L", "1000",
-             "kafter", "sync", "end"])
+def test_fork_child_without_cuda(fake_brokers, probe, sim, endpoint):
+    b = fake_brokers(endpoint, auto_grant=True)
+    p = probe(["init", "launch", "L", "1000", "sync", "fork", "nocuda", "launch", "L", "1000",
+               "kafter", "sync", "end"])
     fields, _ = p.expect("forked nocuda")
     assert fields[-1] == "status=0"
     p.expect("launched kafter CUDA_SUCCESS")
@@ -150,9 +117,9 @@ def test_fork_child_without_cuda(brokers, run, sim, endpoint):
     assert len(b.messages("acquire")) == 1, "the parent kept its grant across fork"
 
 
-def test_fork_child_uses_cuda_afresh(brokers, run, sim, endpoint):
-    b = brokers(endpoint, auto_grant=True)
-    p = run(["fork", "cuda", "init", "launch", "L", "1000", "kparent", "sync", "end"])
+def test_fork_child_uses_cuda_afresh(fake_brokers, probe, sim, endpoint):
+    b = fake_brokers(endpoint, auto_grant=True)
+    p = probe(["fork", "cuda", "init", "launch", "L", "1000", "kparent", "sync", "end"])
     fields, _ = p.expect("forked cuda", timeout=10)
     assert fields[-1] == "status=0"
     p.expect("launched kparent CUDA_SUCCESS")
@@ -162,18 +129,18 @@ def test_fork_child_uses_cuda_afresh(brokers, run, sim, endpoint):
     assert len(kernels(sim, "child")) == 1
 
 
-def test_fork_child_of_cuda_parent_does_not_hang(brokers, run, sim, endpoint):
-    brokers(endpoint, auto_grant=True)
-    p = run(["init", "launch", "L", "1000", "sync", "fork", "cuda", "launch", "L", "1000",
-             "kparent", "sync", "end"])
+def test_fork_child_of_cuda_parent_does_not_hang(fake_brokers, probe, sim, endpoint):
+    fake_brokers(endpoint, auto_grant=True)
+    p = probe(["init", "launch", "L", "1000", "sync", "fork", "cuda", "launch", "L", "1000",
+               "kparent", "sync", "end"])
     p.expect("forked cuda", timeout=10)  # whatever CUDA says in the child, it returns
     p.expect("launched kparent CUDA_SUCCESS")
     assert p.wait() == 0
 
 
-def test_child_does_not_keep_the_parents_connection(brokers, run, sim, endpoint):
-    b = brokers(endpoint, auto_grant=True)
-    p = run(["init", "launch", "L", "1000", "sync", "fork", "linger", "end"])
+def test_child_does_not_keep_the_parents_connection(fake_brokers, probe, sim, endpoint):
+    b = fake_brokers(endpoint, auto_grant=True)
+    p = probe(["init", "launch", "L", "1000", "sync", "fork", "linger", "end"])
     p.expect("forked linger")
     assert p.wait() == 0
     # the parent is gone, its child (sleeping 3 s) is not: the broker sees
@@ -185,9 +152,9 @@ def test_child_does_not_keep_the_parents_connection(brokers, run, sim, endpoint)
 
 
 @pytest.mark.parametrize("how", ["exit", "end"])
-def test_exit_while_waiting_for_the_gpu(brokers, run, sim, endpoint, how):
-    b = brokers(endpoint)
-    p = run(["init", "bg_launch", "1000", "wait", how])
+def test_exit_while_waiting_for_the_gpu(fake_brokers, probe, sim, endpoint, how):
+    b = fake_brokers(endpoint)
+    p = probe(["init", "bg_launch", "1000", "wait", how])
     b.wait_for("acquire")
     p.expect("wait")
     start = time.monotonic()
@@ -197,9 +164,9 @@ def test_exit_while_waiting_for_the_gpu(brokers, run, sim, endpoint, how):
     assert not kernels(sim)
 
 
-def test_exit_releases_the_grant(brokers, run, sim, endpoint):
-    b = brokers(endpoint, auto_grant=True)
-    p = run(["init", "launch", "L", "1000", "sync", "end"])
+def test_exit_releases_the_grant(fake_brokers, probe, sim, endpoint):
+    b = fake_brokers(endpoint, auto_grant=True)
+    p = probe(["init", "launch", "L", "1000", "sync", "end"])
     assert p.wait() == 0
     rel = b.wait_for("release", timeout=2)
     grant = b.messages("grant", direction="out")[0]
@@ -211,10 +178,10 @@ def test_exit_releases_the_grant(brokers, run, sim, endpoint):
 
 
 @pytest.mark.parametrize("info", [None, "held by alice (train.ipynb) for at most 3 s"])
-def test_long_wait_says_so_once(brokers, run, sim, endpoint, info):
-    b = brokers(endpoint)
+def test_long_wait_says_so_once(fake_brokers, probe, sim, endpoint, info):
+    b = fake_brokers(endpoint)
     b.ack_info = info
-    p = run(["init", "threads", "4", "1000", "end"])
+    p = probe(["init", "threads", "4", "1000", "end"])
     b.wait_for("acquire")
     wait_stderr(p, "waiting for", timeout=3)
     b.grant()
@@ -228,28 +195,26 @@ def test_long_wait_says_so_once(brokers, run, sim, endpoint, info):
         assert "waiting for the GPU (held by another notebook)" in lines[0]
 
 
-def test_nothing_on_stdout(brokers, run, sim, endpoint):
-    brokers(endpoint, auto_grant=True)
-    p = run(["init", "launch", "L", "1000", "sync", "end"], GPUSHARE_LOG="debug")
+def test_nothing_on_stdout(fake_brokers, probe, sim, endpoint):
+    fake_brokers(endpoint, auto_grant=True)
+    p = probe(["init", "launch", "L", "1000", "sync", "end"], GPUSHARE_LOG="debug")
     assert p.wait() == 0
     assert all(line is None or " t=" in line for line in p.lines), p.lines
     assert "debug" in p.stderr()
 
 
-def test_hanging_broker_is_noticed_by_heartbeats(run, sim, endpoint, tmp_path):
+def test_hanging_broker_is_noticed_by_heartbeats(probe, sim, endpoint, tmp_path):
     # The broker process stops (SIGSTOP): its socket stays open, only the
     # ZMTP heartbeats go unanswered.  The hook must notice and fail open.
     import signal
     import subprocess
     import sys
-    here = os.path.dirname(os.path.abspath(__file__))
-    bp = subprocess.Popen([sys.executable, os.path.join(here, "fakebroker.py"), endpoint,
-                           "--auto-grant"], stdout=subprocess.PIPE, text=True)
+    bp = subprocess.Popen([sys.executable, gstest.FAKEBROKER, endpoint, "--auto-grant"],
+                          stdout=subprocess.PIPE, text=True)
     try:
         assert bp.stdout.readline().strip() == "ready"
-        ensure_probe()
-        p = run(["init", "launch", "L", "1000", "sync", "wait", "launch", "L", "1000", "kalone",
-                 "sync", "end"])
+        p = probe(["init", "launch", "L", "1000", "sync", "wait", "launch", "L", "1000", "kalone",
+                   "sync", "end"])
         p.expect("wait")
         os.kill(bp.pid, signal.SIGSTOP)
         wait_stderr(p, "lost the gpushare broker", timeout=8)
@@ -262,9 +227,9 @@ def test_hanging_broker_is_noticed_by_heartbeats(run, sim, endpoint, tmp_path):
         bp.wait(5)
 
 
-def test_heartbeats(brokers, run, sim, endpoint):
-    b = brokers(endpoint, heartbeat_ms=50)
-    p = run(["init", "wait", "end"])
+def test_heartbeats(fake_brokers, probe, sim, endpoint):
+    b = fake_brokers(endpoint, heartbeat_ms=50)
+    p = probe(["init", "wait", "end"])
     n = b.count()
     b.wait_for("heartbeat", after=n)
     b.wait_for("heartbeat", after=b.count())
@@ -272,8 +237,8 @@ def test_heartbeats(brokers, run, sim, endpoint):
     assert p.wait() == 0
 
 
-def test_unknown_session_joins_without_it(brokers, run, sim, endpoint):
-    b = brokers(endpoint, auto_grant=True)
+def test_unknown_session_joins_without_it(fake_brokers, probe, sim, endpoint):
+    b = fake_brokers(endpoint, auto_grant=True)
     orig = b._answer
 
     def answer(ident, msg):
@@ -285,7 +250,7 @@ def test_unknown_session_joins_without_it(brokers, run, sim, endpoint):
             orig(ident, msg)
 
     b._answer = answer
-    p = run(["init", "launch", "L", "1000", "sync", "end"], GPUSHARE_SESSION="s-gone")
+    p = probe(["init", "launch", "L", "1000", "sync", "end"], GPUSHARE_SESSION="s-gone")
     p.expect("launched k CUDA_SUCCESS")
     assert p.wait() == 0
     joins = [r["msg"] for r in b.messages("join")]

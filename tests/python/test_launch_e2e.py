@@ -16,9 +16,8 @@ import subprocess
 
 import pytest
 
-import fakebroker
 import gstest
-from launchtest import Kernels, kernel_pid, sessions, wait_until
+from gstest import Kernels, kernel_pid, wait_until
 
 ROUNDS = 4  # the first is a warm-up: a kernel's first hand-over costs more (first revoke/grant)
 GAP_MS = 10.0
@@ -69,19 +68,19 @@ def test_cell_end_hands_the_gpu_to_the_waiting_notebook(tmp_path, exclusive_brok
         gaps = []
         for r in range(ROUNDS):
             flag = tmp_path / ("go-%d" % r)
-            n_log = len(fakebroker.sim_log(env))
+            n_log = len(gstest.sim_log(env))
             id_a = kc_a.execute(HOLD % str(flag))
-            wait_until(lambda: any(k["pid"] == pid_a for k in fakebroker.sim_log(env)[n_log:]),
+            wait_until(lambda: any(k["pid"] == pid_a for k in gstest.sim_log(env)[n_log:]),
                        timeout=30, what="A's first kernel")
             id_b = kc_b.execute(WAIT)
-            wait_until(lambda: sessions(broker).get(b, {}).get("state") == "waiting",
+            wait_until(lambda: broker.sessions().get(b, {}).get("state") == "waiting",
                        timeout=30, what="B waiting for the GPU")
             flag.write_text("")
             for kc, msg_id in ((kc_a, id_a), (kc_b, id_b)):
                 reply = kc.get_shell_msg(timeout=60)
                 assert reply["parent_header"]["msg_id"] == msg_id
                 assert reply["content"]["status"] == "ok", reply["content"]
-            log = [k for k in fakebroker.sim_log(env)[n_log:] if k["op"] == "kernel"]
+            log = [k for k in gstest.sim_log(env)[n_log:] if k["op"] == "kernel"]
             a_end = max(k["end_ns"] for k in log if k["pid"] == pid_a)
             b_start = min(k["start_ns"] for k in log if k["pid"] == pid_b)
             assert b_start >= a_end, "B ran while A held the GPU: %s" % log

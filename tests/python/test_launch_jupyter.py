@@ -10,8 +10,7 @@ import time
 import pytest
 
 import gstest
-from launchtest import (Kernels, kernel_pid, orphan_watchers, pid_gone, sessions, wait_until,
-                        watchers_of)
+from gstest import Kernels, kernel_pid, orphan_watchers, pid_gone, wait_until, watchers_of
 
 GPU_CELL = ("import gpusim\n"
             "gpusim.init()\n"
@@ -27,17 +26,8 @@ def kernels(tmp_path, sim):
     ks.close()
 
 
-@pytest.fixture
-def kenv(broker):
-    env = dict(broker.env)
-    for k in ("GPUSHARE_KERNEL_ID", "GPUSHARE_USER", "JUPYTERHUB_USER", "JPY_SESSION_NAME",
-              "GPUSHARE_SESSION", "GPUSHARE_LOG"):
-        env.pop(k, None)
-    return env
-
-
 def cell_state(broker, kid):
-    s = sessions(broker).get(kid)
+    s = broker.sessions().get(kid)
     return s and s["cell"]
 
 
@@ -48,7 +38,7 @@ def test_two_kernels_sessions_and_cells(kernels, broker, kenv):
         content, out, _ = gstest.run_cell(kc, GPU_CELL)
         assert content["status"] == "ok", content
         assert out.strip() == "True"
-    ss = sessions(broker)
+    ss = broker.sessions()
     assert ss[a]["kernel_id"] == a and ss[a]["user"] == "alice" and ss[a]["notebook"] == "a.ipynb"
     assert ss[b]["kernel_id"] == b and ss[b]["user"] == "bob" and ss[b]["notebook"] == "b.ipynb"
     # The hooks inside the kernels joined their notebooks' sessions.
@@ -124,7 +114,7 @@ def test_restart_registers_again_and_leaves_no_watcher(kernels, broker, kenv):
     kid, km, kc = kernels.start(kenv)
     old_pid = kernel_pid(km)
     (old_watcher,) = wait_until(lambda: watchers_of(old_pid), what="the watcher")
-    wait_until(lambda: kid in sessions(broker), what="registered")
+    wait_until(lambda: kid in broker.sessions(), what="registered")
     km.restart_kernel()
     kc.wait_for_ready(timeout=60)
     new_pid = kernel_pid(km)
@@ -133,10 +123,10 @@ def test_restart_registers_again_and_leaves_no_watcher(kernels, broker, kenv):
     (new_watcher,) = wait_until(lambda: watchers_of(new_pid), what="the new watcher")
     assert "kernel pid %d" % new_pid in wait_until(
         lambda: "kernel pid %d" % new_pid in broker.log() and broker.log(), what="re-register")
-    wait_until(lambda: kid in sessions(broker), what="registered again")
+    wait_until(lambda: kid in broker.sessions(), what="registered again")
     content, out, _ = gstest.run_cell(kc, GPU_CELL)
     assert content["status"] == "ok" and out.strip() == "True"
-    assert kernel_pid(km) in sessions(broker)[kid]["pids"]
+    assert kernel_pid(km) in broker.sessions()[kid]["pids"]
     assert orphan_watchers(before) == []
 
 
@@ -145,7 +135,7 @@ def test_shutdown_is_graceful_and_unregisters(kernels, broker, kenv):
     kid, km, kc = kernels.start(kenv)
     pid = kernel_pid(km)
     (watcher,) = wait_until(lambda: watchers_of(pid), what="the watcher")
-    wait_until(lambda: kid in sessions(broker), what="registered")
+    wait_until(lambda: kid in broker.sessions(), what="registered")
     t0 = time.monotonic()
     kernels.mkm.shutdown_kernel(kid)
     took = time.monotonic() - t0
@@ -154,20 +144,20 @@ def test_shutdown_is_graceful_and_unregisters(kernels, broker, kenv):
     assert km._shutdown_status == _ShutdownStatus.ShutdownRequest, km._shutdown_status
     assert took < 2.0
     wait_until(lambda: pid_gone(watcher), what="the watcher to exit")
-    wait_until(lambda: kid not in sessions(broker), what="the session to go")
+    wait_until(lambda: kid not in broker.sessions(), what="the session to go")
 
 
 def test_kill_9_of_the_kernel_ends_watcher_and_session(kernels, broker, kenv):
     kid, km, kc = kernels.start(kenv)
     pid = kernel_pid(km)
     (watcher,) = wait_until(lambda: watchers_of(pid), what="the watcher")
-    wait_until(lambda: kid in sessions(broker), what="registered")
+    wait_until(lambda: kid in broker.sessions(), what="registered")
     os.kill(pid, signal.SIGKILL)
     wait_until(lambda: not km.is_alive(), what="the kernel to die")
     wait_until(lambda: pid_gone(watcher), what="the watcher to exit")
     # PDEATHSIG let the watcher unregister: the broker forgets the session
     # without waiting for its liveness checks.
-    wait_until(lambda: kid not in sessions(broker), what="the session to go")
+    wait_until(lambda: kid not in broker.sessions(), what="the session to go")
 
 
 def test_kernel_works_without_a_broker_with_one_warning(kernels, sim, tmp_path):
@@ -187,28 +177,14 @@ def test_kernel_works_without_a_broker_with_one_warning(kernels, sim, tmp_path):
 def test_nbclient_runs_the_example_notebook_with_the_broker(tmp_path, broker, kenv):
     """examples/hello-shared-gpu.ipynb through nbclient; the broker saw the
     kernel register, run cells and go."""
-    import nbformat
-    from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_client.manager import KernelManager
-    from nbclient import NotebookClient
-
-    kernels_dir = gstest.install_kernelspec(tmp_path / "prefix", kenv)
-    nb = nbformat.read(os.path.join(gstest.SRCDIR, "examples", "hello-shared-gpu.ipynb"), 4)
-    km = KernelManager(kernel_name="shared-gpu",
-                       kernel_spec_manager=KernelSpecManager(kernel_dirs=[kernels_dir]))
     seen = []
 
-    def on_cell_start(**kw):
-        seen.append(sessions(broker))
+    def on_cell_executed(**kw):
+        seen.append(broker.sessions())
 
-    client = NotebookClient(nb, km=km, timeout=120, on_cell_executed=on_cell_start,
-                            resources={"metadata": {"path": str(tmp_path)}})
-    try:
-        client.execute(env=kenv)
-    finally:
-        km.shutdown_kernel()  # nbclient leaves a kernel it did not start running
-    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
-                   for o in c.outputs)
+    kernels_dir = gstest.install_kernelspec(tmp_path / "prefix", kenv)
+    text = gstest.run_example_notebook(tmp_path, kernels_dir, kenv, now=False,
+                                       on_cell_executed=on_cell_executed)
     assert "backend: simulated" in text
     # nbclient's KernelManager writes a temporary connection file: the kernel
     # id the broker knows is that file's name.

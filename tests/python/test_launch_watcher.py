@@ -13,14 +13,14 @@ import json
 import os
 import signal
 import subprocess
-import threading
 import time
 import uuid
 
 import pytest
 
 import gstest
-from launchtest import LaunchBroker, all_watchers, pid_gone, wait_until, watchers_of
+from fakebroker import FakeBroker
+from gstest import all_watchers, pid_gone, wait_until, watchers_of
 
 FAKE_KERNEL = r'''
 import hashlib, hmac, json, os, signal, sys, time, uuid
@@ -110,88 +110,36 @@ def write_conn(path, key="watch-key-0123456789", **over):
     return path
 
 
-class FakeKernel:
-    """gpushare-launch -- python3 FAKE_KERNEL -f CONN, lines of stdout
-    collected by a thread."""
+class FakeKernel(gstest.Proc):
+    """gpushare-launch -- python3 FAKE_KERNEL -f CONN, its lines collected."""
 
     def __init__(self, tmp_path, env, conn, launch_args=(), name="kernel", pass_fds=()):
-        name = "%s-%s" % (name, uuid.uuid4().hex[:6])
         script = tmp_path / "fake_kernel.py"
         script.write_text(FAKE_KERNEL)
-        self.stderr_path = tmp_path / (name + ".stderr")
-        self.lines = []
-        self.cond = threading.Condition()
-        with open(self.stderr_path, "w") as err:
-            self.proc = subprocess.Popen(
-                # --no-hook: these tests are about the watcher, not the hook.
-                [gstest.LAUNCH, "--no-hook"] + list(launch_args) + ["--", gstest.PYTHON,
-                                                                    str(script), "-f",
-                                                       str(conn)],
-                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
-                start_new_session=True, pass_fds=pass_fds)
-        threading.Thread(target=self._read, daemon=True).start()
+        # --no-hook: these tests are about the watcher, not the hook.
+        super().__init__([gstest.LAUNCH, "--no-hook"] + list(launch_args) +
+                         ["--", gstest.PYTHON, str(script), "-f", str(conn)], env, tmp_path,
+                         "%s-%s" % (name, uuid.uuid4().hex[:6]), start_new_session=True,
+                         pass_fds=pass_fds)
 
-    def _read(self):
-        for line in self.proc.stdout:
-            with self.cond:
-                self.lines.append(line.rstrip("\n"))
-                self.cond.notify_all()
-        with self.cond:
-            self.lines.append(None)
-            self.cond.notify_all()
-
-    def expect(self, prefix, timeout=10.0):
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                for line in self.lines:
-                    if line is not None and line.startswith(prefix):
-                        return line
-                left = deadline - time.monotonic()
-                if left <= 0 or (self.lines and self.lines[-1] is None):
-                    raise AssertionError("no %r from the kernel; got %s; stderr:\n%s" % (
-                        prefix, self.lines, self.stderr()))
-                self.cond.wait(left)
-
-    def count(self, prefix):
-        with self.cond:
-            return sum(1 for line in self.lines if line is not None and line.startswith(prefix))
+    def expect(self, prefix, timeout=30.0):
+        return self.wait_line(prefix, timeout)
 
     def do(self, line):
+        """Has the kernel do line (publish, exit...) and waits until it has."""
         n = self.count("done")
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-        deadline = time.monotonic() + 10
-        while self.count("done") <= n:
-            assert time.monotonic() < deadline, "the kernel did not do %r" % line
-            time.sleep(0.005)
+        self.send(line)
+        self.wait_count("done", n + 1)
 
     def env(self):
         return json.loads(self.expect("env ")[4:])
 
-    def stderr(self):
-        return self.stderr_path.read_text() if self.stderr_path.exists() else ""
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-
-@pytest.fixture
-def fb(tmp_path):
-    b = LaunchBroker("ipc://%s" % (tmp_path / "fb.sock")).start()
-    yield b
-    b.stop()
-
 
 @pytest.fixture
 def kenv(sim, fb):
-    env = dict(sim, GPUSHARE_BROKER=fb.endpoint, USER="x")
-    for k in ("GPUSHARE_KERNEL_ID", "GPUSHARE_USER", "JUPYTERHUB_USER", "JPY_SESSION_NAME",
-              "GPUSHARE_SESSION", "GPUSHARE_LOG"):
-        env.pop(k, None)
-    return env
+    """What a notebook server gives a kernel, with the stand-in broker
+    (overrides conftest's kenv, which has the real one)."""
+    return gstest.kernel_env(sim, GPUSHARE_BROKER=fb.endpoint, USER="x")
 
 
 @pytest.fixture
@@ -357,8 +305,7 @@ def test_kernel_exit_status_and_unregister(tmp_path, kenv, fb, kernels):
     k.expect("subscribed")
     reg = fb.wait_for("register")["msg"]
     (w,) = wait_until(lambda: watchers_of(k.proc.pid), what="the watcher")
-    k.proc.stdin.write("exit 3\n")
-    k.proc.stdin.flush()
+    k.send("exit 3")
     assert k.proc.wait(10) == 3
     assert fb.wait_for("unregister")["msg"]["session"] == reg["kernel_id"]
     wait_until(lambda: pid_gone(w), what="the watcher to exit")
@@ -386,7 +333,7 @@ def test_broker_missing_one_warning_then_background_registration(tmp_path, kenv,
     warnings = [l for l in k.stderr().splitlines() if "warn" in l]
     assert len(warnings) == 1, k.stderr()
     assert "no gpushare broker" in warnings[0] and "late.sock" in warnings[0]
-    late = LaunchBroker(endpoint).start()
+    late = FakeBroker(endpoint).start()
     try:
         reg = late.wait_for("register", timeout=10)["msg"]
         # It learns about the cell that started while it was away.
@@ -403,7 +350,7 @@ def test_broker_restart_registers_again(tmp_path, kenv, fb, kernels):
     k.expect("subscribed")
     fb.wait_for("register")
     fb.stop()
-    again = LaunchBroker(fb.endpoint).start()
+    again = FakeBroker(fb.endpoint).start()
     try:
         assert again.wait_for("hello", timeout=10)["msg"]["role"] == "launcher"
         again.wait_for("register")

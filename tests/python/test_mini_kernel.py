@@ -4,7 +4,6 @@ broker on the simulated GPU: the broker must see what it sees of an
 ipykernel notebook - the registration with the kernel id, each cell's busy
 and idle with the same msg_id, grants to the session's process and the
 revoke when a cell ends (cell_idle)."""
-import json
 import os
 import subprocess
 import sys
@@ -26,19 +25,6 @@ sys.exit(7)
 """
 
 
-@pytest.fixture
-def logged_broker(tmp_path, sim):
-    b = gstest.Broker(tmp_path, sim, args=["--policy", "exclusive", "--event-log",
-                                           str(tmp_path / "events.jsonl")]).start()
-    yield b
-    b.stop()
-
-
-def events(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def run_mini(tmp_path, env, *launch_args):
     script = tmp_path / "notebook.py"
     script.write_text(SCRIPT)
@@ -52,11 +38,12 @@ def run_mini(tmp_path, env, *launch_args):
                           env=env, capture_output=True, text=True, timeout=120)
 
 
-def test_broker_sees_cells_of_the_mini_kernel_as_of_a_notebook(tmp_path, logged_broker):
-    r = run_mini(tmp_path, logged_broker.env, "--strict")
+@pytest.mark.broker("--policy", "exclusive")
+def test_broker_sees_cells_of_the_mini_kernel_as_of_a_notebook(tmp_path, broker):
+    r = run_mini(tmp_path, broker.env, "--strict")
     assert r.returncode == 7, r.stderr          # the kernel's own exit status
     assert "cells 3" in r.stdout, r.stdout
-    ev = events(tmp_path / "events.jsonl")
+    ev = broker.events()
     reg = [e for e in ev if e["event"] == "register"]
     assert [e["session"] for e in reg] == ["mini-0001"], reg
     cells = [(e["state"], e["msg_id"]) for e in ev if e["event"] == "cell"]

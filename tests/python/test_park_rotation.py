@@ -6,8 +6,7 @@ the least recently active idle notebook (the hook's make_room), each cell
 of a parked notebook brings it back (parking another), and the memory is
 bit-exact at the same addresses every time.  Two notebooks running at
 once are time-sliced with a park and an unpark at each switch."""
-from parktest import MIB, entry, events, notebooks  # noqa: F401 (fixtures)
-from schedtest import kernels, overlaps, runs
+from gstest import MIB, entry, kernels, overlaps, runs
 
 
 def test_three_notebooks_take_turns_and_keep_their_memory(notebooks, short_tmp):
@@ -27,7 +26,7 @@ def test_three_notebooks_take_turns_and_keep_their_memory(notebooks, short_tmp):
     assert st["gpus"][0]["memory_parked"] == 2 * size
     assert st["parking"]["available"] and st["parking"]["host_parked_bytes"] == 2 * size
     assert a["last_park_s"] > 0 and a["last_park_gbps"] > 0
-    rooms = events(short_tmp, "room")
+    rooms = b.events("room")
     assert len(rooms) == 2 and all(r["ok"] for r in rooms)
     # Round and round: every cell of a parked notebook brings it back, and
     # its memory is what it wrote.
@@ -41,8 +40,8 @@ def test_three_notebooks_take_turns_and_keep_their_memory(notebooks, short_tmp):
         assert e["parks"] >= 2 and e["unparks"] >= 2, e
         assert e["last_unpark_s"] > 0 and e["last_unpark_gbps"] > 0 and e["park_error"] is None
     assert st["gpus"][0]["memory_used"] <= 100 * MIB
-    parked = [e["session"] for e in events(short_tmp, "park")]
-    unparked = [e["session"] for e in events(short_tmp, "unpark")]
+    parked = [e["session"] for e in b.events("park")]
+    unparked = [e["session"] for e in b.events("unpark")]
     assert len(parked) >= 6 and len(unparked) >= 6
     assert "session a unparked" in b.log()
 

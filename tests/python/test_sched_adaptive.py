@@ -5,18 +5,10 @@ boost) even while another notebook trains."""
 
 import pytest
 
-import gstest
-from schedtest import (Client, configure, kernels, overlaps, session_of, sim_env,
-                       wait_until)
+from gstest import Client, configure, kernels, overlaps, session_of, wait_until
 
 
-
-@pytest.fixture
-def broker(short_tmp, sim):
-    b = gstest.Broker(short_tmp, sim_env(sim)).start()
-    yield b
-    b.stop()
-
+pytestmark = [pytest.mark.sim(concurrency=4)]
 
 
 def test_small_footprints_run_side_by_side(broker, sim, workers):
@@ -49,16 +41,16 @@ def test_a_new_cell_is_boosted_while_another_notebook_trains(broker, sim, worker
         short.send("run 20")
         short.expect("done 20")
         launcher.cell("short", "idle")
-        ks = kernels(sim, short.pid)
+        ks = kernels(sim, pid=short.pid)
         assert len(ks) == 20
         start, end = ks[0]["start_ns"], ks[-1]["end_ns"]
-        during = [k for k in kernels(sim, train.pid) if start <= k["start_ns"] < end]
+        during = [k for k in kernels(sim, pid=train.pid) if start <= k["start_ns"] < end]
         assert not during, "train ran %d kernels inside the boosted cell" % len(during)
         # 20 steps of 2 ms alone: 40 ms, plus the steps' own overhead.
         assert end - start < 80e6, "the boosted cell took %.0f ms" % ((end - start) / 1e6)
         s = session_of(broker.status(), train.pid)
         assert s["revokes"] >= 1  # preempted
-        wait_until(lambda: [k for k in kernels(sim, train.pid) if k["start_ns"] > end],
+        wait_until(lambda: [k for k in kernels(sim, pid=train.pid) if k["start_ns"] > end],
                    what="train to resume")
     finally:
         launcher.close()

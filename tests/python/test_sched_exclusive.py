@@ -6,19 +6,10 @@ GPU over at once."""
 
 import pytest
 
-import gstest
-from schedtest import (Client, configure, kernels, overlaps, runs, session_of,
-                       sim_env, wait_until)
+from gstest import Client, configure, kernels, overlaps, runs, session_of, wait_until
 
 
-
-@pytest.fixture
-def broker(short_tmp, sim):
-    b = gstest.Broker(short_tmp, sim_env(sim)).start()
-    configure(b.endpoint, policy="exclusive")
-    yield b
-    b.stop()
-
+pytestmark = [pytest.mark.sim(concurrency=4), pytest.mark.broker("--policy", "exclusive")]
 
 
 def test_kernels_never_overlap_and_alternate_by_quantum(broker, sim, workers):
@@ -56,12 +47,12 @@ def test_cell_idle_hands_the_gpu_over_within_10ms(broker, sim, workers):
         launcher.cell(session, "busy")
         b = workers("b")
         wait_until(lambda: broker.status()["gpus"][0]["waiting"], what="b waiting")
-        assert not kernels(sim, b.pid), "b ran while a's cell held the GPU (tq is 20 s)"
+        assert not kernels(sim, pid=b.pid), "b ran while a's cell held the GPU (tq is 20 s)"
         launcher.cell(session, "idle")
-        wait_until(lambda: kernels(sim, b.pid), what="b's first kernel")
-        a_last = max(k["end_ns"] for k in kernels(sim, a.pid)
-                     if k["start_ns"] < kernels(sim, b.pid)[0]["start_ns"])
-        b_first = kernels(sim, b.pid)[0]["start_ns"]
+        wait_until(lambda: kernels(sim, pid=b.pid), what="b's first kernel")
+        a_last = max(k["end_ns"] for k in kernels(sim, pid=a.pid)
+                     if k["start_ns"] < kernels(sim, pid=b.pid)[0]["start_ns"])
+        b_first = kernels(sim, pid=b.pid)[0]["start_ns"]
         assert 0 <= b_first - a_last < 10e6, "hand-over took %.1f ms" % (
             (b_first - a_last) / 1e6)
         s = session_of(broker.status(), a.pid)
@@ -89,6 +80,6 @@ def test_a_waiting_cell_is_told_who_holds_the_gpu_and_for_how_long(broker, sim, 
         assert m and 0 < float(m.group(1)) <= 20.0, line.group(0)
         assert b.stderr().count("waiting for") == 1, b.stderr()
         launcher.cell(session, "idle")
-        wait_until(lambda: kernels(sim, b.pid), what="b's first kernel")
+        wait_until(lambda: kernels(sim, pid=b.pid), what="b's first kernel")
     finally:
         launcher.close()

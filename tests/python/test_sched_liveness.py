@@ -9,18 +9,10 @@ import time
 import pytest
 
 import gstest
-from schedtest import (Client, Worker, configure, kernels, session_of, sim_env, wait_until,
-                       worker_env)
+from gstest import Client, Worker, hook_env, kernels, session_of, wait_until
 
 
-
-@pytest.fixture
-def broker(short_tmp, sim):
-    b = gstest.Broker(short_tmp, sim_env(sim)).start()
-    configure(b.endpoint, policy="exclusive")
-    yield b
-    b.stop()
-
+pytestmark = [pytest.mark.sim(concurrency=4), pytest.mark.broker("--policy", "exclusive")]
 
 
 def _holder_and_waiter(broker, workers):
@@ -38,7 +30,7 @@ def test_killed_holder_is_reclaimed_within_200ms(broker, sim, workers):
     assert st["gpus"][0]["holders"] == [a_session]
     t_kill = time.monotonic_ns()
     a.proc.send_signal(signal.SIGKILL)  # not reaped yet: a zombie, as under a busy parent
-    first = wait_until(lambda: kernels(sim, b.pid), what="b's first kernel")[0]
+    first = wait_until(lambda: kernels(sim, pid=b.pid), what="b's first kernel")[0]
     assert first["start_ns"] - t_kill < 200e6, "b started %.0f ms after the kill" % (
         (first["start_ns"] - t_kill) / 1e6)
     a.kill()
@@ -58,7 +50,7 @@ def test_silent_holder_is_dropped_after_three_heartbeats(broker, sim, workers):
         assert silent.call({"type": "acquire", "device": gpu})["type"] == "grant"
         t_silent = time.monotonic_ns()
         b = workers("b")
-        first = wait_until(lambda: kernels(sim, b.pid), timeout=8, what="b's first kernel")[0]
+        first = wait_until(lambda: kernels(sim, pid=b.pid), timeout=8, what="b's first kernel")[0]
         waited = (first["start_ns"] - t_silent) / 1e9
         assert 2.9 < waited < 4.5, "b waited %.2f s (heartbeats are 1 s apart)" % waited
         assert "silent for 3 heartbeat intervals" in broker.log()
@@ -67,20 +59,20 @@ def test_silent_holder_is_dropped_after_three_heartbeats(broker, sim, workers):
 
 
 def test_hooks_come_back_to_a_restarted_broker(short_tmp, sim, tmp_path):
-    b = gstest.Broker(short_tmp, sim_env(sim)).start()
-    w = Worker(worker_env(sim, b.endpoint), "loop", 2000, "a", tmp_path)
+    b = gstest.Broker(short_tmp, sim).start()
+    w = Worker(hook_env(sim, b.endpoint), "loop", 2000, "a", tmp_path)
     try:
         w.expect("first")
         wait_until(lambda: (session_of(b.status(), w.pid) or {}).get("grants"), what="a grant")
         b.stop()
-        n = len(kernels(sim, w.pid))
-        wait_until(lambda: len(kernels(sim, w.pid)) > n + 10, what="work without a broker")
-        b = gstest.Broker(short_tmp, sim_env(sim)).start()
+        n = len(kernels(sim, pid=w.pid))
+        wait_until(lambda: len(kernels(sim, pid=w.pid)) > n + 10, what="work without a broker")
+        b = gstest.Broker(short_tmp, sim).start()
         s = wait_until(lambda: (session_of(b.status(), w.pid) or {}).get("grants") and
                        session_of(b.status(), w.pid), what="the hook back with a grant")
         assert s["state"] in ("running", "idle")
-        n = len(kernels(sim, w.pid))
-        wait_until(lambda: len(kernels(sim, w.pid)) > n + 10, what="work under the new broker")
+        n = len(kernels(sim, pid=w.pid))
+        wait_until(lambda: len(kernels(sim, pid=w.pid)) > n + 10, what="work under the new broker")
         assert "lost the gpushare broker" in w.stderr()
     finally:
         w.kill()
