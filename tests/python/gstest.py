@@ -4,6 +4,11 @@ program that plays a notebook's process): where the build's products are,
 environments on the simulated GPU, waiting, processes whose lines a test
 reads, the broker and its protocol, what the simulated driver logs, /proc,
 Jupyter kernels and servers, and the system service.
+
+Ports: a server we start binds what it is given and tells us (ipc sockets
+in a private directory, a bound socket passed on); a program that must be
+told a TCP port up front gets one from reserve_port() and is started
+again by with_ports() if the port was taken after all.
 """
 import asyncio
 import ctypes
@@ -127,10 +132,56 @@ def wait_for_text(read, text, timeout=30.0):
 # ---- ports -------------------------------------------------------------------
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class PortInUse(Exception):
+    """A program we started could not bind the port it was given."""
+
+
+def port_clash(text):
+    return "Address already in use" in text or "EADDRINUSE" in text or \
+        re.search(r"port \d+ is already in use", text) is not None
+
+
+def reserve_port(host="127.0.0.1"):
+    """A TCP port for a program that must be told its port before it starts.
+
+    The port was bound (so it was free) and is left in TIME_WAIT (this side
+    closed the connection first).  While TIME_WAIT lasts (60 s), Linux gives
+    the port to no bind(0) and no connect() of another process, so a test
+    running beside this one cannot draw the same number; a server binding
+    it by number with SO_REUSEADDR (the broker's metrics, tornado, node,
+    libzmq all set it) gets it.  What is left (someone binding this very
+    number on purpose) is what with_ports() retries."""
+    with socket.socket() as srv:
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind((host, 0))
+        srv.listen(1)
+        port = srv.getsockname()[1]
+        with socket.create_connection((host, port)) as cli:
+            conn, _ = srv.accept()
+            conn.close()  # the server side closes first: its end waits in TIME_WAIT
+            cli.recv(1)
+    return port
+
+
+def with_ports(start, n=1, attempts=5):
+    """start(*ports) with n reserved ports; again with new ones while it
+    raises PortInUse.  Returns what start returns."""
+    for i in range(attempts):
+        try:
+            return start(*[reserve_port() for _ in range(n)])
+        except PortInUse:
+            if i == attempts - 1:
+                raise
+
+
+def bound_listener(host="127.0.0.1"):
+    """A listening TCP socket on a port of the kernel's choosing, for a
+    server that can take it ready-made (ZMQ_USE_FD): no moment between
+    choosing the port and binding it."""
+    s = socket.socket()
+    s.bind((host, 0))
+    s.listen(16)
+    return s
 
 
 # ---- processes whose lines a test reads --------------------------------------
@@ -321,7 +372,8 @@ class Broker:
     """A gpushare-broker started for one test in run_dir (its socket, its
     notify socket, its stderr, its event log).  start() returns once the
     broker has sent READY=1 on its NOTIFY_SOCKET (it is bound by then), and
-    fails as soon as the broker exits instead."""
+    fails as soon as the broker exits instead (PortInUse when a port it was
+    given is taken)."""
 
     def __init__(self, run_dir, env, args=(), cmd=None, event_log=False):
         self.run_dir = pathlib.Path(run_dir)
@@ -358,6 +410,8 @@ class Broker:
                 elif exited in ready:
                     self.proc.wait()
                     self.stderr.close()
+                    if port_clash(self.log()):
+                        raise PortInUse(self.log())
                     raise BrokerExited("the broker exited (%d) before it was ready:\n%s" % (
                         self.proc.returncode, self.log()))
                 elif not ready:
@@ -978,11 +1032,11 @@ def systemd_verify(path, tmp_path, exec_start):
 def service_conf(tmp_path, example, uncomment=False, port=None):
     """The example configuration with this user's group as socket_group (the
     service's group need not exist here); uncomment=True also turns on every
-    commented key, with places of this test and `port` as metrics_port."""
+    commented key, with places of this test and `port` (reserve_port())
+    as metrics_port."""
     import grp
+    assert port or not uncomment, "metrics_port needs a port"
     group = grp.getgrgid(os.getgid()).gr_name
-    if port is None:
-        port = free_port()
     out = []
     for line in open(example):
         m = re.match(r"^#?(\w+) = (.*)$", line.strip())

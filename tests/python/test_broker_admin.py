@@ -161,8 +161,10 @@ def test_event_log_records_sessions_cells_grants(tmp_path, sim):
 
 
 def test_prometheus_metrics(tmp_path, sim):
-    port = gstest.free_port()
-    b = gstest.Broker(tmp_path, sim, ["--metrics-port", str(port)]).start()
+    def start(port):
+        return gstest.Broker(tmp_path, sim, ["--metrics-port", str(port)]).start(), port
+
+    b, port = gstest.with_ports(start)  # the broker's metrics cannot bind port 0 (0 is "off")
     try:
         text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5).read()
         text = text.decode()

@@ -62,37 +62,53 @@ c.Spawner.environment.update({env!r})
 
 class Hub:
     """jupyterhub started with the test config; start() returns once its
-    API answers through the proxy."""
+    API answers through the proxy.  The hub, its proxy and the proxy's API
+    take their ports up front (the hub tells the proxy where it is): three
+    reserved ones, and new ones if one was taken all the same."""
 
-    def __init__(self, tmp_path, env):
+    def __init__(self, tmp_path, env, keep=()):
         self.tmp = tmp_path / "hub"
         self.tmp.mkdir()
-        self.port = gstest.free_port()
-        self.url = "http://127.0.0.1:%d" % self.port
         self.env = env
+        self.keep = keep  # processes of ours that a failed start must not take down
         self.proc = None
+        self.log = None
         self.log_path = self.tmp / "hub.log"
 
     def start(self, spawner_env):
+        gstest.with_ports(lambda *ports: self._start(spawner_env, *ports), n=3)
+        return self
+
+    def _start(self, spawner_env, port, hub_port, api_port):
+        self.port = port
+        self.url = "http://127.0.0.1:%d" % self.port
         # notebook refuses to run as root unless told: CI may be root.
         args = ["--allow-root"] if os.geteuid() == 0 else []
         cfg = TEST_CONFIG.format(
-            example=EXAMPLE, home=str(self.tmp / "home" / "{username}"), port=self.port,
-            hub_port=gstest.free_port(), api_port=gstest.free_port(),
+            example=EXAMPLE, home=str(self.tmp / "home" / "{username}"), port=port,
+            hub_port=hub_port, api_port=api_port,
             proxy_pid=str(self.tmp / "proxy.pid"), db=self.tmp / "hub.sqlite",
             secret=str(self.tmp / "cookie_secret"), python=gstest.PYTHON, args=args,
             env=spawner_env)
         (self.tmp / "jupyterhub_config.py").write_text(cfg)
+        if self.log:
+            self.log.close()
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [gstest.PYTHON, "-m", "jupyterhub", "-f", "jupyterhub_config.py"], cwd=self.tmp,
             env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
-        wait_until(self._up, timeout=180, what="the hub's API", interval=0.2)
-        return self
+        try:
+            wait_until(self._up, timeout=180, what="the hub's API", interval=0.2)
+        except gstest.PortInUse:
+            gstest.kill_strays(keep=self.keep)  # a proxy the hub left behind
+            raise
 
     def _up(self):
         if self.proc.poll() is not None:
-            raise AssertionError("jupyterhub exited:\n" + self.log_path.read_text()[-4000:])
+            log = self.log_path.read_text()
+            if gstest.port_clash(log):
+                raise gstest.PortInUse(log)
+            raise AssertionError("jupyterhub exited:\n" + log[-4000:])
         try:
             return requests.get(self.url + "/hub/api/", timeout=10).status_code == 200
         except requests.ConnectionError:
@@ -150,7 +166,7 @@ def hub(tmp_path, sim, broker):
     # does not look in /usr/share/nodejs, where Debian's proxy's modules are.
     env = dict(sim, GPUSHARE_BROKER=broker.endpoint, NODE_PATH="/usr/share/nodejs")
     env.pop("JUPYTERHUB_USER", None)
-    h = Hub(tmp_path, env)
+    h = Hub(tmp_path, env, keep=[broker.proc.pid])
     try:
         yield h.start(spawner_env)
     finally:

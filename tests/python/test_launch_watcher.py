@@ -38,6 +38,9 @@ signal.signal(signal.SIGINT, on_int)
 
 ctx = zmq.Context()
 pub = ctx.socket(zmq.XPUB)
+# The test's listening socket on iopub_port (no moment between choosing
+# the port and binding it): ZMQ_USE_FD takes it as it is.
+pub.setsockopt(zmq.USE_FD, int(os.environ["FAKE_KERNEL_IOPUB_FD"]))
 pub.bind("tcp://127.0.0.1:%d" % info["iopub_port"])
 print("env", json.dumps({k: v for k, v in os.environ.items() if k.startswith("GPUSHARE_")}),
       flush=True)
@@ -90,24 +93,32 @@ while True:
 '''
 
 
-def free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+class ConnFile(os.PathLike):
+    """A connection file, and the listening socket on its iopub_port that
+    the stand-in kernel takes over."""
+
+    def __init__(self, path, listener):
+        self.path, self.listener = path, listener
+
+    def __fspath__(self):
+        return str(self.path)
+
+    __str__ = __fspath__
 
 
 def write_conn(path, key="watch-key-0123456789", **over):
-    info = {"shell_port": free_port(), "iopub_port": free_port(), "stdin_port": free_port(),
-            "control_port": free_port(), "hb_port": free_port(), "ip": "127.0.0.1",
+    listener = gstest.bound_listener()
+    iopub = listener.getsockname()[1]
+    # The other channels' ports are there as in a kernel's file; nothing
+    # here binds or connects to them, so any distinct numbers will do.
+    info = {"shell_port": iopub + 1, "iopub_port": iopub, "stdin_port": iopub + 2,
+            "control_port": iopub + 3, "hb_port": iopub + 4, "ip": "127.0.0.1",
             "key": key, "transport": "tcp", "signature_scheme": "hmac-sha256",
             "kernel_name": "shared-gpu"}
     info.update(over)
     info = {k: v for k, v in info.items() if v is not None}
     path.write_text(json.dumps(info))
-    return path
+    return ConnFile(path, listener)
 
 
 class FakeKernel(gstest.Proc):
@@ -116,11 +127,15 @@ class FakeKernel(gstest.Proc):
     def __init__(self, tmp_path, env, conn, launch_args=(), name="kernel", pass_fds=()):
         script = tmp_path / "fake_kernel.py"
         script.write_text(FAKE_KERNEL)
+        fd = conn.listener.fileno()
+        self.iopub_socket = os.readlink("/proc/self/fd/%d" % fd)  # "socket:[inode]"
         # --no-hook: these tests are about the watcher, not the hook.
         super().__init__([gstest.LAUNCH, "--no-hook"] + list(launch_args) +
-                         ["--", gstest.PYTHON, str(script), "-f", str(conn)], env, tmp_path,
+                         ["--", gstest.PYTHON, str(script), "-f", str(conn)],
+                         dict(env, FAKE_KERNEL_IOPUB_FD=str(fd)), tmp_path,
                          "%s-%s" % (name, uuid.uuid4().hex[:6]), start_new_session=True,
-                         pass_fds=pass_fds)
+                         pass_fds=(fd,) + tuple(pass_fds))
+        conn.listener.close()  # the kernel has its own copy
 
     def expect(self, prefix, timeout=30.0):
         return self.wait_line(prefix, timeout)
@@ -273,6 +288,7 @@ def test_watcher_sheds_descriptors_and_has_its_own_group(tmp_path, kenv, fb, ker
         assert fds[2] == os.readlink("/proc/%d/fd/2" % k.proc.pid)  # the kernel's log
         pipe = os.readlink("/proc/self/fd/%d" % w)
         assert pipe not in fds.values(), fds
+        assert k.iopub_socket not in fds.values(), fds  # the kernel's, inherited too
         # Beyond stdio, only what the watcher made: ZeroMQ's sockets and
         # eventfds, its signalfd.
         assert all(v.startswith(("socket:", "anon_inode:")) for fd, v in fds.items() if fd > 2), fds

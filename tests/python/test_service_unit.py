@@ -32,8 +32,12 @@ def test_systemd_analyze_verify_accepts_it(tmp_path):
 
 def test_exec_start_serves_with_the_example_config(tmp_path, sim, short_tmp):
     argv = [gstest.BROKER] + shlex.split(read_unit(UNIT)["Service"]["ExecStart"][0])[1:]
-    conf = service_conf(tmp_path, EXAMPLE_CONF, uncomment=True)
-    b = start_service_broker(argv, conf, short_tmp / "gpushare", sim)
+
+    def start(metrics_port):
+        conf = service_conf(tmp_path, EXAMPLE_CONF, uncomment=True, port=metrics_port)
+        return start_service_broker(argv, conf, short_tmp / "gpushare", sim)
+
+    b = gstest.with_ports(start)
     try:
         st = os.stat(short_tmp / "gpushare" / "broker.sock")
         assert (st.st_gid, st.st_mode & 0o777) == (os.getgid(), 0o660)
