@@ -145,20 +145,39 @@ class FakeBroker:
             return [r for r in self.records[after:]
                     if r["dir"] == direction and (type is None or r["msg"].get("type") == type)]
 
-    def wait_for(self, type, timeout=30.0, after=0, pred=None, direction="in"):
-        """The first record of `type` from index `after` on (and matching
-        pred); AssertionError after timeout seconds."""
+    def wait_for(self, type, timeout=30.0, after=0, pred=None, direction="in", since=None):
+        """The first record of `type` from index `after` on, that came after
+        `since` (ns) and matches pred(msg); AssertionError after timeout
+        seconds."""
         deadline = time.monotonic() + timeout
         with self.cond:
             while True:
                 for r in self.records[after:]:
                     if r["dir"] == direction and r["msg"].get("type") == type and \
-                            (pred is None or pred(r["msg"])):
+                            (since is None or r["t"] > since) and (pred is None or pred(r["msg"])):
                         return r
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise AssertionError("no %s within %.0f s; got %s" % (
                         type, timeout, [r["msg"].get("type") for r in self.records]))
+                self.cond.wait(left)
+
+    def heartbeats_between(self, t0, t1):
+        """The heartbeats that arrived between t0 and t1 (ns).  The hook
+        sends one every heartbeat_ms from its I/O thread: a clock of the
+        hook's own, which does not run on while the hook's process does not
+        run (a loaded machine), to tell "at once" from "after a while"."""
+        return [r for r in self.messages("heartbeat") if t0 < r["t"] < t1]
+
+    def wait_heartbeats(self, n, since, timeout=30.0):
+        """Waits until n heartbeats have come after since (ns): the hook's
+        I/O thread has gone round n times since then."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while len(self.heartbeats_between(since, float("inf"))) < n:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError("fewer than %d heartbeats within %.0f s" % (n, timeout))
                 self.cond.wait(left)
 
     # ---- what the test does -------------------------------------------------

@@ -305,6 +305,12 @@ class Probe(Proc):
         line = self.wait_line(prefix + " ", timeout=0)
         return int(line.split()[-1][2:])
 
+    def times_of(self, prefix):
+        """t of every line printed so far that starts with prefix."""
+        with self.cond:
+            return [int(line.split()[-1][2:]) for line in self.lines
+                    if line is not None and line.startswith(prefix)]
+
     def go(self):
         self.send("go")
 

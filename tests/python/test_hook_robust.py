@@ -2,8 +2,15 @@
 silent, lost, shutting down) it warns once and runs ungated, registers again
 when a broker comes back, survives fork, exits promptly even while waiting
 for the GPU, gives its grant back at exit, tells a waiting notebook who has
-the GPU, and never writes to stdout."""
+the GPU, and never writes to stdout.
+
+No test here measures how fast: where the behaviour is "at once", the
+cause is checked (the reason the hook gives, the order of events on one
+clock), or the hook's own clock is: the heartbeats its I/O thread sends
+(every heartbeat_ms of the broker's welcome), which do not run on while
+the hook's process does not get to run."""
 import os
+import signal
 import time
 
 import pytest
@@ -25,26 +32,32 @@ def wait_stderr(p, text, timeout=30.0):
 
 
 def test_no_broker_runs_ungated_with_one_warning(probe, sim, endpoint):
-    start = time.monotonic()
     p = probe(["init", "launch", "L", "1000", "sync", "launch", "L", "1000", "sync", "gate",
                "end"])
     fields, _ = p.expect("gate")
     assert fields[1] == "2", "not ungated"
     assert p.wait() == 0
-    assert time.monotonic() - start < 3
     (w,) = warnings(p)
     assert "no gpushare broker" in w and endpoint in w and "warn" in w
+    # decided on seeing no socket, not after a deadline for a welcome
+    assert "(no socket file)" in w, w
     assert len(kernels(sim)) == 2
 
 
 def test_silent_broker_fails_open_within_a_moment(fake_brokers, probe, sim, endpoint):
+    # The first launch waits for the first attempt's welcome only: it is
+    # through, ungated, before the hook tries the broker again (its next
+    # hello, on a timer of its own).
     b = fake_brokers(endpoint, welcome=False)
-    p = probe(["init", "launch", "L", "1000", "kfirst", "sync", "end"])
-    _, t0 = p.expect("launching kfirst")
-    _, t1 = p.expect("launched kfirst CUDA_SUCCESS")
-    assert t1 - t0 < 1e9, "a silent broker held the program up"
+    p = probe(["init", "launch", "L", "1000", "kfirst", "sync", "gate", "wait", "end"])
+    _, t_launched = p.expect("launched kfirst CUDA_SUCCESS")
+    fields, _ = p.expect("gate")
+    assert fields[1] == "2", "not ungated"
+    first = b.wait_for("hello")
+    second = b.wait_for("hello", since=first["t"])
+    assert t_launched < second["t"], "a silent broker held the launch up past the next attempt"
+    p.go()
     assert p.wait() == 0
-    b.wait_for("hello")
     (w,) = warnings(p)
     assert "no welcome" in w
 
@@ -54,14 +67,13 @@ def test_broker_appearing_later_is_joined(fake_brokers, probe, sim, endpoint):
                "sync", "end"])
     p.expect("wait")
     b = fake_brokers(endpoint)
-    b.wait_for("hello", timeout=5)
+    b.wait_for("hello")
     b.wait_for("join")
     p.go()
     acq = b.wait_for("acquire")
-    with pytest.raises(AssertionError):
-        p.expect("launched klater", timeout=0.3)
     g = b.grant(acq)
-    p.expect("launched klater CUDA_SUCCESS")
+    _, t = p.expect("launched klater CUDA_SUCCESS")
+    assert t >= g["t"], "gated again, yet the launch did not wait for the grant"
     assert p.wait() == 0
     assert len(warnings(p)) == 1, p.stderr()
     (k,) = kernels(sim, "klater")
@@ -79,7 +91,7 @@ def test_broker_lost_later_then_back(fake_brokers, probe, sim, endpoint):
     p.expect("launched kalone CUDA_SUCCESS")  # ungated: nobody to ask
     p.expect("wait")
     b2 = fake_brokers(endpoint)
-    b2.wait_for("join", timeout=5)
+    b2.wait_for("join")
     p.go()
     acq = b2.wait_for("acquire")
     b2.grant(acq)
@@ -89,14 +101,17 @@ def test_broker_lost_later_then_back(fake_brokers, probe, sim, endpoint):
 
 
 def test_shutdown_revoke_releases_at_once_and_fails_open(fake_brokers, probe, sim, endpoint):
+    # klong runs for 20 s (the probe exits without waiting for it): a
+    # release that came while it ran did not wait for the drain.
     b = fake_brokers(endpoint, auto_grant=True)
-    p = probe(["init", "launch", "L", "300000", "klong", "wait", "end"])
+    p = probe(["init", "launch", "L", "20000000", "klong", "wait", "end"])
     p.expect("wait")
     grant = b.messages("grant", direction="out")[0]
-    revoke = b.revoke(grant, reason="shutdown")
+    b.revoke(grant, reason="shutdown")
     rel = b.wait_for("release")
     assert rel["msg"]["reason"] == "revoked"
-    assert rel["t"] - revoke["t"] < 0.2e9, "waited for the GPU for a broker that is going away"
+    # the simulated driver logs a kernel when it ends
+    assert not kernels(sim, "klong"), "waited for the GPU for a broker that is going away"
     wait_stderr(p, "shutting down")
     p.go()
     assert p.wait() == 0
@@ -120,7 +135,7 @@ def test_fork_child_without_cuda(fake_brokers, probe, sim, endpoint):
 def test_fork_child_uses_cuda_afresh(fake_brokers, probe, sim, endpoint):
     b = fake_brokers(endpoint, auto_grant=True)
     p = probe(["fork", "cuda", "init", "launch", "L", "1000", "kparent", "sync", "end"])
-    fields, _ = p.expect("forked cuda", timeout=10)
+    fields, _ = p.expect("forked cuda")
     assert fields[-1] == "status=0"
     p.expect("launched kparent CUDA_SUCCESS")
     assert p.wait() == 0
@@ -133,7 +148,7 @@ def test_fork_child_of_cuda_parent_does_not_hang(fake_brokers, probe, sim, endpo
     fake_brokers(endpoint, auto_grant=True)
     p = probe(["init", "launch", "L", "1000", "sync", "fork", "cuda", "launch", "L", "1000",
                "kparent", "sync", "end"])
-    p.expect("forked cuda", timeout=10)  # whatever CUDA says in the child, it returns
+    p.expect("forked cuda")  # whatever CUDA says in the child, it returns
     p.expect("launched kparent CUDA_SUCCESS")
     assert p.wait() == 0
 
@@ -141,11 +156,21 @@ def test_fork_child_of_cuda_parent_does_not_hang(fake_brokers, probe, sim, endpo
 def test_child_does_not_keep_the_parents_connection(fake_brokers, probe, sim, endpoint):
     b = fake_brokers(endpoint, auto_grant=True)
     p = probe(["init", "launch", "L", "1000", "sync", "fork", "linger", "end"])
-    p.expect("forked linger")
-    assert p.wait() == 0
-    # the parent is gone, its child (sleeping 3 s) is not: the broker sees
-    # the connection close now, not when the child exits
-    b.wait_for("_disconnected", timeout=2, direction="event")
+    fields, _ = p.expect("forked linger")
+    # The child sleeps 3 s and exits.  Once it is in that sleep (all the
+    # hook does at fork is done), it is stopped: it lives until the test
+    # ends, so the connection can close only because the parent exited.
+    pid = int(fields[-1].split("=")[1])
+    child = os.pidfd_open(pid)
+    try:
+        gstest.wait_until(lambda: "nanosleep" in open("/proc/%d/wchan" % pid).read(),
+                          what="the child's sleep")
+        signal.pidfd_send_signal(child, signal.SIGSTOP)
+        assert p.wait() == 0
+        b.wait_for("_disconnected", direction="event")
+    finally:
+        signal.pidfd_send_signal(child, signal.SIGKILL)
+        os.close(child)
 
 
 # ---- exit ------------------------------------------------------------------
@@ -153,14 +178,19 @@ def test_child_does_not_keep_the_parents_connection(fake_brokers, probe, sim, en
 
 @pytest.mark.parametrize("how", ["exit", "end"])
 def test_exit_while_waiting_for_the_gpu(fake_brokers, probe, sim, endpoint, how):
+    # A thread waits for a grant that never comes; the program ends: it
+    # exits within one of the hook's heartbeat intervals (its exit path has
+    # short deadlines of its own), and the broker sees the connection go.
     b = fake_brokers(endpoint)
     p = probe(["init", "bg_launch", "1000", "wait", how])
     b.wait_for("acquire")
     p.expect("wait")
-    start = time.monotonic()
+    n, t_go = b.count(), time.monotonic_ns()  # the fake broker's clock
     p.go()
-    assert p.wait(timeout=5) == 0
-    assert time.monotonic() - start < 2
+    assert p.wait() == 0
+    gone = b.wait_for("_disconnected", after=n, direction="event")
+    beats = b.heartbeats_between(t_go, gone["t"])
+    assert len(beats) <= 1, "the hook ran on for %d heartbeats after the end" % len(beats)
     assert not kernels(sim)
 
 
@@ -168,7 +198,7 @@ def test_exit_releases_the_grant(fake_brokers, probe, sim, endpoint):
     b = fake_brokers(endpoint, auto_grant=True)
     p = probe(["init", "launch", "L", "1000", "sync", "end"])
     assert p.wait() == 0
-    rel = b.wait_for("release", timeout=2)
+    rel = b.wait_for("release")
     grant = b.messages("grant", direction="out")[0]
     assert rel["msg"]["reason"] == "exit"
     assert rel["msg"]["grant_id"] == grant["msg"]["grant_id"]
@@ -183,7 +213,7 @@ def test_long_wait_says_so_once(fake_brokers, probe, sim, endpoint, info):
     b.ack_info = info
     p = probe(["init", "threads", "4", "1000", "end"])
     b.wait_for("acquire")
-    wait_stderr(p, "waiting for", timeout=3)
+    wait_stderr(p, "waiting for")
     b.grant()
     p.expect("threads done")
     assert p.wait() == 0
@@ -206,7 +236,6 @@ def test_nothing_on_stdout(fake_brokers, probe, sim, endpoint):
 def test_hanging_broker_is_noticed_by_heartbeats(probe, sim, endpoint, tmp_path):
     # The broker process stops (SIGSTOP): its socket stays open, only the
     # ZMTP heartbeats go unanswered.  The hook must notice and fail open.
-    import signal
     import subprocess
     import sys
     bp = subprocess.Popen([sys.executable, gstest.FAKEBROKER, endpoint, "--auto-grant"],
@@ -217,7 +246,7 @@ def test_hanging_broker_is_noticed_by_heartbeats(probe, sim, endpoint, tmp_path)
                    "sync", "end"])
         p.expect("wait")
         os.kill(bp.pid, signal.SIGSTOP)
-        wait_stderr(p, "lost the gpushare broker", timeout=8)
+        wait_stderr(p, "lost the gpushare broker")
         p.go()
         p.expect("launched kalone CUDA_SUCCESS")
         assert p.wait() == 0
