@@ -3,7 +3,9 @@ alone needs stays in that file); the helpers they are built from are in
 gstest.py.  Markers configure them for a file (pytestmark) or a test:
 
     @pytest.mark.sim(memory="64M", concurrency=4)   the simulated GPU
-    @pytest.mark.broker("--policy", "exclusive")     the real broker's arguments
+    @pytest.mark.broker("--policy", "exclusive", config="key = value")
+                                                     the real broker's arguments
+                                                     (and configuration file)
     @pytest.mark.fake_broker(auto_grant=True)        the stand-in broker's options
 """
 import os
@@ -19,7 +21,8 @@ from fakebroker import FakeBroker
 
 def pytest_configure(config):
     for line in ("sim(memory='1G', concurrency=None): the simulated GPU of the `sim` fixture",
-                 "broker(*args): the arguments of the `broker` fixture's gpushare-broker",
+                 "broker(*args, config=None): the arguments (and the configuration file's "
+                 "text) of the `broker` fixture's gpushare-broker",
                  "fake_broker(**options): the options of the `fb` fixture's FakeBroker"):
         config.addinivalue_line("markers", line)
 
@@ -65,7 +68,10 @@ def sim(request, tmp_path):
 def broker(request, short_tmp, sim):
     """A gpushare-broker on the simulated GPU, with an event log
     (broker.events()), in a private short directory."""
-    args, _ = _marker(request, "broker")
+    args, kw = _marker(request, "broker")
+    if kw.get("config"):
+        (short_tmp / "broker.conf").write_text(kw["config"] + "\n")
+        args = ["--config", str(short_tmp / "broker.conf")] + list(args)
     b = gstest.Broker(short_tmp, sim, args, event_log=True).start()
     yield b
     b.stop()

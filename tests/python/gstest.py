@@ -460,6 +460,12 @@ class Broker:
         """The broker's event log (its records so far), of one kind."""
         return read_events(self.event_log, kind)
 
+    def synced_events(self, kind=None):
+        """The event log with everything the broker did before this call:
+        a status round trip comes after all it handled before."""
+        self.status()
+        return self.events(kind)
+
 
 class Client:
     """A raw protocol client (pyzmq DEALER): a fake launcher, a fake hook, `set`."""
@@ -542,6 +548,20 @@ def read_events(path, kind=None):
     with open(path) as f:
         out = [json.loads(line) for line in f if line.strip()]
     return [e for e in out if kind is None or e["event"] == kind]
+
+
+def turns(events):
+    """The grants of an event log with what ended each: [(grant, revoke or
+    None, release or None)], matched by grant id."""
+    out = {}
+    for e in events:
+        if e["event"] == "grant":
+            out[e["grant_id"]] = [e, None, None]
+        elif e["event"] == "revoke" and e["grant_id"] in out:
+            out[e["grant_id"]][1] = e
+        elif e["event"] == "release" and e["grant_id"] in out:
+            out[e["grant_id"]][2] = e
+    return [tuple(v) for v in out.values()]
 
 
 def park_broker(run_dir, sim, *settings):

@@ -72,7 +72,7 @@ def test_an_unpark_that_keeps_failing_is_tried_again(notebooks, short_tmp):
     broker, sim, a, b = two_notebooks(notebooks)
     assert b.cell("alloc x %d" % SIZE) == "ok"
     inject(sim, "restore", 10)  # more than one unpark's retries
-    assert a.cell("check x 1", timeout=30) == "ok"
+    assert a.cell("check x 1") == "ok"
     failed = broker.events("unpark_failed")
     assert failed and failed[0]["session"] == "a" and "Restore" in failed[0]["error"]
     assert entry(broker.status(), "a")["parking"] == "resident"
@@ -132,7 +132,7 @@ def test_the_next_broker_brings_back_what_a_dead_one_left_parked(notebooks, shor
     again = park_broker(short_tmp, sim, "park_idle_s=0")
     try:
         # a's hook reconnects and joins; the new broker finds it checkpointed.
-        wait_until(lambda: (entry(again.status(), "a") or {}).get("unparks"), timeout=15,
+        wait_until(lambda: (entry(again.status(), "a") or {}).get("unparks"),
                    what="a unparked by the new broker")
         assert a.command("check x 1") == "ok"
         assert again.events("park_adopted")[0]["session"] == "a"

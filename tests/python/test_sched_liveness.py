@@ -1,7 +1,12 @@
 """Dead clients and a restarted broker, end to end with the real hook on
 the simulated GPU: a holder killed with SIGKILL gives its grant (and its
-memory) back within 200 ms, a silent one after three heartbeat intervals,
-and hooks come back by themselves to a broker that restarts."""
+memory) back at once, a silent one after three heartbeat intervals, and
+hooks come back by themselves to a broker that restarts.
+
+"At once" is told apart from "after a while" by what the broker says
+caused it (its event log's client_gone) and by giving the slower causes no
+chance: with heartbeats 10 minutes apart, neither the periodic check nor
+three silent intervals can be what noticed a death within the test."""
 import os
 import signal
 import time
@@ -23,7 +28,8 @@ def _holder_and_waiter(broker, workers):
     return a, b
 
 
-def test_killed_holder_is_reclaimed_within_200ms(broker, sim, workers):
+@pytest.mark.broker("--policy", "exclusive", config="heartbeat_ms = 600000")
+def test_killed_holder_is_reclaimed_at_once(broker, sim, workers):
     a, b = _holder_and_waiter(broker, workers)
     st = broker.status()
     a_session = session_of(st, a.pid)["id"]
@@ -31,8 +37,10 @@ def test_killed_holder_is_reclaimed_within_200ms(broker, sim, workers):
     t_kill = time.monotonic_ns()
     a.proc.send_signal(signal.SIGKILL)  # not reaped yet: a zombie, as under a busy parent
     first = wait_until(lambda: kernels(sim, pid=b.pid), what="b's first kernel")[0]
-    assert first["start_ns"] - t_kill < 200e6, "b started %.0f ms after the kill" % (
-        (first["start_ns"] - t_kill) / 1e6)
+    assert first["start_ns"] > t_kill
+    gone = [e for e in broker.synced_events("client_gone") if e["pid"] == a.pid]
+    assert gone and gone[0]["session"] == a_session, broker.events("client_gone")
+    assert gone[0]["why"] in ("its process died", "its connection is gone"), gone
     a.kill()
     gpu = broker.status()["gpus"][0]
     assert a_session not in [s["id"] for s in gpu["sessions"]], "the dead session lingers"
@@ -47,13 +55,17 @@ def test_silent_holder_is_dropped_after_three_heartbeats(broker, sim, workers):
     silent = Client(broker.endpoint, "hook")
     try:
         silent.call({"type": "join", "pid": os.getpid(), "devices": [gpu]})
+        t_last = time.monotonic_ns()  # before the last message the broker gets from it
         assert silent.call({"type": "acquire", "device": gpu})["type"] == "grant"
-        t_silent = time.monotonic_ns()
         b = workers("b")
-        first = wait_until(lambda: kernels(sim, pid=b.pid), timeout=8, what="b's first kernel")[0]
-        waited = (first["start_ns"] - t_silent) / 1e9
-        assert 2.9 < waited < 4.5, "b waited %.2f s (heartbeats are 1 s apart)" % waited
+        first = wait_until(lambda: kernels(sim, pid=b.pid), what="b's first kernel")[0]
+        # Dropped for its silence (the broker says so), and not before three
+        # heartbeat intervals (1 s) after the last it heard from it.
+        gone = [e for e in broker.synced_events("client_gone") if e["pid"] == os.getpid()]
+        assert [e["why"] for e in gone] == ["silent for 3 heartbeat intervals"], gone
         assert "silent for 3 heartbeat intervals" in broker.log()
+        waited = (first["start_ns"] - t_last) / 1e9
+        assert waited >= 3, "b got the GPU %.2f s after the holder went silent" % waited
     finally:
         silent.close()
 
