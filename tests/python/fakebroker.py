@@ -73,8 +73,11 @@ class FakeBroker:
         poller.register(self.mon, zmq.POLLIN)
         while not self._stop.is_set():
             ready = dict(poller.poll(10))
-            if self.mon in ready:
-                ev = zmq.utils.monitor.recv_monitor_message(self.mon)
+            while self.mon in ready:  # all of them: they are older than what sock has now
+                try:
+                    ev = zmq.utils.monitor.recv_monitor_message(self.mon, zmq.NOBLOCK)
+                except zmq.Again:
+                    break
                 name = {zmq.EVENT_ACCEPTED: "_accepted",
                         zmq.EVENT_DISCONNECTED: "_disconnected"}.get(ev["event"], "_other")
                 self._record({"type": name}, b"", "event")
@@ -204,6 +207,29 @@ class FakeBroker:
         self.send(grant["ident"], {"v": 1, "type": "revoke", "device": g["device"],
                                    "grant_id": g["grant_id"], "reason": reason})
         return self.wait_for("revoke", timeout, after=n, direction="out")
+
+    def connections_before_mine(self, after=0):
+        """How many connections (from record `after` on) the broker accepted
+        before one this call makes: a test's proof that nobody connected,
+        with no window to wait out.  The listening socket accepts in the
+        order connections were made, every accept is recorded before any
+        message that came later, and this connection's message comes after
+        its own accept: so a connection made before this call, even by a
+        process gone since, is counted."""
+        import uuid
+        token = uuid.uuid4().hex
+        s = self.ctx.socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        try:
+            s.connect(self.endpoint)
+            s.send(json.dumps({"v": 1, "type": "_sync", "token": token}).encode())
+            mine = self.wait_for("_sync", pred=lambda m: m.get("token") == token)
+        finally:
+            s.close(0)
+        with self.cond:
+            i = next(k for k, r in enumerate(self.records) if r is mine)
+            return sum(1 for r in self.records[after:i]
+                       if r["dir"] == "event" and r["msg"]["type"] == "_accepted") - 1
 
 
 def main(argv):

@@ -17,6 +17,7 @@ import os
 import pathlib
 import re
 import select
+import selectors
 import shlex
 import signal
 import socket
@@ -816,6 +817,25 @@ def run_cell(kc, code, timeout=120):
     return reply["content"], streams["stdout"], streams["stderr"]
 
 
+def await_output(kc, msg_id, text, timeout=120):
+    """Reads the kernel's IOPub until the cell msg_id prints text (a cell
+    says where it is instead of the test guessing how long it takes)."""
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while text not in seen:
+        m = kc.get_iopub_msg(timeout=max(deadline - time.monotonic(), 0.001))
+        if m["msg_type"] == "stream" and m["parent_header"].get("msg_id") == msg_id:
+            seen += m["content"]["text"]
+    return seen
+
+
+def held_cell(flag, code=""):
+    """A cell that runs code and then stays busy until the file flag exists:
+    the test, not a sleep, decides when the cell ends."""
+    return ("import os, time\n" + code +
+            "\nwhile not os.path.exists(%r): time.sleep(0.005)\n" % str(flag))
+
+
 def run_example_notebook(tmp_path, kernels_dir, env, now=True, **client_kw):
     """examples/hello-shared-gpu.ipynb run by nbclient with the Shared GPU
     kernel, shut down at the end (now: killed, else asked to shut down);
@@ -1084,3 +1104,40 @@ def start_service_broker(argv, conf, run_dir, env):
     comes from GPUSHARE_BROKER because /run/gpushare is not ours to use."""
     run_dir.mkdir(mode=0o755, exist_ok=True)
     return Broker(run_dir, env, ["--config", str(conf)], cmd=argv).start()
+
+
+# ---- a virtual clock for asyncio code ------------------------------------------------
+
+
+class _SkippingSelector(selectors.DefaultSelector):
+    def __init__(self, clock):
+        super().__init__()
+        self.clock = clock
+
+    def select(self, timeout=None):
+        ready = super().select(0)
+        if ready or (timeout is not None and timeout <= 0):
+            return ready
+        if timeout is None:  # no timer pending: only real I/O can come
+            ready = super().select(60)
+            if not ready:
+                raise AssertionError("a virtual clock loop waited 60 s for I/O with no timer")
+            return ready
+        self.clock[0] += timeout  # nothing to do until the next timer: go there at once
+        return []
+
+
+class VirtualClockLoop(asyncio.SelectorEventLoop):
+    """An asyncio loop whose clock (loop.time()) moves only when the loop
+    would otherwise wait: with nothing ready, it jumps to its next timer.
+    A deadline in the code under test expires at exactly its virtual time,
+    however loaded the machine is, and took = loop.time() - start measures
+    what the code asked to wait.  For code waiting on a peer that never
+    answers: real I/O that comes later than the jump is not waited for."""
+
+    def __init__(self):
+        self._clock = [0.0]
+        super().__init__(selector=_SkippingSelector(self._clock))
+
+    def time(self):
+        return self._clock[0]

@@ -221,6 +221,8 @@ def test_notebook_ui_runs_a_shared_gpu_cell_and_shows_the_wait(tmp_path, broker,
         wait(lambda: "simulated GPU busy ms:" in page_text(browser, ".output_stdout"),
              "the cell's output")
         assert page_text(browser, ".output_stdout").strip() == "simulated GPU busy ms: 2"
+        # the wait is over: still the one line about it
+        assert len(page_text(browser, ".output_stderr").strip().splitlines()) == 1
         assert browser.execute_script("return Jupyter.notebook.get_cell(0).get_text()") == CELL
 
         assert browser.save_screenshot(shot)

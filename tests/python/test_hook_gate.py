@@ -169,10 +169,10 @@ def test_python_ctypes_program_is_gated(fb, tmp_path, sim, endpoint):
     proc = subprocess.Popen([sys.executable, "-c", prog], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        acq = fb.wait_for("acquire", timeout=10)
+        acq = fb.wait_for("acquire")
         assert not kernels(sim)
         g = fb.grant(acq)
-        out, err = proc.communicate(timeout=10)
+        out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -150,9 +149,11 @@ def test_restart_and_kill_with_watcher_and_provisioner(tmp_path, broker, kenv):
         wait_until(lambda: pid_gone(w), what="the old watcher to go")
         (w,) = wait_until(lambda: watchers_of(kernel_pid(km)), what="the new watcher")
         wait_until(lambda: kid in broker.sessions(), what="registered after restart")
-        msg = kc.execute("import time; time.sleep(1)")
+        flag = tmp_path / "cell-done"
+        msg = kc.execute(gstest.held_cell(flag))
         wait_until(lambda: broker.sessions()[kid]["cell"] == "busy", what="cell busy")
-        kc.get_shell_msg(timeout=30)
+        flag.touch()
+        assert kc.get_shell_msg(timeout=120)["parent_header"]["msg_id"] == msg
         km.shutdown_kernel(now=True)
         assert kid not in broker.sessions()
         wait_until(lambda: pid_gone(w), what="the watcher to go")
@@ -180,7 +181,6 @@ def test_missing_broker_costs_one_warning_and_no_wait(tmp_path, sim):
     try:
         km, kc = gstest.start_kernel(kernels, env)
         try:
-            t0 = time.monotonic()
             km.restart_kernel()
             kc.wait_for_ready(timeout=60)
             content, out, _ = gstest.run_cell(kc, "print('works')")
@@ -197,29 +197,40 @@ def test_missing_broker_costs_one_warning_and_no_wait(tmp_path, sim):
 
 
 def test_broker_client_deadlines(tmp_path):
-    async def run(endpoint, timeout):
-        c = BrokerClient(endpoint, timeout=timeout)
-        t0 = time.monotonic()
-        try:
-            await c.register("k1", "u", 1)
-        except BrokerError as e:
-            return e.code, time.monotonic() - t0
-        finally:
-            c.close()
-        return "ok", time.monotonic() - t0
+    def call(endpoint, timeout):
+        return BrokerClient(endpoint, timeout=timeout).register("k1", "u", 1)
 
-    code, took = asyncio.run(run("ipc://%s" % (tmp_path / "absent.sock"), 0.5))
-    assert code == "unavailable" and took < 0.1
+    # No socket: "unavailable" before the coroutine waits for anything at
+    # all (it raises on its first step, never handing the loop a wait).
+    with pytest.raises(BrokerError) as e:
+        call("ipc://%s" % (tmp_path / "absent.sock"), 0.5).send(None)
+    assert e.value.code == "unavailable"
+    # A broker that never answers: "timeout" at the deadline, exactly, on a
+    # virtual clock (it jumps to the next timer whenever nothing is ready).
     hung = FakeBroker("ipc://%s" % (tmp_path / "hung.sock"), welcome=False).start()
+    loop = gstest.VirtualClockLoop()
     try:
-        code, took = asyncio.run(run(hung.endpoint, 0.5))
-        assert code == "timeout" and 0.4 < took < 1.2
+        async def timed():
+            c = BrokerClient(hung.endpoint, timeout=0.5)
+            t0 = loop.time()
+            try:
+                await c.register("k1", "u", 1)
+            except BrokerError as e:
+                return e.code, loop.time() - t0
+            finally:
+                c.close()
+        code, took = loop.run_until_complete(timed())
+        assert code == "timeout" and took == pytest.approx(0.5), (code, took)
     finally:
+        loop.close()
         hung.stop()
     ok = FakeBroker("ipc://%s" % (tmp_path / "ok.sock")).start()
     try:
-        code, _ = asyncio.run(run(ok.endpoint, 0.5))
-        assert code == "ok"
+        c = BrokerClient(ok.endpoint, timeout=30)
+        try:
+            assert asyncio.run(c.register("k1", "u", 1)) == "k1"
+        finally:
+            c.close()
         reg = ok.wait_for("register")["msg"]
         assert (reg["kernel_id"], reg["user"], reg["pid"]) == ("k1", "u", 1)
         assert ok.wait_for("hello")["msg"]["role"] == "provisioner"
