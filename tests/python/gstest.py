@@ -1,14 +1,29 @@
 """The helpers of the Python integration tests (their fixtures are in
 conftest.py; fakebroker.py is the stand-in broker, gpuworker.py the
 program that plays a notebook's process): where the build's products are,
-environments on the simulated GPU, waiting, processes whose lines a test
-reads, the broker and its protocol, what the simulated driver logs, /proc,
-Jupyter kernels and servers, and the system service.
+environments on the simulated GPU, waiting, ports, processes whose lines a
+test reads, the broker and its protocol, what the simulated driver logs,
+/proc, Jupyter kernels and servers, the system service, a virtual clock.
 
-Ports: a server we start binds what it is given and tells us (ipc sockets
-in a private directory, a bound socket passed on); a program that must be
-told a TCP port up front gets one from reserve_port() and is started
-again by with_ports() if the port was taken after all.
+The rules the tests keep (a loaded 2-core runner or a sanitizer build
+must not make them fail, and each must still be able to fail):
+  - No sleep stands in for an event that can be awaited: a test waits for a
+    line a process prints (Proc), a message a broker gets (FakeBroker), a
+    record in a log, or a condition nothing announces (wait_until: the
+    broker's status, /proc, a file).  A timeout only limits a wait for
+    something that must happen; passing never depends on it.
+  - No test asserts how fast something is (bench/eval measures that, on a
+    GPU).  "At once" is checked by cause and order (what the broker's event
+    log says, events on one CLOCK_MONOTONIC: probe lines, FakeBroker
+    records, the simulated driver's log), by giving slower causes no
+    chance (a timer set far beyond the test), on the hook's own clock (its
+    heartbeats), or on a virtual one (VirtualClockLoop).
+  - A check that something did not happen waits for a later event that
+    would have come after it.
+  - Ports: a server we start binds what it is given and tells us (ipc
+    sockets in a private directory, a bound socket passed on); a program
+    that must be told a TCP port up front gets one from reserve_port() and
+    is started again by with_ports() if the port was taken after all.
 """
 import asyncio
 import ctypes
