@@ -1,37 +1,34 @@
-"""A broker the test drives, and the hook_probe program that talks to it.
+"""A stand-in broker the test drives (for the hook's and the launcher's
+tests), and, run as a program, the same in a process of its own.
 
 FakeBroker is a pyzmq ROUTER bound to an ipc endpoint.  A thread of its own
-answers hello (welcome) and join (ok) like the real broker, grants acquires
-only when told to (or at once with auto_grant), sends what the test asks
-(grant, revoke, anything), and records every message with its arrival time
-(CLOCK_MONOTONIC nanoseconds, the clock of the simulated driver's execution
-log), and connections opening and closing (direction "event", types
-"_accepted" and "_disconnected").  welcome=False makes it a broker that never answers.  Tests wait for
-messages with a timeout instead of sleeping.
-
-Probe runs tests/hook/hook_probe (a CUDA program scripted by its arguments)
-with the hook preloaded on the simulated GPU, and lets the test wait for the
-lines it prints and tell it when to go on.
+answers hello (welcome), join (ok), register (registered, the session is
+the kernel id) and unregister (ok) like the real broker, grants acquires
+only when told to (or at once with auto_grant), answers make_room through
+on_make_room, sends what the test asks (grant, revoke, anything), and
+records every message with its arrival time (CLOCK_MONOTONIC nanoseconds,
+the clock of the simulated driver's execution log and of hook_probe's
+lines), and connections opening and closing (direction "event", types
+"_accepted" and "_disconnected").  welcome=False makes it a broker that
+never answers.  Tests wait for records (wait_for) instead of sleeping.
 """
 import json
 import os
 import queue
-import subprocess
 import threading
 import time
 
 import zmq
 import zmq.utils.monitor
 
-import gstest
-
-PROBE = os.path.join(gstest.BUILDDIR, "tests", "hook", "hook_probe")
-
 
 class FakeBroker:
     def __init__(self, endpoint, welcome=True, auto_grant=False, heartbeat_ms=1000,
-                 quantum_us=0):
+                 quantum_us=0, on_make_room=None):
         self.endpoint = endpoint
+        # make_room -> on_make_room(msg): the room reply's fields (ok, ...),
+        # or None for no reply
+        self.on_make_room = on_make_room
         self.welcome = welcome
         self.auto_grant = auto_grant
         self.heartbeat_ms = heartbeat_ms
@@ -76,8 +73,11 @@ class FakeBroker:
         poller.register(self.mon, zmq.POLLIN)
         while not self._stop.is_set():
             ready = dict(poller.poll(10))
-            if self.mon in ready:
-                ev = zmq.utils.monitor.recv_monitor_message(self.mon)
+            while self.mon in ready:  # all of them: they are older than what sock has now
+                try:
+                    ev = zmq.utils.monitor.recv_monitor_message(self.mon, zmq.NOBLOCK)
+                except zmq.Again:
+                    break
                 name = {zmq.EVENT_ACCEPTED: "_accepted",
                         zmq.EVENT_DISCONNECTED: "_disconnected"}.get(ev["event"], "_other")
                 self._record({"type": name}, b"", "event")
@@ -117,6 +117,14 @@ class FakeBroker:
             reply = self._grant_msg(msg["device"], None, self.quantum_us)
         elif t == "acquire" and self.ack_info:
             reply = {"v": 1, "type": "ok", "info": self.ack_info}
+        elif t == "register" and self.welcome:
+            reply = {"v": 1, "type": "registered", "session": msg["kernel_id"]}
+        elif t == "unregister" and self.welcome:
+            reply = {"v": 1, "type": "ok"}
+        elif t == "make_room" and self.on_make_room:
+            fields = self.on_make_room(msg)
+            if fields is not None:
+                reply = dict({"v": 1, "type": "room", "device": msg["device"]}, **fields)
         if reply is not None:
             if "seq" in msg:
                 reply["seq"] = msg["seq"]
@@ -140,20 +148,39 @@ class FakeBroker:
             return [r for r in self.records[after:]
                     if r["dir"] == direction and (type is None or r["msg"].get("type") == type)]
 
-    def wait_for(self, type, timeout=5.0, after=0, pred=None, direction="in"):
-        """The first record of `type` from index `after` on (and matching
-        pred); AssertionError after timeout seconds."""
+    def wait_for(self, type, timeout=30.0, after=0, pred=None, direction="in", since=None):
+        """The first record of `type` from index `after` on, that came after
+        `since` (ns) and matches pred(msg); AssertionError after timeout
+        seconds."""
         deadline = time.monotonic() + timeout
         with self.cond:
             while True:
                 for r in self.records[after:]:
                     if r["dir"] == direction and r["msg"].get("type") == type and \
-                            (pred is None or pred(r["msg"])):
+                            (since is None or r["t"] > since) and (pred is None or pred(r["msg"])):
                         return r
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise AssertionError("no %s from the hook within %.1f s; got %s" % (
+                    raise AssertionError("no %s within %.0f s; got %s" % (
                         type, timeout, [r["msg"].get("type") for r in self.records]))
+                self.cond.wait(left)
+
+    def heartbeats_between(self, t0, t1):
+        """The heartbeats that arrived between t0 and t1 (ns).  The hook
+        sends one every heartbeat_ms from its I/O thread: a clock of the
+        hook's own, which does not run on while the hook's process does not
+        run (a loaded machine), to tell "at once" from "after a while"."""
+        return [r for r in self.messages("heartbeat") if t0 < r["t"] < t1]
+
+    def wait_heartbeats(self, n, since, timeout=30.0):
+        """Waits until n heartbeats have come after since (ns): the hook's
+        I/O thread has gone round n times since then."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while len(self.heartbeats_between(since, float("inf"))) < n:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError("fewer than %d heartbeats within %.0f s" % (n, timeout))
                 self.cond.wait(left)
 
     # ---- what the test does -------------------------------------------------
@@ -161,7 +188,7 @@ class FakeBroker:
     def send(self, ident, msg):
         self.outbox.put((ident, msg))
 
-    def grant(self, acquire=None, grant_id=None, quantum_us=0, timeout=5.0):
+    def grant(self, acquire=None, grant_id=None, quantum_us=0, timeout=30.0):
         """Grants the device of `acquire` (a record; default: the latest
         acquire) to its sender.  Returns the grant's record once sent."""
         if acquire is None:
@@ -172,7 +199,7 @@ class FakeBroker:
         self.send(acquire["ident"], msg)
         return self.wait_for("grant", timeout, after=n, direction="out")
 
-    def revoke(self, grant, reason="quantum", timeout=5.0):
+    def revoke(self, grant, reason="quantum", timeout=30.0):
         """Revokes a grant (a record of a grant sent).  Returns the revoke's
         record once sent."""
         n = self.count()
@@ -181,107 +208,28 @@ class FakeBroker:
                                    "grant_id": g["grant_id"], "reason": reason})
         return self.wait_for("revoke", timeout, after=n, direction="out")
 
-
-class Probe:
-    """hook_probe running `steps` with the hook preloaded."""
-
-    def __init__(self, tmp_path, env, steps, name="probe"):
-        self.stderr_path = tmp_path / (name + ".stderr")
-        self.lines = []
-        self.cond = threading.Condition()
-        self.pos = 0
-        with open(self.stderr_path, "w") as err:
-            self.proc = subprocess.Popen([PROBE] + list(steps), env=env, stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=err, text=True)
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            with self.cond:
-                self.lines.append(line.rstrip("\n"))
-                self.cond.notify_all()
+    def connections_before_mine(self, after=0):
+        """How many connections (from record `after` on) the broker accepted
+        before one this call makes: a test's proof that nobody connected,
+        with no window to wait out.  The listening socket accepts in the
+        order connections were made, every accept is recorded before any
+        message that came later, and this connection's message comes after
+        its own accept: so a connection made before this call, even by a
+        process gone since, is counted."""
+        import uuid
+        token = uuid.uuid4().hex
+        s = self.ctx.socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        try:
+            s.connect(self.endpoint)
+            s.send(json.dumps({"v": 1, "type": "_sync", "token": token}).encode())
+            mine = self.wait_for("_sync", pred=lambda m: m.get("token") == token)
+        finally:
+            s.close(0)
         with self.cond:
-            self.lines.append(None)  # EOF
-            self.cond.notify_all()
-
-    def expect(self, prefix, timeout=5.0):
-        """Waits for the next line starting with prefix (lines before it are
-        skipped); returns (fields, t_ns).  Fails on error lines."""
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                while self.pos < len(self.lines):
-                    line = self.lines[self.pos]
-                    self.pos += 1
-                    if line is None:
-                        raise AssertionError("probe ended before '%s'; stderr:\n%s" % (
-                            prefix, self.stderr()))
-                    if line.startswith("error"):
-                        raise AssertionError("probe: %s\n%s" % (line, self.stderr()))
-                    if line.startswith(prefix):
-                        fields = line.split()
-                        t = int(fields[-1][2:]) if fields[-1].startswith("t=") else 0
-                        return fields[:-1], t
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError("no '%s' from the probe within %.1f s; output %s; "
-                                         "stderr:\n%s" % (prefix, timeout, self.lines,
-                                                          self.stderr()))
-                self.cond.wait(left)
-
-    def printed(self, prefix):
-        with self.cond:
-            return any(line is not None and line.startswith(prefix) for line in self.lines)
-
-    def go(self):
-        self.proc.stdin.write("go\n")
-        self.proc.stdin.flush()
-
-    def wait(self, timeout=10.0):
-        return self.proc.wait(timeout)
-
-    def stderr(self):
-        return self.stderr_path.read_text() if self.stderr_path.exists() else ""
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(5)
-
-
-def ensure_probe():
-    if not os.path.exists(PROBE):
-        subprocess.run(["make", "-C", os.path.dirname(PROBE), "hook_probe"], check=True,
-                       stdout=subprocess.DEVNULL)
-    return PROBE
-
-
-def sim_log(env):
-    """The simulated driver's execution log: one dict per executed op."""
-    path = env["GPUSHARE_SIM_LOG"]
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def kernels(env, name=None):
-    return [r for r in sim_log(env) if r.get("op") == "kernel" and
-            (name is None or r.get("name") == name)]
-
-
-def hook_env(sim, endpoint, **extra):
-    """The simulated-GPU environment with the hook preloaded and pointed at
-    endpoint.  Idle release is off unless a test sets it."""
-    env = dict(sim)
-    env.update({"LD_PRELOAD": gstest.HOOK, "GPUSHARE_BROKER": endpoint,
-                "GPUSHARE_IDLE_RELEASE_MS": "0"})
-    env.pop("GPUSHARE_DISABLE", None)
-    env.pop("GPUSHARE_LOG", None)
-    env.pop("GPUSHARE_SESSION", None)
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
+            i = next(k for k, r in enumerate(self.records) if r is mine)
+            return sum(1 for r in self.records[after:i]
+                       if r["dir"] == "event" and r["msg"]["type"] == "_accepted") - 1
 
 
 def main(argv):

@@ -9,6 +9,7 @@ import pytest
 import zmq
 
 import gstest
+from gstest import Client
 
 
 def test_reports_simulated_gpu_plainly(broker):
@@ -142,32 +143,6 @@ def test_help_and_version():
     assert r.returncode == 0 and "Usage: gpushare-broker" in r.stdout
     r = subprocess.run([gstest.BROKER, "--version"], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("gpushare-broker ")
-
-
-class Client:
-    """A raw protocol client (pyzmq DEALER) for driving the broker."""
-
-    def __init__(self, endpoint, role):
-        self.sock = zmq.Context.instance().socket(zmq.DEALER)
-        self.sock.setsockopt(zmq.LINGER, 0)
-        self.sock.setsockopt(zmq.RCVTIMEO, 3000)
-        self.sock.connect(endpoint)
-        self.seq = 0
-        assert self.call({"type": "hello", "role": role, "pid": os.getpid()})["type"] == "welcome"
-
-    def send(self, msg):
-        self.seq += 1
-        self.sock.send(json.dumps(dict(msg, v=1, seq=self.seq)).encode())
-
-    def call(self, msg):
-        self.send(msg)
-        while True:
-            reply = json.loads(self.sock.recv())
-            if reply.get("seq") == self.seq:
-                return reply
-
-    def close(self):
-        self.sock.close()
 
 
 def test_sessions_cells_and_grants_appear_in_status(broker):

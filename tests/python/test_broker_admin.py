@@ -13,13 +13,7 @@ import urllib.request
 import pytest
 
 import gstest
-from test_broker import Client
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from gstest import Client
 
 
 def test_config_file_sets_policy_and_quantum(tmp_path, sim):
@@ -167,8 +161,10 @@ def test_event_log_records_sessions_cells_grants(tmp_path, sim):
 
 
 def test_prometheus_metrics(tmp_path, sim):
-    port = free_port()
-    b = gstest.Broker(tmp_path, sim, ["--metrics-port", str(port)]).start()
+    def start(port):
+        return gstest.Broker(tmp_path, sim, ["--metrics-port", str(port)]).start(), port
+
+    b, port = gstest.with_ports(start)  # the broker's metrics cannot bind port 0 (0 is "off")
     try:
         text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5).read()
         text = text.decode()

@@ -16,8 +16,7 @@ import pytest
 import requests
 
 import gstest
-import webtest
-from launchtest import sessions, wait_until
+from gstest import wait_until
 
 ARTIFACTS = os.path.join(gstest.BUILDDIR, "tests", "python", "test_browser-artifacts")
 # Typed into the cell as it is (CodeMirror closes brackets and quotes as
@@ -33,38 +32,47 @@ HOLD = ("import gpusim, os\n"
         "    gpusim.launch(us=2000); gpusim.synchronize()\n")
 
 
-@pytest.fixture
-def broker(tmp_path, sim):
-    """Exclusive policy, with a quantum longer than the test: the other
-    notebook keeps the GPU until its cell ends."""
-    b = gstest.Broker(tmp_path, sim, ["--policy", "exclusive", "--tq", "3600"]).start()
-    yield b
-    b.stop()
+# Exclusive policy, with a quantum longer than the test: the other
+# notebook keeps the GPU until its cell ends.
+pytestmark = pytest.mark.broker("--policy", "exclusive", "--tq", "3600")
 
 
 class NotebookServer:
-    """`jupyter notebook` on a free loopback port with a token, offering the
-    Shared GPU kernelspec installed for this test."""
+    """`jupyter notebook` on a loopback port with a token, offering the
+    Shared GPU kernelspec installed for this test.  Notebook 6 takes its
+    port up front (with port 0 it would not say which one it got): a
+    reserved one, and another if it was taken all the same."""
 
     def __init__(self, tmp_path, env):
         self.tmp = tmp_path / "server"
         (self.tmp / "notebooks").mkdir(parents=True)
         self.token = "gstest-token"
-        self.port = webtest.free_port()
-        self.url = "http://127.0.0.1:%d" % self.port
+        self.env = env
         self.log_path = self.tmp / "server.log"
+        self.log = None
+        gstest.with_ports(self._start)
+
+    def _start(self, port):
+        self.port = port
+        self.url = "http://127.0.0.1:%d" % self.port
+        if self.log:
+            self.log.close()
         self.log = open(self.log_path, "w")
         args = [gstest.PYTHON, "-m", "notebook", "--no-browser", "--ip=127.0.0.1",
                 "--port=%d" % self.port, "--port-retries=0", "--NotebookApp.token=" + self.token,
                 "--notebook-dir=" + str(self.tmp / "notebooks")]
         if os.geteuid() == 0:
             args.append("--allow-root")  # CI may be root
-        self.proc = subprocess.Popen(args, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(args, env=self.env, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
         wait_until(self._up, timeout=180, what="the notebook server", interval=0.2)
 
     def _up(self):
         if self.proc.poll() is not None:
-            raise AssertionError("the notebook server exited:\n" + self.log_path.read_text())
+            log = self.log_path.read_text()
+            if gstest.port_clash(log):
+                raise gstest.PortInUse(log)
+            raise AssertionError("the notebook server exited:\n" + log)
         try:
             return self.api("GET", "/api/status").status_code == 200
         except requests.ConnectionError:
@@ -82,13 +90,13 @@ class NotebookServer:
         return None
 
     def stop(self):
-        webtest.stop(self.proc, timeout=120)
+        gstest.stop(self.proc, timeout=120)
         self.log.close()
 
 
 @pytest.fixture
 def server(tmp_path, sim, broker):
-    webtest.become_subreaper()
+    gstest.become_subreaper()
     prefix = tmp_path / "prefix"
     gstest.install_kernelspec(prefix, sim)
     env = dict(broker.env, JUPYTER_PATH=str(prefix / "share" / "jupyter"),
@@ -108,7 +116,7 @@ def server(tmp_path, sim, broker):
         yield s
     finally:
         s.stop()
-        strays = webtest.kill_strays(keep=[broker.proc.pid])
+        strays = gstest.kill_strays(keep=[broker.proc.pid])
         if strays:
             print("killed what was left behind:", strays, file=sys.stderr)
 
@@ -151,14 +159,14 @@ def test_notebook_ui_runs_a_shared_gpu_cell_and_shows_the_wait(tmp_path, broker,
                                                   "name": "", "kernel": {"name": "shared-gpu"}})
     assert r.status_code == 201, r.text
     other = r.json()["kernel"]["id"]
-    ch = webtest.KernelChannel("ws://127.0.0.1:%d/api/kernels/%s/channels" % (server.port, other),
+    ch = gstest.KernelChannel("ws://127.0.0.1:%d/api/kernels/%s/channels" % (server.port, other),
                                server.token)
     shutil.rmtree(ARTIFACTS, ignore_errors=True)  # a previous run's
     os.makedirs(ARTIFACTS)
     shot = os.path.join(ARTIFACTS, "notebook.png")
     try:
         holding = ch.execute(HOLD % flag)
-        wait_until(lambda: sessions(broker).get(other, {}).get("state") == "running",
+        wait_until(lambda: broker.sessions().get(other, {}).get("state") == "running",
                    timeout=120, what="the other notebook holding the GPU")
 
         # A new notebook, opened with the plain Python kernel.
@@ -190,14 +198,14 @@ def test_notebook_ui_runs_a_shared_gpu_cell_and_shows_the_wait(tmp_path, broker,
         assert page_text(browser, ".kernel_indicator_name") == "Shared GPU"
         mine, name = server.kernel_of("mine.ipynb")
         assert name == "shared-gpu"
-        wait(lambda: mine in sessions(broker), "the notebook's session at the broker")
+        wait(lambda: mine in broker.sessions(), "the notebook's session at the broker")
 
         # Type the cell and run it with Shift+Enter.
         browser.find_element("css selector", ".cell .CodeMirror").click()
         ActionChains(browser).send_keys(CELL).perform()
         ActionChains(browser).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT) \
             .perform()
-        wait(lambda: sessions(broker)[mine]["state"] == "waiting", "the cell waiting for the GPU")
+        wait(lambda: broker.sessions()[mine]["state"] == "waiting", "the cell waiting for the GPU")
         # The hook's line, forwarded by ipykernel from the kernel's stderr.
         wait(lambda: "waiting for" in page_text(browser, ".output_stderr"), "the wait line")
         # libhook/hook_gate.c: once per wait, saying who holds the GPU as far
@@ -213,6 +221,8 @@ def test_notebook_ui_runs_a_shared_gpu_cell_and_shows_the_wait(tmp_path, broker,
         wait(lambda: "simulated GPU busy ms:" in page_text(browser, ".output_stdout"),
              "the cell's output")
         assert page_text(browser, ".output_stdout").strip() == "simulated GPU busy ms: 2"
+        # the wait is over: still the one line about it
+        assert len(page_text(browser, ".output_stderr").strip().splitlines()) == 1
         assert browser.execute_script("return Jupyter.notebook.get_cell(0).get_text()") == CELL
 
         assert browser.save_screenshot(shot)
@@ -222,7 +232,7 @@ def test_notebook_ui_runs_a_shared_gpu_cell_and_shows_the_wait(tmp_path, broker,
         # `gpushare status` lists the notebook's session, which had the GPU.
         status = broker.cli("status").stdout
         assert mine in status, status
-        s = sessions(broker)[mine]
+        s = broker.sessions()[mine]
         assert s["grants"] >= 1 and s["kernel_id"] == mine
     finally:
         ch.close()

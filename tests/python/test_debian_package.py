@@ -15,17 +15,14 @@ import json
 import os
 import pathlib
 import re
-import shlex
 import shutil
 import subprocess
 import tempfile
-import time
 
 import pytest
 
 import gstest
-from launchtest import Kernels
-from test_service_unit import check_unit, service_conf, start_service_broker, systemd_verify
+from gstest import Kernels, check_unit, service_conf, start_service_broker, systemd_verify
 
 PACKAGES = ("gpushare-broker", "libgpushare-hook", "gpushare-launch",
             "python3-gpushare-provisioner")
@@ -282,11 +279,10 @@ def test_service_broker_sees_a_cell_of_the_installed_kernel(installed, sim, tmp_
             for s in json.loads(r.stdout)["gpus"][0]["sessions"]:
                 if s["kernel_id"] == kid and s["grants"] >= 1 and s["gpu_time_s"] > 0:
                     return s
-        deadline = time.monotonic() + 30
-        while not session():
-            assert time.monotonic() < deadline, "the broker never showed the kernel's session:\n" \
-                + b.log() + last.get("status", "")
-            time.sleep(0.1)
+        try:
+            gstest.wait_until(session, what="the kernel's session at the broker")
+        except AssertionError as e:
+            raise AssertionError("%s:\n%s%s" % (e, b.log(), last.get("status", "")))
     finally:
         kernels.close()
         assert b.stop() == 0  # SIGTERM, as systemctl stop sends

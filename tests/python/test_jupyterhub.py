@@ -9,7 +9,6 @@ cell's end: its event log's grants alternate.
 The test's config loads the example and replaces only what a test must:
 DummyAuthenticator and SimpleLocalProcessSpawner (no Unix accounts, no
 PAM), private ports and files, and the kernelspec's place."""
-import json
 import os
 import subprocess
 import sys
@@ -18,8 +17,7 @@ import pytest
 import requests
 
 import gstest
-import webtest
-from launchtest import sessions, wait_until
+from gstest import wait_until
 
 EXAMPLE = os.path.join(gstest.SRCDIR, "examples", "jupyterhub", "jupyterhub_config.py")
 USERS = ("alice", "bob")
@@ -64,37 +62,53 @@ c.Spawner.environment.update({env!r})
 
 class Hub:
     """jupyterhub started with the test config; start() returns once its
-    API answers through the proxy."""
+    API answers through the proxy.  The hub, its proxy and the proxy's API
+    take their ports up front (the hub tells the proxy where it is): three
+    reserved ones, and new ones if one was taken all the same."""
 
-    def __init__(self, tmp_path, env):
+    def __init__(self, tmp_path, env, keep=()):
         self.tmp = tmp_path / "hub"
         self.tmp.mkdir()
-        self.port = webtest.free_port()
-        self.url = "http://127.0.0.1:%d" % self.port
         self.env = env
+        self.keep = keep  # processes of ours that a failed start must not take down
         self.proc = None
+        self.log = None
         self.log_path = self.tmp / "hub.log"
 
     def start(self, spawner_env):
+        gstest.with_ports(lambda *ports: self._start(spawner_env, *ports), n=3)
+        return self
+
+    def _start(self, spawner_env, port, hub_port, api_port):
+        self.port = port
+        self.url = "http://127.0.0.1:%d" % self.port
         # notebook refuses to run as root unless told: CI may be root.
         args = ["--allow-root"] if os.geteuid() == 0 else []
         cfg = TEST_CONFIG.format(
-            example=EXAMPLE, home=str(self.tmp / "home" / "{username}"), port=self.port,
-            hub_port=webtest.free_port(), api_port=webtest.free_port(),
+            example=EXAMPLE, home=str(self.tmp / "home" / "{username}"), port=port,
+            hub_port=hub_port, api_port=api_port,
             proxy_pid=str(self.tmp / "proxy.pid"), db=self.tmp / "hub.sqlite",
             secret=str(self.tmp / "cookie_secret"), python=gstest.PYTHON, args=args,
             env=spawner_env)
         (self.tmp / "jupyterhub_config.py").write_text(cfg)
+        if self.log:
+            self.log.close()
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [gstest.PYTHON, "-m", "jupyterhub", "-f", "jupyterhub_config.py"], cwd=self.tmp,
             env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
-        wait_until(self._up, timeout=180, what="the hub's API", interval=0.2)
-        return self
+        try:
+            wait_until(self._up, timeout=180, what="the hub's API", interval=0.2)
+        except gstest.PortInUse:
+            gstest.kill_strays(keep=self.keep)  # a proxy the hub left behind
+            raise
 
     def _up(self):
         if self.proc.poll() is not None:
-            raise AssertionError("jupyterhub exited:\n" + self.log_path.read_text()[-4000:])
+            log = self.log_path.read_text()
+            if gstest.port_clash(log):
+                raise gstest.PortInUse(log)
+            raise AssertionError("jupyterhub exited:\n" + log[-4000:])
         try:
             return requests.get(self.url + "/hub/api/", timeout=10).status_code == 200
         except requests.ConnectionError:
@@ -124,24 +138,19 @@ class Hub:
 
     def stop(self):
         if self.proc:
-            webtest.stop(self.proc, timeout=120)
+            gstest.stop(self.proc, timeout=120)
             self.log.close()
 
 
-@pytest.fixture
-def broker(tmp_path, sim):
-    """The exclusive policy, so that one notebook holds the GPU at a time;
-    a quantum longer than the test, so that only a cell's end hands it on;
-    the event log records every grant."""
-    b = gstest.Broker(tmp_path, sim, ["--policy", "exclusive", "--tq", "3600", "--event-log",
-                                      str(tmp_path / "events.jsonl")]).start()
-    yield b
-    b.stop()
+# The exclusive policy, so that one notebook holds the GPU at a time; a
+# quantum longer than the test, so that only a cell's end hands it on; the
+# broker's event log records every grant.
+pytestmark = pytest.mark.broker("--policy", "exclusive", "--tq", "3600")
 
 
 @pytest.fixture
 def hub(tmp_path, sim, broker):
-    webtest.become_subreaper()
+    gstest.become_subreaper()
     # The kernels' environment: the simulated GPU, and this test's kernelspec
     # (the example names /usr/local's, where `make install` puts it).
     prefix = tmp_path / "prefix"
@@ -157,20 +166,15 @@ def hub(tmp_path, sim, broker):
     # does not look in /usr/share/nodejs, where Debian's proxy's modules are.
     env = dict(sim, GPUSHARE_BROKER=broker.endpoint, NODE_PATH="/usr/share/nodejs")
     env.pop("JUPYTERHUB_USER", None)
-    h = Hub(tmp_path, env)
+    h = Hub(tmp_path, env, keep=[broker.proc.pid])
     try:
         yield h.start(spawner_env)
     finally:
         h.stop()
-        strays = webtest.kill_strays(keep=[broker.proc.pid])
+        strays = gstest.kill_strays(keep=[broker.proc.pid])
         if strays:
             print("killed what the hub left behind:", strays, file=sys.stderr)
         print("hub log: %s" % h.log_path, file=sys.stderr)
-
-
-def events(tmp_path, kind):
-    path = tmp_path / "events.jsonl"
-    return [e for e in map(json.loads, path.read_text().splitlines()) if e["event"] == kind]
 
 
 def test_two_hub_users_share_the_gpu_turn_by_turn(tmp_path, hub, broker):
@@ -181,31 +185,31 @@ def test_two_hub_users_share_the_gpu_turn_by_turn(tmp_path, hub, broker):
             r = hub.api("POST", "/user/%s/api/kernels" % user, token, json={"name": "shared-gpu"})
             assert r.status_code == 201, r.text
             kid = r.json()["id"]
-            ch = webtest.KernelChannel("ws://127.0.0.1:%d/user/%s/api/kernels/%s/channels" % (
+            ch = gstest.KernelChannel("ws://127.0.0.1:%d/user/%s/api/kernels/%s/channels" % (
                 hub.port, user, kid), token)
             kernels[user] = (kid, ch, token)
             content, out, err = ch.run(SETUP)
             assert content["status"] == "ok", (content, err)
             assert out.strip() == "simulated True True", out + err
         # Two sessions, named by the kernels' ids, with the hub's user names.
-        ss = sessions(broker)
+        ss = broker.sessions()
         for user, (kid, _, _) in kernels.items():
             assert ss[kid]["user"] == user and ss[kid]["kernel_id"] == kid, ss
             assert ss[kid]["grants"] >= 1
 
         # Contention: the holder's cell runs until its flag exists; the other
         # notebook's cell is queued behind it; the flag ends the holder's cell.
-        first = len(events(tmp_path, "grant"))
+        first = len(broker.events("grant"))
         order = [USERS[i % 2] for i in range(ROUNDS + 1)]
         flag = lambda i: str(tmp_path / ("flag-%d" % i))  # noqa: E731
         holding = kernels[order[0]][1].execute("hold(%r)" % flag(0))
         kid0 = kernels[order[0]][0]
-        wait_until(lambda: sessions(broker)[kid0]["state"] == "running", timeout=120,
+        wait_until(lambda: broker.sessions()[kid0]["state"] == "running", timeout=120,
                    what=order[0] + " holding the GPU")
         for i in range(ROUNDS):
             holder, waiter = kernels[order[i]], kernels[order[i + 1]]
             waiting = waiter[1].execute("hold(%r)" % flag(i + 1))
-            wait_until(lambda: sessions(broker)[waiter[0]]["state"] == "waiting", timeout=120,
+            wait_until(lambda: broker.sessions()[waiter[0]]["state"] == "waiting", timeout=120,
                        what=order[i + 1] + " waiting for the GPU")
             open(flag(i), "w").close()
             content, out, err = holder[1].reply(holding)
@@ -217,9 +221,9 @@ def test_two_hub_users_share_the_gpu_turn_by_turn(tmp_path, hub, broker):
         # The grants of those rounds went alice, bob, alice, ...: each at a
         # cell's end (revoke reason cell_idle), never twice in a row.
         user_of = {kid: user for user, (kid, _, _) in kernels.items()}
-        granted = [user_of[e["session"]] for e in events(tmp_path, "grant")[first:]]
+        granted = [user_of[e["session"]] for e in broker.events("grant")[first:]]
         assert granted == order, granted
-        revokes = [e["reason"] for e in events(tmp_path, "revoke")]
+        revokes = [e["reason"] for e in broker.events("revoke")]
         assert revokes.count("cell_idle") >= ROUNDS, revokes
         status = broker.cli("status").stdout
         for user, (kid, _, _) in kernels.items():
@@ -229,9 +233,9 @@ def test_two_hub_users_share_the_gpu_turn_by_turn(tmp_path, hub, broker):
             r = hub.api("DELETE", "/user/%s/api/kernels/%s" % (user, kid), token)
             assert r.status_code == 204, r.text
         try:
-            wait_until(lambda: not sessions(broker), timeout=120, what="the sessions to go")
+            wait_until(lambda: not broker.sessions(), timeout=120, what="the sessions to go")
         except AssertionError:
-            raise AssertionError("sessions left: %s" % sessions(broker))
+            raise AssertionError("sessions left: %s" % broker.sessions())
     finally:
         for _, ch, _ in kernels.values():
             ch.close()

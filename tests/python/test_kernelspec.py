@@ -92,23 +92,7 @@ def test_kernel_manager_starts_shared_gpu_kernel(tmp_path, sim):
 def test_nbclient_runs_the_example_notebook(tmp_path, sim):
     """examples/hello-shared-gpu.ipynb, executed by Debian's nbclient with
     the Shared GPU kernel on the simulated GPU."""
-    import nbformat
-    from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_client.manager import KernelManager
-    from nbclient import NotebookClient
-
-    kernels = gstest.install_kernelspec(tmp_path, sim)
-    nb = nbformat.read(os.path.join(gstest.SRCDIR, "examples", "hello-shared-gpu.ipynb"), 4)
-    km = KernelManager(kernel_name="shared-gpu",
-                       kernel_spec_manager=KernelSpecManager(kernel_dirs=[kernels]))
-    client = NotebookClient(nb, km=km, timeout=120, resources={"metadata": {"path": str(tmp_path)}})
-    try:
-        client.execute(env=sim)
-    finally:
-        if km.has_kernel:
-            km.shutdown_kernel(now=True)  # nbclient leaves a passed-in manager's kernel running
-    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
-                   for o in c.outputs)
+    text = gstest.run_example_notebook(tmp_path, gstest.install_kernelspec(tmp_path, sim), sim)
     assert "hook preloaded: True" in text
     assert "backend: simulated" in text
     assert "read back: b'sharedshared'" in text

@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 import gstest
-from test_service_unit import start_service_broker
+from gstest import start_service_broker
 
 yaml = pytest.importorskip("yaml", reason="python3-yaml is not installed")
 

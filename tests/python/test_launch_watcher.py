@@ -7,20 +7,25 @@ The stand-in kernel (FAKE_KERNEL, written to tmp_path) reads its
 connection file like ipykernel, binds an XPUB as its IOPub (so it knows
 when the watcher has subscribed), publishes what the test writes to its
 stdin, signed with the connection key (or not, or with another key), and
-counts the SIGINTs it gets.
+counts the SIGINTs it gets.  It also says which children it has when it
+starts: gpushare-launch forks the watcher before it execs the kernel, so a
+watcher would be among them.
+
+Checks that something did not happen wait for a later event that would
+have come after it: a later message through the same watcher, a
+connection the stand-in broker accepts after any earlier one, the
+watcher's retries in its debug log.
 """
 import json
 import os
 import signal
 import subprocess
-import threading
-import time
 import uuid
 
 import pytest
 
 import gstest
-from launchtest import LaunchBroker, all_watchers, pid_gone, wait_until, watchers_of
+from gstest import all_watchers, pid_gone, wait_until, watchers_of
 
 FAKE_KERNEL = r'''
 import hashlib, hmac, json, os, signal, sys, time, uuid
@@ -28,6 +33,8 @@ import zmq
 
 conn = sys.argv[sys.argv.index("-f") + 1]
 info = json.load(open(conn))
+print("children", open("/proc/self/task/%d/children" % os.getpid()).read().split(),
+      flush=True)
 key = info["key"].encode()
 sigints = 0
 def on_int(signum, frame):
@@ -38,6 +45,9 @@ signal.signal(signal.SIGINT, on_int)
 
 ctx = zmq.Context()
 pub = ctx.socket(zmq.XPUB)
+# The test's listening socket on iopub_port (no moment between choosing
+# the port and binding it): ZMQ_USE_FD takes it as it is.
+pub.setsockopt(zmq.USE_FD, int(os.environ["FAKE_KERNEL_IOPUB_FD"]))
 pub.bind("tcp://127.0.0.1:%d" % info["iopub_port"])
 print("env", json.dumps({k: v for k, v in os.environ.items() if k.startswith("GPUSHARE_")}),
       flush=True)
@@ -90,108 +100,68 @@ while True:
 '''
 
 
-def free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+class ConnFile(os.PathLike):
+    """A connection file, and the listening socket on its iopub_port that
+    the stand-in kernel takes over."""
+
+    def __init__(self, path, listener):
+        self.path, self.listener = path, listener
+
+    def __fspath__(self):
+        return str(self.path)
+
+    __str__ = __fspath__
 
 
 def write_conn(path, key="watch-key-0123456789", **over):
-    info = {"shell_port": free_port(), "iopub_port": free_port(), "stdin_port": free_port(),
-            "control_port": free_port(), "hb_port": free_port(), "ip": "127.0.0.1",
+    listener = gstest.bound_listener()
+    iopub = listener.getsockname()[1]
+    # The other channels' ports are there as in a kernel's file; nothing
+    # here binds or connects to them, so any distinct numbers will do.
+    info = {"shell_port": iopub + 1, "iopub_port": iopub, "stdin_port": iopub + 2,
+            "control_port": iopub + 3, "hb_port": iopub + 4, "ip": "127.0.0.1",
             "key": key, "transport": "tcp", "signature_scheme": "hmac-sha256",
             "kernel_name": "shared-gpu"}
     info.update(over)
     info = {k: v for k, v in info.items() if v is not None}
     path.write_text(json.dumps(info))
-    return path
+    return ConnFile(path, listener)
 
 
-class FakeKernel:
-    """gpushare-launch -- python3 FAKE_KERNEL -f CONN, lines of stdout
-    collected by a thread."""
+class FakeKernel(gstest.Proc):
+    """gpushare-launch -- python3 FAKE_KERNEL -f CONN, its lines collected."""
 
     def __init__(self, tmp_path, env, conn, launch_args=(), name="kernel", pass_fds=()):
-        name = "%s-%s" % (name, uuid.uuid4().hex[:6])
         script = tmp_path / "fake_kernel.py"
         script.write_text(FAKE_KERNEL)
-        self.stderr_path = tmp_path / (name + ".stderr")
-        self.lines = []
-        self.cond = threading.Condition()
-        with open(self.stderr_path, "w") as err:
-            self.proc = subprocess.Popen(
-                # --no-hook: these tests are about the watcher, not the hook.
-                [gstest.LAUNCH, "--no-hook"] + list(launch_args) + ["--", gstest.PYTHON,
-                                                                    str(script), "-f",
-                                                       str(conn)],
-                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
-                start_new_session=True, pass_fds=pass_fds)
-        threading.Thread(target=self._read, daemon=True).start()
+        fd = conn.listener.fileno()
+        self.iopub_socket = os.readlink("/proc/self/fd/%d" % fd)  # "socket:[inode]"
+        # --no-hook: these tests are about the watcher, not the hook.
+        super().__init__([gstest.LAUNCH, "--no-hook"] + list(launch_args) +
+                         ["--", gstest.PYTHON, str(script), "-f", str(conn)],
+                         dict(env, FAKE_KERNEL_IOPUB_FD=str(fd)), tmp_path,
+                         "%s-%s" % (name, uuid.uuid4().hex[:6]), start_new_session=True,
+                         pass_fds=(fd,) + tuple(pass_fds))
+        conn.listener.close()  # the kernel has its own copy
 
-    def _read(self):
-        for line in self.proc.stdout:
-            with self.cond:
-                self.lines.append(line.rstrip("\n"))
-                self.cond.notify_all()
-        with self.cond:
-            self.lines.append(None)
-            self.cond.notify_all()
-
-    def expect(self, prefix, timeout=10.0):
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                for line in self.lines:
-                    if line is not None and line.startswith(prefix):
-                        return line
-                left = deadline - time.monotonic()
-                if left <= 0 or (self.lines and self.lines[-1] is None):
-                    raise AssertionError("no %r from the kernel; got %s; stderr:\n%s" % (
-                        prefix, self.lines, self.stderr()))
-                self.cond.wait(left)
-
-    def count(self, prefix):
-        with self.cond:
-            return sum(1 for line in self.lines if line is not None and line.startswith(prefix))
+    def expect(self, prefix, timeout=30.0):
+        return self.wait_line(prefix, timeout)
 
     def do(self, line):
+        """Has the kernel do line (publish, exit...) and waits until it has."""
         n = self.count("done")
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-        deadline = time.monotonic() + 10
-        while self.count("done") <= n:
-            assert time.monotonic() < deadline, "the kernel did not do %r" % line
-            time.sleep(0.005)
+        self.send(line)
+        self.wait_count("done", n + 1)
 
     def env(self):
         return json.loads(self.expect("env ")[4:])
 
-    def stderr(self):
-        return self.stderr_path.read_text() if self.stderr_path.exists() else ""
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-
-@pytest.fixture
-def fb(tmp_path):
-    b = LaunchBroker("ipc://%s" % (tmp_path / "fb.sock")).start()
-    yield b
-    b.stop()
-
 
 @pytest.fixture
 def kenv(sim, fb):
-    env = dict(sim, GPUSHARE_BROKER=fb.endpoint, USER="x")
-    for k in ("GPUSHARE_KERNEL_ID", "GPUSHARE_USER", "JUPYTERHUB_USER", "JPY_SESSION_NAME",
-              "GPUSHARE_SESSION", "GPUSHARE_LOG"):
-        env.pop(k, None)
-    return env
+    """What a notebook server gives a kernel, with the stand-in broker
+    (overrides conftest's kenv, which has the real one)."""
+    return gstest.kernel_env(sim, GPUSHARE_BROKER=fb.endpoint, USER="x")
 
 
 @pytest.fixture
@@ -281,9 +251,11 @@ def test_forged_and_unsigned_messages_are_ignored(tmp_path, kenv, fb, kernels):
     k.do("unsigned u1 busy")
     k.do("forged f1 idle")
     k.do("busy real")         # a signed message after them still counts
-    fb.wait_for("cell", after=n)
-    time.sleep(0.2)
-    assert cells(fb, n) == [("busy", "real")]
+    k.do("idle real")
+    # The watcher reads IOPub in order and tells the broker in order: by
+    # the last cell, whatever it made of the others has arrived too.
+    fb.wait_for("cell", after=n, pred=lambda m: m["state"] == "idle")
+    assert cells(fb, n) == [("busy", "real"), ("idle", "real")]
     err = k.stderr()
     assert err.count("signature is wrong") == 1, err  # one warning, not one per message
     assert "watch-key" not in err
@@ -325,6 +297,7 @@ def test_watcher_sheds_descriptors_and_has_its_own_group(tmp_path, kenv, fb, ker
         assert fds[2] == os.readlink("/proc/%d/fd/2" % k.proc.pid)  # the kernel's log
         pipe = os.readlink("/proc/self/fd/%d" % w)
         assert pipe not in fds.values(), fds
+        assert k.iopub_socket not in fds.values(), fds  # the kernel's, inherited too
         # Beyond stdio, only what the watcher made: ZeroMQ's sockets and
         # eventfds, its signalfd.
         assert all(v.startswith(("socket:", "anon_inode:")) for fd, v in fds.items() if fd > 2), fds
@@ -343,13 +316,20 @@ def test_sigint_to_the_group_reaches_the_kernel_once(tmp_path, kenv, fb, kernels
     os.kill(k.proc.pid, signal.SIGINT)     # interrupt_mode signal, to the pid
     k.expect("sigint 2")
     os.kill(w, signal.SIGINT)              # even aimed at the watcher itself
-    time.sleep(0.2)
-    assert k.count("sigint") == 2
-    assert watchers_of(k.proc.pid) == [w]
+    # The watcher's signal is pending when kill() returns.  Two messages
+    # through the watcher (each after the other has reached the broker)
+    # mean it has gone round its loop since; a command to the kernel after
+    # that is answered only once the kernel has run its SIGINT handler for
+    # anything sent to it before.
     fb.wait_for("register")
     n = fb.count()
     k.do("busy after")
     assert fb.wait_for("cell", after=n)["msg"]["msg_id"] == "after"
+    k.do("idle after")
+    fb.wait_for("cell", after=n, pred=lambda m: m["state"] == "idle")
+    k.do("other check")
+    assert k.count("sigint") == 2, k.lines
+    assert watchers_of(k.proc.pid) == [w]
 
 
 def test_kernel_exit_status_and_unregister(tmp_path, kenv, fb, kernels):
@@ -357,9 +337,8 @@ def test_kernel_exit_status_and_unregister(tmp_path, kenv, fb, kernels):
     k.expect("subscribed")
     reg = fb.wait_for("register")["msg"]
     (w,) = wait_until(lambda: watchers_of(k.proc.pid), what="the watcher")
-    k.proc.stdin.write("exit 3\n")
-    k.proc.stdin.flush()
-    assert k.proc.wait(10) == 3
+    k.send("exit 3")
+    assert k.proc.wait(30) == 3
     assert fb.wait_for("unregister")["msg"]["session"] == reg["kernel_id"]
     wait_until(lambda: pid_gone(w), what="the watcher to exit")
 
@@ -370,47 +349,47 @@ def test_sigkill_of_the_kernel_ends_the_watcher(tmp_path, kenv, fb, kernels):
     reg = fb.wait_for("register")["msg"]
     (w,) = wait_until(lambda: watchers_of(k.proc.pid), what="the watcher")
     os.killpg(k.proc.pid, signal.SIGKILL)  # the server's kill: the whole group
-    k.proc.wait(10)
+    k.proc.wait(30)
     wait_until(lambda: pid_gone(w), what="the watcher to exit")
     # Out of the kernel's group, the watcher outlived the kill long enough to say so.
     assert fb.wait_for("unregister")["msg"]["session"] == reg["kernel_id"]
 
 
-def test_broker_missing_one_warning_then_background_registration(tmp_path, kenv, kernels):
-    endpoint = "ipc://%s" % (tmp_path / "late.sock")
-    env = dict(kenv, GPUSHARE_BROKER=endpoint)
+def warnings(k):
+    """The watcher's warnings (and errors): what it says at its default level."""
+    return [l for l in k.stderr().splitlines() if ": warn: " in l or ": error: " in l]
+
+
+def test_broker_missing_one_warning_then_background_registration(tmp_path, short_tmp, kenv,
+                                                                 kernels, fake_brokers):
+    endpoint = "ipc://%s" % (short_tmp / "late.sock")
+    # GPUSHARE_LOG=debug: each failed attempt after the first says so.
+    env = dict(kenv, GPUSHARE_BROKER=endpoint, GPUSHARE_LOG="debug")
     k = start(kernels, tmp_path, env)
     k.expect("subscribed")                    # the kernel runs meanwhile
     k.do("busy early")                        # a cell started before the broker came
-    time.sleep(1.0)                           # several retries
-    warnings = [l for l in k.stderr().splitlines() if "warn" in l]
-    assert len(warnings) == 1, k.stderr()
-    assert "no gpushare broker" in warnings[0] and "late.sock" in warnings[0]
-    late = LaunchBroker(endpoint).start()
-    try:
-        reg = late.wait_for("register", timeout=10)["msg"]
-        # It learns about the cell that started while it was away.
-        cell = late.wait_for("cell")["msg"]
-        assert (cell["state"], cell["msg_id"]) == ("busy", "early")
-        assert cell["session"] == reg["kernel_id"]
-        assert len([l for l in k.stderr().splitlines() if "warn" in l]) == 1
-    finally:
-        late.stop()
+    wait_until(lambda: "broker attempt 3 failed" in k.stderr(), what="three retries")
+    assert len(warnings(k)) == 1, k.stderr()
+    assert "no gpushare broker" in warnings(k)[0] and "late.sock" in warnings(k)[0]
+    late = fake_brokers(endpoint)
+    reg = late.wait_for("register")["msg"]
+    # It learns about the cell that started while it was away.
+    cell = late.wait_for("cell")["msg"]
+    assert (cell["state"], cell["msg_id"]) == ("busy", "early")
+    assert cell["session"] == reg["kernel_id"]
+    assert len(warnings(k)) == 1, k.stderr()
 
 
-def test_broker_restart_registers_again(tmp_path, kenv, fb, kernels):
+def test_broker_restart_registers_again(tmp_path, kenv, fb, kernels, fake_brokers):
     k = start(kernels, tmp_path, kenv)
     k.expect("subscribed")
     fb.wait_for("register")
     fb.stop()
-    again = LaunchBroker(fb.endpoint).start()
-    try:
-        assert again.wait_for("hello", timeout=10)["msg"]["role"] == "launcher"
-        again.wait_for("register")
-        k.do("busy b1")
-        assert again.wait_for("cell")["msg"]["msg_id"] == "b1"
-    finally:
-        again.stop()
+    again = fake_brokers(fb.endpoint)
+    assert again.wait_for("hello")["msg"]["role"] == "launcher"
+    again.wait_for("register")
+    k.do("busy b1")
+    assert again.wait_for("cell")["msg"]["msg_id"] == "b1"
 
 
 @pytest.mark.parametrize("content, field", [
@@ -428,10 +407,14 @@ def test_bad_connection_file_names_file_and_field_and_kernel_still_runs(tmp_path
     conn = tmp_path / "kernel-bad.json"
     if content is not None:
         conn.write_text(content)
-    cmd = [gstest.LAUNCH, "--", "sh", "-c", 'echo "$GPUSHARE_SESSION"; exit 4', "-f", str(conn)]
-    r = subprocess.run(cmd, env=kenv, capture_output=True, text=True, timeout=30)
+    # The kernel says its session, and which children it has: the launcher
+    # forks a watcher before it execs the kernel, so one would be there.
+    kernel = ('echo "$GPUSHARE_SESSION"; read c < /proc/$$/task/$$/children; '
+              'echo "children:$c"; exit 4')
+    cmd = [gstest.LAUNCH, "--", "sh", "-c", kernel, "-f", str(conn)]
+    r = subprocess.run(cmd, env=kenv, capture_output=True, text=True, timeout=60)
     assert r.returncode == 4                     # the kernel ran, its status came back
-    assert r.stdout.strip() == "bad"             # and it still knows its session
+    assert r.stdout.split("\n")[:2] == ["bad", "children:"], r.stdout  # no watcher
     lines = [l for l in r.stderr.splitlines() if l]
     assert len(lines) == 1, r.stderr
     assert str(conn) in lines[0]
@@ -442,8 +425,7 @@ def test_bad_connection_file_names_file_and_field_and_kernel_still_runs(tmp_path
     else:
         assert "not valid JSON" in lines[0]
     assert "starts without its cells watched" in lines[0]
-    time.sleep(0.2)
-    assert fb.messages("register") == []         # no watcher was started
+    assert fb.connections_before_mine() == 0     # and none ever connected
     # --strict: the same problem stops the launch.
     r = subprocess.run([gstest.LAUNCH, "--strict"] + cmd[1:], env=kenv, capture_output=True,
                        text=True, timeout=30)
@@ -466,14 +448,15 @@ def test_exec_failure_leaves_no_watcher(tmp_path, kenv, fb):
     r = subprocess.run([gstest.LAUNCH, "--", "/nonexistent/kernel", "-f", str(conn)], env=kenv,
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 127
+    # The watcher was forked and left once the exec had failed: gone, and
+    # it never connected (the broker accepts any earlier connection first).
     wait_until(lambda: set(all_watchers()) <= before, what="no new watcher")
-    time.sleep(0.2)
-    assert fb.messages("register") == []
+    assert fb.connections_before_mine() == 0
 
 
 def test_no_watch_option(tmp_path, kenv, fb, kernels):
     k = start(kernels, tmp_path, kenv, launch_args=["--no-watch"])
+    assert k.expect("children ") == "children []"  # no watcher was forked
     k.expect("bound")
-    time.sleep(0.3)
     assert watchers_of(k.proc.pid) == []
-    assert fb.messages("register") == []
+    assert fb.connections_before_mine() == 0

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 
 import pytest
 
@@ -15,35 +16,41 @@ import gstest
 
 MINI = os.path.join(gstest.SRCDIR, "tests", "gpu", "mini_kernel.py")
 SCRIPT = """
-import gpusim, sys
+import ctypes, gpusim, sys, time
 from mini_kernel import cell, cells_run
 gpusim.init()
 for i in range(3):
     with cell():
         gpusim.launch(us=2000); gpusim.synchronize()
 print("cells", len(cells_run))
+# The last cell's end takes the GPU back (the broker revokes it): wait for
+# that, as a notebook's kernel would live on, instead of racing it with the
+# release that exiting sends.  (1: granted; without a hook or a broker,
+# there is nothing to wait for.)
+try:
+    gate = ctypes.CDLL(None).gpushare_hook_gate
+except AttributeError:
+    gate = lambda: 2
+while gate() == 1:
+    time.sleep(0.001)
 sys.exit(7)
 """
 
 
-@pytest.fixture
-def logged_broker(tmp_path, sim):
-    b = gstest.Broker(tmp_path, sim, args=["--policy", "exclusive", "--event-log",
-                                           str(tmp_path / "events.jsonl")]).start()
-    yield b
-    b.stop()
+def write_conn(path, sock_dir):
+    """A connection file on ipc sockets in sock_dir (jupyter_client's
+    convention: the IOPub socket is <ip>-<iopub_port>): no TCP port to pick."""
+    names = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
+    conn = dict(zip(names, range(1, 6)), ip=str(sock_dir / "kernel"), transport="ipc",
+                signature_scheme="hmac-sha256", key=str(uuid.uuid4()), kernel_name="shared-gpu")
+    path.write_text(json.dumps(conn))
+    return path
 
 
-def events(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def run_mini(tmp_path, env, *launch_args):
+def run_mini(tmp_path, sock_dir, env, *launch_args):
     script = tmp_path / "notebook.py"
     script.write_text(SCRIPT)
-    conn = tmp_path / "kernel-mini-0001.json"
-    subprocess.run([sys.executable, MINI, "--write-connection", str(conn)], check=True)
+    conn = write_conn(tmp_path / "kernel-mini-0001.json", sock_dir)
     env = dict(env, GPUSHARE_IDLE_RELEASE_MS="0", PYTHONPATH=os.path.join(gstest.SRCDIR, "tests",
                                                                           "simcuda"))
     env.pop("GPUSHARE_SESSION", None)
@@ -52,11 +59,21 @@ def run_mini(tmp_path, env, *launch_args):
                           env=env, capture_output=True, text=True, timeout=120)
 
 
-def test_broker_sees_cells_of_the_mini_kernel_as_of_a_notebook(tmp_path, logged_broker):
-    r = run_mini(tmp_path, logged_broker.env, "--strict")
+@pytest.mark.broker("--policy", "exclusive")
+def test_broker_sees_cells_of_the_mini_kernel_as_of_a_notebook(tmp_path, short_tmp, broker):
+    r = run_mini(tmp_path, short_tmp, broker.env, "--strict")
     assert r.returncode == 7, r.stderr          # the kernel's own exit status
     assert "cells 3" in r.stdout, r.stdout
-    ev = events(tmp_path / "events.jsonl")
+    # The kernel has exited; what its hook and its watcher said last may
+    # still be on its way into the broker: wait until the watcher's last
+    # word (unregister, after its cells) is in and every grant is released.
+    def settled():
+        ev = broker.synced_events()
+        granted = {e["grant_id"] for e in ev if e["event"] == "grant"}
+        released = {e["grant_id"] for e in ev if e["event"] == "release"}
+        unregistered = any(e["event"] == "unregister" for e in ev)
+        return unregistered and granted and granted <= released and ev
+    ev = gstest.wait_until(settled, what="every grant released")
     reg = [e for e in ev if e["event"] == "register"]
     assert [e["session"] for e in reg] == ["mini-0001"], reg
     cells = [(e["state"], e["msg_id"]) for e in ev if e["event"] == "cell"]
@@ -78,9 +95,9 @@ def test_broker_sees_cells_of_the_mini_kernel_as_of_a_notebook(tmp_path, logged_
     assert sorted(e["grant_id"] for e in releases) == sorted(e["grant_id"] for e in grants), ev
 
 
-def test_mini_kernel_without_a_broker_runs_its_cells(tmp_path, sim):
+def test_mini_kernel_without_a_broker_runs_its_cells(tmp_path, short_tmp, sim):
     env = dict(sim, GPUSHARE_BROKER="ipc://%s" % (tmp_path / "nobroker.sock"))
-    r = run_mini(tmp_path, env)
+    r = run_mini(tmp_path, short_tmp, env)
     assert r.returncode == 7, r.stderr
     assert "cells 3" in r.stdout, r.stdout
 

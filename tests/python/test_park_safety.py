@@ -9,9 +9,7 @@ import signal
 
 import pytest
 
-from parktest import (MIB, entry, events, inject, notebooks,  # noqa: F401 (fixtures)
-                      start_broker)
-from schedtest import configure, wait_until
+from gstest import MIB, configure, entry, inject, park_broker, wait_until
 
 SIZE = 60 * MIB
 
@@ -35,7 +33,7 @@ def test_a_failed_park_leaves_the_session_running(notebooks, short_tmp, step):
     assert e["parking"].startswith("failed: park: %s pid %d" % (step, a.pid)), e["parking"]
     assert "left running" in e["parking"] and e["state"] != "parked"
     assert e["resident_bytes"] == SIZE and e["parked_bytes"] == 0 and e["parks"] == 0
-    failed = events(short_tmp, "park_failed")
+    failed = broker.events("park_failed")
     assert len(failed) == 1 and failed[0]["session"] == "a" and failed[0]["left_running"]
     # a runs on, its memory intact; the next try parks it.
     assert a.cell("check x 1") == "ok" and a.cell("run 2") == "ok"
@@ -65,7 +63,7 @@ def test_a_failed_unpark_step_is_retried(notebooks, short_tmp, step):
     ea, eb = entry(st, "a"), entry(st, "b")
     assert ea["parking"] == "resident" and ea["unparks"] == 1
     assert "unpark needed retries" in ea["park_error"] and step.capitalize() in ea["park_error"]
-    assert [e for e in events(short_tmp, "unpark") if e["session"] == "a"][0]["retried"]
+    assert [e for e in broker.events("unpark") if e["session"] == "a"][0]["retried"]
     assert eb["parking"] == "parked"
     assert b.cell("check x 2") == "ok"
 
@@ -74,8 +72,8 @@ def test_an_unpark_that_keeps_failing_is_tried_again(notebooks, short_tmp):
     broker, sim, a, b = two_notebooks(notebooks)
     assert b.cell("alloc x %d" % SIZE) == "ok"
     inject(sim, "restore", 10)  # more than one unpark's retries
-    assert a.cell("check x 1", timeout=30) == "ok"
-    failed = events(short_tmp, "unpark_failed")
+    assert a.cell("check x 1") == "ok"
+    failed = broker.events("unpark_failed")
     assert failed and failed[0]["session"] == "a" and "Restore" in failed[0]["error"]
     assert entry(broker.status(), "a")["parking"] == "resident"
 
@@ -90,7 +88,7 @@ def test_host_budget_refuses_and_loses_nothing(notebooks, short_tmp):
     assert "park_host_budget" in st["parking"]["last_refusal"]
     e = entry(st, "a")
     assert e["parking"] == "resident" and e["resident_bytes"] == SIZE and e["parks"] == 0
-    room = events(short_tmp, "room")[-1]
+    room = broker.events("room")[-1]
     assert not room["ok"] and "park_host_budget" in room["reason"]
     assert a.cell("check x 1") == "ok"
     configure(broker.endpoint, park_host_budget="1G")
@@ -131,13 +129,13 @@ def test_the_next_broker_brings_back_what_a_dead_one_left_parked(notebooks, shor
     assert entry(broker.status(), "a")["parking"] == "parked"
     broker.stop(signal.SIGKILL)  # a stays checkpointed, frozen
     b.kill()  # its memory goes back
-    again = start_broker(short_tmp, sim, "park_idle_s=0")
+    again = park_broker(short_tmp, sim, "park_idle_s=0")
     try:
         # a's hook reconnects and joins; the new broker finds it checkpointed.
-        wait_until(lambda: (entry(again.status(), "a") or {}).get("unparks"), timeout=15,
+        wait_until(lambda: (entry(again.status(), "a") or {}).get("unparks"),
                    what="a unparked by the new broker")
         assert a.command("check x 1") == "ok"
-        assert events(short_tmp, "park_adopted")[0]["session"] == "a"
+        assert again.events("park_adopted")[0]["session"] == "a"
     finally:
         again.stop()
 

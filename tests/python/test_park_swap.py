@@ -5,37 +5,35 @@ them out into chunks fetched from the pool socket and back in, at the same
 addresses.  An idle notebook is parked there when another needs the room,
 comes back bit-exact when its cell starts, and brings itself back when the
 broker is killed while it is parked."""
-import os
 import signal
-import time
 
 import pytest
 
 import gstest
-import schedtest
-from parktest import MIB, Notebook, entry, events, hook_makes_room, start_broker
+from gstest import MIB, entry
 
 CHUNK = 4 * MIB
 
 
 @pytest.fixture
 def swap_notebooks(short_tmp):
-    """start(memory, *settings) -> (broker, make(name)): a broker whose host
-    pool pins CHUNK-sized chunks, and notebooks whose hooks swap."""
-    if not hook_makes_room():
+    """start(memory, *settings) -> (broker, make(name, swap="on")): a broker
+    whose host pool pins CHUNK-sized chunks, and notebooks whose hooks swap
+    (or not)."""
+    if not gstest.hook_makes_room():
         pytest.skip("this hook does not ask the broker for room")
     made, state = [], {}
 
     def start(memory, *settings):
-        sim = gstest.sim_env(short_tmp, memory=memory)
-        sim["GPUSHARE_POOL_CHUNK"] = str(CHUNK)
+        sim = gstest.sim_env(short_tmp, memory=memory, concurrency=4,
+                             extra={"GPUSHARE_POOL_CHUNK": str(CHUNK)})
         state["sim"] = sim
-        state["broker"] = b = start_broker(short_tmp, sim, *settings)
-        state["launcher"] = launcher = schedtest.Client(b.endpoint)
+        state["broker"] = b = gstest.park_broker(short_tmp, sim, *settings)
+        state["launcher"] = launcher = gstest.Client(b.endpoint)
 
         def make(name, swap="on"):
-            nb = Notebook(name, schedtest.worker_env(sim, b.endpoint, GPUSHARE_SWAP=swap),
-                          short_tmp, launcher)
+            nb = gstest.Notebook(name, gstest.hook_env(sim, b.endpoint, GPUSHARE_SWAP=swap),
+                                 short_tmp, launcher)
             made.append(nb)
             return nb
         return b, make
@@ -51,22 +49,15 @@ def swap_notebooks(short_tmp):
         gstest.unlink_sim(state["sim"])
 
 
-def wait_for(what, check, timeout=20):
-    """Polls check() (the broker's status is the only signal the pool's
-    background pinning gives) until it is true; fails naming `what`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for " + what)
-        time.sleep(0.05)
-
-
 def pinned(b):
     pools = b.status()["parking"].get("pool") or [{}]
     return pools[0].get("pinned_bytes", 0)
+
+
+def wait_for(what, check, timeout=20):
+    """The pool pins in the background and says so only in the broker's
+    status: polled until check() holds."""
+    return gstest.wait_until(check, timeout=timeout, what=what, interval=0.05)
 
 
 def test_an_idle_notebook_goes_out_and_back_on_the_swap_tier(swap_notebooks, short_tmp):
@@ -87,13 +78,13 @@ def test_an_idle_notebook_goes_out_and_back_on_the_swap_tier(swap_notebooks, sho
     assert e["parking"] == "parked" and e["park_tier"] == "swap", e
     assert e["parked_bytes"] == 60 * MIB and e["resident_bytes"] == 0
     assert st["parking"]["pool"][0]["lent_bytes"] >= 60 * MIB
-    parks = events(short_tmp, "park")
+    parks = b.events("park")
     assert parks and parks[-1]["session"] == "a" and parks[-1]["tier"] == "swap"
     # a's cell brings it back (c, idle, makes room), bit-exact.
     assert a.cell("check x 1") == "ok", a.stderr()
     e = entry(b.status(), "a")
     assert e["parking"] == "resident" and e["unparks"] == 1, e
-    unparks = [u for u in events(short_tmp, "unpark") if u["session"] == "a"]
+    unparks = [u for u in b.events("unpark") if u["session"] == "a"]
     assert unparks and unparks[-1]["tier"] == "swap"
     assert c.cell("check y 2") == "ok", c.stderr()
     assert a.cell("check x 1") == "ok"

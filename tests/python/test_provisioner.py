@@ -12,13 +12,12 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
 import pytest
 
 import gstest
-from launchtest import (PROVISIONER_PATH, LaunchBroker, Kernels, kernel_pid, pid_gone, sessions,
-                        wait_until, watchers_of)
+from gstest import PROVISIONER_PATH, kernel_pid, pid_gone, wait_until, watchers_of
+from fakebroker import FakeBroker
 
 sys.path.insert(0, PROVISIONER_PATH)
 
@@ -76,15 +75,6 @@ def test_plain_spec_works_without_the_provisioner(tmp_path, sim):
         "provisioner_name"] == "gpushare-provisioner"
 
 
-@pytest.fixture
-def kenv(broker):
-    env = dict(broker.env)
-    for k in ("GPUSHARE_KERNEL_ID", "GPUSHARE_USER", "JUPYTERHUB_USER", "JPY_SESSION_NAME",
-              "GPUSHARE_SESSION", "GPUSHARE_LOG"):
-        env.pop(k, None)
-    return env
-
-
 def provisioner_spec(tmp_path, env, *launcher_args):
     """The --provisioner spec; launcher_args go before the launcher's --."""
     kernels = gstest.install_kernelspec(tmp_path / "prefix", env, "--provisioner")
@@ -97,22 +87,10 @@ def provisioner_spec(tmp_path, env, *launcher_args):
     return kernels
 
 
-def start(kernels, env):
-    from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_client.manager import KernelManager
-    km = KernelManager(kernel_name="shared-gpu",
-                       kernel_spec_manager=KernelSpecManager(kernel_dirs=[kernels]))
-    km.start_kernel(env=env)
-    kc = gstest.skip_late_kernel_info(km.client())
-    kc.start_channels()
-    kc.wait_for_ready(timeout=60)
-    return km, kc
-
-
 def test_kernel_gets_id_and_user_and_is_registered(tmp_path, broker, kenv):
     kernels = provisioner_spec(tmp_path, kenv)
     env = dict(kenv, JUPYTERHUB_USER="carol", JPY_SESSION_NAME="dir/nb.ipynb")
-    km, kc = start(kernels, env)
+    km, kc = gstest.start_kernel(kernels, env)
     try:
         assert type(km.provisioner).__name__ == "GpushareProvisioner"
         kid = km.kernel_id
@@ -123,36 +101,36 @@ def test_kernel_gets_id_and_user_and_is_registered(tmp_path, broker, kenv):
                 " os.environ['GPUSHARE_USER'])")
         content, out, _ = gstest.run_cell(kc, code)
         assert out.split() == [kid, kid, "carol"]
-        s = sessions(broker)[kid]
+        s = broker.sessions()[kid]
         assert (s["user"], s["notebook"], s["kernel_id"]) == ("carol", "dir/nb.ipynb", kid)
         content, out, _ = gstest.run_cell(kc, "import gpusim; gpusim.init(); gpusim.launch(us=500);"
                                               " gpusim.synchronize(); print('ok')")
         assert out.strip() == "ok"
-        assert kernel_pid(km) in sessions(broker)[kid]["pids"]
+        assert kernel_pid(km) in broker.sessions()[kid]["pids"]
     finally:
         kc.stop_channels()
         km.shutdown_kernel()
-    wait_until(lambda: kid not in sessions(broker), what="unregistered")
+    wait_until(lambda: kid not in broker.sessions(), what="unregistered")
 
 
 def test_provisioner_alone_registers_restarts_and_unregisters(tmp_path, broker, kenv):
     """With the launcher's watcher off, the registrations the broker sees are
     the provisioner's: on start, again on restart, and gone on a kill."""
     kernels = provisioner_spec(tmp_path, kenv, "--no-watch")
-    km, kc = start(kernels, kenv)
+    km, kc = gstest.start_kernel(kernels, kenv)
     try:
         kid = km.kernel_id
         pid = kernel_pid(km)
         assert watchers_of(pid) == []
-        assert kid in sessions(broker)
+        assert kid in broker.sessions()
         assert "kernel pid %d" % pid in broker.log()
         km.restart_kernel()
         kc.wait_for_ready(timeout=60)
         new_pid = kernel_pid(km)
         assert "kernel pid %d" % new_pid in broker.log()
-        assert kid in sessions(broker)
+        assert kid in broker.sessions()
         km.shutdown_kernel(now=True)  # SIGKILL to the kernel's process group
-        assert kid not in sessions(broker)
+        assert kid not in broker.sessions()
         assert pid_gone(new_pid)
     finally:
         kc.stop_channels()
@@ -162,7 +140,7 @@ def test_provisioner_alone_registers_restarts_and_unregisters(tmp_path, broker, 
 
 def test_restart_and_kill_with_watcher_and_provisioner(tmp_path, broker, kenv):
     kernels = provisioner_spec(tmp_path, kenv)
-    km, kc = start(kernels, kenv)
+    km, kc = gstest.start_kernel(kernels, kenv)
     try:
         kid = km.kernel_id
         (w,) = wait_until(lambda: watchers_of(kernel_pid(km)), what="the watcher")
@@ -170,12 +148,14 @@ def test_restart_and_kill_with_watcher_and_provisioner(tmp_path, broker, kenv):
         kc.wait_for_ready(timeout=60)
         wait_until(lambda: pid_gone(w), what="the old watcher to go")
         (w,) = wait_until(lambda: watchers_of(kernel_pid(km)), what="the new watcher")
-        wait_until(lambda: kid in sessions(broker), what="registered after restart")
-        msg = kc.execute("import time; time.sleep(1)")
-        wait_until(lambda: sessions(broker)[kid]["cell"] == "busy", what="cell busy")
-        kc.get_shell_msg(timeout=30)
+        wait_until(lambda: kid in broker.sessions(), what="registered after restart")
+        flag = tmp_path / "cell-done"
+        msg = kc.execute(gstest.held_cell(flag))
+        wait_until(lambda: broker.sessions()[kid]["cell"] == "busy", what="cell busy")
+        flag.touch()
+        assert kc.get_shell_msg(timeout=120)["parent_header"]["msg_id"] == msg
         km.shutdown_kernel(now=True)
-        assert kid not in sessions(broker)
+        assert kid not in broker.sessions()
         wait_until(lambda: pid_gone(w), what="the watcher to go")
     finally:
         kc.stop_channels()
@@ -199,9 +179,8 @@ def test_missing_broker_costs_one_warning_and_no_wait(tmp_path, sim):
     from traitlets.log import get_logger
     get_logger().addHandler(cap)
     try:
-        km, kc = start(kernels, env)
+        km, kc = gstest.start_kernel(kernels, env)
         try:
-            t0 = time.monotonic()
             km.restart_kernel()
             kc.wait_for_ready(timeout=60)
             content, out, _ = gstest.run_cell(kc, "print('works')")
@@ -218,29 +197,40 @@ def test_missing_broker_costs_one_warning_and_no_wait(tmp_path, sim):
 
 
 def test_broker_client_deadlines(tmp_path):
-    async def run(endpoint, timeout):
-        c = BrokerClient(endpoint, timeout=timeout)
-        t0 = time.monotonic()
+    def call(endpoint, timeout):
+        return BrokerClient(endpoint, timeout=timeout).register("k1", "u", 1)
+
+    # No socket: "unavailable" before the coroutine waits for anything at
+    # all (it raises on its first step, never handing the loop a wait).
+    with pytest.raises(BrokerError) as e:
+        call("ipc://%s" % (tmp_path / "absent.sock"), 0.5).send(None)
+    assert e.value.code == "unavailable"
+    # A broker that never answers: "timeout" at the deadline, exactly, on a
+    # virtual clock (it jumps to the next timer whenever nothing is ready).
+    hung = FakeBroker("ipc://%s" % (tmp_path / "hung.sock"), welcome=False).start()
+    loop = gstest.VirtualClockLoop()
+    try:
+        async def timed():
+            c = BrokerClient(hung.endpoint, timeout=0.5)
+            t0 = loop.time()
+            try:
+                await c.register("k1", "u", 1)
+            except BrokerError as e:
+                return e.code, loop.time() - t0
+            finally:
+                c.close()
+        code, took = loop.run_until_complete(timed())
+        assert code == "timeout" and took == pytest.approx(0.5), (code, took)
+    finally:
+        loop.close()
+        hung.stop()
+    ok = FakeBroker("ipc://%s" % (tmp_path / "ok.sock")).start()
+    try:
+        c = BrokerClient(ok.endpoint, timeout=30)
         try:
-            await c.register("k1", "u", 1)
-        except BrokerError as e:
-            return e.code, time.monotonic() - t0
+            assert asyncio.run(c.register("k1", "u", 1)) == "k1"
         finally:
             c.close()
-        return "ok", time.monotonic() - t0
-
-    code, took = asyncio.run(run("ipc://%s" % (tmp_path / "absent.sock"), 0.5))
-    assert code == "unavailable" and took < 0.1
-    hung = LaunchBroker("ipc://%s" % (tmp_path / "hung.sock"), welcome=False).start()
-    try:
-        code, took = asyncio.run(run(hung.endpoint, 0.5))
-        assert code == "timeout" and 0.4 < took < 1.2
-    finally:
-        hung.stop()
-    ok = LaunchBroker("ipc://%s" % (tmp_path / "ok.sock")).start()
-    try:
-        code, _ = asyncio.run(run(ok.endpoint, 0.5))
-        assert code == "ok"
         reg = ok.wait_for("register")["msg"]
         assert (reg["kernel_id"], reg["user"], reg["pid"]) == ("k1", "u", 1)
         assert ok.wait_for("hello")["msg"]["role"] == "provisioner"

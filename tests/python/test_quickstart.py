@@ -3,16 +3,9 @@ install into a staging root, then run-demo.sh brings up the broker and a
 Jupyter Notebook server that offers the Shared GPU kernel, on the
 simulated GPU, and says that it is simulated."""
 import os
-import socket
 import subprocess
 
 import gstest
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_run_demo_smoke(tmp_path, sim):
@@ -30,10 +23,19 @@ def test_run_demo_smoke(tmp_path, sim):
     env = dict(sim, GPUSHARE_FORCE_SIM="1", HOME=str(tmp_path),
                JUPYTER_RUNTIME_DIR=str(tmp_path / "rt"))
     env.pop("GPUSHARE_BROKER", None)
-    r = subprocess.run([os.path.join(gstest.SRCDIR, "build-aux", "run-demo.sh"), "--prefix", prefix,
-                        "--simdir", os.path.join(gstest.BUILDDIR, "tests", "simcuda"),
-                        "--notebooks", str(tmp_path), "--port", str(free_port()), "--smoke"],
-                       capture_output=True, text=True, timeout=180, env=env)
+
+    def run_demo(port):
+        """run-demo.sh takes the notebook server's port up front."""
+        r = subprocess.run([os.path.join(gstest.SRCDIR, "build-aux", "run-demo.sh"),
+                            "--prefix", prefix,
+                            "--simdir", os.path.join(gstest.BUILDDIR, "tests", "simcuda"),
+                            "--notebooks", str(tmp_path), "--port", str(port), "--smoke"],
+                           capture_output=True, text=True, timeout=180, env=env)
+        if r.returncode != 0 and gstest.port_clash(r.stdout + r.stderr):
+            raise gstest.PortInUse(r.stderr)
+        return r
+
+    r = gstest.with_ports(run_demo)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "SIMULATED GPU" in r.stdout
     assert 'offers "Shared GPU"' in r.stdout

@@ -2,23 +2,19 @@
 several processes, the simulated GPU (which could run their kernels side
 by side: GPUSHARE_SIM_CONCURRENCY=4).  Kernels of two processes never
 overlap and alternate by quantum; a notebook whose cell finishes hands the
-GPU over at once."""
+GPU over at once: the cell's end, not a timer, takes the grant back.
+
+Why the GPU changed hands is read from the broker's event log (revoke
+reasons, each grant's quantum, the order of cell, revoke, release and
+grant), what ran from the simulated driver's log; no test measures how
+fast a hand-over is (bench/eval does, on a GPU)."""
 
 import pytest
 
-import gstest
-from schedtest import (Client, configure, kernels, overlaps, runs, session_of,
-                       sim_env, wait_until)
+from gstest import Client, configure, kernels, overlaps, runs, session_of, turns, wait_until
 
 
-
-@pytest.fixture
-def broker(short_tmp, sim):
-    b = gstest.Broker(short_tmp, sim_env(sim)).start()
-    configure(b.endpoint, policy="exclusive")
-    yield b
-    b.stop()
-
+pytestmark = [pytest.mark.sim(concurrency=4), pytest.mark.broker("--policy", "exclusive")]
 
 
 def test_kernels_never_overlap_and_alternate_by_quantum(broker, sim, workers):
@@ -27,43 +23,57 @@ def test_kernels_never_overlap_and_alternate_by_quantum(broker, sim, workers):
     a.expect("first")
     b = workers("b")
     # Both ran, and the GPU changed hands at least five times.
-    wait_until(lambda: len(runs(kernels(sim))) >= 6, timeout=20, what="six turns")
+    wait_until(lambda: len(runs(kernels(sim))) >= 6, what="six turns")
     a.kill()
     b.kill()
     ks = kernels(sim)
     assert not overlaps(ks), "kernels of both processes ran at once"
-    turns = runs(ks)
-    assert {t[0] for t in turns} == {a.pid, b.pid}
-    # Every turn but the first and the last lasted about one quantum (200 ms;
-    # the 2 ms kernel in flight at the revoke finishes first).
-    for pid, start, end, n in turns[1:-1]:
-        assert 150e6 <= end - start <= 320e6, "a turn of %.0f ms" % ((end - start) / 1e6)
+    assert {t[0] for t in runs(ks)} == {a.pid, b.pid}
     st = broker.status()
     assert st["policy"] == "exclusive" and st["config"]["tq_s"] == 0.2
+    # Each hand-over was the quantum's end: granted for 200 ms, taken back
+    # for "quantum" no sooner (the broker's own clock).
+    ended = [(g, r) for g, r, _ in turns(broker.synced_events()) if r]
+    assert len(ended) >= 5, ended
+    for g, r in ended:
+        assert g["quantum_us"] == 200000 and r["reason"] == "quantum", (g, r)
+        assert r["ts"] - g["ts"] >= 0.2 - 1e-3, (g, r)
 
 
-def test_cell_idle_hands_the_gpu_over_within_10ms(broker, sim, workers):
+def holding_notebook(workers, launcher):
+    """Worker a as notebook nb-a, in a cell, running on the GPU: (a, session)."""
+    a = workers("a", GPUSHARE_SESSION="nb-a")
+    session = launcher.register("nb-a", a.pid)
+    launcher.cell(session, "busy")
+    a.expect("first")
+    return a, session
+
+
+def test_cell_idle_hands_the_gpu_over_at_once(broker, sim, workers):
     launcher = Client(broker.endpoint)
     try:
-        a = workers("a", GPUSHARE_SESSION="nb-a")
-        session = launcher.register("nb-a", a.pid)
-        launcher.cell(session, "busy")
-        a.expect("first")
-        # One hand-back first: a hook's first drain also sets up its
-        # membarrier (~10-20 ms on some kernels); measure the steady state.
+        a, session = holding_notebook(workers, launcher)
         launcher.cell(session, "idle")
-        wait_until(lambda: session_of(broker.status(), a.pid)["revokes"] == 1, what="warm-up")
+        wait_until(lambda: session_of(broker.status(), a.pid)["revokes"] == 1, what="a's revoke")
         launcher.cell(session, "busy")
         b = workers("b")
         wait_until(lambda: broker.status()["gpus"][0]["waiting"], what="b waiting")
-        assert not kernels(sim, b.pid), "b ran while a's cell held the GPU (tq is 20 s)"
+        assert not kernels(sim, pid=b.pid), "b ran while a's cell held the GPU (tq is 20 s)"
+        n = len(broker.events())
         launcher.cell(session, "idle")
-        wait_until(lambda: kernels(sim, b.pid), what="b's first kernel")
-        a_last = max(k["end_ns"] for k in kernels(sim, a.pid)
-                     if k["start_ns"] < kernels(sim, b.pid)[0]["start_ns"])
-        b_first = kernels(sim, b.pid)[0]["start_ns"]
-        assert 0 <= b_first - a_last < 10e6, "hand-over took %.1f ms" % (
-            (b_first - a_last) / 1e6)
+        wait_until(lambda: kernels(sim, pid=b.pid), what="b's first kernel")
+        b_first = kernels(sim, pid=b.pid)[0]["start_ns"]
+        assert all(k["end_ns"] <= b_first for k in kernels(sim, pid=a.pid)
+                   if k["start_ns"] < b_first), "b ran while a still had work on the GPU"
+        # The cell's end took the GPU back, a answered the revoke, and the
+        # broker gave it to b right then: no quantum (20 s), no idle
+        # release of a's hook, nothing else in between.
+        chain = [(e["event"], e["session"], e.get("reason") or e.get("state"))
+                 for e in broker.synced_events()[n:]
+                 if e["event"] in ("cell", "grant", "revoke", "release")]
+        b_session = session_of(broker.status(), b.pid)["id"]
+        assert chain[:4] == [("cell", session, "idle"), ("revoke", session, "cell_idle"),
+                             ("release", session, "revoked"), ("grant", b_session, None)], chain
         s = session_of(broker.status(), a.pid)
         assert s["id"] == session and s["cell"] == "idle" and s["revokes"] == 2
     finally:
@@ -77,18 +87,15 @@ def test_a_waiting_cell_is_told_who_holds_the_gpu_and_for_how_long(broker, sim, 
     import re
     launcher = Client(broker.endpoint)
     try:
-        a = workers("a", GPUSHARE_SESSION="nb-a")
-        session = launcher.register("nb-a", a.pid)
-        launcher.cell(session, "busy")
-        a.expect("first")
+        a, session = holding_notebook(workers, launcher)
         b = workers("b")
         line = wait_until(lambda: re.search(r"waiting for GPU 0 \((.*)\)", b.stderr()),
-                          timeout=20, what="b's waiting line")
+                          what="b's waiting line")
         m = re.fullmatch(r"held by tester's notebook nb-a\.ipynb for at most (\d+\.\d) s",
                          line.group(1))
         assert m and 0 < float(m.group(1)) <= 20.0, line.group(0)
         assert b.stderr().count("waiting for") == 1, b.stderr()
         launcher.cell(session, "idle")
-        wait_until(lambda: kernels(sim, b.pid), what="b's first kernel")
+        wait_until(lambda: kernels(sim, pid=b.pid), what="b's first kernel")
     finally:
         launcher.close()

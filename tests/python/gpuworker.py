@@ -1,12 +1,17 @@
-"""The worker of the parking tests (parktest.py): a stand-in for a notebook
-kernel on the simulated GPU, run with the hook preloaded.  It reads one
-command per line and answers one line per command:
-    alloc NAME BYTES   allocate device memory  -> "ok" | "err <CUDA error>"
-    fill NAME SEED     write a pattern into it  -> "ok"
-    check NAME SEED    read it back, compare    -> "ok" | "bad <first offset>"
-    run N              N 1 ms kernels + sync    -> "ok"
-    spin S             1 ms kernels for S s     -> "ok N" (kernels run)
-    free NAME          free it                  -> "ok"
+"""The program the scheduler's and the parking tests run with the hook
+preloaded on the simulated GPU: a stand-in for a notebook's process.
+
+    gpuworker.py loop US [NAME]   kernel + synchronize for ever (a training
+                                  loop); prints "first" after the first one
+    gpuworker.py steps US [NAME]  reads "run N" lines, runs N kernel +
+                                  synchronize steps, prints "done N"
+    gpuworker.py commands         reads one command a line, answers one line:
+        alloc NAME BYTES   allocate device memory  -> "ok" | "err <CUDA error>"
+        fill NAME SEED     write a pattern into it  -> "ok"
+        check NAME SEED    read it back, compare    -> "ok" | "bad <first offset>"
+        run N              N 1 ms kernels + sync    -> "ok"
+        spin S             1 ms kernels for S s     -> "ok N" (kernels run)
+        free NAME          free it                  -> "ok"
 """
 import sys
 import time
@@ -20,10 +25,26 @@ def pattern(seed, n):
     return (block * reps)[:n]
 
 
+def loop(gpusim, us, name):
+    first = True
+    while True:
+        gpusim.launch(us=us, name=name)
+        gpusim.synchronize()
+        if first:
+            print("first", flush=True)
+            first = False
 
-def _work():
-    import gpusim
-    gpusim.init()
+
+def steps(gpusim, us, name):
+    for line in sys.stdin:
+        n = int(line.split()[1])
+        for _ in range(n):
+            gpusim.launch(us=us, name=name)
+            gpusim.synchronize()
+        print("done %d" % n, flush=True)
+
+
+def commands(gpusim):
     bufs = {}
     for line in sys.stdin:
         words = line.split()
@@ -64,8 +85,22 @@ def _work():
             print("err %s" % e.name, flush=True)
             continue
         print("ok", flush=True)
+
+
+def main(argv):
+    import gpusim
+    gpusim.init()
+    mode = argv[0]
+    if mode == "commands":
+        commands(gpusim)
+    elif mode == "loop":
+        loop(gpusim, int(argv[1]), argv[2] if len(argv) > 2 else "kernel")
+    elif mode == "steps":
+        steps(gpusim, int(argv[1]), argv[2] if len(argv) > 2 else "kernel")
+    else:
+        sys.exit("gpuworker.py: no mode %r" % mode)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(_work())
+    sys.exit(main(sys.argv[1:]))
