@@ -8,6 +8,12 @@
 # launch_streams).  NLS_ARGS: batches, batch size, stream counts (default
 # "1500 256 1,4,8,16").  NLS_BASELINE_HOOK: another build of the hook (an
 # earlier commit's, say), run the same way in every round for comparison.
+# NLS_BURSTS_OFF=1: one more run per round under the hook with
+# GPUSHARE_BURSTS=0, which separates the stream cache from the burst
+# monitor: the monitor sees only the hook's batches, so to it the device
+# goes quiet during the real driver's batches, and the first probe of the
+# burst that the next hook batch starts lands inside that batch, never
+# inside a real one.
 # Without an NVIDIA driver the simulated one (BUILDDIR/tests/simcuda) runs
 # it, with instant kernels: a check that it works, not a measurement.
 set -eu
@@ -47,6 +53,10 @@ run() { # run LABEL ROUND [ENV...]: one JSON line per stream count, labelled
 for round in $(seq "$rounds"); do
     run native "$round" >>"$dir/all.jsonl"
     run hook+broker "$round" LD_PRELOAD="$hook" GPUSHARE_BROKER="$ep" >>"$dir/all.jsonl"
+    if [ "${NLS_BURSTS_OFF:-0}" = 1 ]; then
+        run hook-nobursts+broker "$round" LD_PRELOAD="$hook" GPUSHARE_BROKER="$ep" \
+            GPUSHARE_BURSTS=0 >>"$dir/all.jsonl"
+    fi
     if [ -n "${NLS_BASELINE_HOOK:-}" ]; then
         run baseline+broker "$round" LD_PRELOAD="$NLS_BASELINE_HOOK" GPUSHARE_BROKER="$ep" \
             >>"$dir/all.jsonl"
@@ -62,13 +72,15 @@ print("null_launch_streams: ns per launch, medians over %d round(s) of %d batche
       % (len({r["round"] for r in rows}), rows[0]["batches"], rows[0]["batch"]))
 if sys.argv[2]:
     print("(" + sys.argv[2] + ")")
-for run in ("hook+broker", "baseline+broker"):
+for run in ("hook+broker", "hook-nobursts+broker", "baseline+broker"):
     gates = sorted({r["gate"] for r in rows if r["run"] == run})
     if gates:
         print("%s: gate at the end %s (1 = granted)" % (run, ",".join(map(str, gates))))
 base = any(r["run"] == "baseline+broker" for r in rows)
-print("%8s %10s %14s %10s %10s%s   %s" % ("streams", "native", "real (hooked)", "hook",
-      "overhead", " baseline" if base else "", "overhead per round"))
+nob = any(r["run"] == "hook-nobursts+broker" for r in rows)
+print("%8s %10s %14s %10s %10s%s%s   %s" % ("streams", "native", "real (hooked)", "hook",
+      "overhead", " no bursts" if nob else "", " baseline" if base else "",
+      "overhead per round"))
 for n in sorted({r["streams"] for r in rows}):
     pick = lambda run: [r for r in rows if r["streams"] == n and r["run"] == run]
     ovh = lambda rs: [r["hook_overhead_ns_median_of_paired_diffs"] for r in rs]
@@ -76,6 +88,8 @@ for n in sorted({r["streams"] for r in rows}):
     line = "%8d %10.1f %14.1f %10.1f %10.1f" % (
         n, med([r["real_driver_ns"] for r in pick("native")]),
         med([r["real_driver_ns"] for r in hk]), med([r["hook_ns"] for r in hk]), med(ovh(hk)))
+    if nob:
+        line += " %10.1f" % med(ovh(pick("hook-nobursts+broker")))
     if base:
         line += " %9.1f" % med(ovh(pick("baseline+broker")))
     print(line + "   " + " ".join("%.1f" % x for x in ovh(hk)))

@@ -167,12 +167,12 @@ static void *dlsym_next(hook_dlsym_fn real, const void *caller, const char *name
  * (sanitizers, malloc interposers, profilers) keeps exact glibc semantics
  * and costs nothing.  A compiler may not turn a C call into a jump (it does
  * not in sanitizer builds), hence the few lines of assembly: dlsym asks
- * hook_dlsym_route() where to go and jumps there with its arguments and
- * return address untouched. */
-void *hook_dlsym_ours(void *handle, const char *name);
-void *hook_dlsym_route(void *handle, const char *name);
+ * hook_resolve_dlsym_route() where to go and jumps there with its
+ * arguments and return address untouched. */
+void *hook_resolve_dlsym_ours(void *handle, const char *name);
+void *hook_resolve_dlsym_route(void *handle, const char *name);
 
-__attribute__((noinline)) void *hook_dlsym_ours(void *handle, const char *name)
+__attribute__((noinline)) void *hook_resolve_dlsym_ours(void *handle, const char *name)
 {
     hook_dlsym_fn real = hook_real_dlsym();
     /* reached by a jump from dlsym: our return address is the caller's */
@@ -181,13 +181,13 @@ __attribute__((noinline)) void *hook_dlsym_ours(void *handle, const char *name)
     return substitute_dl(real, name, p);
 }
 
-HOOK_NO_SANITIZE void *hook_dlsym_route(void *handle, const char *name)
+HOOK_NO_SANITIZE void *hook_resolve_dlsym_route(void *handle, const char *name)
 {
     (void)handle;
     hook_dlsym_fn real = hook_real_dlsym();
     if (!real || !maybe_ours(name))
         return (void *)real;
-    return (void *)hook_dlsym_ours;
+    return (void *)hook_resolve_dlsym_ours;
 }
 
 #if defined(__CET__)
@@ -203,7 +203,7 @@ __asm__(".text\n"
         "dlsym:\n" HOOK_ENDBR "    push %rdi\n"
         "    push %rsi\n"
         "    sub $8, %rsp\n" /* 16-byte alignment for the call */
-        "    call hook_dlsym_route\n"
+        "    call hook_resolve_dlsym_route\n"
         "    add $8, %rsp\n"
         "    pop %rsi\n"
         "    pop %rdi\n"
@@ -220,7 +220,7 @@ __asm__(".text\n"
         "    stp x29, x30, [sp, #-32]!\n"
         "    mov x29, sp\n"
         "    stp x0, x1, [sp, #16]\n"
-        "    bl hook_dlsym_route\n"
+        "    bl hook_resolve_dlsym_route\n"
         "    mov x16, x0\n"
         "    ldp x0, x1, [sp, #16]\n"
         "    ldp x29, x30, [sp], #32\n"
@@ -234,7 +234,7 @@ __asm__(".text\n"
 HOOK_EXPORT __attribute__((optimize("optimize-sibling-calls"))) void *dlsym(void *handle,
                                                                             const char *name)
 {
-    hook_dlsym_fn f = (hook_dlsym_fn)hook_dlsym_route(handle, name);
+    hook_dlsym_fn f = (hook_dlsym_fn)hook_resolve_dlsym_route(handle, name);
     return f ? f(handle, name) : NULL;
 }
 #endif
