@@ -208,7 +208,7 @@ def test_notebook_ui_runs_a_shared_gpu_cell_and_shows_the_wait(tmp_path, broker,
         wait(lambda: broker.sessions()[mine]["state"] == "waiting", "the cell waiting for the GPU")
         # The hook's line, forwarded by ipykernel from the kernel's stderr.
         wait(lambda: "waiting for" in page_text(browser, ".output_stderr"), "the wait line")
-        # libhook/hook_gate.c: once per wait, saying who holds the GPU as far
+        # libhook/hook_submit.c: once per wait, saying who holds the GPU as far
         # as the broker tells (this broker: "another notebook").
         lines = page_text(browser, ".output_stderr").strip().splitlines()
         assert len(lines) == 1, lines
