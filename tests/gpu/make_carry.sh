@@ -14,7 +14,7 @@ C=.carry
 rm -rf "$C"
 mkdir -p "$C/lib" "$C/bin" "$C/gpushare" "$C/bb/broker" "$C/bb/bench"
 make -s -j"$(nproc)"
-cp libhook/.libs/libgpushare-hook.so broker/gpushare-broker broker/gpushare \
+cp libhook/.libs/libgpushare-hook.so broker/gpushare-broker cli/gpushare \
     launcher/gpushare-launch bench/revoke_latency bench/zmq_rtt bench/cell_driver "$C/gpushare/"
 # Which code this is, for the results (the GPU machine gets no .git).
 echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo -dirty)" \

@@ -27,21 +27,21 @@
 #define GS_PKGDATADIR "/usr/local/share/gpushare"
 #endif
 
-json_t *gs_kernelspec_json(const gs_kernelspec_t *spec)
+json_t *gs_cli_kernelspec_json(const gs_cli_kernelspec_t *spec)
 {
     json_t *argv = json_pack("[s,s,s,s,s,s,s]", spec->launcher, "--", spec->python, "-m",
                              "ipykernel_launcher", "-f", "{connection_file}");
-    json_t *ks = json_pack("{s:o, s:s, s:s, s:s}", "argv", argv, "display_name",
-                           spec->display_name, "language", "python", "interrupt_mode", "signal");
+    json_t *ks = json_pack("{s:o, s:s, s:s, s:s}", "argv", argv, "display_name", spec->display_name,
+                           "language", "python", "interrupt_mode", "signal");
     json_t *env = json_object();
     if (spec->broker)
         json_object_set_new(env, "GPUSHARE_BROKER", json_string(spec->broker));
     json_object_set_new(ks, "env", env);
     json_t *meta = json_pack("{s:{s:s}}", "gpushare", "version", PACKAGE_VERSION);
     if (spec->provisioner)
-        json_object_set_new(meta, "kernel_provisioner",
-                            json_pack("{s:s, s:{}}", "provisioner_name", spec->provisioner,
-                                      "config"));
+        json_object_set_new(
+            meta, "kernel_provisioner",
+            json_pack("{s:s, s:{}}", "provisioner_name", spec->provisioner, "config"));
     json_object_set_new(ks, "metadata", meta);
     return ks;
 }
@@ -134,30 +134,54 @@ int gs_cli_kernelspec_main(int argc, char **argv)
     enum { SYSTEM, USER, SYS_PREFIX, PREFIX } where = SYSTEM;
     const char *prefix = NULL, *name = "shared-gpu";
     char broker[256] = "";
-    gs_kernelspec_t spec = {.launcher = GS_BINDIR "/gpushare-launch",
-                            .python = GS_KERNEL_PYTHON,
-                            .display_name = "Shared GPU"};
+    gs_cli_kernelspec_t spec = {.launcher = GS_BINDIR "/gpushare-launch",
+                                .python = GS_KERNEL_PYTHON,
+                                .display_name = "Shared GPU"};
     int locations = 0, with_provisioner = 0;
-    static const struct option longopts[] = {
-        {"user", no_argument, 0, 'u'},          {"sys-prefix", no_argument, 0, 's'},
-        {"prefix", required_argument, 0, 'p'},  {"name", required_argument, 0, 'n'},
-        {"display-name", required_argument, 0, 'd'}, {"python", required_argument, 0, 'y'},
-        {"broker", required_argument, 0, 'b'},  {"provisioner", no_argument, 0, 'P'},
-        {"launcher", required_argument, 0, 'l'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"user", no_argument, 0, 'u'},
+                                             {"sys-prefix", no_argument, 0, 's'},
+                                             {"prefix", required_argument, 0, 'p'},
+                                             {"name", required_argument, 0, 'n'},
+                                             {"display-name", required_argument, 0, 'd'},
+                                             {"python", required_argument, 0, 'y'},
+                                             {"broker", required_argument, 0, 'b'},
+                                             {"provisioner", no_argument, 0, 'P'},
+                                             {"launcher", required_argument, 0, 'l'},
+                                             {"help", no_argument, 0, 'h'},
+                                             {0, 0, 0, 0}};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         char err[256];
         switch (c) {
-        case 'u': where = USER; locations++; break;
-        case 's': where = SYS_PREFIX; locations++; break;
-        case 'p': where = PREFIX; prefix = optarg; locations++; break;
-        case 'n': name = optarg; break;
-        case 'd': spec.display_name = optarg; break;
-        case 'y': spec.python = optarg; break;
-        case 'P': with_provisioner = 1; break;
-        case 'l': spec.launcher = optarg; break;
+        case 'u':
+            where = USER;
+            locations++;
+            break;
+        case 's':
+            where = SYS_PREFIX;
+            locations++;
+            break;
+        case 'p':
+            where = PREFIX;
+            prefix = optarg;
+            locations++;
+            break;
+        case 'n':
+            name = optarg;
+            break;
+        case 'd':
+            spec.display_name = optarg;
+            break;
+        case 'y':
+            spec.python = optarg;
+            break;
+        case 'P':
+            with_provisioner = 1;
+            break;
+        case 'l':
+            spec.launcher = optarg;
+            break;
         case 'b':
             if (gs_endpoint_normalise(optarg, broker, sizeof broker, err, sizeof err) != 0) {
                 fprintf(stderr, "gpushare kernelspec install: --broker: %s\n", err);
@@ -165,8 +189,12 @@ int gs_cli_kernelspec_main(int argc, char **argv)
             }
             spec.broker = broker;
             break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     if (optind < argc) {
@@ -174,19 +202,26 @@ int gs_cli_kernelspec_main(int argc, char **argv)
         return 2;
     }
     if (locations > 1) {
-        fprintf(stderr, "gpushare kernelspec install: choose one of --user, --sys-prefix, --prefix\n");
+        fprintf(stderr,
+                "gpushare kernelspec install: choose one of --user, --sys-prefix, --prefix\n");
         return 2;
     }
     if (!valid_name(name)) {
-        fprintf(stderr, "gpushare kernelspec install: --name \"%s\": use letters, digits, '-', '_' and '.'\n", name);
+        fprintf(
+            stderr,
+            "gpushare kernelspec install: --name \"%s\": use letters, digits, '-', '_' and '.'\n",
+            name);
         return 2;
     }
     if (spec.python[0] != '/' || access(spec.python, X_OK) != 0) {
-        fprintf(stderr, "gpushare kernelspec install: --python \"%s\" is not an executable absolute path\n", spec.python);
+        fprintf(stderr,
+                "gpushare kernelspec install: --python \"%s\" is not an executable absolute path\n",
+                spec.python);
         return 2;
     }
     if (spec.launcher[0] != '/') {
-        fprintf(stderr, "gpushare kernelspec install: --launcher \"%s\" must be an absolute path\n", spec.launcher);
+        fprintf(stderr, "gpushare kernelspec install: --launcher \"%s\" must be an absolute path\n",
+                spec.launcher);
         return 2;
     }
     if (with_provisioner)
@@ -196,8 +231,12 @@ int gs_cli_kernelspec_main(int argc, char **argv)
     const char *home = getenv("HOME");
     const char *data = getenv("JUPYTER_DATA_DIR"), *xdg = getenv("XDG_DATA_HOME");
     switch (where) {
-    case SYSTEM: snprintf(base, sizeof base, "/usr/local/share/jupyter"); break;
-    case PREFIX: snprintf(base, sizeof base, "%s/share/jupyter", prefix); break;
+    case SYSTEM:
+        snprintf(base, sizeof base, "/usr/local/share/jupyter");
+        break;
+    case PREFIX:
+        snprintf(base, sizeof base, "%s/share/jupyter", prefix);
+        break;
     case USER:
         if (data && *data)
             snprintf(base, sizeof base, "%s", data);
@@ -213,7 +252,8 @@ int gs_cli_kernelspec_main(int argc, char **argv)
     case SYS_PREFIX: {
         char p[4000];
         if (python_prefix(spec.python, p, sizeof p) != 0) {
-            fprintf(stderr, "gpushare kernelspec install: cannot ask %s for its sys.prefix\n", spec.python);
+            fprintf(stderr, "gpushare kernelspec install: cannot ask %s for its sys.prefix\n",
+                    spec.python);
             return 1;
         }
         snprintf(base, sizeof base, "%s/share/jupyter", p);
@@ -228,18 +268,20 @@ int gs_cli_kernelspec_main(int argc, char **argv)
         return 1;
     }
     snprintf(file, sizeof file, "%s/kernel.json", dir);
-    json_t *ks = gs_kernelspec_json(&spec);
+    json_t *ks = gs_cli_kernelspec_json(&spec);
     int rc = json_dump_file(ks, file, JSON_INDENT(1));
     json_decref(ks);
     if (rc != 0) {
-        fprintf(stderr, "gpushare kernelspec install: cannot write %s: %s\n", file, strerror(errno));
+        fprintf(stderr, "gpushare kernelspec install: cannot write %s: %s\n", file,
+                strerror(errno));
         return 1;
     }
     static const char *logos[] = {"logo-32x32.png", "logo-64x64.png", "logo-svg.svg"};
     for (size_t i = 0; i < sizeof logos / sizeof *logos; i++) {
         char from[4300], to[4300];
         const char *share = getenv("GPUSHARE_LOGO_DIR");
-        snprintf(from, sizeof from, "%s/%s", share && *share ? share : GS_PKGDATADIR "/kernelspec", logos[i]);
+        snprintf(from, sizeof from, "%s/%s", share && *share ? share : GS_PKGDATADIR "/kernelspec",
+                 logos[i]);
         snprintf(to, sizeof to, "%s/%s", dir, logos[i]);
         if (copy_file(from, to) != 0)
             fprintf(stderr, "gpushare kernelspec install: note: logo %s not copied\n", from);
