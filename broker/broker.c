@@ -20,14 +20,12 @@
 #include "endpoint.h"
 #include "gpu_inventory.h"
 #include "log.h"
-#include "park_policy.h"
+#include "sched/park_policy.h"
 #include "sd_notify.h"
 #include "socket_dir.h"
 #include "status.h"
 #include "wire.h"
 #include "broker_internal.h"
-
-
 
 static void handled_signals(sigset_t *set)
 {
@@ -137,8 +135,8 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
     if (self->opt.socket_group == (gid_t)-1 && (e = gs_config_get(&file, "socket_group"))) {
         struct group *gr = getgrnam(e->value);
         if (!gr) {
-            snprintf(err, errlen, "%s:%d: socket_group: no group named \"%s\"", file.path,
-                     e->line, e->value);
+            snprintf(err, errlen, "%s:%d: socket_group: no group named \"%s\"", file.path, e->line,
+                     e->value);
             goto fail;
         }
         self->opt.socket_group = gr->gr_gid;
@@ -151,8 +149,8 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
         goto fail;
     const char *path = gs_endpoint_ipc_path(self->opt.endpoint);
     /* self->opt, not opt: the file may have named the socket group. */
-    if (path && gs_socket_dir_prepare(path, self->opt.system, self->opt.socket_group, err,
-                                      errlen) != 0)
+    if (path &&
+        gs_socket_dir_prepare(path, self->opt.system, self->opt.socket_group, err, errlen) != 0)
         goto fail;
 
     gs_gpu_inventory_load(&self->inventory);
@@ -360,8 +358,7 @@ static int handle_signal(gs_broker_t *self)
         switch (si.ssi_signo) {
         case SIGTERM:
         case SIGINT:
-            gs_info("signal %u: shutting down; clients fall back to running ungated",
-                    si.ssi_signo);
+            gs_info("signal %u: shutting down; clients fall back to running ungated", si.ssi_signo);
             return 0;
         case SIGUSR1:
         case SIGUSR2: {

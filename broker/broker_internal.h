@@ -11,10 +11,10 @@
 #include "eventlog.h"
 #include "metrics.h"
 #include "gpu_inventory.h"
-#include "park.h"
+#include "park/park.h"
 #include "peer.h"
 #include "protocol.h"
-#include "scheduler.h"
+#include "sched/scheduler.h"
 #include "sessions.h"
 
 struct gs_broker {

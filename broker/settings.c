@@ -13,12 +13,11 @@
 #include "broker_config.h"
 #include "broker_internal.h"
 #include "log.h"
-#include "park_policy.h"
+#include "sched/park_policy.h"
 
 /* Keys read once, before the socket is bound; a reload that changes them
  * is told to restart. */
-static const char *start_only[] = {"endpoint", "socket_group", "heartbeat_ms", "gpu_memory",
-                                   NULL};
+static const char *start_only[] = {"endpoint", "socket_group", "heartbeat_ms", "gpu_memory", NULL};
 
 static int is_start_only(const char *key)
 {
@@ -207,8 +206,7 @@ int gs_broker_reload(gs_broker_t *self)
     json_decref(settings);
     gs_config_free(&cfg);
     if (rc != 0)
-        gs_error("reload of %s: %s; keeping the running configuration", self->opt.config_path,
-                 err);
+        gs_error("reload of %s: %s; keeping the running configuration", self->opt.config_path, err);
     else
         gs_info("reloaded %s", self->opt.config_path);
     if (gs_eventlog_reopen(self->eventlog) != 0)

@@ -10,7 +10,7 @@
 #include "broker_internal.h"
 #include "park.h"
 #include "park_cuda.h"
-#include "park_policy.h"
+#include "sched/park_policy.h"
 #include "park_worker.h"
 
 /* Where a session's memory is, as parking sees it. */
