@@ -9,7 +9,7 @@
  * So the broker receives here: the same framing and validation as
  * gs_wire_recv, plus the credentials of the body frame in self->peer.
  */
-#include "broker_internal.h"
+#include "broker_state.h"
 
 json_t *gs_broker_recv(gs_broker_t *self, zframe_t **identity, gs_msg_type_t *type, gs_perr_t *err,
                        json_t **rejected)

@@ -1,6 +1,6 @@
 /*
  * liveness.c - noticing dead clients, so that a killed notebook's grant and
- * memory go back to the others at once (see broker_internal.h).
+ * memory go back to the others at once (see liveness.h).
  *
  * Three signs, because none is enough alone:
  *  - ZeroMQ disconnect events (zmq_socket_monitor on the ROUTER).  Debian's
@@ -17,47 +17,71 @@
  *    or stopped process, a lost connection without an event).
  * The periodic check runs every heartbeat interval.
  */
+#include "liveness.h"
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 
-#include "broker_internal.h"
-#include "log.h"
-
 static const int64_t recheck_after_us[4] = {0, 20000, 60000, 150000};
 
-int gs_liveness_start(gs_broker_t *self, char *err, size_t errlen)
+struct gs_liveness {
+    zsock_t *router;       /* the monitored socket */
+    void *monitor;         /* PAIR socket receiving the ROUTER's disconnect events */
+    int64_t heartbeat_us;  /* the clients' heartbeat interval */
+    int64_t next_sweep_us; /* periodic check of every client */
+    int64_t recheck_us[4]; /* checks soon after a disconnect, 0 = unused */
+};
+
+gs_liveness_t *gs_liveness_new(zsock_t *router, int heartbeat_ms, int64_t now, char *err,
+                               size_t errlen)
 {
+    gs_liveness_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    self->router = router;
+    self->heartbeat_us = (int64_t)heartbeat_ms * 1000;
     char ep[64];
     snprintf(ep, sizeof ep, "inproc://gpushare-broker-monitor-%p", (void *)self);
-    void *router = zsock_resolve(self->router);
-    if (zmq_socket_monitor(router, ep, ZMQ_EVENT_DISCONNECTED) != 0) {
+    if (zmq_socket_monitor(zsock_resolve(router), ep, ZMQ_EVENT_DISCONNECTED) != 0) {
         snprintf(err, errlen, "cannot monitor the socket: %s", zmq_strerror(zmq_errno()));
-        return -1;
+        free(self);
+        return NULL;
     }
     self->monitor = zmq_socket(zsys_init(), ZMQ_PAIR);
     if (!self->monitor || zmq_connect(self->monitor, ep) != 0) {
         snprintf(err, errlen, "cannot monitor the socket: %s", zmq_strerror(zmq_errno()));
-        return -1;
+        gs_liveness_destroy(&self);
+        return NULL;
     }
-    self->next_sweep_us = gs_broker_now_us() + (int64_t)self->opt.heartbeat_ms * 1000;
-    return 0;
+    self->next_sweep_us = now + self->heartbeat_us;
+    return self;
 }
 
-void gs_liveness_stop(gs_broker_t *self)
+void gs_liveness_destroy(gs_liveness_t **self_p)
 {
-    if (self->router)
-        zmq_socket_monitor(zsock_resolve(self->router), NULL, 0);
-    if (self->monitor) {
+    gs_liveness_t *self = *self_p;
+    if (!self)
+        return;
+    zmq_socket_monitor(zsock_resolve(self->router), NULL, 0);
+    if (self->monitor)
         zmq_close(self->monitor);
-        self->monitor = NULL;
-    }
+    free(self);
+    *self_p = NULL;
+}
+
+void *gs_liveness_socket(gs_liveness_t *self)
+{
+    return self->monitor;
 }
 
 /* Drain the monitor; any disconnect schedules checks of every client. */
-void gs_liveness_on_monitor(gs_broker_t *self)
+void gs_liveness_on_monitor(gs_liveness_t *self, int64_t now)
 {
     int disconnects = 0;
     for (;;) {
@@ -85,7 +109,6 @@ void gs_liveness_on_monitor(gs_broker_t *self)
     }
     if (!disconnects)
         return;
-    int64_t now = gs_broker_now_us();
     for (int i = 0; i < 4; i++)
         self->recheck_us[i] = now + recheck_after_us[i];
 }
@@ -110,32 +133,7 @@ static int process_alive(long pid)
     return close_paren[2] != 'Z' && close_paren[2] != 'X';
 }
 
-static void sweep(gs_broker_t *self, int64_t now, int check_silence)
-{
-    enum { BATCH = 64 };
-    int64_t silent_us = 3 * (int64_t)self->opt.heartbeat_ms * 1000;
-    for (;;) { /* removing changes the table: collect, remove, look again */
-        char keys[BATCH][64];
-        const char *why[BATCH];
-        int n = 0;
-        for (gs_client_t *c = gs_sessions_first_client(self->sessions); c && n < BATCH;
-             c = gs_sessions_next_client(self->sessions)) {
-            if (c->peer_pid > 0 && !process_alive(c->peer_pid))
-                why[n] = "its process died";
-            else if (check_silence && c->last_seen_us && now - c->last_seen_us > silent_us)
-                why[n] = "silent for 3 heartbeat intervals";
-            else
-                continue;
-            snprintf(keys[n++], sizeof keys[0], "%s", c->key);
-        }
-        for (int i = 0; i < n; i++)
-            gs_broker_client_gone(self, keys[i], why[i]);
-        if (n < BATCH)
-            return;
-    }
-}
-
-void gs_liveness_check(gs_broker_t *self, int64_t now)
+int gs_liveness_due(gs_liveness_t *self, int64_t now, int *check_silence)
 {
     int due = 0;
     for (int i = 0; i < 4; i++)
@@ -145,12 +143,30 @@ void gs_liveness_check(gs_broker_t *self, int64_t now)
         }
     int periodic = self->next_sweep_us && now >= self->next_sweep_us;
     if (periodic)
-        self->next_sweep_us = now + (int64_t)self->opt.heartbeat_ms * 1000;
-    if (due || periodic)
-        sweep(self, now, periodic);
+        self->next_sweep_us = now + self->heartbeat_us;
+    *check_silence = periodic;
+    return due || periodic;
 }
 
-int64_t gs_liveness_next_deadline(const gs_broker_t *self)
+int gs_liveness_find_dead(const gs_liveness_t *self, gs_sessions_t *sessions, int64_t now,
+                          int check_silence, gs_liveness_dead_t *dead, int max)
+{
+    int64_t silent_us = 3 * self->heartbeat_us;
+    int n = 0;
+    for (gs_client_t *c = gs_sessions_first_client(sessions); c && n < max;
+         c = gs_sessions_next_client(sessions)) {
+        if (c->peer_pid > 0 && !process_alive(c->peer_pid))
+            dead[n].why = "its process died";
+        else if (check_silence && c->last_seen_us && now - c->last_seen_us > silent_us)
+            dead[n].why = "silent for 3 heartbeat intervals";
+        else
+            continue;
+        snprintf(dead[n++].key, sizeof dead[0].key, "%s", c->key);
+    }
+    return n;
+}
+
+int64_t gs_liveness_next_deadline(const gs_liveness_t *self)
 {
     int64_t t = self->next_sweep_us ? self->next_sweep_us : INT64_MAX;
     for (int i = 0; i < 4; i++)

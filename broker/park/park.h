@@ -18,7 +18,14 @@
  * scheduler, tells the scheduler where each session's memory is
  * (gs_sched_set_residency: a session that is not resident is never
  * granted), answers make_room, and reports status and events.  The
- * decisions themselves are pure functions in park_policy.h.
+ * decisions themselves are pure functions in sched/park_policy.h.
+ *
+ * It knows nothing of the broker around it: it is made from the objects it
+ * reads and acts on, is told the time with every event, and never sends a
+ * message.  Its answers to clients wait in a queue for the broker to send
+ * (gs_park_next_answer), and it says when it changed the scheduler's state
+ * (gs_park_poll's result), so that the broker sends the scheduler's
+ * actions again.
  */
 #ifndef GS_PARK_H
 #define GS_PARK_H
@@ -27,49 +34,64 @@
 #include <jansson.h>
 #include <stdint.h>
 
-typedef struct gs_broker gs_broker_t;
+#include "eventlog.h"
+#include "gpu_inventory.h"
+#include "sched/scheduler.h"
+#include "sessions.h"
+
 typedef struct gs_park gs_park_t;
 
-/* After the scheduler and the inventory exist.  Always returns an object
- * (NULL only without memory): without the checkpoint API parking is
- * unavailable and every make_room is answered ok:false with the reason. */
-gs_park_t *gs_park_new(gs_broker_t *broker);
+/* Parking for the GPUs of gpus, acting on sched and reading the sessions of
+ * sessions (both must outlive it).  Always returns an object (NULL only
+ * without memory): without the checkpoint API parking is unavailable and
+ * every make_room is answered ok:false with the reason. */
+gs_park_t *gs_park_new(gs_sched_t *sched, gs_sessions_t *sessions, const gs_gpu_inventory_t *gpus);
 
 /* Shutdown: waits for jobs under way, then brings every parked session
  * back (restore, unlock) so that no notebook stays frozen. */
 void gs_park_destroy(gs_park_t **self_p);
 
+/* Where parking writes its events (NULL: nowhere).  The broker's event log
+ * changes with its settings, so it says so each time. */
+void gs_park_set_eventlog(gs_park_t *self, gs_eventlog_t *eventlog);
+
 /* The eventfd of finished jobs (for zmq_poll), or -1 when unavailable. */
 int gs_park_fd(const gs_park_t *self);
 
-/* ---- events from the broker ---------------------------------------------- */
+/* ---- events from the broker (now: CLOCK_MONOTONIC in µs) ------------------- */
 
 /* A hook joined: its credentials pid (0 unknown) and memory mode.  A
  * process left locked or checkpointed by a previous broker is brought back. */
-void gs_park_on_join(gs_broker_t *b, const char *client, const char *session, long peer_pid,
-                     int managed);
-void gs_park_on_client_gone(gs_broker_t *b, const char *client);
+void gs_park_on_join(gs_park_t *self, const char *client, const char *session, long peer_pid,
+                     int managed, int64_t now);
+void gs_park_on_client_gone(gs_park_t *self, const char *client, int64_t now);
 
-/* make_room from a hook: answered now (ok:false) or when victims are
- * parked (room).  seq < 0: none. */
-void gs_park_make_room(gs_broker_t *b, zframe_t *peer, const char *client, int gpu, uint64_t bytes,
-                       long long seq);
+/* make_room from a hook of session: answered now (ok:false, returns 0) or,
+ * when it returns 1, once gs_park_poll has parked victims (room); either
+ * way the answer comes from gs_park_next_answer.  seq < 0: none. */
+int gs_park_make_room(gs_park_t *self, zframe_t *peer, const char *session, int gpu, uint64_t bytes,
+                      long long seq, int64_t now);
 
-/* Finished jobs (the fd was readable). */
-void gs_park_on_jobs(gs_broker_t *b);
+/* Finished jobs (the fd was readable).  The scheduler's state changed: the
+ * broker sends its actions and polls again. */
+void gs_park_on_jobs(gs_park_t *self, int64_t now);
 
 /* Look at everything again: parked sessions that need the GPU, room
- * requests, victims to park.  Called after every scheduler event
- * (gs_broker_sched_flush) and tick; returns 1 when it changed the
- * scheduler's state (flush its actions again). */
-int gs_park_poll(gs_broker_t *b);
+ * requests, victims to park.  Called after every scheduler event and tick;
+ * returns 1 when it changed the scheduler's state (send its actions and
+ * poll again). */
+int gs_park_poll(gs_park_t *self, int64_t now);
 
 /* When gs_park_poll wants to run again by itself (INT64_MAX: never). */
 int64_t gs_park_next_deadline(const gs_park_t *self);
 
+/* The next answer for a client (a `room` message, new reference) with its
+ * routing id in *peer (the caller destroys both), or NULL when none waits. */
+json_t *gs_park_next_answer(gs_park_t *self, zframe_t **peer);
+
 /* ---- settings and status --------------------------------------------------- */
 
-/* A parking key (gs_park_is_key, park_policy.h), applied. */
+/* A parking key (gs_park_is_key, sched/park_policy.h), applied. */
 int gs_park_set(gs_park_t *self, const char *key, const json_t *value, char *err, size_t errlen);
 /* Save/restore the settings around an all-or-nothing batch. */
 void *gs_park_config_save(const gs_park_t *self);
@@ -81,6 +103,6 @@ json_t *gs_park_config_json_of(const gs_park_t *self);
  * "parking"), to every GPU entry (memory_used without parked memory,
  * memory_parked, ...), the top-level "parking" object and the parking
  * settings under "config". */
-void gs_park_status_add(const gs_park_t *self, json_t *status);
+void gs_park_status_add(const gs_park_t *self, json_t *status, int64_t now);
 
 #endif

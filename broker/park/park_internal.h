@@ -7,11 +7,10 @@
 #ifndef GS_PARK_INTERNAL_H
 #define GS_PARK_INTERNAL_H
 
-#include "broker_internal.h"
 #include "park.h"
 #include "park_cuda.h"
-#include "sched/park_policy.h"
 #include "park_worker.h"
+#include "sched/park_policy.h"
 
 /* Where a session's memory is, as parking sees it. */
 typedef enum {
@@ -56,7 +55,6 @@ typedef struct {
 
 /* A make_room waiting for victims. */
 typedef struct room {
-    char client[64];
     zframe_t *peer;
     long long seq;
     int gpu;
@@ -80,8 +78,18 @@ typedef struct {
 
 #define PARK_MAX_RESV 64
 
+/* An answer for a client, waiting for the broker to send it. */
+typedef struct answer {
+    zframe_t *peer;
+    json_t *msg;
+    struct answer *next;
+} answer_t;
+
 struct gs_park {
-    gs_broker_t *b;
+    gs_sched_t *sched;       /* told where each session's memory is */
+    gs_sessions_t *sessions; /* read: which sessions exist */
+    gs_eventlog_t *eventlog; /* NULL = off */
+    char uuids[GS_MAX_GPUS][48];
     gs_park_config_t cfg;
     uint64_t host_ram;
     gs_park_api_t *api; /* NULL: unavailable */
@@ -98,16 +106,19 @@ struct gs_park {
     uint64_t next_job;
     char last_refusal[560]; /* the last make_room answered ok:false, for status */
     int64_t wake;
-    int polling, again, changed;
+    int changed;                      /* the scheduler's state changed (gs_park_poll's result) */
+    answer_t *answers, **answers_end; /* FIFO, for gs_park_next_answer */
 };
 
 /* park.c */
 psess_t *park_sess(gs_park_t *p, const char *id, int create);
+/* Queue msg (consumed) for peer (copied): the broker sends it (gs_park_next_answer). */
+void park_answer(gs_park_t *p, zframe_t *peer, json_t *msg);
 /* Start parking / unparking (scheduler told, job submitted or awaited). */
-int park_start(gs_broker_t *b, psess_t *ps, const char *why);
+int park_start(gs_park_t *p, psess_t *ps, const char *why, int64_t now);
 /* A victim whose grant was released: its job starts. */
 void park_submit(gs_park_t *p, psess_t *ps);
-void park_start_unpark(gs_broker_t *b, psess_t *ps, const char *why);
+void park_start_unpark(gs_park_t *p, psess_t *ps, const char *why, int64_t now);
 /* Processes of a session that parking would act on; 0 with *reason when
  * the session cannot be parked (static reasons: managed memory, ...). */
 int park_session_pids(const gs_park_t *p, const char *session, int *pids, int max,
@@ -115,7 +126,7 @@ int park_session_pids(const gs_park_t *p, const char *session, int *pids, int ma
 uint64_t park_host_used(const gs_park_t *p);
 /* Why the session cannot be parked now, whatever its activity ("managed
  * memory", "parking is off on GPU 1", ...); 0 with out empty when it can. */
-int park_unparkable(const gs_park_t *p, const char *session, char *out, size_t len);
+int park_unparkable(const gs_park_t *p, const char *session, int64_t now, char *out, size_t len);
 
 /* park_victims.c: the sessions as they are now */
 typedef struct {
@@ -134,7 +145,7 @@ typedef struct {
     int n;
 } park_views_t;
 
-park_views_t park_views(gs_broker_t *b, int64_t now);
+park_views_t park_views(gs_park_t *p, int64_t now);
 /* Forget the records of sessions the broker has forgotten. */
 void park_prune(gs_park_t *p, const park_views_t *vs);
 /* Estimated free memory of GPU g, and the margin kept for rounding. */
@@ -144,18 +155,18 @@ uint64_t park_margin(const gs_park_t *p, int g);
 int park_in_flight(const park_views_t *vs, int g);
 /* Choose victims for need bytes on GPU g (not `exclude`; time-slice
  * victims with allow_switched) and start parking them (why: the log). */
-gs_park_pick_rc_t park_victims(gs_broker_t *b, park_views_t *vs, int g, uint64_t need,
+gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t need,
                                const char *exclude, int allow_switched, int64_t deadline,
-                               int64_t *wait_until, const char *why);
+                               int64_t now, int64_t *wait_until, const char *why);
 /* The reason of a refusal: where the memory is, or the budget. */
 void park_explain(gs_park_t *p, const park_views_t *vs, int g, uint64_t need, const char *exclude,
-                  gs_park_pick_rc_t rc, char *out, size_t len);
+                  gs_park_pick_rc_t rc, int64_t now, char *out, size_t len);
 const char *park_mib(char *buf, size_t len, uint64_t bytes);
 
 /* park_room.c: make_room requests */
-void park_room_reply(gs_broker_t *b, room_t *r, int ok, uint64_t free_bytes, const char *reason);
+void park_room_reply(gs_park_t *p, room_t *r, int ok, uint64_t free_bytes, const char *reason);
 /* 1: answered (go on with the next need); 0: it waits. */
-int park_serve_room(gs_broker_t *b, park_views_t *vs, room_t *r, int64_t now);
+int park_serve_room(gs_park_t *p, park_views_t *vs, room_t *r, int64_t now);
 void park_expire_reservations(gs_park_t *p, const park_views_t *vs, int64_t now);
 
 #endif
