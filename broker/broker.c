@@ -30,6 +30,7 @@
 #include "settle.h"
 #include "socket_dir.h"
 #include "status.h"
+#include "wire.h"
 
 static void handled_signals(sigset_t *set)
 {
@@ -284,7 +285,7 @@ static void handle_message(gs_broker_t *self)
     gs_msg_type_t type;
     gs_perr_t perr;
     json_t *rejected = NULL;
-    json_t *msg = gs_broker_recv(self, &peer, &type, &perr, &rejected);
+    json_t *msg = gs_wire_recv(self->router, &peer, &type, &perr, &rejected, &self->peer);
     if (!msg) {
         if (peer && perr.code != GS_PERR_NONE) {
             gs_info("rejected a message: %s", perr.text);

@@ -33,7 +33,7 @@ struct gs_broker {
     gs_sched_t *sched;       /* grants: policy, scheduler on/off and settings live here */
     gs_park_t *park;         /* memory parking (park.h); its settings live there */
     gs_liveness_t *liveness; /* finds dead clients (liveness.h) */
-    gs_peer_t peer;          /* credentials of the message being handled (broker_recv.c) */
+    gs_peer_t peer;          /* credentials of the message being handled */
     /* settings.c */
     gid_t admin_gid;         /* may change settings and others' sessions; -1 = root only */
     gs_eventlog_t *eventlog; /* NULL = off */
@@ -42,10 +42,5 @@ struct gs_broker {
     char metrics_address[64];
     int metrics_dirty;
 };
-
-/* Receive one request (broker_recv.c): gs_wire_recv's contract, and the
- * sender's credentials in self->peer (valid = 0 without them). */
-json_t *gs_broker_recv(gs_broker_t *self, zframe_t **identity, gs_msg_type_t *type, gs_perr_t *err,
-                       json_t **rejected);
 
 #endif

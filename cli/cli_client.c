@@ -23,8 +23,8 @@ gs_cli_client_t *gs_cli_client_connect(const char *endpoint, int timeout_ms, cha
     if (!self)
         return NULL;
     self->timeout_ms = timeout_ms;
-    int rc = endpoint ? gs_endpoint_normalise(endpoint, self->endpoint, sizeof self->endpoint,
-                                              err, errlen)
+    int rc = endpoint ? gs_endpoint_normalise(endpoint, self->endpoint, sizeof self->endpoint, err,
+                                              errlen)
                       : gs_endpoint_for_client(self->endpoint, sizeof self->endpoint, err, errlen);
     if (rc != 0)
         goto fail;
@@ -81,13 +81,13 @@ json_t *gs_cli_client_call(gs_cli_client_t *self, json_t *request, char *err, si
     }
     for (;;) {
         gs_msg_type_t type;
-        json_t *reply = gs_wire_recv(self->sock, NULL, &type, &perr, NULL);
+        json_t *reply = gs_wire_recv(self->sock, NULL, &type, &perr, NULL, NULL);
         if (!reply) {
             if (perr.code != GS_PERR_NONE)
                 snprintf(err, errlen, "broker sent a malformed reply: %s", perr.text);
             else
-                snprintf(err, errlen, "no reply from the broker at %s within %d ms",
-                         self->endpoint, self->timeout_ms);
+                snprintf(err, errlen, "no reply from the broker at %s within %d ms", self->endpoint,
+                         self->timeout_ms);
             return NULL;
         }
         if (gs_msg_int(reply, "seq", -1) == seq)
