@@ -22,7 +22,7 @@ typedef enum {
 } pstate_t;
 
 typedef struct {
-    char id[130];
+    char id[GS_SCHED_ID_MAX];
     pstate_t st;
     int failed;    /* the last operation failed: status "failed: <why>" */
     int stuck;     /* a process was left locked or checkpointed */
@@ -48,7 +48,7 @@ typedef struct {
 
 typedef struct {
     char key[64];
-    char session[130];
+    char session[GS_SCHED_ID_MAX];
     long pid; /* from the socket credentials; 0 unknown */
     int managed;
 } pclient_t;
@@ -59,7 +59,7 @@ typedef struct room {
     long long seq;
     int gpu;
     uint64_t bytes;
-    char session[130];
+    char session[GS_SCHED_ID_MAX];
     int64_t since, deadline;
     uint64_t goal;  /* answer ok once the estimated free memory reaches this */
     int rounds;     /* victim sets started for it */
@@ -70,7 +70,7 @@ typedef struct room {
 /* Memory promised to a make_room that was answered ok, until the hook's
  * next memory report shows it (or a second passes). */
 typedef struct {
-    char session[130];
+    char session[GS_SCHED_ID_MAX];
     int gpu;
     uint64_t bytes, base; /* base: the session's footprint when promised */
     int64_t until;

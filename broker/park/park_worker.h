@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "park_cuda.h"
+#include "sched/scheduler.h" /* GS_SCHED_ID_MAX: a job names its session */
 
 #define GS_PARK_MAX_PIDS 32
 
@@ -32,7 +33,7 @@ typedef struct gs_park_job {
     /* set by the submitter */
     uint64_t id;
     int unpark; /* 0: lock + checkpoint; 1: restore + unlock */
-    char session[130];
+    char session[GS_SCHED_ID_MAX];
     int npids;
     int pids[GS_PARK_MAX_PIDS];
     unsigned long long start[GS_PARK_MAX_PIDS]; /* /proc start time; 0 = gone already */
