@@ -150,7 +150,7 @@ int gs_cli_kernelspec_main(int argc, char **argv)
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
     int c;
-    optind = 1;
+    optind = 0; /* afresh: gpushare's own options were parsed with other rules */
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         char err[256];
         switch (c) {
