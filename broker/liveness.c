@@ -3,7 +3,7 @@
  * memory go back to the others at once (see liveness.h).
  *
  * Three signs, because none is enough alone:
- *  - ZeroMQ disconnect events (zmq_socket_monitor on the ROUTER).  Debian's
+ *  - ZeroMQ disconnect events (czmq's zmonitor on the ROUTER).  Debian's
  *    libzmq 4.3.4 is built without the draft API, so ZMQ_ROUTER_NOTIFY is
  *    not available and monitor events carry an fd, not a routing id.  A
  *    disconnect therefore triggers checks of every client's process: now
@@ -29,8 +29,7 @@
 static const int64_t recheck_after_us[4] = {0, 20000, 60000, 150000};
 
 struct gs_liveness {
-    zsock_t *router;       /* the monitored socket */
-    void *monitor;         /* PAIR socket receiving the ROUTER's disconnect events */
+    zactor_t *monitor;     /* zmonitor: the ROUTER's disconnect events */
     int64_t heartbeat_us;  /* the clients' heartbeat interval */
     int64_t next_sweep_us; /* periodic check of every client */
     int64_t recheck_us[4]; /* checks soon after a disconnect, 0 = unused */
@@ -40,25 +39,15 @@ gs_liveness_t *gs_liveness_new(zsock_t *router, int heartbeat_ms, int64_t now, c
                                size_t errlen)
 {
     gs_liveness_t *self = calloc(1, sizeof *self);
-    if (!self) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    self->router = router;
-    self->heartbeat_us = (int64_t)heartbeat_ms * 1000;
-    char ep[64];
-    snprintf(ep, sizeof ep, "inproc://gpushare-broker-monitor-%p", (void *)self);
-    if (zmq_socket_monitor(zsock_resolve(router), ep, ZMQ_EVENT_DISCONNECTED) != 0) {
-        snprintf(err, errlen, "cannot monitor the socket: %s", zmq_strerror(zmq_errno()));
+    if (!self || !(self->monitor = zactor_new(zmonitor, router))) {
+        snprintf(err, errlen, "cannot monitor the socket");
         free(self);
         return NULL;
     }
-    self->monitor = zmq_socket(zsys_init(), ZMQ_PAIR);
-    if (!self->monitor || zmq_connect(self->monitor, ep) != 0) {
-        snprintf(err, errlen, "cannot monitor the socket: %s", zmq_strerror(zmq_errno()));
-        gs_liveness_destroy(&self);
-        return NULL;
-    }
+    zstr_sendx(self->monitor, "LISTEN", "DISCONNECTED", NULL);
+    zstr_sendx(self->monitor, "START", NULL);
+    zsock_wait(self->monitor);
+    self->heartbeat_us = (int64_t)heartbeat_ms * 1000;
     self->next_sweep_us = now + self->heartbeat_us;
     return self;
 }
@@ -68,44 +57,29 @@ void gs_liveness_destroy(gs_liveness_t **self_p)
     gs_liveness_t *self = *self_p;
     if (!self)
         return;
-    zmq_socket_monitor(zsock_resolve(self->router), NULL, 0);
-    if (self->monitor)
-        zmq_close(self->monitor);
+    zactor_destroy(&self->monitor); /* stops monitoring the ROUTER */
     free(self);
     *self_p = NULL;
 }
 
 void *gs_liveness_socket(gs_liveness_t *self)
 {
-    return self->monitor;
+    return zsock_resolve(self->monitor);
 }
 
-/* Drain the monitor; any disconnect schedules checks of every client. */
+/* Drain the monitor's events (name, value, address); any disconnect
+ * schedules checks of every client. */
 void gs_liveness_on_monitor(gs_liveness_t *self, int64_t now)
 {
     int disconnects = 0;
-    for (;;) {
-        zmq_msg_t part;
-        zmq_msg_init(&part);
-        if (zmq_msg_recv(&part, self->monitor, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&part);
+    while (zsock_events(self->monitor) & ZMQ_POLLIN) {
+        zmsg_t *event = zmsg_recv(self->monitor);
+        if (!event)
             break;
-        }
-        if (zmq_msg_size(&part) >= 2) {
-            uint16_t event;
-            memcpy(&event, zmq_msg_data(&part), sizeof event);
-            disconnects += event == ZMQ_EVENT_DISCONNECTED;
-        }
-        int more = zmq_msg_more(&part);
-        zmq_msg_close(&part);
-        while (more) { /* the event's address frame */
-            zmq_msg_init(&part);
-            if (zmq_msg_recv(&part, self->monitor, ZMQ_DONTWAIT) < 0)
-                more = 0;
-            else
-                more = zmq_msg_more(&part);
-            zmq_msg_close(&part);
-        }
+        char *name = zmsg_popstr(event);
+        disconnects += name && streq(name, "DISCONNECTED");
+        zstr_free(&name);
+        zmsg_destroy(&event);
     }
     if (!disconnects)
         return;

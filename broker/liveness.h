@@ -24,8 +24,9 @@ typedef struct {
     const char *why;
 } gs_liveness_dead_t;
 
-/* Watch router (which must outlive it) for disconnects; clients send a
- * heartbeat every heartbeat_ms.  NULL with err set when it cannot. */
+/* Watch router (which must outlive it) for disconnects, with czmq's
+ * zmonitor; clients send a heartbeat every heartbeat_ms.  NULL with err set
+ * when it cannot. */
 gs_liveness_t *gs_liveness_new(zsock_t *router, int heartbeat_ms, int64_t now, char *err,
                                size_t errlen);
 void gs_liveness_destroy(gs_liveness_t **self_p);
