@@ -65,7 +65,7 @@ static int apply_gpu_memory(gs_broker_t *self, const gs_config_t *flags, const g
         return 0;
     json_t *v = gs_config_value_json(e->value);
     uint64_t limit = 0;
-    int bad = gs_park_parse_bytes(v, &limit) != 0 || limit == 0;
+    int bad = gs_park_policy_parse_bytes(v, &limit) != 0 || limit == 0;
     json_decref(v);
     if (bad) {
         char where[300];

@@ -110,7 +110,7 @@ static int apply_one(gs_broker_t *self, const char *key, const json_t *value, in
     int r = daemon_key(self, key, value, from_set, err, errlen);
     if (r != 0)
         return r < 0 ? -1 : 0;
-    if (gs_park_is_key(key))
+    if (gs_park_policy_is_key(key))
         return gs_park_set(self->park, key, value, err, errlen) == 0 ? 0 : -1;
     return gs_sched_set(self->sched, key, value, err, errlen) == 0 ? 0 : -1;
 }

@@ -68,17 +68,17 @@ gs_park_t *gs_park_new(gs_sched_t *sched, gs_sessions_t *sessions, const gs_gpu_
         p->park_bps[i] = GS_PARK_DEFAULT_PARK_BPS;
         p->unpark_bps[i] = GS_PARK_DEFAULT_UNPARK_BPS;
     }
-    gs_park_config_default(&p->cfg, inv->count, (const char(*)[48])p->uuids, p->host_ram);
+    gs_park_policy_config_default(&p->cfg, inv->count, (const char(*)[48])p->uuids, p->host_ram);
     if (inv->count == 0) {
         snprintf(p->unavailable, sizeof p->unavailable, "no GPUs");
         return p;
     }
-    p->api = gs_park_api_load(p->unavailable, sizeof p->unavailable);
+    p->api = gs_park_cuda_load(p->unavailable, sizeof p->unavailable);
     if (p->api) {
         p->worker = gs_park_worker_new(p->api, inv->count < 4 ? inv->count : 4);
         if (!p->worker) {
             snprintf(p->unavailable, sizeof p->unavailable, "cannot start the park threads");
-            gs_park_api_free(&p->api);
+            gs_park_cuda_free(&p->api);
         }
     }
     if (!p->api)
@@ -124,7 +124,7 @@ void gs_park_destroy(gs_park_t **self_p)
     }
     zhashx_destroy(&p->sess);
     zhashx_destroy(&p->clients);
-    gs_park_api_free(&p->api);
+    gs_park_cuda_free(&p->api);
     free(p);
     *self_p = NULL;
 }
@@ -170,7 +170,7 @@ json_t *gs_park_next_answer(gs_park_t *p, zframe_t **peer)
 
 int gs_park_set(gs_park_t *p, const char *key, const json_t *v, char *err, size_t errlen)
 {
-    if (gs_park_config_set(&p->cfg, key, v, p->host_ram, err, errlen) != 0)
+    if (gs_park_policy_config_set(&p->cfg, key, v, p->host_ram, err, errlen) != 0)
         return -1;
     p->wake = 0; /* look again at once */
     for (psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess))
@@ -195,7 +195,7 @@ void gs_park_config_restore(gs_park_t *p, void *saved)
 
 json_t *gs_park_config_json_of(const gs_park_t *p)
 {
-    return gs_park_config_json(&p->cfg);
+    return gs_park_policy_config_json(&p->cfg);
 }
 
 /* ---- clients ------------------------------------------------------------------ */
@@ -223,12 +223,12 @@ void gs_park_on_join(gs_park_t *p, const char *client, const char *session, long
     int st = GS_PROC_RUNNING;
     char err[200];
     psess_t *ps;
-    if (gs_park_api_state(p->api, (int)peer_pid, &st, err, sizeof err) != 0 ||
+    if (gs_park_cuda_state(p->api, (int)peer_pid, &st, err, sizeof err) != 0 ||
         st == GS_PROC_RUNNING || !(ps = park_sess(p, session, 1)) ||
         ps->npids == GS_PARK_MAX_PIDS || (ps->st != PS_RESIDENT && ps->st != PS_PARKED))
         return;
     ps->pids[ps->npids] = (int)peer_pid;
-    ps->start[ps->npids++] = gs_park_proc_start((int)peer_pid);
+    ps->start[ps->npids++] = gs_park_worker_proc_start((int)peer_pid);
     ps->st = PS_PARKED;
     ps->failed = ps->stuck = 1;
     snprintf(ps->why, sizeof ps->why, "pid %ld joined %s (left so by a previous broker)", peer_pid,
@@ -369,7 +369,7 @@ int park_start(gs_park_t *p, psess_t *ps, const char *why, int64_t now)
     ps->npids = n;
     for (int i = 0; i < n; i++) {
         ps->pids[i] = pids[i];
-        ps->start[i] = gs_park_proc_start(pids[i]); /* 0: gone, the worker skips it */
+        ps->start[i] = gs_park_worker_proc_start(pids[i]); /* 0: gone, the worker skips it */
     }
     for (int g = 0; g < p->ngpus; g++) {
         gs_sched_info_t si;
@@ -437,7 +437,7 @@ static void parked(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t no
         ps->park_gbps = s >= 0.001 ? (double)bytes / s / 1e9 : -1;
         for (int g = 0; g < p->ngpus; g++)
             if (ps->bytes[g])
-                gs_park_rate_update(&p->park_bps[g], bytes, s);
+                gs_park_policy_rate_update(&p->park_bps[g], bytes, s);
         gs_sched_set_residency(p->sched, ps->id, GS_SCHED_PARKED, now);
         gs_info("session %s parked: %.1f MiB in %.3f s (%.2f GB/s)", ps->id, bytes / 1048576.0, s,
                 ps->park_gbps);
@@ -496,10 +496,10 @@ static void unparked(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t 
         gs_sched_info_t si;
         if (!ps->bytes[g])
             continue;
-        gs_park_rate_update(&p->unpark_bps[g], bytes, s);
+        gs_park_policy_rate_update(&p->unpark_bps[g], bytes, s);
         gs_sched_set_min_slice(
             p->sched, ps->id, g,
-            gs_park_min_slice_us(ps->bytes[g], s, p->park_bps[g], p->unpark_bps[g]));
+            gs_park_policy_min_slice_us(ps->bytes[g], s, p->park_bps[g], p->unpark_bps[g]));
         if (gs_sched_info(p->sched, ps->id, g, now, &si) == 0)
             ps->grants_at_unpark[g] = si.grants;
     }

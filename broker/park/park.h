@@ -91,7 +91,7 @@ json_t *gs_park_next_answer(gs_park_t *self, zframe_t **peer);
 
 /* ---- settings and status --------------------------------------------------- */
 
-/* A parking key (gs_park_is_key, sched/park_policy.h), applied. */
+/* A parking key (gs_park_policy_is_key, sched/park_policy.h), applied. */
 int gs_park_set(gs_park_t *self, const char *key, const json_t *value, char *err, size_t errlen);
 /* Save/restore the settings around an all-or-nothing batch. */
 void *gs_park_config_save(const gs_park_t *self);

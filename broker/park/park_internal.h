@@ -92,7 +92,7 @@ struct gs_park {
     char uuids[GS_MAX_GPUS][48];
     gs_park_config_t cfg;
     uint64_t host_ram;
-    gs_park_api_t *api; /* NULL: unavailable */
+    gs_park_cuda_t *api; /* NULL: unavailable */
     char unavailable[200];
     gs_park_worker_t *worker;
     int ngpus;

@@ -3,7 +3,7 @@
  * pass over the broker's tables, the scheduler's view of each session, why
  * it cannot be parked), the estimated free memory of a GPU, and choosing
  * and starting victims for an amount of memory (the decision itself is
- * gs_park_choose, park_policy.h).
+ * gs_park_policy_choose, park_policy.h).
  *
  * Free memory is estimated from the hooks' reports: the GPU's size less
  * the footprints of sessions not parked and the room promised to requests
@@ -172,8 +172,8 @@ gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t n
     uint64_t budget_left = p->cfg.host_budget > used ? p->cfg.host_budget - used : 0;
     gs_park_pick_rc_t rc = GS_PICK_NONE;
     if (c && map && picked)
-        rc = gs_park_choose(c, n, need, allow_switched, budget_left, now, p->cfg.idle_us, deadline,
-                            picked, wait_until);
+        rc = gs_park_policy_choose(c, n, need, allow_switched, budget_left, now, p->cfg.idle_us,
+                                   deadline, picked, wait_until);
     for (int k = 0; rc == GS_PICK_OK && k < n; k++)
         if (picked[k] && park_start(p, vs->v[map[k]].ps, why, now) != 0)
             rc = GS_PICK_NONE; /* cannot happen: the reason was checked */
