@@ -3,7 +3,8 @@
 #   1. the normal build (-Werror) and `make check` (C unit tests, the
 #      simulated driver's tests, the Python/Jupyter integration tests);
 #   2. an ASan+UBSan build running the C tests;
-#   3. `make distcheck` (the release tarball builds and passes its tests).
+#   3. `make distcheck` (the release tarball builds and passes its tests);
+#   and before all, every C file formatted as .clang-format says.
 # The last line is "N passed, N failed, N skipped".  .ci/run runs this.
 set -u
 cd "$(dirname "$0")"
@@ -17,8 +18,11 @@ autoreconf -fi >/dev/null 2>&1 || { autoreconf -fi; echo "0 passed, 1 failed"; e
 rm -rf _build _build-asan
 mkdir -p _build _build-asan
 
+echo "== format (clang-format)"
+build-aux/check-format.sh || step_failed "format"
+
 echo "== build (-Werror)"
-if (cd _build && ../configure -q --enable-werror ${CUDA_DIR:+--with-cuda=$CUDA_DIR} && make -s -j"$jobs"); then
+if (cd _build && ../configure -q --enable-werror --enable-assertions ${CUDA_DIR:+--with-cuda=$CUDA_DIR} && make -s -j"$jobs"); then
     echo "== make check"
     (cd _build && make -k -j"$jobs" check >check.out 2>&1) || step_failed "make check"
     grep -E '^(PASS|FAIL|SKIP|ERROR|XPASS|XFAIL): ' _build/check.out | grep -v '^PASS' | head -50
@@ -28,7 +32,7 @@ fi
 
 echo "== ASan+UBSan build, C tests"
 san="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
-if (cd _build-asan && ../configure -q --enable-werror ${CUDA_DIR:+--with-cuda=$CUDA_DIR} CFLAGS="$san" LDFLAGS="-fsanitize=address,undefined" &&
+if (cd _build-asan && ../configure -q --enable-werror --enable-assertions ${CUDA_DIR:+--with-cuda=$CUDA_DIR} CFLAGS="$san" LDFLAGS="-fsanitize=address,undefined" &&
     make -s -j"$jobs"); then
     (cd _build-asan && make -k -j"$jobs" -C tests/unit check >check.out 2>&1) ||
         step_failed "sanitizer unit tests"

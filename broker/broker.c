@@ -166,7 +166,8 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
         memory[i] = self->inventory.gpus[i].memory_total;
     self->sched = gs_sched_new(self->inventory.count, memory);
     if (self->sched)
-        self->park = gs_park_new(self->sched, self->sessions, &self->inventory);
+        self->park = gs_park_new(self->sched, self->sessions, &self->inventory, self->opt.endpoint,
+                                 self->opt.system);
     if (!self->sessions || !self->sched || !self->park) {
         snprintf(err, errlen, "out of memory");
         goto fail;
@@ -317,6 +318,8 @@ static void handle_message(gs_broker_t *self)
     case GS_MSG_GRANT:
     case GS_MSG_REVOKE:
     case GS_MSG_ROOM:
+    case GS_MSG_SWAP_OUT:
+    case GS_MSG_SWAP_IN:
     case GS_MSG_STATUS_REPLY:
     case GS_MSG_OK:
     case GS_MSG_ERROR: {
@@ -440,7 +443,7 @@ int gs_broker_run(gs_broker_t *self)
 {
     announce(self);
     gs_sd_notify("READY=1\nSTATUS=serving");
-    enum { FIXED = 4, MAX_ITEMS = FIXED + 16 };
+    enum { FIXED = 4, METRICS = 16, MAX_ITEMS = FIXED + METRICS + GS_PARK_MAX_POLL_ITEMS };
     int park_fd = gs_park_fd(self->park);
     zmq_pollitem_t items[MAX_ITEMS] = {
         {zsock_resolve(self->router), 0, ZMQ_POLLIN, 0},
@@ -449,9 +452,11 @@ int gs_broker_run(gs_broker_t *self)
         {NULL, park_fd, park_fd >= 0 ? ZMQ_POLLIN : 0, 0}, /* park jobs finished */
     };
     for (;;) {
-        int n = FIXED;
+        int n = FIXED, nmetrics = 0;
         if (self->metrics)
-            n += gs_metrics_poll_items(self->metrics, items + FIXED, MAX_ITEMS - FIXED);
+            n += nmetrics = gs_metrics_poll_items(self->metrics, items + FIXED, METRICS);
+        int park_first = n;
+        n += gs_park_poll_items(self->park, items + n, MAX_ITEMS - n);
         int rc = zmq_poll(items, n, poll_timeout_ms(self));
         if (rc < 0) {
             if (zmq_errno() == EINTR)
@@ -470,8 +475,15 @@ int gs_broker_run(gs_broker_t *self)
         /* Drain what is queued, bounded so signals stay responsive. */
         for (int i = 0; i < 1000 && (zsock_events(self->router) & ZMQ_POLLIN); i++)
             handle_message(self);
-        if (self->metrics && n > FIXED)
-            gs_metrics_handle(self->metrics, items + FIXED, n - FIXED, current_status, self);
+        if (self->metrics && nmetrics > 0)
+            gs_metrics_handle(self->metrics, items + FIXED, nmetrics, current_status, self);
+        int park_events = 0;
+        for (int i = park_first; i < n; i++)
+            park_events |= items[i].revents != 0;
+        if (park_events) {
+            gs_park_handle_items(self->park, items + park_first, n - park_first, gs_clock_now_us());
+            gs_settle(self); /* a pool that grew may let a park start */
+        }
         run_timers(self);
     }
     gs_sd_notify("STOPPING=1");

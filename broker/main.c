@@ -14,23 +14,24 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "Usage: gpushare-broker [OPTIONS]\n"
-                 "Schedule one machine's GPUs among Jupyter notebooks (see gpushare-broker(8)).\n\n"
-                 "  -e, --endpoint EP     listen on EP (ipc://PATH or a path); default\n"
-                 "                        $GPUSHARE_BROKER, else $XDG_RUNTIME_DIR/gpushare/broker.sock\n"
-                 "      --system          run as the system service (/run/gpushare/broker.sock)\n"
-                 "      --socket-group G  let group G connect (with --system)\n"
-                 "  -c, --config FILE     configuration file (default /etc/gpushare/broker.conf\n"
-                 "                        when it exists; keys in gpushare-broker(8))\n"
-                 "      --policy P        exclusive, burst or adaptive (default adaptive)\n"
-                 "      --tq SECONDS      time quantum of the exclusive policy (default 20)\n"
-                 "      --scheduler on|off\n"
-                 "      --event-log FILE  append a JSON line per event to FILE\n"
-                 "      --metrics-port N  serve Prometheus metrics on 127.0.0.1:N\n"
-                 "      --set KEY=VALUE   any configuration key (flags win over the file)\n"
-                 "  -v, --verbose         log at info level (twice: debug)\n"
-                 "  -h, --help            show this help\n"
-                 "  -V, --version         show the version\n");
+    fprintf(out,
+            "Usage: gpushare-broker [OPTIONS]\n"
+            "Schedule one machine's GPUs among Jupyter notebooks (see gpushare-broker(8)).\n\n"
+            "  -e, --endpoint EP     listen on EP (ipc://PATH or a path); default\n"
+            "                        $GPUSHARE_BROKER, else $XDG_RUNTIME_DIR/gpushare/broker.sock\n"
+            "      --system          run as the system service (/run/gpushare/broker.sock)\n"
+            "      --socket-group G  let group G connect (with --system)\n"
+            "  -c, --config FILE     configuration file (default /etc/gpushare/broker.conf\n"
+            "                        when it exists; keys in gpushare-broker(8))\n"
+            "      --policy P        exclusive, burst or adaptive (default adaptive)\n"
+            "      --tq SECONDS      time quantum of the exclusive policy (default 20)\n"
+            "      --scheduler on|off\n"
+            "      --event-log FILE  append a JSON line per event to FILE\n"
+            "      --metrics-port N  serve Prometheus metrics on 127.0.0.1:N\n"
+            "      --set KEY=VALUE   any configuration key (flags win over the file)\n"
+            "  -v, --verbose         log at info level (twice: debug)\n"
+            "  -h, --help            show this help\n"
+            "  -V, --version         show the version\n");
 }
 
 int main(int argc, char **argv)
@@ -39,14 +40,20 @@ int main(int argc, char **argv)
     gs_broker_options_t opt = {.socket_group = (gid_t)-1};
     int verbose = 0;
     char err[256];
-    static const struct option longopts[] = {
-        {"endpoint", required_argument, 0, 'e'}, {"system", no_argument, 0, 's'},
-        {"socket-group", required_argument, 0, 'g'}, {"verbose", no_argument, 0, 'v'},
-        {"config", required_argument, 0, 'c'}, {"policy", required_argument, 0, 'P'},
-        {"tq", required_argument, 0, 'T'}, {"scheduler", required_argument, 0, 'S'},
-        {"event-log", required_argument, 0, 'L'}, {"metrics-port", required_argument, 0, 'M'},
-        {"set", required_argument, 0, 'X'},
-        {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, 'V'}, {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"endpoint", required_argument, 0, 'e'},
+                                             {"system", no_argument, 0, 's'},
+                                             {"socket-group", required_argument, 0, 'g'},
+                                             {"verbose", no_argument, 0, 'v'},
+                                             {"config", required_argument, 0, 'c'},
+                                             {"policy", required_argument, 0, 'P'},
+                                             {"tq", required_argument, 0, 'T'},
+                                             {"scheduler", required_argument, 0, 'S'},
+                                             {"event-log", required_argument, 0, 'L'},
+                                             {"metrics-port", required_argument, 0, 'M'},
+                                             {"set", required_argument, 0, 'X'},
+                                             {"help", no_argument, 0, 'h'},
+                                             {"version", no_argument, 0, 'V'},
+                                             {0, 0, 0, 0}};
     int c;
     int rc = 2;
     while ((c = getopt_long(argc, argv, "e:c:vhV", longopts, NULL)) != -1) {
@@ -60,11 +67,21 @@ int main(int argc, char **argv)
             }
             snprintf(opt.config_path, sizeof opt.config_path, "%s", optarg);
             break;
-        case 'P': key = "policy"; break;
-        case 'T': key = "tq"; break;
-        case 'S': key = "scheduler"; break;
-        case 'L': key = "event_log"; break;
-        case 'M': key = "metrics_port"; break;
+        case 'P':
+            key = "policy";
+            break;
+        case 'T':
+            key = "tq";
+            break;
+        case 'S':
+            key = "scheduler";
+            break;
+        case 'L':
+            key = "event_log";
+            break;
+        case 'M':
+            key = "metrics_port";
+            break;
         case 'X': {
             const char *eq = strchr(optarg, '=');
             if (!eq || eq == optarg || (size_t)(eq - optarg) >= sizeof kbuf) {
@@ -77,8 +94,8 @@ int main(int argc, char **argv)
             break;
         }
         case 'e':
-            if (gs_endpoint_normalise(optarg, opt.endpoint, sizeof opt.endpoint, err,
-                                      sizeof err) != 0) {
+            if (gs_endpoint_normalise(optarg, opt.endpoint, sizeof opt.endpoint, err, sizeof err) !=
+                0) {
                 fprintf(stderr, "gpushare-broker: --endpoint: %s\n", err);
                 goto out;
             }
@@ -89,8 +106,7 @@ int main(int argc, char **argv)
         case 'g': {
             struct group *gr = getgrnam(optarg);
             if (!gr) {
-                fprintf(stderr, "gpushare-broker: --socket-group: no group named \"%s\"\n",
-                        optarg);
+                fprintf(stderr, "gpushare-broker: --socket-group: no group named \"%s\"\n", optarg);
                 goto out;
             }
             opt.socket_group = gr->gr_gid;

@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define MAX_CONNS 8
+#define MAX_CONNS   8
 #define MAX_REQUEST 4096
 
 typedef struct {
@@ -208,9 +208,10 @@ char *gs_metrics_render(const json_t *st)
     FILE *out = open_memstream(&buf, &len);
     if (!out)
         return NULL;
-    fprintf(out, "# HELP gpushare_scheduler_on 1 when the scheduler gates GPU work.\n"
-                 "# TYPE gpushare_scheduler_on gauge\n"
-                 "gpushare_scheduler_on %d\n",
+    fprintf(out,
+            "# HELP gpushare_scheduler_on 1 when the scheduler gates GPU work.\n"
+            "# TYPE gpushare_scheduler_on gauge\n"
+            "gpushare_scheduler_on %d\n",
             strcmp(str(st, "scheduler"), "on") == 0);
     static const struct {
         const char *name, *type, *help, *key;

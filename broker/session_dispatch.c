@@ -1,7 +1,8 @@
 /*
  * session_dispatch.c - register/unregister/cell from launchers, join,
  * acquire, release and memory from hooks, turned into scheduler events
- * (scheduler.h); make_room handed to parking (park.h).
+ * (scheduler.h); make_room, memory reports and the swap tier's `swapped`
+ * handed to parking (park.h).
  *
  * Every handler ends with gs_settle (settle.h), which sends what the
  * scheduler and parking decided.
@@ -176,7 +177,9 @@ static void on_join(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     int64_t now = gs_clock_now_us();
     gs_sched_join(self->sched, c->key, s->id, now);
     gs_park_on_join(self->park, c->key, s->id, c->peer_pid,
-                    strcmp(gs_msg_str(msg, "memory_mode", "device"), "managed") == 0, now);
+                    self->peer.valid ? (long)self->peer.uid : -1,
+                    strcmp(gs_msg_str(msg, "memory_mode", "device"), "managed") == 0,
+                    json_is_true(json_object_get(msg, "swap")), now);
     if (old[0] && strcmp(old, s->id) != 0)
         gs_settle_forget_session(self, old);
     gs_debug("pid %ld joined session %s", c->pid, s->id);
@@ -287,8 +290,20 @@ static void on_memory(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     gs_client_t *c = client_gpu(self, peer, msg, &i);
     if (!c)
         return;
-    gs_sched_memory(self->sched, c->key, i, (uint64_t)gs_msg_int(msg, "used_bytes", 0),
-                    gs_clock_now_us());
+    uint64_t used = (uint64_t)gs_msg_int(msg, "used_bytes", 0);
+    gs_sched_memory(self->sched, c->key, i, used, gs_clock_now_us());
+    gs_park_on_memory(self->park, c->key, i, used, (uint64_t)gs_msg_int(msg, "movable_bytes", 0));
+    gs_settle(self);
+}
+
+/* A hook's answer to parking's swap_out / swap_in (park.h). */
+static void on_swapped(gs_broker_t *self, zframe_t *peer, const json_t *msg)
+{
+    int i;
+    gs_client_t *c = client_gpu(self, peer, msg, &i);
+    if (!c)
+        return;
+    gs_park_on_swapped(self->park, c->key, i, msg, gs_clock_now_us());
     gs_settle(self);
 }
 
@@ -337,6 +352,9 @@ int gs_session_dispatch(gs_broker_t *self, zframe_t *peer, gs_msg_type_t type, c
         return 1;
     case GS_MSG_MAKE_ROOM:
         on_make_room(self, peer, msg);
+        return 1;
+    case GS_MSG_SWAPPED:
+        on_swapped(self, peer, msg);
         return 1;
     default:
         return 0;

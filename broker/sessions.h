@@ -33,10 +33,10 @@ typedef struct {
     char kernel_id[129];
     char notebook[512];
     long kernel_pid;
-    int registered; /* by a launcher (else made for a hook's process) */
-    int owner_known; /* owner_uid came from the socket credentials */
+    int registered;      /* by a launcher (else made for a hook's process) */
+    int owner_known;     /* owner_uid came from the socket credentials */
     pid_t registrar_pid; /* process that registered it last (socket credentials), 0 unknown */
-    uid_t owner_uid; /* who registered (or first joined) it: only they and admins act on it */
+    uid_t owner_uid;     /* who registered (or first joined) it: only they and admins act on it */
     int cell_busy;
     char cell_msg_id[129];
 } gs_session_t;

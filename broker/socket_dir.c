@@ -60,8 +60,7 @@ int gs_socket_dir_prepare(const char *path, int system, gid_t group, char *err, 
     /* Only a directory we made gets our mode; an admin's existing one (say
      * systemd's RuntimeDirectory) keeps the mode they chose. */
     if (!existed) {
-        if (chmod(dir, mode) != 0 ||
-            (group != (gid_t)-1 && chown(dir, (uid_t)-1, group) != 0)) {
+        if (chmod(dir, mode) != 0 || (group != (gid_t)-1 && chown(dir, (uid_t)-1, group) != 0)) {
             snprintf(err, errlen, "cannot set permissions on %s: %s", dir, strerror(errno));
             return -1;
         }

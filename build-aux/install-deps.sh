@@ -3,14 +3,14 @@
 # run that is not installed yet.  Fast when everything is there already.
 set -eu
 
-PACKAGES="build-essential autoconf automake libtool pkg-config
+PACKAGES="build-essential autoconf automake libtool pkg-config clang-format
 libzmq3-dev libczmq-dev libjansson-dev libsodium-dev libcmocka-dev
 python3 python3-pytest python3-zmq python3-jupyter-client python3-ipykernel
 python3-nbclient python3-nbformat python3-notebook
 debhelper dh-python systemd
 python3-yaml kubernetes-client
 jupyterhub node-configurable-http-proxy python3-requests
-chromium chromium-driver python3-selenium"
+chromium chromium-driver python3-selenium python3-matplotlib"
 # debhelper, dh-python: test_debian_package.py builds the .debs; systemd:
 # systemd-analyze checks the unit; python3-yaml, kubernetes-client (kubectl):
 # test_kubernetes_manifests.py; jupyterhub ... python3-selenium:

@@ -35,8 +35,8 @@ int gs_endpoint_normalise(const char *in, char *out, size_t outlen, char *err, s
     /* Linux limits a unix socket path to 107 bytes; zmq fails obscurely. */
     const char *path = gs_endpoint_ipc_path(out);
     if (n < 0 || (size_t)n >= outlen || (path && strlen(path) > 107)) {
-        snprintf(err, errlen, "broker endpoint \"%s\" is too long (unix socket paths hold 107 bytes)",
-                 in);
+        snprintf(err, errlen,
+                 "broker endpoint \"%s\" is too long (unix socket paths hold 107 bytes)", in);
         return -1;
     }
     if (path && !*path) {
@@ -80,4 +80,16 @@ int gs_endpoint_for_client(char *out, size_t outlen, char *err, size_t errlen)
     if (user_socket(out, outlen) == 0 && stat(gs_endpoint_ipc_path(out), &st) == 0)
         return 0;
     return gs_endpoint_normalise(GS_SYSTEM_SOCKET, out, outlen, err, errlen);
+}
+
+int gs_endpoint_pool_path(const char *ep, char *out, size_t outlen)
+{
+    const char *path = gs_endpoint_ipc_path(ep);
+    if (!path)
+        return -1;
+    const char *slash = strrchr(path, '/');
+    size_t dir = slash ? (size_t)(slash - path) + 1 : 0;
+    /* sockaddr_un's sun_path holds 108 bytes with its terminator. */
+    int n = snprintf(out, outlen, "%.*spool.sock", (int)dir, path);
+    return n > 0 && (size_t)n < outlen && n < 108 ? 0 : -1;
 }

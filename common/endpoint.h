@@ -29,4 +29,9 @@ int gs_endpoint_for_client(char *out, size_t outlen, char *err, size_t errlen);
 /* For an ipc endpoint, the filesystem path (pointer into ep), else NULL. */
 const char *gs_endpoint_ipc_path(const char *ep);
 
+/* The broker's pool socket (host memory for the swap tier) beside an ipc
+ * endpoint: "ipc:///run/gpushare/broker.sock" gives
+ * "/run/gpushare/pool.sock".  0, or -1 when ep is not ipc:// or too long. */
+int gs_endpoint_pool_path(const char *ep, char *out, size_t outlen);
+
 #endif

@@ -27,6 +27,7 @@ static const char *const memory_mode_values[] = {"device", "managed", NULL};
 static const char *const revoke_reason_values[] = {"quantum", "cell_idle", "preempt", "park",
                                                    "policy",  "shutdown",  NULL};
 static const char *const release_reason_values[] = {"revoked", "idle", "exit", NULL};
+static const char *const direction_values[] = {"out", "in", NULL};
 
 #define REQ 1
 #define OPT 0
@@ -40,6 +41,8 @@ static const char *const release_reason_values[] = {"revoked", "idle", "exit", N
 #define F_ENUM(n, r, v)   {(n), GS_FIELD_ENUM, (r), 0, 0, (v)}
 /* clang-format on */
 
+/* One field per line, as the specification reads. */
+/* clang-format off */
 static const gs_field_spec_t hello_fields[] = {
     F_ENUM("role", REQ, role_values),
     F_INT("pid", REQ, 1),
@@ -76,6 +79,7 @@ static const gs_field_spec_t join_fields[] = {
     F_STR("session", OPT),
     F_STRARR("devices", REQ),
     F_ENUM("memory_mode", OPT, memory_mode_values),
+    F_BOOL("swap", OPT),
 };
 static const gs_field_spec_t acquire_fields[] = {
     F_STR("device", REQ),
@@ -104,6 +108,8 @@ static const gs_field_spec_t memory_fields[] = {
     F_INT("used_bytes", REQ, 0),
     F_INT("managed_bytes", OPT, 0),
     F_INT("peak_bytes", OPT, 0),
+    F_INT("movable_bytes", OPT, 0),
+    F_INT("swapped_bytes", OPT, 0),
 };
 static const gs_field_spec_t make_room_fields[] = {
     F_STR("device", REQ),
@@ -114,6 +120,26 @@ static const gs_field_spec_t room_fields[] = {
     F_BOOL("ok", REQ),
     F_INT("free_bytes", OPT, 0),
     F_STR("reason", OPT),
+};
+static const gs_field_spec_t swap_out_fields[] = {
+    F_STR("device", REQ),
+    F_INT("lease", REQ, 1),
+    F_INT("chunks", REQ, 1),
+    F_INT("chunk_bytes", REQ, 1),
+};
+static const gs_field_spec_t swap_in_fields[] = {
+    F_STR("device", REQ),
+    F_INT("lease", REQ, 1),
+};
+static const gs_field_spec_t swapped_fields[] = {
+    F_STR("device", REQ),
+    F_INT("lease", REQ, 1),
+    F_ENUM("direction", REQ, direction_values),
+    F_BOOL("ok", REQ),
+    F_INT("bytes", REQ, 0),
+    F_INT("elapsed_us", REQ, 0),
+    F_INT("resident_bytes", REQ, 0),
+    F_STR("error", OPT),
 };
 static const gs_field_spec_t status_reply_fields[] = {
     F_OBJ("status", REQ),
@@ -130,6 +156,8 @@ static const gs_field_spec_t error_fields[] = {
     F_STR("message", REQ),
     F_STR("request_type", OPT),
 };
+
+/* clang-format on */
 
 typedef struct {
     const char *name;
@@ -157,6 +185,9 @@ static const gs_msg_schema_t schema[GS_MSG_COUNT] = {
     [GS_MSG_MEMORY] = SCHEMA("memory", memory_fields),
     [GS_MSG_MAKE_ROOM] = SCHEMA("make_room", make_room_fields),
     [GS_MSG_ROOM] = SCHEMA("room", room_fields),
+    [GS_MSG_SWAP_OUT] = SCHEMA("swap_out", swap_out_fields),
+    [GS_MSG_SWAP_IN] = SCHEMA("swap_in", swap_in_fields),
+    [GS_MSG_SWAPPED] = SCHEMA("swapped", swapped_fields),
     [GS_MSG_HEARTBEAT] = SCHEMA_EMPTY("heartbeat"),
     [GS_MSG_STATUS] = SCHEMA_EMPTY("status"),
     [GS_MSG_STATUS_REPLY] = SCHEMA("status_reply", status_reply_fields),

@@ -39,6 +39,12 @@ int gpushare_hook_memory(int dev, unsigned long long *used, unsigned long long *
  * burst is under way or still being measured (statistics so far, if any). */
 int gpushare_hook_bursts(int dev, long long *p90_us, long long *last_us);
 
+/* The swap tier's backing of new allocations on (1) or off (0), for an
+ * in-process A/B of its cost (bench/swap_ab.py); returns the previous
+ * setting, or -1 when the tier is unavailable.  Memory already allocated
+ * keeps what it had. */
+int gpushare_hook_swap_backing(int on);
+
 #ifdef __cplusplus
 }
 #endif

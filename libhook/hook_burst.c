@@ -48,6 +48,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gs_assert.h"
 #include "log.h"
 
 _Alignas(64) _Atomic int hook_burst_flag[HOOK_MAX_DEVICES];
@@ -76,8 +77,8 @@ _Alignas(64) _Atomic int hook_burst_off = HOOK_BURST_ACTIVE;
 #define REF_MAX_AGE_NS 10000000000ULL
 
 struct burst_dev {
-    int running;   /* monitor thread started */
-    int measuring; /* a burst is being measured */
+    int running;                                             /* monitor thread started */
+    int measuring;                                           /* a burst is being measured */
     uint64_t win_start[BURST_WINDOW], win_end[BURST_WINDOW]; /* recent merged bursts */
     int n, head;                                             /* head: the latest */
 };
@@ -146,6 +147,7 @@ static void *monitor_main(void *arg);
 
 static void start_monitor_locked(int dev)
 {
+    GS_ASSERT_HELD(&bmu);
     pthread_t th;
     pthread_attr_t a;
     sigset_t all, old;

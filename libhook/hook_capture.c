@@ -18,6 +18,7 @@
 #include <stdlib.h>
 
 #include "log.h"
+#include "gs_assert.h"
 
 struct capture {
     CUstream s; /* normalised: CU_STREAM_PER_THREAD stands for this thread's */
@@ -30,6 +31,7 @@ static struct capture *captures; /* hook_mu */
  * hook_capture_want); a drain synchronising finishes first. */
 void hook_wait_no_drain_locked(void)
 {
+    GS_ASSERT_HELD(&hook_mu);
     atomic_fetch_add(&hook_capture_want, 1);
     pthread_cond_broadcast(&hook_cv);
     while (hook_st.drain_syncing || hook_st.monitor_active)
@@ -58,6 +60,7 @@ static struct capture *begin_enter(struct hook_thr *t, CUstream s)
 
 static void end_locked(struct capture *c)
 {
+    GS_ASSERT_HELD(&hook_mu);
     for (struct capture **pp = &captures; *pp; pp = &(*pp)->next)
         if (*pp == c) {
             *pp = c->next;

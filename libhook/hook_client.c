@@ -20,6 +20,7 @@
 #define _GNU_SOURCE
 #include "config.h"
 #include "hook_internal.h"
+#include "hook_swap.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -34,6 +35,7 @@
 
 #include "endpoint.h"
 #include "log.h"
+#include "gs_assert.h"
 #include "protocol.h"
 
 enum hook_client_state hook_client_state; /* hook_mu */
@@ -46,7 +48,8 @@ enum hook_client_state hook_client_state; /* hook_mu */
 #define EXIT_FLUSH_MS    200
 #define EXIT_WAIT_MS     500
 #define MAX_RELEASES     (2 * HOOK_MAX_DEVICES)
-#define MEM_REPORT_MS    50 /* at most one memory message per device this often */
+#define MEM_REPORT_MS    50   /* at most one memory message per device this often */
+#define RECOVER_WAIT_MS  1000 /* without a broker: wait this long for memory, then retry */
 
 /* An allocation waiting for the broker to make room (on its thread's
  * stack, listed under hook_mu). */
@@ -71,6 +74,8 @@ static struct {
     char endpoint[512];
     json_t *releases[MAX_RELEASES];
     int nreleases;
+    json_t *reports[HOOK_MAX_DEVICES]; /* `swapped`, from the swap thread */
+    int nreports;
     struct room_req *rooms;
 } sh = {.efd = -1};
 
@@ -166,6 +171,8 @@ static void send_join(void)
     pthread_mutex_unlock(&hook_mu);
     json_object_set_new(m, "devices", devs);
     json_object_set_new(m, "memory_mode", json_string(hook_cfg.managed ? "managed" : "device"));
+    if (!hook_cfg.managed && hook_swap_available())
+        json_object_set_new(m, "swap", json_true());
     send_msg(m);
 }
 
@@ -173,6 +180,7 @@ static void send_join(void)
  * when not (a new broker knows nothing of old grants). */
 void hook_client_release_locked(struct hook_dev *d, const char *reason)
 {
+    GS_ASSERT_HELD(&hook_mu);
     if (!sh.connected || d->grant_id < 1 || sh.nreleases >= MAX_RELEASES)
         return;
     json_t *m = gs_msg_new(GS_MSG_RELEASE);
@@ -194,7 +202,12 @@ static void send_pending(void)
 {
     json_t *out[MAX_RELEASES + HOOK_MAX_DEVICES];
     int n = 0;
+    json_t *reports[HOOK_MAX_DEVICES];
+    int nrep = 0;
     pthread_mutex_lock(&hook_mu);
+    for (int i = 0; i < sh.nreports; i++)
+        reports[nrep++] = sh.reports[i];
+    sh.nreports = 0;
     for (int i = 0; i < sh.nreleases; i++)
         out[n++] = sh.releases[i];
     sh.nreleases = 0;
@@ -228,6 +241,8 @@ static void send_pending(void)
         out[n++] = m;
     }
     pthread_mutex_unlock(&hook_mu);
+    for (int i = 0; i < nrep; i++)
+        send_msg(reports[i]);
     for (int i = 0; i < n; i++)
         send_msg(out[i]);
 }
@@ -263,6 +278,12 @@ static uint64_t send_memory(uint64_t now)
         json_object_set_new(m, "used_bytes", json_integer((json_int_t)used));
         json_object_set_new(m, "managed_bytes", json_integer((json_int_t)managed));
         json_object_set_new(m, "peak_bytes", json_integer((json_int_t)peak));
+        uint64_t movable, swapped;
+        hook_swap_totals(i, &movable, &swapped);
+        if (movable || swapped) {
+            json_object_set_new(m, "movable_bytes", json_integer((json_int_t)movable));
+            json_object_set_new(m, "swapped_bytes", json_integer((json_int_t)swapped));
+        }
         send_msg(m);
         io.next_mem[i] = now + MEM_REPORT_MS;
     }
@@ -272,6 +293,7 @@ static uint64_t send_memory(uint64_t now)
 /* hook_mu held: every request waiting for a room reply gets none. */
 static void rooms_fail_locked(const char *why)
 {
+    GS_ASSERT_HELD(&hook_mu);
     for (struct room_req *q = sh.rooms; q; q = q->next)
         if (!q->done) {
             q->done = 1;
@@ -353,6 +375,9 @@ static void go_ungated(const char *why, uint64_t retry_in_ms)
     for (int i = 0; i < sh.nreleases; i++)
         json_decref(sh.releases[i]);
     sh.nreleases = 0;
+    for (int i = 0; i < sh.nreports; i++)
+        json_decref(sh.reports[i]);
+    sh.nreports = 0;
     rooms_fail_locked("no gpushare broker");
     hook_gate_update_locked();
     pthread_cond_broadcast(&hook_cv);
@@ -516,6 +541,91 @@ static void on_revoke(const json_t *m)
     }
 }
 
+/* ---- the swap tier ------------------------------------------------------- */
+
+/* On the swap thread: the command is done; `swapped` goes out from the I/O
+ * thread, and memory that is back opens the device's gate again. */
+static void on_swap_done(const hook_swap_report_t *r)
+{
+    json_t *m = gs_msg_new(GS_MSG_SWAPPED);
+    pthread_mutex_lock(&hook_mu);
+    struct hook_dev *d = r->dev >= 0 && r->dev < HOOK_MAX_DEVICES ? &hook_st.dev[r->dev] : NULL;
+    if (d) {
+        uint64_t movable, out;
+        hook_swap_totals(r->dev, &movable, &out);
+        d->swapped = out > 0;
+        hook_gate_update_locked();
+        pthread_cond_broadcast(&hook_cv);
+    }
+    if (m && d && sh.connected && sh.nreports < HOOK_MAX_DEVICES) {
+        json_object_set_new(m, "device", json_string(d->uuid));
+        json_object_set_new(m, "lease", json_integer((json_int_t)r->lease));
+        json_object_set_new(m, "direction", json_string(r->out ? "out" : "in"));
+        json_object_set_new(m, "ok", json_boolean(r->ok));
+        json_object_set_new(m, "bytes", json_integer((json_int_t)r->bytes));
+        json_object_set_new(m, "elapsed_us", json_integer((json_int_t)r->elapsed_us));
+        json_object_set_new(m, "resident_bytes", json_integer((json_int_t)r->left_resident));
+        if (!r->ok && r->error[0])
+            json_object_set_new(m, "error", json_string(r->error));
+        sh.reports[sh.nreports++] = m;
+        m = NULL;
+    }
+    pthread_mutex_unlock(&hook_mu);
+    json_decref(m);
+    hook_mem_mark_all(); /* the movable and swapped bytes changed */
+    hook_client_kick();
+}
+
+static void on_swap(const json_t *m, int out)
+{
+    const char *uuid = gs_msg_str(m, "device", "");
+    uint64_t lease = (uint64_t)gs_msg_int(m, "lease", 0);
+    char pool[128] = "";
+    pthread_mutex_lock(&hook_mu);
+    struct hook_dev *d = hook_dev_by_uuid_locked(uuid);
+    int dev = d ? (int)(d - hook_st.dev) : -1;
+    const char *refuse = !d                       ? "this process does not use that GPU"
+                         : !hook_swap_available() ? "the swap tier is off in this process"
+                         : out && (d->state == DS_GRANTED || d->state == DS_DRAINING)
+                             ? "the process still holds the GPU"
+                             : NULL;
+    if (!refuse && out)
+        d->swapped = 1; /* closed from now: nothing may touch the memory as it leaves */
+    hook_gate_update_locked();
+    pthread_mutex_unlock(&hook_mu);
+    if (refuse) {
+        hook_swap_report_t r = {.dev = dev, .out = out, .lease = lease};
+        snprintf(r.error, sizeof r.error, "%s", refuse);
+        if (dev >= 0)
+            on_swap_done(&r);
+        return;
+    }
+    gs_endpoint_pool_path(sh.endpoint, pool, sizeof pool);
+    hook_swap_command(dev, out, lease, pool, on_swap_done);
+}
+
+/* Without a broker, memory in host memory comes back by itself (the
+ * mappings of the broker's chunks stay valid in this process); the gate
+ * opens for a device once its memory is back. */
+static void recover_swapped(void)
+{
+    int any = 0;
+    pthread_mutex_lock(&hook_mu);
+    for (int i = 0; i < HOOK_MAX_DEVICES; i++)
+        any |= hook_st.dev[i].touched && hook_st.dev[i].swapped;
+    pthread_mutex_unlock(&hook_mu);
+    if (!any)
+        return;
+    hook_swap_recover(RECOVER_WAIT_MS);
+    pthread_mutex_lock(&hook_mu);
+    for (int i = 0; i < HOOK_MAX_DEVICES; i++)
+        if (hook_st.dev[i].swapped && !hook_swap_parked(i))
+            hook_st.dev[i].swapped = 0;
+    hook_gate_update_locked();
+    pthread_cond_broadcast(&hook_cv);
+    pthread_mutex_unlock(&hook_mu);
+}
+
 static void on_ok(const json_t *m)
 {
     long long seq = gs_msg_int(m, "seq", -1);
@@ -599,6 +709,11 @@ static void on_message(const void *data, size_t size)
         break;
     case GS_MSG_ERROR:
         on_error(m);
+        break;
+    case GS_MSG_SWAP_OUT:
+    case GS_MSG_SWAP_IN:
+        if (io.ready)
+            on_swap(m, type == GS_MSG_SWAP_OUT);
         break;
     default:
         gs_debug("ignoring %s from the broker", gs_msg_type_name(type));
@@ -723,6 +838,8 @@ static void *io_main(void *arg)
             idle_tick(now);
             send_pending();
         }
+        if (!io.ready && sh.decided)
+            recover_swapped();
         uint64_t mem_wake = io.ready ? send_memory(now) : 0;
         /* sleep until the next timer or event */
         uint64_t wake = now + 1000;

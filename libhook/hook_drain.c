@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "gs_assert.h"
 
 static pthread_cond_t helper_cv = PTHREAD_COND_INITIALIZER;
 static int helper_running; /* hook_mu */
@@ -195,6 +196,7 @@ static void *helper_main(void *arg)
 /* hook_mu held. */
 void hook_helper_kick_locked(void)
 {
+    GS_ASSERT_HELD(&hook_mu);
     if (!helper_running) {
         pthread_t th;
         pthread_attr_t a;

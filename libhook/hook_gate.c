@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "gs_assert.h"
 
 _Atomic int hook_gate_word = HOOK_GATE_CLOSED;
 _Atomic unsigned long long hook_track_epoch = 1;
@@ -57,9 +58,14 @@ static void wait_until_locked(uint64_t deadline_ns)
 
 void hook_gate_update_locked(void)
 {
-    int w;
-    if (hook_cfg.disabled || hook_client_state == CS_UNGATED)
+    GS_ASSERT_HELD(&hook_mu);
+    int w, swapped = 0;
+    for (int i = 0; i < HOOK_MAX_DEVICES; i++)
+        swapped |= hook_st.dev[i].touched && hook_st.dev[i].swapped;
+    if (hook_cfg.disabled || (hook_client_state == CS_UNGATED && !swapped))
         w = HOOK_GATE_UNGATED;
+    else if (hook_client_state == CS_UNGATED)
+        w = HOOK_GATE_CLOSED; /* until the memory is back */
     else {
         w = HOOK_GATE_OPEN;
         for (int i = 0; i < HOOK_MAX_DEVICES; i++)
@@ -71,6 +77,7 @@ void hook_gate_update_locked(void)
 
 struct hook_dev *hook_touch_locked(int dev)
 {
+    GS_ASSERT_HELD(&hook_mu);
     if (dev < 0 || dev >= HOOK_MAX_DEVICES)
         return NULL;
     struct hook_dev *d = &hook_st.dev[dev];
@@ -101,6 +108,7 @@ void hook_touch(int dev)
 
 struct hook_dev *hook_dev_by_uuid_locked(const char *uuid)
 {
+    GS_ASSERT_HELD(&hook_mu);
     for (int i = 0; i < HOOK_MAX_DEVICES; i++)
         if (hook_st.dev[i].touched && strcmp(hook_st.dev[i].uuid, uuid) == 0)
             return &hook_st.dev[i];
@@ -109,6 +117,7 @@ struct hook_dev *hook_dev_by_uuid_locked(const char *uuid)
 
 void hook_drain_start_locked(int dev, enum hook_drain_reason why, int kick)
 {
+    GS_ASSERT_HELD(&hook_mu);
     struct hook_dev *d = &hook_st.dev[dev];
     d->state = DS_DRAINING;
     d->drain_reason = why;
@@ -121,6 +130,7 @@ void hook_drain_start_locked(int dev, enum hook_drain_reason why, int kick)
 
 static void wait_notice_locked(struct hook_dev *d, int dev)
 {
+    GS_ASSERT_HELD(&hook_mu);
     if (d->wait_warned)
         return;
     d->wait_warned = 1;
@@ -164,9 +174,9 @@ void hook_gate_slow(struct hook_thr *t, CUstream s, int pt)
     }
     uint64_t start = hook_now_ns();
     for (;;) {
-        if (hook_client_state == CS_UNGATED)
+        if (hook_client_state == CS_UNGATED && !d->swapped)
             break;
-        if (d->state == DS_GRANTED) {
+        if (d->state == DS_GRANTED && !d->swapped) {
             granted = 1;
             break;
         }

@@ -17,6 +17,10 @@
  * function it replaces. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
+/* The one ABI version cuda.h leaves undeclared under
+ * __CUDA_API_VERSION_INTERNAL (only as the target of a #define). */
+CUresult CUDAAPI cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
+                                       unsigned int Flags);
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -208,6 +212,8 @@ struct hook_dev {
     uint64_t wait_since_ns;
     int wait_warned;
     char wait_info[256]; /* from the broker's reply to acquire */
+    int swapped;         /* its memory is out in host memory (swap tier): the gate
+                            stays closed for it, broker or not, until it is back */
 };
 
 /* Everything below is guarded by hook_mu. */

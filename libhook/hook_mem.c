@@ -34,12 +34,15 @@
 #define _GNU_SOURCE
 #include "gpushare_hook.h"
 #include "hook_internal.h"
+#include "hook_ipc.h"
+#include "hook_swap.h"
 
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
+#include "gs_assert.h"
 
 enum mkind { MK_DEVICE = 1, MK_MANAGED, MK_PHYS, MK_MAP };
 
@@ -159,6 +162,7 @@ static int mdel(struct mtab *t, uint64_t key, struct mval *out)
  * thread needs a wake-up). */
 static int count_locked(int dev, int64_t delta, int managed)
 {
+    GS_ASSERT_HELD(&memu);
     if (dev < 0 || dev >= HOOK_MAX_DEVICES)
         return 0;
     uint64_t d = (uint64_t)(delta < 0 ? -delta : delta);
@@ -226,6 +230,7 @@ static int is_managed(const struct mval *v)
 /* Whatever a destroyed context held is gone with it. */
 void hook_mem_forget_ctx(CUcontext ctx)
 {
+    hook_swap_forget_ctx(ctx);
     int first = 0;
     pthread_mutex_lock(&memu);
     for (size_t i = 0; i < ptrs.cap;) {
@@ -375,6 +380,17 @@ static CUresult managed_alloc(CUdeviceptr *dptr, size_t bytes)
     return f ? f(dptr, bytes, CU_MEM_ATTACH_GLOBAL) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
+/* Device memory that the swap tier can move when it takes it (hook_swap.h),
+ * else the driver's own. */
+static CUresult device_alloc(__typeof__(&cuMemAlloc_v2) real, const struct where *w,
+                             CUdeviceptr *dptr, size_t bytes)
+{
+    CUresult r;
+    if (w->dev >= 0 && w->ctx && hook_swap_alloc(w->ctx, w->dev, bytes, dptr, &r))
+        return r;
+    return real(dptr, bytes);
+}
+
 HOOK_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     MEM_ENTER(cuMemAlloc_v2, (dptr, bytesize));
@@ -385,7 +401,7 @@ HOOK_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
         if (hook_cfg.managed)
             r = managed_alloc(dptr, bytesize);
         else
-            WITH_ROOM(&w, bytesize, 0, r = real_(dptr, bytesize));
+            WITH_ROOM(&w, bytesize, 0, r = device_alloc(real_, &w, dptr, bytesize));
         settle(&w, bytesize, r, &ptrs, r == CUDA_SUCCESS && dptr ? *dptr : 0, bytesize,
                hook_cfg.managed ? MK_MANAGED : MK_DEVICE);
     }
@@ -582,11 +598,15 @@ static void freed_ptr(CUdeviceptr p, const struct mval *v, int had, CUresult r)
     changed(first);
 }
 
+/* The swap tier frees what it allocated (waiting for the context's work
+ * first, as cuMemFree does); the rest goes to the driver. */
 #define FREE_PTR(abi, p, args)                                                                     \
     MEM_ENTER(abi, args);                                                                          \
     struct mval v;                                                                                 \
     int had = take_ptr((CUdeviceptr)(p), &v);                                                      \
-    CUresult r = real_ args;                                                                       \
+    CUresult r;                                                                                    \
+    if (!hook_swap_free((CUdeviceptr)(p), &r))                                                     \
+        r = real_ args;                                                                            \
     freed_ptr((CUdeviceptr)(p), &v, had, r);                                                       \
     MEM_LEAVE(r)
 
@@ -649,6 +669,7 @@ HOOK_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
  * anything else by a scan.  memu held; removes them from vas. */
 static size_t take_maps_locked(CUdeviceptr ptr, size_t size, uint64_t *keys, struct mval *out)
 {
+    GS_ASSERT_HELD(&memu);
     size_t n = 0;
     uint64_t at = ptr, end = (uint64_t)ptr + size;
     struct mval v;
@@ -706,6 +727,119 @@ HOOK_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 
 /* ---- what the program is told ------------------------------------------- */
 
+/* Memory the swap tier backs is a VMM mapping of whole granules to the
+ * driver; the program asked for an allocation of its own size, and is told
+ * about that one, as for cuMemAlloc. */
+HOOK_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    MEM_ENTER(cuMemGetAddressRange_v2, (pbase, psize, dptr));
+    CUdeviceptr base;
+    size_t size;
+    CUresult r;
+    if (hook_swap_range(dptr, &base, &size)) {
+        if (pbase)
+            *pbase = base;
+        if (psize)
+            *psize = size;
+        r = CUDA_SUCCESS;
+    } else
+        r = real_(pbase, psize, dptr);
+    MEM_LEAVE(r);
+}
+
+/* One attribute of a pointer into the swap tier's memory, where it differs
+ * from what the driver says of a VMM mapping; 1 when answered. */
+static int swap_attribute(void *data, CUpointer_attribute a, CUdeviceptr ptr)
+{
+    CUdeviceptr base;
+    size_t size;
+    if (!data || !hook_swap_range(ptr, &base, &size))
+        return 0;
+    switch (a) {
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(CUdeviceptr *)data = base;
+        return 1;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = size;
+        return 1;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+        *(int *)data = 1; /* emulated (hook_ipc.h), as for cuMemAlloc memory */
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+HOOK_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute,
+                                           CUdeviceptr ptr)
+{
+    MEM_ENTER(cuPointerGetAttribute, (data, attribute, ptr));
+    CUresult r = real_(data, attribute, ptr);
+    if (r == CUDA_SUCCESS)
+        swap_attribute(data, attribute, ptr);
+    MEM_LEAVE(r);
+}
+
+HOOK_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes,
+                                            CUpointer_attribute *attributes, void **data,
+                                            CUdeviceptr ptr)
+{
+    MEM_ENTER(cuPointerGetAttributes, (numAttributes, attributes, data, ptr));
+    CUresult r = real_(numAttributes, attributes, data, ptr);
+    for (unsigned i = 0; r == CUDA_SUCCESS && attributes && data && i < numAttributes; i++)
+        swap_attribute(data[i], attributes[i], ptr);
+    MEM_LEAVE(r);
+}
+
+/* Legacy IPC: emulated for the swap tier's memory (hook_ipc.h), the
+ * driver's own for the rest. */
+HOOK_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+    MEM_ENTER(cuIpcGetMemHandle, (pHandle, dptr));
+    CUresult r;
+    if (!hook_ipc_get(pHandle, dptr, &r))
+        r = real_(pHandle, dptr);
+    MEM_LEAVE(r);
+}
+
+#define IPC_OPEN(abi)                                                                              \
+    HOOK_EXPORT CUresult abi(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)        \
+    {                                                                                              \
+        MEM_ENTER(abi, (pdptr, handle, Flags));                                                    \
+        CUresult r;                                                                                \
+        if (!hook_ipc_open(pdptr, &handle, &r))                                                    \
+            r = real_(pdptr, handle, Flags);                                                       \
+        MEM_LEAVE(r);                                                                              \
+    }
+IPC_OPEN(cuIpcOpenMemHandle)
+IPC_OPEN(cuIpcOpenMemHandle_v2)
+
+HOOK_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+    MEM_ENTER(cuIpcCloseMemHandle, (dptr));
+    CUresult r;
+    if (!hook_ipc_close(dptr, &r))
+        r = real_(dptr);
+    MEM_LEAVE(r);
+}
+
+/* Peer access covers cuMemAlloc memory but not VMM mappings: the swap
+ * tier grants the peer GPU access to its ranges itself. */
+HOOK_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
+{
+    MEM_ENTER(cuCtxEnablePeerAccess, (peerContext, Flags));
+    CUresult r = real_(peerContext, Flags);
+    if (r == CUDA_SUCCESS) {
+        struct where w;
+        current(&w);
+        CUdevice owner;
+        __typeof__(&cuCtxGetDevice_v2) of = hook_cu.ctxGetDeviceOf;
+        if (w.dev >= 0 && of && of(&owner, peerContext) == CUDA_SUCCESS)
+            hook_swap_peer((int)owner, w.dev);
+    }
+    MEM_LEAVE(r);
+}
+
 /* With a limit, the device looks as large as the limit. */
 static void limited(int dev, uint64_t *freeb, uint64_t *total)
 {
@@ -724,39 +858,27 @@ static void limited(int dev, uint64_t *freeb, uint64_t *total)
     }
 }
 
-HOOK_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
-{
-    MEM_ENTER(cuMemGetInfo_v2, (free_bytes, total));
-    CUresult r = real_(free_bytes, total);
-    if (r == CUDA_SUCCESS && hook_cfg.memory_limit) {
-        struct where w;
-        current(&w);
-        uint64_t f = free_bytes ? *free_bytes : 0, t = total ? *total : 0;
-        limited(w.dev, &f, &t);
-        if (free_bytes)
-            *free_bytes = (size_t)f;
-        if (total)
-            *total = (size_t)t;
+/* cuMemGetInfo's two ABI versions (size_t and the 32-bit one) differ only
+ * in the type of what they report. */
+#define MEM_GET_INFO(abi, T)                                                                       \
+    HOOK_EXPORT CUresult abi(T *free_bytes, T *total)                                              \
+    {                                                                                              \
+        MEM_ENTER(abi, (free_bytes, total));                                                       \
+        CUresult r = real_(free_bytes, total);                                                     \
+        if (r == CUDA_SUCCESS && hook_cfg.memory_limit) {                                          \
+            struct where w;                                                                        \
+            current(&w);                                                                           \
+            uint64_t f = free_bytes ? *free_bytes : 0, t = total ? *total : 0;                     \
+            limited(w.dev, &f, &t);                                                                \
+            if (free_bytes)                                                                        \
+                *free_bytes = (T)f;                                                                \
+            if (total)                                                                             \
+                *total = (T)t;                                                                     \
+        }                                                                                          \
+        MEM_LEAVE(r);                                                                              \
     }
-    MEM_LEAVE(r);
-}
-
-HOOK_EXPORT CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total)
-{
-    MEM_ENTER(cuMemGetInfo, (free_bytes, total));
-    CUresult r = real_(free_bytes, total);
-    if (r == CUDA_SUCCESS && hook_cfg.memory_limit) {
-        struct where w;
-        current(&w);
-        uint64_t f = free_bytes ? *free_bytes : 0, t = total ? *total : 0;
-        limited(w.dev, &f, &t);
-        if (free_bytes)
-            *free_bytes = (unsigned)f;
-        if (total)
-            *total = (unsigned)t;
-    }
-    MEM_LEAVE(r);
-}
+MEM_GET_INFO(cuMemGetInfo_v2, size_t)
+MEM_GET_INFO(cuMemGetInfo, unsigned int)
 
 HOOK_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
@@ -814,6 +936,7 @@ void hook_mem_atfork_parent(void)
 /* The child has no device memory of its own (CUDA does not survive fork). */
 void hook_mem_atfork_child(void)
 {
+    hook_swap_atfork_child();
     pthread_mutex_init(&memu, NULL);
     free(ptrs.s);
     free(handles.s);

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "gs_assert.h"
 
 pthread_mutex_t hook_smu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -39,6 +40,7 @@ static size_t nset, capset;
 
 static struct sentry *find_locked(CUstream s, CUcontext ctx)
 {
+    GS_ASSERT_HELD(&hook_smu);
     for (size_t i = 0; i < nset; i++)
         if (s ? set[i].s == s : (!set[i].s && set[i].ctx == ctx))
             return &set[i];
@@ -47,6 +49,7 @@ static struct sentry *find_locked(CUstream s, CUcontext ctx)
 
 static struct sentry *add_locked(void)
 {
+    GS_ASSERT_HELD(&hook_smu);
     if (nset == capset) {
         size_t cap = capset ? capset * 2 : 32;
         struct sentry *n = realloc(set, cap * sizeof *n);
@@ -61,6 +64,7 @@ static struct sentry *add_locked(void)
 
 static void remove_at_locked(size_t i)
 {
+    GS_ASSERT_HELD(&hook_smu);
     set[i] = set[--nset];
 }
 

@@ -12,8 +12,9 @@
  * the process holds its grants) around the real call, and keep the burst
  * flag up to date (hook_burst.c).  SYNC wrappers only count calls: bursts
  * are measured by the monitor's own events, not by the program's
- * synchronisations.  The accounted ALLOC/FREE entry points are written out
- * in hook_mem.c; the rest (arrays) only count calls.
+ * synchronisations.  The accounted ALLOC/FREE entry points and legacy IPC
+ * (emulated for the swap tier's memory) are written out in hook_mem.c; the
+ * rest (arrays) only count calls.
  */
 #include "hook_internal.h"
 
@@ -66,6 +67,9 @@
  * managed mode, make_room); the generator skips them.  HOOK_OWN(abi) is 1
  * for the names listed here, 0 for any other (the "~, 1" makes a second
  * macro argument appear only for them). */
+#define HOOK_OWN_cuIpcOpenMemHandle           ~, 1
+#define HOOK_OWN_cuIpcOpenMemHandle_v2        ~, 1
+#define HOOK_OWN_cuIpcCloseMemHandle          ~, 1
 #define HOOK_OWN_cuMemAlloc                   ~, 1
 #define HOOK_OWN_cuMemAlloc_v2                ~, 1
 #define HOOK_OWN_cuMemAllocAsync              ~, 1

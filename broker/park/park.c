@@ -1,10 +1,11 @@
 /*
  * park.c - parking's life in the broker (see park.h): the checkpoint API
- * and the worker threads, the answers waiting for the broker to send them,
- * settings, the hook clients parking may act on, starting park and unpark
- * jobs and taking their results back.  What to park when is decided in
- * park_poll.c (with park_room.c and park_victims.c); status fields are in
- * park_status.c.
+ * and the worker threads, the swap tier's pools and socket, the answers
+ * waiting for the broker to send them, settings, the hook clients parking
+ * may act on, starting park and unpark jobs (or swap-tier conversations,
+ * park_swap.c) and taking their results back.  What to park when is
+ * decided in park_poll.c (with park_room.c and park_victims.c); status
+ * fields are in park_status.c.
  *
  * Which processes: only hook clients of this broker, by the pid from their
  * connection's credentials (never a pid from a message), that are alive
@@ -16,8 +17,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "endpoint.h"
 #include "log.h"
 #include "park_internal.h"
+#include "size.h"
 
 #define SEC 1000000LL
 
@@ -47,7 +50,37 @@ static uint64_t host_ram(void)
     return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
 }
 
-gs_park_t *gs_park_new(gs_sched_t *sched, gs_sessions_t *sessions, const gs_gpu_inventory_t *inv)
+/* The swap tier: host pools and their socket beside the endpoint.  Without
+ * them parking keeps to the checkpoint tier and status says why. */
+static void swap_tier_start(gs_park_t *p, const char *endpoint, int system)
+{
+    uint64_t chunk = 1ull << 30;
+    const char *env = getenv("GPUSHARE_POOL_CHUNK"); /* smaller chunks for small GPUs and tests */
+    if (env && (gs_size_parse(env, &chunk) != 0 || chunk == 0 || chunk % (2u << 20))) {
+        gs_warn("ignoring GPUSHARE_POOL_CHUNK=%s (expected a multiple of 2M: 1G, 64M)", env);
+        chunk = 1ull << 30;
+    }
+    char path[128];
+    if (!endpoint || gs_endpoint_pool_path(endpoint, path, sizeof path) != 0) {
+        snprintf(p->swap_unavailable, sizeof p->swap_unavailable,
+                 "the endpoint is not an ipc socket (descriptors cannot cross tcp)");
+        return;
+    }
+    gs_swap_pools_config_t pc = {chunk, p->cfg.host_budget, 60 * SEC};
+    p->pools = gs_swap_pools_new(p->ngpus, &pc, p->swap_unavailable, sizeof p->swap_unavailable);
+    if (p->pools) {
+        p->pool_sock = gs_pool_socket_new(path, system ? 0660 : 0600, p->swap_unavailable,
+                                          sizeof p->swap_unavailable);
+        if (!p->pool_sock)
+            gs_swap_pools_destroy(&p->pools);
+    }
+    if (!p->pools)
+        gs_info("swap tier unavailable (parking uses the checkpoint API only): %s",
+                p->swap_unavailable);
+}
+
+gs_park_t *gs_park_new(gs_sched_t *sched, gs_sessions_t *sessions, const gs_gpu_inventory_t *inv,
+                       const char *endpoint, int system)
 {
     gs_park_t *p = calloc(1, sizeof *p);
     if (!p)
@@ -83,6 +116,8 @@ gs_park_t *gs_park_new(gs_sched_t *sched, gs_sessions_t *sessions, const gs_gpu_
     }
     if (!p->api)
         gs_info("parking unavailable: %s", p->unavailable);
+    else
+        swap_tier_start(p, endpoint, system);
     return p;
 }
 
@@ -93,9 +128,19 @@ void gs_park_destroy(gs_park_t **self_p)
     if (!p)
         return;
     gs_park_worker_destroy(&p->worker); /* waits for the jobs under way */
+    /* Sessions parked on the swap tier bring themselves back when the
+     * broker is gone (their hooks keep the host memory mapped). */
+    gs_pool_socket_destroy(&p->pool_sock);
+    gs_swap_pools_destroy(&p->pools);
     for (psess_t *ps = zhashx_first(p->sess); ps && p->api; ps = zhashx_next(p->sess)) {
         if (ps->st == PS_RESIDENT && !ps->stuck)
             continue;
+        if (ps->tier == TIER_SWAP) {
+            gs_info("session %s is parked on the swap tier: its processes bring their memory "
+                    "back themselves once the broker is gone",
+                    ps->id);
+            continue;
+        }
         gs_park_job_t j;
         memset(&j, 0, sizeof j);
         j.unpark = 1;
@@ -166,12 +211,38 @@ json_t *gs_park_next_answer(gs_park_t *p, zframe_t **peer)
     return msg;
 }
 
+/* ---- the swap tier's items ---------------------------------------------------- */
+
+/* Its eventfd, the pool socket and its connections. */
+_Static_assert(GS_PARK_MAX_POLL_ITEMS >= 1 + 1 + GS_POOL_SOCKET_MAX_CONN,
+               "GS_PARK_MAX_POLL_ITEMS holds the swap tier's items");
+
+int gs_park_poll_items(gs_park_t *p, zmq_pollitem_t *items, int max)
+{
+    if (!p || !p->pools || max < 1)
+        return 0;
+    items[0] = (zmq_pollitem_t){NULL, gs_swap_pools_fd(p->pools), ZMQ_POLLIN, 0};
+    return 1 + gs_pool_socket_poll_items(p->pool_sock, items + 1, max - 1);
+}
+
+void gs_park_handle_items(gs_park_t *p, const zmq_pollitem_t *items, int n, int64_t now)
+{
+    if (!p || !p->pools || n < 1)
+        return;
+    if (items[0].revents & ZMQ_POLLIN)
+        gs_swap_pools_poll(p->pools, now);
+    gs_pool_socket_handle(p->pool_sock, items + 1, n - 1, now / 1000, gs_swap_pools_serve,
+                          p->pools);
+}
+
 /* ---- settings --------------------------------------------------------------- */
 
 int gs_park_set(gs_park_t *p, const char *key, const json_t *v, char *err, size_t errlen)
 {
     if (gs_park_policy_config_set(&p->cfg, key, v, p->host_ram, err, errlen) != 0)
         return -1;
+    if (p->pools)
+        gs_swap_pools_set_budget(p->pools, p->cfg.host_budget);
     p->wake = 0; /* look again at once */
     for (psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess))
         ps->no_demand = 0;
@@ -191,6 +262,8 @@ void gs_park_config_restore(gs_park_t *p, void *saved)
     if (saved)
         p->cfg = *(gs_park_config_t *)saved;
     free(saved);
+    if (p->pools)
+        gs_swap_pools_set_budget(p->pools, p->cfg.host_budget);
 }
 
 json_t *gs_park_config_json_of(const gs_park_t *p)
@@ -201,7 +274,7 @@ json_t *gs_park_config_json_of(const gs_park_t *p)
 /* ---- clients ------------------------------------------------------------------ */
 
 void gs_park_on_join(gs_park_t *p, const char *client, const char *session, long peer_pid,
-                     int managed, int64_t now)
+                     long peer_uid, int managed, int swap, int64_t now)
 {
     if (!p)
         return;
@@ -214,7 +287,9 @@ void gs_park_on_join(gs_park_t *p, const char *client, const char *session, long
     }
     snprintf(c->session, sizeof c->session, "%s", session);
     c->pid = peer_pid;
+    c->uid = peer_uid;
     c->managed = managed;
+    c->swap = swap && !managed;
     if (!p->api || peer_pid <= 0)
         return;
     /* A previous broker may have exited or died with this process parked:
@@ -247,6 +322,7 @@ void gs_park_on_client_gone(gs_park_t *p, const char *client, int64_t now)
     pclient_t *c = p ? zhashx_lookup(p->clients, client) : NULL;
     if (!c)
         return;
+    park_swap_client_gone(p, c, now);
     psess_t *ps = park_sess(p, c->session, 0);
     if (ps && ps->st == PS_PARKED && !ps->job) {
         int n = 0;
@@ -264,6 +340,25 @@ void gs_park_on_client_gone(gs_park_t *p, const char *client, int64_t now)
         }
     }
     zhashx_delete(p->clients, client);
+}
+
+void gs_park_on_memory(gs_park_t *p, const char *client, int gpu, uint64_t used, uint64_t movable)
+{
+    pclient_t *c = p ? zhashx_lookup(p->clients, client) : NULL;
+    if (!c || gpu < 0 || gpu >= GS_MAX_GPUS)
+        return;
+    c->used[gpu] = used;
+    c->movable[gpu] = movable;
+}
+
+void gs_park_on_swapped(gs_park_t *p, const char *client, int gpu, const json_t *msg, int64_t now)
+{
+    pclient_t *c = p ? zhashx_lookup(p->clients, client) : NULL;
+    if (!c) {
+        gs_debug("swapped from a client parking does not know: ignored");
+        return;
+    }
+    park_swap_answered(p, c, gpu, msg, now);
 }
 
 int park_session_pids(const gs_park_t *p, const char *session, int *pids, int max,
@@ -328,16 +423,25 @@ uint64_t park_host_used(const gs_park_t *p)
 
 /* ---- jobs ---------------------------------------------------------------------- */
 
-static void submit(gs_park_t *p, psess_t *ps, int unpark);
+static void submit(gs_park_t *p, psess_t *ps, int unpark, int64_t now);
 
-void park_submit(gs_park_t *p, psess_t *ps)
+void park_submit(gs_park_t *p, psess_t *ps, int64_t now)
 {
     ps->st = PS_PARKING;
-    submit(p, ps, 0);
+    submit(p, ps, 0, now);
 }
 
-static void submit(gs_park_t *p, psess_t *ps, int unpark)
+static void submit(gs_park_t *p, psess_t *ps, int unpark, int64_t now)
 {
+    /* The swap tier where the session can use it; the checkpoint API for
+     * the rest (and to bring back what it parked). */
+    if (!unpark && park_swap_try_park(p, ps, now))
+        return;
+    if (unpark && ps->tier == TIER_SWAP) {
+        park_swap_unpark(p, ps, now);
+        return;
+    }
+    ps->tier = TIER_CHECKPOINT;
     gs_park_job_t *j = calloc(1, sizeof *j);
     if (!j)
         abort(); /* the broker cannot keep its promises without memory */
@@ -383,7 +487,7 @@ int park_start(gs_park_t *p, psess_t *ps, const char *why, int64_t now)
     p->changed = 1;
     ps->st = gs_sched_session_holding(p->sched, ps->id) ? PS_REVOKING : PS_PARKING;
     if (ps->st == PS_PARKING)
-        submit(p, ps, 0);
+        submit(p, ps, 0, now);
     gs_info("parking session %s (%.1f MiB, %d process%s): %s", ps->id,
             (double)total_bytes(p, ps) / 1048576.0, n, n == 1 ? "" : "es", why);
     gs_eventlog_write(p->eventlog, "park_start",
@@ -398,7 +502,7 @@ void park_start_unpark(gs_park_t *p, psess_t *ps, const char *why, int64_t now)
     ps->since = now;
     gs_sched_set_residency(p->sched, ps->id, GS_SCHED_MOVING, now);
     p->changed = 1;
-    submit(p, ps, 1);
+    submit(p, ps, 1, now);
     gs_info("unparking session %s (%.1f MiB): %s", ps->id, (double)total_bytes(p, ps) / 1048576.0,
             why);
     gs_eventlog_write(p->eventlog, "unpark_start",
@@ -425,7 +529,7 @@ static void room_failures(gs_park_t *p, const psess_t *ps, const char *text)
             snprintf(r->fail, sizeof r->fail, "parking session %.64s failed: %.300s", ps->id, text);
 }
 
-static void parked(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t now)
+void park_finish_park(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t now)
 {
     uint64_t bytes = total_bytes(p, ps);
     double s = (double)j->elapsed_us / SEC;
@@ -439,12 +543,13 @@ static void parked(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t no
             if (ps->bytes[g])
                 gs_park_policy_rate_update(&p->park_bps[g], bytes, s);
         gs_sched_set_residency(p->sched, ps->id, GS_SCHED_PARKED, now);
-        gs_info("session %s parked: %.1f MiB in %.3f s (%.2f GB/s)", ps->id, bytes / 1048576.0, s,
-                ps->park_gbps);
+        gs_info("session %s parked (%s tier): %.1f MiB in %.3f s (%.2f GB/s)", ps->id,
+                ps->tier == TIER_SWAP ? "swap" : "checkpoint", bytes / 1048576.0, s, ps->park_gbps);
         gs_eventlog_write(p->eventlog, "park",
-                          json_pack("{s:s, s:I, s:f, s:f, s:i}", "session", ps->id, "bytes",
+                          json_pack("{s:s, s:I, s:f, s:f, s:i, s:s}", "session", ps->id, "bytes",
                                     (json_int_t)bytes, "seconds", s, "gbps", ps->park_gbps,
-                                    "processes", ps->npids));
+                                    "processes", ps->npids, "tier",
+                                    ps->tier == TIER_SWAP ? "swap" : "checkpoint"));
         return;
     }
     ps->failed = 1;
@@ -463,7 +568,7 @@ static void parked(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t no
         memset(ps->bytes, 0, sizeof ps->bytes);
 }
 
-static void unparked(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t now)
+void park_finish_unpark(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t now)
 {
     uint64_t bytes = total_bytes(p, ps);
     double s = (double)j->elapsed_us / SEC;
@@ -507,8 +612,9 @@ static void unparked(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t 
     gs_info("session %s unparked: %.1f MiB in %.3f s (%.2f GB/s)%s%s", ps->id, bytes / 1048576.0, s,
             ps->unpark_gbps, j->error[0] ? " after retries: " : "", j->error);
     gs_eventlog_write(p->eventlog, "unpark",
-                      json_pack("{s:s, s:I, s:f, s:f, s:s?}", "session", ps->id, "bytes",
-                                (json_int_t)bytes, "seconds", s, "gbps", ps->unpark_gbps, "retried",
+                      json_pack("{s:s, s:I, s:f, s:f, s:s, s:s?}", "session", ps->id, "bytes",
+                                (json_int_t)bytes, "seconds", s, "gbps", ps->unpark_gbps, "tier",
+                                ps->tier == TIER_SWAP ? "swap" : "checkpoint", "retried",
                                 j->error[0] ? j->error : NULL));
     memset(ps->bytes, 0, sizeof ps->bytes);
 }
@@ -524,9 +630,9 @@ void gs_park_on_jobs(gs_park_t *p, int64_t now)
             ps->job = 0;
             drop_gone(ps, j);
             if (j->unpark)
-                unparked(p, ps, j, now);
+                park_finish_unpark(p, ps, j, now);
             else
-                parked(p, ps, j, now);
+                park_finish_park(p, ps, j, now);
             p->changed = 1;
         }
         free(j);

@@ -14,6 +14,12 @@
  * with slices at least 10 x the switch cost.  Copies run on worker threads
  * (park_worker.h); the event loop learns their end through an eventfd.
  *
+ * The swap tier (park_swap.c) parks a session whose hooks can swap by
+ * asking them (swap_out / swap_in) to move their memory into host memory
+ * lent from the GPU's pool (swap_pools.h), which the hooks map through the
+ * pool socket beside the broker's endpoint (pool_socket.h); the checkpoint
+ * API parks the rest.
+ *
  * This module is the broker's glue: it reads the session table and the
  * scheduler, tells the scheduler where each session's memory is
  * (gs_sched_set_residency: a session that is not resident is never
@@ -22,7 +28,8 @@
  *
  * It knows nothing of the broker around it: it is made from the objects it
  * reads and acts on, is told the time with every event, and never sends a
- * message.  Its answers to clients wait in a queue for the broker to send
+ * message.  Its messages to clients (make_room's `room`, the swap tier's
+ * swap_out and swap_in) wait in a queue for the broker to send
  * (gs_park_next_answer), and it says when it changed the scheduler's state
  * (gs_park_poll's result), so that the broker sends the scheduler's
  * actions again.
@@ -41,11 +48,19 @@
 
 typedef struct gs_park gs_park_t;
 
+/* The swap tier's poll items, at most (gs_park_poll_items): the pinning
+ * thread's eventfd, the pool socket and its connections. */
+#define GS_PARK_MAX_POLL_ITEMS 34
+
 /* Parking for the GPUs of gpus, acting on sched and reading the sessions of
- * sessions (both must outlive it).  Always returns an object (NULL only
- * without memory): without the checkpoint API parking is unavailable and
- * every make_room is answered ok:false with the reason. */
-gs_park_t *gs_park_new(gs_sched_t *sched, gs_sessions_t *sessions, const gs_gpu_inventory_t *gpus);
+ * sessions (both must outlive it).  endpoint is the broker's (ipc://PATH):
+ * the swap tier's pool socket goes beside it, group-accessible (0660) when
+ * system is set (the system broker), else 0600; NULL or a tcp endpoint: no
+ * swap tier.  Always returns an object (NULL only without memory): without
+ * the checkpoint API parking is unavailable and every make_room is
+ * answered ok:false with the reason. */
+gs_park_t *gs_park_new(gs_sched_t *sched, gs_sessions_t *sessions, const gs_gpu_inventory_t *gpus,
+                       const char *endpoint, int system);
 
 /* Shutdown: waits for jobs under way, then brings every parked session
  * back (restore, unlock) so that no notebook stays frozen. */
@@ -58,12 +73,28 @@ void gs_park_set_eventlog(gs_park_t *self, gs_eventlog_t *eventlog);
 /* The eventfd of finished jobs (for zmq_poll), or -1 when unavailable. */
 int gs_park_fd(const gs_park_t *self);
 
+/* The swap tier's own items to poll (its pinning thread's eventfd, the
+ * pool socket and its connections); how many (at most
+ * GS_PARK_MAX_POLL_ITEMS). */
+int gs_park_poll_items(gs_park_t *self, zmq_pollitem_t *items, int max);
+/* After zmq_poll, for those items.  A pool that grew may let a park start:
+ * the broker settles (gs_park_poll) afterwards. */
+void gs_park_handle_items(gs_park_t *self, const zmq_pollitem_t *items, int n, int64_t now);
+
 /* ---- events from the broker (now: CLOCK_MONOTONIC in µs) ------------------- */
 
-/* A hook joined: its credentials pid (0 unknown) and memory mode.  A
- * process left locked or checkpointed by a previous broker is brought back. */
+/* A hook joined: its credentials pid (0 unknown) and uid (-1 unknown), its
+ * memory mode and whether it can swap (the swap tier).  A process left
+ * locked or checkpointed by a previous broker is brought back. */
 void gs_park_on_join(gs_park_t *self, const char *client, const char *session, long peer_pid,
-                     int managed, int64_t now);
+                     long peer_uid, int managed, int swap, int64_t now);
+/* A hook's memory report: what it holds on GPU gpu and how much of that it
+ * can swap out itself. */
+void gs_park_on_memory(gs_park_t *self, const char *client, int gpu, uint64_t used,
+                       uint64_t movable);
+/* A hook's answer to swap_out / swap_in (a `swapped` message). */
+void gs_park_on_swapped(gs_park_t *self, const char *client, int gpu, const json_t *msg,
+                        int64_t now);
 void gs_park_on_client_gone(gs_park_t *self, const char *client, int64_t now);
 
 /* make_room from a hook of session: answered now (ok:false, returns 0) or,
@@ -85,8 +116,9 @@ int gs_park_poll(gs_park_t *self, int64_t now);
 /* When gs_park_poll wants to run again by itself (INT64_MAX: never). */
 int64_t gs_park_next_deadline(const gs_park_t *self);
 
-/* The next answer for a client (a `room` message, new reference) with its
- * routing id in *peer (the caller destroys both), or NULL when none waits. */
+/* The next message for a client (`room`, `swap_out` or `swap_in`, a new
+ * reference) with its routing id in *peer (the caller destroys both), or
+ * NULL when none waits. */
 json_t *gs_park_next_answer(gs_park_t *self, zframe_t **peer);
 
 /* ---- settings and status --------------------------------------------------- */

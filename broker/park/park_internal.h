@@ -2,7 +2,8 @@
  * park_internal.h - parking's state in the broker, shared by park.c (life,
  * settings, joins, jobs started and finished), park_poll.c (what to park or
  * unpark now), park_room.c (make_room requests), park_victims.c (the
- * sessions as they are, free memory, victims) and park_status.c (status).
+ * sessions as they are, free memory, victims), park_swap.c (the swap tier's
+ * conversation with the hooks) and park_status.c (status).
  */
 #ifndef GS_PARK_INTERNAL_H
 #define GS_PARK_INTERNAL_H
@@ -11,6 +12,14 @@
 #include "park_cuda.h"
 #include "park_worker.h"
 #include "sched/park_policy.h"
+#include "pool_socket.h"
+#include "swap_pools.h"
+
+/* How a session is parked: the checkpoint API (the broker copies, any
+ * process) or the swap tier (its hooks copy, at the speed of the link). */
+enum { TIER_CHECKPOINT = 0, TIER_SWAP = 1 };
+/* The swap tier's conversation under way. */
+enum { SWAP_NONE = 0, SWAP_OUT, SWAP_ROLLBACK, SWAP_IN };
 
 /* Where a session's memory is, as parking sees it. */
 typedef enum {
@@ -44,13 +53,29 @@ typedef struct {
     int noted;     /* "cannot make room" logged for this demand */
     int no_demand; /* the host budget stops its unpark: not queued (it would hold the GPU's
                       queue up for nothing) until a job ends or a setting changes */
+    int tier;      /* TIER_*: how it is (being) parked */
+    /* swap tier (park_swap.c) */
+    int swap_gpu, swap_phase, swap_waiting, swap_failed, swap_rollback_failed;
+    int64_t swap_deadline, swap_elapsed_us;
+    char swap_error[300], swap_first_error[300];
 } psess_t;
+
+/* What a swap-tier client is asked and has not answered yet. */
+enum { CW_NONE = 0, CW_OUT, CW_IN };
 
 typedef struct {
     char key[64];
     char session[GS_SCHED_ID_MAX];
     long pid; /* from the socket credentials; 0 unknown */
+    long uid; /* likewise; -1 unknown */
     int managed;
+    int swap;                      /* its hook can swap (join) */
+    uint64_t used[GS_MAX_GPUS];    /* its memory report */
+    uint64_t movable[GS_MAX_GPUS]; /* of which it can swap out */
+    uint64_t lease;                /* host memory lent to it (swap tier), 0 none */
+    int lease_chunks;
+    int swap_wait;  /* CW_*: the answer awaited */
+    int swap_moved; /* its swap_out moved something (a rollback must bring it back) */
 } pclient_t;
 
 /* A make_room waiting for victims. */
@@ -90,6 +115,9 @@ struct gs_park {
     gs_sessions_t *sessions; /* read: which sessions exist */
     gs_eventlog_t *eventlog; /* NULL = off */
     char uuids[GS_MAX_GPUS][48];
+    gs_swap_pools_t *pools;      /* the swap tier's host memory; NULL: unavailable */
+    gs_pool_socket_t *pool_sock; /* where hooks fetch it */
+    char swap_unavailable[200];
     gs_park_config_t cfg;
     uint64_t host_ram;
     gs_park_cuda_t *api; /* NULL: unavailable */
@@ -117,7 +145,7 @@ void park_answer(gs_park_t *p, zframe_t *peer, json_t *msg);
 /* Start parking / unparking (scheduler told, job submitted or awaited). */
 int park_start(gs_park_t *p, psess_t *ps, const char *why, int64_t now);
 /* A victim whose grant was released: its job starts. */
-void park_submit(gs_park_t *p, psess_t *ps);
+void park_submit(gs_park_t *p, psess_t *ps, int64_t now);
 void park_start_unpark(gs_park_t *p, psess_t *ps, const char *why, int64_t now);
 /* Processes of a session that parking would act on; 0 with *reason when
  * the session cannot be parked (static reasons: managed memory, ...). */
@@ -127,6 +155,27 @@ uint64_t park_host_used(const gs_park_t *p);
 /* Why the session cannot be parked now, whatever its activity ("managed
  * memory", "parking is off on GPU 1", ...); 0 with out empty when it can. */
 int park_unparkable(const gs_park_t *p, const char *session, int64_t now, char *out, size_t len);
+
+/* The end of a park or unpark, from a worker job or the swap tier. */
+void park_finish_park(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t now);
+void park_finish_unpark(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t now);
+
+/* park_swap.c: the swap tier.  Its swap_out and swap_in go to the hooks
+ * through the answer queue (park_answer), like make_room's answers. */
+int park_swap_available(const gs_park_t *p);
+/* Parks ps on the swap tier if it qualifies and the pool can lend: 1
+ * started, 0 (nothing done: the checkpoint tier takes it). */
+int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now);
+void park_swap_unpark(gs_park_t *p, psess_t *ps, int64_t now);
+/* Deadlines of the conversations under way. */
+void park_swap_check(gs_park_t *p, int64_t now);
+void park_swap_client_gone(gs_park_t *p, pclient_t *c, int64_t now);
+/* A hook's `swapped` (gs_park_on_swapped). */
+void park_swap_answered(gs_park_t *p, pclient_t *c, int gpu, const json_t *msg, int64_t now);
+/* Bytes of GPU gpu that swap-tier parks under way are giving back. */
+uint64_t park_swap_leaving(const gs_park_t *p, int gpu);
+/* The pools' targets from what is parked and who holds memory. */
+void park_swap_targets(gs_park_t *p);
 
 /* park_victims.c: the sessions as they are now */
 typedef struct {

@@ -97,6 +97,17 @@ static int serve_unpark(gs_park_t *p, park_views_t *vs, park_view_t *v, int g, i
                           now);
         return 1;
     }
+    /* A switch on the swap tier runs both ways at once: the session coming
+     * back takes the GPU's memory batch by batch as the one going out
+     * frees it (its hook waits for memory), so the link carries both
+     * directions together instead of one after the other. */
+    if (ps->tier == TIER_SWAP && !ps->stuck) {
+        uint64_t leaving = park_swap_leaving(p, g);
+        if (leaving && park_free(p, vs, g) + leaving >= ps->bytes[g] + park_margin(p, g)) {
+            park_start_unpark(p, ps, "its cell started (while another session goes out)", now);
+            return 1;
+        }
+    }
     if (late || park_in_flight(vs, g))
         return late;
     char why[200];
@@ -169,7 +180,7 @@ static void poll_once(gs_park_t *p, int64_t now)
     for (int i = 0; i < vs.n; i++) {
         psess_t *ps = vs.v[i].ps;
         if (ps->st == PS_REVOKING && !gs_sched_session_holding(p->sched, ps->id))
-            park_submit(p, ps);
+            park_submit(p, ps, now);
     }
     /* A parked session's memory, as its hooks report it (an adopted one
      * is only known so). */
@@ -208,6 +219,11 @@ int gs_park_poll(gs_park_t *p, int64_t now)
 {
     if (!p || !p->api)
         return 0;
+    if (p->pools) { /* the pools follow what may be parked soon, parked or not */
+        park_swap_targets(p);
+        gs_swap_pools_poll(p->pools, now);
+        park_swap_check(p, now);
+    }
     if (!anything(p, now)) {
         p->wake = INT64_MAX;
         return 0;
@@ -219,5 +235,8 @@ int gs_park_poll(gs_park_t *p, int64_t now)
 
 int64_t gs_park_next_deadline(const gs_park_t *p)
 {
-    return p && p->api ? p->wake : INT64_MAX;
+    if (!p || !p->api)
+        return INT64_MAX;
+    int64_t pools = p->pools ? gs_swap_pools_next_deadline(p->pools) : INT64_MAX;
+    return pools < p->wake ? pools : p->wake;
 }

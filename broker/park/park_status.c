@@ -55,6 +55,10 @@ static void session_status(const gs_park_t *p, const char *session, int gpu, int
     json_object_set_new(e, "last_unpark_s", num_or_null(ps ? ps->unpark_s : -1));
     json_object_set_new(e, "last_unpark_gbps", num_or_null(ps ? ps->unpark_gbps : -1));
     json_object_set_new(e, "park_error", ps && ps->why[0] ? json_string(ps->why) : json_null());
+    json_object_set_new(e, "park_tier",
+                        ps && ps->st != PS_RESIDENT
+                            ? json_string(ps->tier == TIER_SWAP ? "swap" : "checkpoint")
+                            : json_null());
 }
 
 static void gpu_status(const gs_park_t *p, int gpu, json_t *e)
@@ -84,6 +88,13 @@ static json_t *park_status(const gs_park_t *p)
         json_object_set_new(o, "problem", json_string(p->unavailable));
     json_object_set_new(o, "last_refusal",
                         p->last_refusal[0] ? json_string(p->last_refusal) : json_null());
+    /* The swap tier's host memory, per GPU (pinned, lent, free, pinning). */
+    json_object_set_new(o, "swap_tier",
+                        json_string(p->pools ? (p->cfg.swap ? "on" : "off") : "unavailable"));
+    if (!p->pools && p->swap_unavailable[0])
+        json_object_set_new(o, "swap_problem", json_string(p->swap_unavailable));
+    if (p->pools)
+        json_object_set_new(o, "pool", gs_swap_pools_status(p->pools));
     return o;
 }
 

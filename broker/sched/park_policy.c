@@ -17,6 +17,7 @@ void gs_park_policy_config_default(gs_park_config_t *c, int ngpus, const char (*
 {
     memset(c, 0, sizeof *c);
     c->enabled = 1;
+    c->swap = 1;
     c->idle_us = 30 * SEC;
     c->budget_auto = 1;
     c->host_budget = host_ram / 2;
@@ -144,11 +145,13 @@ int gs_park_policy_config_set(gs_park_config_t *c, const char *key, const json_t
         snprintf(err, errlen, "a setting needs a name and a value");
         return -1;
     }
-    if (!strcmp(key, "park") || !strcmp(key, "park_plain")) {
+    if (!strcmp(key, "park") || !strcmp(key, "park_plain") || !strcmp(key, "park_swap")) {
         int on;
         if (on_off(v, &on) != 0)
             return bad(err, errlen, key, "\"on\" or \"off\"", v);
-        *(!strcmp(key, "park") ? &c->enabled : &c->plain) = on;
+        *(!strcmp(key, "park")        ? &c->enabled
+          : !strcmp(key, "park_swap") ? &c->swap
+                                      : &c->plain) = on;
         return 0;
     }
     if (!strncmp(key, "park.", 5)) {
@@ -187,16 +190,17 @@ int gs_park_policy_config_set(gs_park_config_t *c, const char *key, const json_t
     }
     snprintf(err, errlen,
              "%.80s: no such setting (park, park.<gpu>, park_idle_s, park_host_budget, "
-             "park_plain, park_lock_timeout_s)",
+             "park_plain, park_swap, park_lock_timeout_s)",
              key);
     return -1;
 }
 
 json_t *gs_park_policy_config_json(const gs_park_config_t *c)
 {
-    json_t *o = json_pack("{s:s, s:f, s:s, s:f}", "park", c->enabled ? "on" : "off", "park_idle_s",
-                          (double)c->idle_us / SEC, "park_plain", c->plain ? "on" : "off",
-                          "park_lock_timeout_s", (double)c->lock_timeout_us / SEC);
+    json_t *o =
+        json_pack("{s:s, s:f, s:s, s:s, s:f}", "park", c->enabled ? "on" : "off", "park_idle_s",
+                  (double)c->idle_us / SEC, "park_plain", c->plain ? "on" : "off", "park_swap",
+                  c->swap ? "on" : "off", "park_lock_timeout_s", (double)c->lock_timeout_us / SEC);
     json_object_set_new(o, "park_host_budget",
                         c->budget_auto ? json_string("auto")
                                        : json_integer((json_int_t)c->host_budget));

@@ -31,14 +31,15 @@
 #define GS_PARK_SLICE_FACTOR       10 /* a slice is >= 10 x its switch cost */
 
 typedef struct {
-    int enabled;                       /* park = on|off (on) */
-    int gpu_off[GS_SCHED_MAX_GPUS];    /* park.<gpu> = off */
-    int64_t idle_us;                   /* park_idle_s (30 s): idle this long to be parked */
-    uint64_t host_budget;              /* park_host_budget in bytes (auto: half the RAM) */
-    int budget_auto;                   /* host_budget is "auto" */
-    int plain;                         /* park_plain (off): also park programs outside Jupyter */
-    int64_t lock_timeout_us;           /* park_lock_timeout_s (5 s) */
-    int ngpus;                         /* for park.<gpu> */
+    int enabled;                    /* park = on|off (on) */
+    int gpu_off[GS_SCHED_MAX_GPUS]; /* park.<gpu> = off */
+    int64_t idle_us;                /* park_idle_s (30 s): idle this long to be parked */
+    uint64_t host_budget;           /* park_host_budget in bytes (auto: half the RAM) */
+    int budget_auto;                /* host_budget is "auto" */
+    int plain;                      /* park_plain (off): also park programs outside Jupyter */
+    int swap;                       /* park_swap (on): the swap tier where a session can use it */
+    int64_t lock_timeout_us;        /* park_lock_timeout_s (5 s) */
+    int ngpus;                      /* for park.<gpu> */
     char uuids[GS_SCHED_MAX_GPUS][48]; /* park.<uuid> */
 } gs_park_config_t;
 
@@ -46,7 +47,7 @@ void gs_park_policy_config_default(gs_park_config_t *c, int ngpus, const char (*
                                    uint64_t host_ram);
 
 /* A parking key: park, park.<index|uuid>, park_idle_s, park_host_budget,
- * park_plain, park_lock_timeout_s. */
+ * park_plain, park_swap, park_lock_timeout_s. */
 int gs_park_policy_is_key(const char *key);
 
 /* One setting by name (values as gs_sched_set takes them; bytes as a number

@@ -747,8 +747,8 @@ int gs_sched_wait_info(const gs_sched_t *s, const char *client, int gpu, int64_t
         if (i == 0)
             snprintf(out->holder, sizeof out->holder, "%s", list[i]->id);
         int64_t left = g->deadline == GS_SCHED_NEVER ? GS_SCHED_NEVER
-                       : g->deadline > now          ? g->deadline - now
-                                                    : 0;
+                       : g->deadline > now           ? g->deadline - now
+                                                     : 0;
         if (left > out->left_us)
             out->left_us = left;
     }

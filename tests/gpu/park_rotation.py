@@ -16,8 +16,14 @@ import time
 CARRY, OUT = sys.argv[1], sys.argv[2]
 GIB = float(sys.argv[3]) if len(sys.argv) > 3 else 60
 ROUNDS = int(sys.argv[4]) if len(sys.argv) > 4 else 2
+N = int(os.environ.get("PARK_N", "3"))  # notebooks taking turns
+KS = tuple(range(1, N + 1))
 HERE = os.path.dirname(os.path.abspath(__file__))
 EP = "ipc:///tmp/gs/park.sock"
+# PARK_SWAP=1: the notebooks' hooks use the swap tier (GPUSHARE_SWAP=on) and
+# each step waits until the broker's host pool has pinned what the next
+# park needs (pinning happens once, ahead of time; its wait is reported).
+SWAP = os.environ.get("PARK_SWAP") == "1"
 env = dict(os.environ, GPUSHARE_BROKER=EP,
            LD_LIBRARY_PATH=os.path.join(CARRY, "lib") + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
 
@@ -56,10 +62,10 @@ def main():
         return readline(driver, timeout)
 
     workers = {}
-    for k in (1, 2, 3):
+    for k in KS:
         wenv = dict(env, LD_PRELOAD=os.path.join(CARRY, "gpushare", "libgpushare-hook.so"),
                     GPUSHARE_SESSION="k%d" % k, GPUSHARE_MAKE_ROOM_TIMEOUT_MS="300000",
-                    GPUSHARE_LOG="info")
+                    GPUSHARE_LOG="info", GPUSHARE_SWAP="on" if SWAP else "off")
         drive("register k%d" % k)
         workers[k] = subprocess.Popen([sys.executable, os.path.join(HERE, "park_worker.py"),
                                        str(GIB), str(k)], env=wenv, stdin=subprocess.PIPE,
@@ -82,20 +88,47 @@ def main():
              same_address=addresses.get(k) == addr,
              bit_exact=(words[1] == "ok") if cmd == "cell" else None)
 
+    def pool_ready(need):
+        """Waits (status polled: pinning reports no event) until the pool
+        has `need` bytes pinned or 240 s passed; records the wait."""
+        t0 = time.time()
+        while True:
+            st = json.loads(drive("status"))
+            pools = st.get("parking", {}).get("pool") or [{}]
+            pinned = pools[0].get("pinned_bytes", 0)
+            if pinned >= need or time.time() - t0 > 240:
+                emit(event="pool_wait", pinned_bytes=pinned, need_bytes=need,
+                     wait_s=round(time.time() - t0, 2), pool=pools[0])
+                return
+            time.sleep(0.5)
+
+    need = int(GIB * (1 << 30))
     try:
-        for k in (1, 2, 3):
+        for k in KS:
+            if SWAP and k == N:
+                pool_ready(need)
             cell(k, "alloc")
         for r in range(ROUNDS):
-            for k in (1, 2, 3):
+            for k in KS:
+                if SWAP:
+                    pool_ready(2 * need)
                 cell(k, "cell")
         st = json.loads(drive("status"))
         json.dump(st, open(os.path.join(OUT, "park-status.json"), "w"), indent=1)
+        # What each process holds on the GPU now (a parked one: its context
+        # and what stays behind).
+        smi = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                              "--format=csv,noheader,nounits"], capture_output=True, text=True)
+        pids = {w.pid: "k%d" % k for k, w in workers.items()}
+        for row in smi.stdout.splitlines():
+            pid, mib = (x.strip() for x in row.split(","))
+            emit(event="gpu_memory", session=pids.get(int(pid), pid), used_mib=int(mib))
         for g in st["gpus"]:
             for s in g["sessions"]:
                 emit(event="session", **{key: s.get(key) for key in (
                     "id", "state", "resident_bytes", "parked_bytes", "parks", "unparks",
                     "last_park_s", "last_park_gbps", "last_unpark_s", "last_unpark_gbps",
-                    "parking", "park_error")})
+                    "parking", "park_error", "park_tier")})
             emit(event="gpu", park_gbps=g.get("park_gbps"), unpark_gbps=g.get("unpark_gbps"))
     finally:
         for w in workers.values():

@@ -4,8 +4,8 @@
 # .carry/ (see tests/gpu/README.md); this script only runs things and writes
 # JSON lines to $OUT/results.jsonl plus logs.
 #   bash tests/gpu/run_h200.sh [SECTION...]   (from the repository root)
-# Sections: validate launch torch revoke broker park notebook (default: all
-# but park, which takes minutes of checkpointing and runs alone).
+# Sections: validate launch torch revoke broker park swap notebook (default:
+# all but park and swap, which run alone).
 set -u
 sections=" ${*:-validate launch torch revoke broker notebook} "
 want() { [[ $sections == *" $1 "* ]]; }
@@ -109,6 +109,29 @@ if want park; then
     timeout "${PARK_TIMEOUT:-560}" python3 tests/gpu/park_rotation.py "$C" "$OUT" "${PARK_GIB:-60}" "${PARK_ROUNDS:-2}" \
         >"$OUT/park.jsonl" 2>>"$OUT/errors.log"
     while read -r line; do record "park" "$line"; done <"$OUT/park.jsonl"
+fi
+
+# 6b. The swap tier's backing (GPUSHARE_SWAP=on) against native: exact
+#     results of PyTorch (default allocator, expandable segments, the async
+#     allocator), torch.multiprocessing CUDA sharing, CuPy, JAX, pointer
+#     attributes, and cuMemAlloc/cuMemFree costs.
+if want swap; then
+    SW="env LD_PRELOAD=$HOOK GPUSHARE_SWAP=on"
+    for conf in "" "expandable_segments:True" "backend:cudaMallocAsync"; do
+        tag=${conf:-default}
+        record "swap/torch_check/$tag/native" "$(PYTORCH_CUDA_ALLOC_CONF=$conf timeout 300 python3 tests/gpu/torch_check.py 2>>"$OUT/errors.log")"
+        record "swap/torch_check/$tag/hook-swap" "$(PYTORCH_CUDA_ALLOC_CONF=$conf timeout 300 $SW python3 tests/gpu/torch_check.py 2>>"$OUT/errors.log")"
+    done
+    for what in mp cupy jax attrs; do
+        record "swap/$what/native" "$(timeout 200 python3 tests/gpu/swap_check.py $what 2>>"$OUT/errors.log")"
+        record "swap/$what/hook-swap" "$(timeout 200 $SW python3 tests/gpu/swap_check.py $what 2>>"$OUT/errors.log")"
+    done
+    "$C/bin/alloc_bench" >"$OUT/alloc-native.jsonl" 2>>"$OUT/errors.log"
+    $SW "$C/bin/alloc_bench" >"$OUT/alloc-swap.jsonl" 2>>"$OUT/errors.log"
+    env LD_PRELOAD=$HOOK "$C/bin/alloc_bench" >"$OUT/alloc-hook.jsonl" 2>>"$OUT/errors.log"
+    while read -r line; do record "swap/alloc/native" "$line"; done <"$OUT/alloc-native.jsonl"
+    while read -r line; do record "swap/alloc/hook" "$line"; done <"$OUT/alloc-hook.jsonl"
+    while read -r line; do record "swap/alloc/hook-swap" "$line"; done <"$OUT/alloc-swap.jsonl"
 fi
 
 # 7. Two notebooks of PyTorch cells started by gpushare-launch (issue 5):

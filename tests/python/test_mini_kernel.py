@@ -69,7 +69,12 @@ def test_broker_sees_cells_of_the_mini_kernel_as_of_a_notebook(tmp_path, logged_
     # Every grant is taken back because a cell ended (a back-to-back cell may
     # run on a grant whose revoke is still in flight, so 1 to 3 grants).
     assert 1 <= len(grants) <= 3, ev
-    assert [e["reason"] for e in revokes] == ["cell_idle"] * len(grants), revokes
+    assert all(e["reason"] == "cell_idle" for e in revokes), revokes
+    # ... except one the kernel still held when it exited: its exit gave it
+    # back before the last cell's end reached the broker (a loaded machine).
+    unrevoked = {g["grant_id"] for g in grants} - {e["grant_id"] for e in revokes}
+    assert all(any(e["grant_id"] == gid and e.get("reason") == "exit" for e in releases)
+               for gid in unrevoked), ev
     assert sorted(e["grant_id"] for e in releases) == sorted(e["grant_id"] for e in grants), ev
 
 

@@ -34,9 +34,34 @@ unsigned long long gpusim_busy_ns(int dev);
 /* The same, for this process' kernels only. */
 unsigned long long gpusim_process_busy_ns(int dev);
 
-/* The next `count` calls of checkpoint step `step` ("lock", "checkpoint",
- * "restore" or "unlock") on this segment fail with CUDA_ERROR_UNKNOWN and
- * change nothing.  Returns 0, or -1 for an unknown step or no segment. */
+/* Failure injection.  The next `count` calls of `call` made by process
+ * `pid` (0: any process of this segment) return `error` and change
+ * nothing; `error` 0 picks CUDA_ERROR_OUT_OF_MEMORY for the calls that
+ * allocate and CUDA_ERROR_UNKNOWN for the others; `count` 0 disarms.
+ * Arming the same call and pid again replaces the earlier setting.  The
+ * calls that can fail this way:
+ *   "cuMemAlloc"      every device or managed allocation entry point
+ *                     (cuMemAlloc*, cuMemAllocPitch*, cuMemAllocManaged,
+ *                     cuMemAllocAsync, cuMemAllocFromPoolAsync)
+ *   "cuMemcpy"        every copy entry point (cuMemcpy*, 1D/2D/3D, peer,
+ *                     sync and async)
+ *   "cuMemAddressReserve", "cuMemCreate", "cuMemMap", "cuMemSetAccess",
+ *   "cuMemUnmap", "cuMemExportToShareableHandle",
+ *   "cuMemImportFromShareableHandle", "cuIpcGetMemHandle",
+ *   "cuIpcOpenMemHandle" (both ABI versions), and
+ *   "cuCheckpointProcessLock", "...Checkpoint", "...Restore", "...Unlock"
+ *                     (counted in the calling process, before the target
+ *                     is asked anything).
+ * Armed failures stay until taken, also while no process uses the
+ * segment (arm, then start the process that should fail).  Needs no
+ * cuInit, but the segment named by the environment must exist.  Returns 0,
+ * or -1 for an unknown call, a negative count or pid, no segment, or all
+ * 16 slots in use. */
+int gpusim_inject_failure(const char *call, int count, int error, int pid);
+
+/* The same as gpusim_inject_failure("cuCheckpointProcess<Step>", count,
+ * CUDA_ERROR_UNKNOWN, 0) for step "lock", "checkpoint", "restore" or
+ * "unlock"; -1 for another step. */
 int gpusim_inject_checkpoint_failure(const char *step, int count);
 
 #ifdef __cplusplus

@@ -20,6 +20,9 @@ Command line (exit status 0 on success, 1 with the CUDA error on stderr):
                                                 --hold keeps it until stdin
                                                 is closed
     python3 gpusim.py info                      devices, memory, busy time
+    python3 gpusim.py inject CALL [COUNT] [--error NAME] [--pid PID]
+                                                the next COUNT (1) calls of
+                                                CALL fail (gpusim_inject_failure)
 """
 import ctypes
 import json
@@ -29,7 +32,7 @@ import threading
 __all__ = [
     "CudaError", "Stream", "init", "alloc", "free", "write", "read", "launch",
     "synchronize", "mem_info", "busy_ns", "process_busy_ns", "stream",
-    "is_simulated",
+    "is_simulated", "inject_failure",
 ]
 
 _lib = None
@@ -225,6 +228,33 @@ def process_busy_ns(device=None):
     return fn(ctypes.c_int(_device if device is None else device))
 
 
+def _error_code(name):
+    """The CUresult number of a CUDA_ERROR_... name."""
+    lib = _load()
+    text = ctypes.c_char_p()
+    for code in range(1, 1000):
+        if lib.cuGetErrorName(code, ctypes.byref(text)) == 0 and text.value == name.encode():
+            return code
+    raise ValueError("no CUDA error named %r" % name)
+
+
+def inject_failure(call, count=1, error=0, pid=0):
+    """Makes the next `count` calls of `call` ("cuMemCreate", "cuMemcpy", ...,
+    see gpusim.h) by process `pid` (0: any) fail with `error` (a CUresult
+    number or a CUDA_ERROR_... name; 0: out of memory for the calls that
+    allocate, else CUDA_ERROR_UNKNOWN) without doing anything; count 0
+    disarms.  Needs no init(), but the simulated machine must exist (some
+    process of GPUSHARE_SIM_NAME called cuInit).  ValueError if refused."""
+    if isinstance(error, str):
+        error = _error_code(error)
+    fn = _load().gpusim_inject_failure
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    fn.restype = ctypes.c_int
+    if fn(call.encode(), count, error, pid) != 0:
+        raise ValueError("cannot inject failures of %r (unknown call, or no simulated machine)"
+                         % call)
+
+
 # ---- command line -----------------------------------------------------------
 
 def _parse_size(text):
@@ -252,7 +282,20 @@ def _main(argv):
     a.add_argument("--device", type=int, default=0)
     i = sub.add_parser("info", help="print the simulated machine")
     i.add_argument("--device", type=int, default=0)
+    j = sub.add_parser("inject", help="make the next calls of a CUDA call fail")
+    j.add_argument("call", help="cuMemCreate, cuMemcpy, ... (see gpusim.h)")
+    j.add_argument("count", type=int, nargs="?", default=1)
+    j.add_argument("--error", default="0", help="CUDA_ERROR_... name or number")
+    j.add_argument("--pid", type=int, default=0, help="only this process' calls")
     args = ap.parse_args(argv)
+    if args.cmd == "inject":
+        try:
+            inject_failure(args.call, args.count,
+                           int(args.error) if args.error.isdigit() else args.error, args.pid)
+        except (ValueError, OSError) as e:
+            print("gpusim.py: %s" % e, file=sys.stderr)
+            return 1
+        return 0
     try:
         init(args.device)
         if args.cmd == "work":

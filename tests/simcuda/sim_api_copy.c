@@ -18,11 +18,43 @@ struct copy_desc {
     const char *kind;
 };
 
+/* The bytes an operation touches from its start address. */
+static size_t span(size_t width, size_t height, size_t depth, size_t pitch, size_t slice)
+{
+    return (depth - 1) * slice + (height - 1) * pitch + width;
+}
+
+/* Virtual-memory mappings must grant the stream's device the access (a
+ * real GPU faults: CUDA_ERROR_ILLEGAL_ADDRESS); checked at enqueue, so the
+ * caller gets the error instead of the simulator's worker crashing. */
+static CUresult check_access_locked(const struct sim_op *op, int dev)
+{
+    if (op->type == SIM_OP_COPY) {
+        const char *src = op->u.copy.src;
+        char *dst = op->u.copy.dst;
+        size_t w = op->u.copy.width, h = op->u.copy.height, d = op->u.copy.depth;
+        CUresult rc = sim_vmm_check_access_locked(
+            (uintptr_t)src, span(w, h, d, op->u.copy.spitch, op->u.copy.sslice), dev, 0);
+        if (rc == CUDA_SUCCESS)
+            rc = sim_vmm_check_access_locked(
+                (uintptr_t)dst, span(w, h, d, op->u.copy.dpitch, op->u.copy.dslice), dev, 1);
+        return rc;
+    }
+    if (op->type == SIM_OP_SET)
+        return sim_vmm_check_access_locked((uintptr_t)op->u.set.dst,
+                                           span(op->u.set.width * (size_t)op->u.set.elsize,
+                                                op->u.set.height, 1, op->u.set.pitch, 0),
+                                           dev, 1);
+    return CUDA_SUCCESS;
+}
+
 static CUresult submit(CUstream h, int pt, int sync, struct sim_op *op)
 {
     sim_lock();
     struct sim_stream *s;
     CUresult rc = sim_stream_resolve(h, pt, &s);
+    if (rc == CUDA_SUCCESS)
+        rc = check_access_locked(op, s->ctx->dev);
     if (rc != CUDA_SUCCESS)
         sim_op_free_locked(op);
     else if (sync)
@@ -35,6 +67,9 @@ static CUresult submit(CUstream h, int pt, int sync, struct sim_op *op)
 
 static CUresult do_copy(const struct copy_desc *d, CUstream h, int pt, int sync)
 {
+    CUresult injected = sim_inject_take("cuMemcpy");
+    if (injected != CUDA_SUCCESS)
+        return injected;
     if (d->width == 0 || d->height == 0 || d->depth == 0) {
         /* nothing to copy; still check the stream */
         sim_lock();

@@ -9,6 +9,9 @@
 
 static CUresult alloc_current(CUdeviceptr *dptr, size_t size, int kind, int low32)
 {
+    CUresult injected = kind == SIM_MEM_HOST ? CUDA_SUCCESS : sim_inject_take("cuMemAlloc");
+    if (injected != CUDA_SUCCESS)
+        return injected;
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
     sim_lock();
@@ -223,18 +226,31 @@ SIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsign
     SIM_GATED(alloc_managed(dptr, bytesize, flags));
 }
 
+/* For virtual memory the range is the mapping that holds dptr (documented
+ * under CU_POINTER_ATTRIBUTE_RANGE_SIZE: "to retrieve the size of the
+ * mapped region, see cuMemGetAddressRange"), not the reservation. */
 static CUresult address_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
     sim_lock();
+    uintptr_t base = 0;
+    size_t size = 0;
     struct sim_alloc *a = sim_mem_find_locked((uintptr_t)dptr);
+    struct sim_mapping *m = NULL;
     if (a) {
-        if (pbase)
-            *pbase = (CUdeviceptr)a->base;
-        if (psize)
-            *psize = a->size;
+        base = a->base;
+        size = a->size;
+    } else if (sim_vmm_resv_locked((uintptr_t)dptr, &m) && m) {
+        base = m->va;
+        size = m->size;
     }
     sim_unlock();
-    return a ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+    if (!size)
+        return CUDA_ERROR_NOT_FOUND;
+    if (pbase)
+        *pbase = (CUdeviceptr)base;
+    if (psize)
+        *psize = size;
+    return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
@@ -247,6 +263,9 @@ SIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, C
  * stream order.  Not capturable in the simulator. */
 static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream h, int pt)
 {
+    CUresult injected = sim_inject_take("cuMemAlloc");
+    if (injected != CUDA_SUCCESS)
+        return injected;
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
     sim_lock();
@@ -256,6 +275,9 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream h, int pt)
         rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (rc == CUDA_SUCCESS)
         rc = sim_mem_alloc_locked(s->ctx, size, SIM_MEM_DEVICE, 0, dptr);
+    if (rc == CUDA_SUCCESS)
+        ((struct sim_alloc *)sim_hmap_get(&sim_g.allocs, (uintptr_t)*dptr, SIM_H_ALLOC))
+            ->from_pool = 1;
     sim_unlock();
     return rc;
 }
@@ -344,7 +366,7 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, int pt)
     struct sim_stream *s;
     CUresult rc = sim_stream_resolve(h, pt, &s);
     struct sim_alloc *a = sim_hmap_get(&sim_g.allocs, (uintptr_t)dptr, SIM_H_ALLOC);
-    if (rc == CUDA_SUCCESS && (!a || a->kind != SIM_MEM_DEVICE))
+    if (rc == CUDA_SUCCESS && (!a || a->kind != SIM_MEM_DEVICE || a->ipc_opens))
         rc = CUDA_ERROR_INVALID_VALUE;
     if (rc == CUDA_SUCCESS && s->capture)
         rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;

@@ -12,8 +12,8 @@
  *   restore:    take the capacity again (or CUDA_ERROR_OUT_OF_MEMORY),
  *               map the memory back at the same addresses, LOCKED;
  *   unlock:     reopen the gate, RUNNING.
- * Failure injection (gpusim_inject_checkpoint_failure) is applied by the
- * caller before anything is asked of the target.
+ * Failure injection (gpusim_inject_failure, sim_inject.c) is applied by
+ * the caller before anything is asked of the target.
  */
 #include "sim_internal.h"
 
@@ -231,21 +231,23 @@ int sim_ctl_start(void)
 
 /* ---- caller side ------------------------------------------------------ */
 
-/* The segment for checkpoint calls: ours after cuInit, else the one named
- * by the environment (a caller need not call cuInit). */
-static int have_segment(void)
-{
-    return atomic_load(&sim_g.initialised) ? sim_seg != NULL : sim_shared_attach_existing() == 0;
-}
-
 static int still_target(const struct sim_proc *p, pid_t pid)
 {
     return p->pid == pid && sim_pid_alive(pid, p->start_time);
 }
 
+static const char *const step_call[SIM_STEPS] = {
+    "cuCheckpointProcessLock",
+    "cuCheckpointProcessCheckpoint",
+    "cuCheckpointProcessRestore",
+    "cuCheckpointProcessUnlock",
+};
+
+/* The checkpoint calls need no cuInit in the caller: they attach to the
+ * segment named by the environment (sim_have_segment). */
 static CUresult request(int pid, int op, uint32_t timeout_ms)
 {
-    if (!have_segment())
+    if (!sim_have_segment())
         return CUDA_ERROR_INVALID_VALUE;
     sim_shm_lock();
     struct sim_proc *p = sim_proc_find_locked(pid);
@@ -269,10 +271,10 @@ static CUresult request(int pid, int op, uint32_t timeout_ms)
         sim_shm_unlock();
         return CUDA_ERROR_ILLEGAL_STATE;
     }
-    if (sim_seg->inject[op] > 0) {
-        sim_seg->inject[op]--;
+    CUresult injected = sim_inject_take_locked(step_call[op]);
+    if (injected != CUDA_SUCCESS) {
         sim_shm_unlock();
-        return CUDA_ERROR_UNKNOWN;
+        return injected;
     }
     p->req_busy = 1;
     p->req_caller = getpid();
@@ -341,7 +343,7 @@ SIM_EXPORT CUresult cuCheckpointProcessUnlock(int pid, CUcheckpointUnlockArgs *a
 
 static CUresult query(int pid, CUprocessState *state, int *tid)
 {
-    if (!have_segment())
+    if (!sim_have_segment())
         return CUDA_ERROR_INVALID_VALUE;
     sim_shm_lock();
     struct sim_proc *p = sim_proc_find_locked(pid);
@@ -367,18 +369,13 @@ SIM_EXPORT CUresult cuCheckpointProcessGetRestoreThreadId(int pid, int *tid)
     return query(pid, NULL, tid);
 }
 
+/* The first injection export, kept for its users: the same as
+ * gpusim_inject_failure("cuCheckpointProcess<Step>", count, UNKNOWN, 0). */
 SIM_EXPORT int gpusim_inject_checkpoint_failure(const char *step, int count)
 {
     static const char *const names[SIM_STEPS] = {"lock", "checkpoint", "restore", "unlock"};
-    if (!step || count < 0 || !have_segment())
-        return -1;
-    for (int i = 0; i < SIM_STEPS; i++) {
-        if (strcmp(step, names[i]) == 0) {
-            sim_shm_lock();
-            sim_seg->inject[i] = count;
-            sim_shm_unlock();
-            return 0;
-        }
-    }
+    for (int i = 0; step && i < SIM_STEPS; i++)
+        if (strcmp(step, names[i]) == 0)
+            return gpusim_inject_failure(step_call[i], count, CUDA_ERROR_UNKNOWN, 0);
     return -1;
 }

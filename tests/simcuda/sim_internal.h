@@ -79,7 +79,18 @@ struct sim_proc {
     int32_t pad1;
 };
 
-#define SIM_MAGIC 0x67707573696d3032ULL /* "gpusim02" */
+#define SIM_MAGIC 0x67707573696d3033ULL /* "gpusim03" */
+
+/* An armed failure injection (gpusim_inject_failure): the next `count`
+ * calls of `call` made by process `pid` (0: any) return `error`. */
+#define SIM_INJECT_SLOTS 16
+struct sim_inject {
+    char call[48];
+    int32_t pid;
+    int32_t count;
+    int32_t error;
+    int32_t pad;
+};
 
 /* A condition variable for the segment, built on a futex.  glibc's
  * process-shared pthread_cond_t is not robust against waiters that die:
@@ -90,6 +101,20 @@ struct sim_proc {
 struct sim_shm_cond {
     _Atomic uint32_t seq;
     uint32_t pad;
+};
+
+/* Device memory exported with a file descriptor: counted against capacity
+ * once, here, while any process holds a handle to it (a bit per process
+ * table entry), and given back when the last holder releases it or dies.
+ * Host memory needs no entry: it is not counted, and the memfd's own
+ * lifetime keeps the bytes. */
+#define SIM_MAX_SHARES 256
+struct sim_share {
+    uint64_t id; /* 0: free entry */
+    uint64_t bytes;
+    int32_t dev;
+    int32_t pad;
+    uint64_t holders[SIM_MAX_PROCS / 64];
 };
 
 struct sim_segment {
@@ -107,7 +132,11 @@ struct sim_segment {
     uint64_t used[SIM_MAX_DEVICES];
     uint64_t busy_ns[SIM_MAX_DEVICES];
     uint32_t slots_used[SIM_MAX_DEVICES];
-    int32_t inject[SIM_STEPS];
+    _Atomic uint32_t inject_armed; /* slots in use: lets calls skip the lock */
+    uint32_t pad1;
+    struct sim_inject inject[SIM_INJECT_SLOTS];
+    uint64_t next_share_id;
+    struct sim_share shares[SIM_MAX_SHARES];
     struct sim_proc procs[SIM_MAX_PROCS];
 };
 
@@ -137,9 +166,29 @@ uint64_t sim_pid_start_time(pid_t pid);
 
 CUresult sim_capacity_reserve(int dev, uint64_t bytes);
 void sim_capacity_release(int dev, uint64_t bytes);
+/* Shared device memory (segment mutex held).  export: a new entry held by
+ * this process, its bytes moved from this process' resident count (they
+ * stay counted once); join: hold entry `id`, or re-create it (counting
+ * the bytes again, or CUDA_ERROR_OUT_OF_MEMORY) if every holder is gone;
+ * leave: stop holding it, giving the bytes back with the last holder. */
+CUresult sim_share_export_locked(int dev, uint64_t bytes, uint64_t *id);
+CUresult sim_share_join_locked(uint64_t id, int dev, uint64_t bytes);
+void sim_share_leave_locked(uint64_t id);
 void sim_slot_acquire(int dev);
 void sim_slot_release(int dev, uint64_t busy_ns);
 void sim_proc_unregister(void);
+
+/* ---- failure injection (sim_inject.c) --------------------------------- */
+
+/* If a failure of `call` is armed for this process, consumes one and
+ * returns its error; else CUDA_SUCCESS.  Entry points call it before they
+ * change anything.  The _locked form: segment mutex held. */
+CUresult sim_inject_take(const char *call);
+CUresult sim_inject_take_locked(const char *call);
+/* The segment for callers that need not have called cuInit (the
+ * checkpoint calls, the gpusim_inject_* exports): ours after cuInit, else
+ * the one named by the environment.  1 if there is one. */
+int sim_have_segment(void);
 
 /* ---- process-local state (sim_state.c) -------------------------------- */
 
@@ -408,26 +457,48 @@ struct sim_alloc {
     uint64_t accounted; /* bytes counted against capacity (0 for host) */
     int dev;
     int kind;
+    int from_pool;   /* stream-ordered (cuMemAllocAsync): not legacy-IPC capable */
+    uint64_t id;     /* process-unique (BUFFER_ID) */
+    int fd;          /* memfd backing it once cuIpcGetMemHandle made it shareable, or -1 */
+    int ipc_opens;   /* opened from another process (cuIpcOpenMemHandle): references */
+    int32_t ipc_pid; /* opened: the exporter's pid, start time and buffer id */
+    uint64_t ipc_start;
+    uint64_t ipc_id;
     struct sim_ctx *ctx;
     void *saved; /* contents while checkpointed */
 };
 
+/* Physical memory of the VMM API (cuMemCreate, or imported): a memfd, so
+ * every mapping of it (in this or another process) shares the bytes. */
+enum sim_loc { SIM_LOC_DEVICE = 1, SIM_LOC_HOST };
+
 struct sim_phys {
     int fd; /* memfd holding the contents; -1 while checkpointed */
     size_t size;
-    int dev;
-    uint64_t accounted;
-    int released;
+    int loc;                         /* SIM_LOC_DEVICE, or SIM_LOC_HOST (host NUMA / host) */
+    CUmemLocationType loc_type;      /* as created, for the properties */
+    int dev;                         /* device ordinal, or the host NUMA node */
+    unsigned long long handle_types; /* requestedHandleTypes */
+    uint64_t id;                     /* process-unique (MEMORY_BLOCK_ID) */
+    uint64_t accounted;              /* bytes this process counts against capacity */
+    uint64_t share_id;               /* device memory exported or imported: its sim_share */
+    int refs;                        /* handle references: create/import/retain - release */
     int maps;
     void *saved;
     struct sim_phys *next;
 };
 
+/* One cuMemMap.  The host mapping's protection is the union of the
+ * accesses granted to any location (the simulator's devices and host are
+ * one address space); the per-location grants are kept for
+ * cuMemGetAccess and for the copy checks. */
 struct sim_mapping {
     uintptr_t va;
     size_t size;
     size_t offset;
     int prot;
+    uint8_t access[SIM_MAX_DEVICES]; /* CUmemAccess_flags of each device */
+    uint8_t host_access;             /* of the host (host memory only) */
     struct sim_phys *phys;
     struct sim_mapping *next;
 };
@@ -439,12 +510,33 @@ struct sim_resv {
     struct sim_resv *next;
 };
 
+/* A memfd for `size` bytes of physical memory plus the trailing page
+ * that describes it to an importer (SIM_SHARE_HDR); -1 on failure. */
+#define SIM_SHARE_HDR 4096
+int sim_vmm_memfd(size_t size, int loc);
+/* Handle registry of physical memory (sim_g.mu held). */
+struct sim_phys *sim_phys_get_locked(CUmemGenericAllocationHandle h);
+int sim_phys_add_locked(struct sim_phys *ph);
+
+/* The reservation holding p, and the mapping there (NULL: unmapped). */
+struct sim_resv *sim_vmm_resv_locked(uintptr_t p, struct sim_mapping **map);
+/* May device `dev` read (or write) [p, p + len)?  CUDA_SUCCESS when no byte
+ * of it is in a VMM reservation or all are mapped with that access;
+ * CUDA_ERROR_INVALID_VALUE for unmapped bytes of a reservation,
+ * CUDA_ERROR_ILLEGAL_ADDRESS for mapped bytes without the access. */
+CUresult sim_vmm_check_access_locked(uintptr_t p, size_t len, int dev, int write);
+
+/* Process-unique ids of allocations (BUFFER_ID, MEMORY_BLOCK_ID). */
+uint64_t sim_new_id(void);
 CUresult sim_mem_alloc_locked(struct sim_ctx *ctx, size_t size, int kind, int low32,
                               CUdeviceptr *out);
 CUresult sim_mem_free_locked(CUdeviceptr p, int kind);
 void sim_mem_release_locked(struct sim_alloc *a);   /* unmaps, uncounts, frees */
 struct sim_alloc *sim_mem_find_locked(uintptr_t p); /* containing allocation */
 void sim_mem_free_ctx_locked(struct sim_ctx *ctx);
+
+/* Shared with another process by legacy IPC: exported or opened. */
+int sim_mem_is_ipc(const struct sim_alloc *a);
 
 /* Checkpoint support: park/unpark every device allocation (sim_g.mu held). */
 CUresult sim_mem_checkpoint_locked(uint64_t out_bytes[SIM_MAX_DEVICES]);

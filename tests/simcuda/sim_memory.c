@@ -23,6 +23,12 @@ static size_t page_round(size_t n)
     return (n + pg - 1) / pg * pg;
 }
 
+uint64_t sim_new_id(void)
+{
+    static _Atomic uint64_t next;
+    return atomic_fetch_add(&next, 1) + 1;
+}
+
 CUresult sim_mem_alloc_locked(struct sim_ctx *ctx, size_t size, int kind, int low32,
                               CUdeviceptr *out)
 {
@@ -54,6 +60,8 @@ CUresult sim_mem_alloc_locked(struct sim_ctx *ctx, size_t size, int kind, int lo
         a->accounted = acc;
         a->dev = ctx->dev;
         a->kind = kind;
+        a->id = sim_new_id();
+        a->fd = -1;
         a->ctx = ctx;
         if (sim_hmap_put(&sim_g.allocs, a->base, SIM_H_ALLOC, a) != 0) {
             free(a);
@@ -77,6 +85,8 @@ void sim_mem_release_locked(struct sim_alloc *a)
 {
     sim_hmap_del(&sim_g.allocs, a->base, SIM_H_ALLOC);
     munmap((void *)a->base, a->map_size);
+    if (a->fd >= 0)
+        close(a->fd);
     if (a->accounted)
         sim_capacity_release(a->dev, a->accounted);
     if (a->kind == SIM_MEM_MANAGED)
@@ -85,8 +95,17 @@ void sim_mem_release_locked(struct sim_alloc *a)
     free(a);
 }
 
+int sim_mem_is_ipc(const struct sim_alloc *a)
+{
+    return a->fd >= 0 || a->ipc_opens > 0;
+}
+
+/* cuMemFree* take what the allocation entry points gave; memory opened
+ * with cuIpcOpenMemHandle is closed with cuIpcCloseMemHandle. */
 static int kind_matches(const struct sim_alloc *a, int kind)
 {
+    if (a->ipc_opens)
+        return 0;
     if (kind == SIM_MEM_HOST)
         return a->kind == SIM_MEM_HOST;
     return a->kind == SIM_MEM_DEVICE || a->kind == SIM_MEM_MANAGED;
@@ -178,6 +197,13 @@ CUresult sim_mem_checkpoint_locked(uint64_t bytes[SIM_MAX_DEVICES])
     if (c.oom) {
         free(c.v);
         return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    /* cuda-checkpoint "does not support UVM or IPC memory" */
+    for (size_t i = 0; i < c.n; i++) {
+        if (sim_mem_is_ipc(c.v[i])) {
+            free(c.v);
+            return CUDA_ERROR_NOT_SUPPORTED;
+        }
     }
     /* first every buffer, so that a failure changes nothing */
     for (size_t i = 0; i < c.n; i++) {

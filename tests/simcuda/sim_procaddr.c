@@ -100,6 +100,8 @@
     E(cuMemHostGetDevicePointer, 3020, cuMemHostGetDevicePointer_v2)                               \
     E(cuMemAllocManaged, 6000, cuMemAllocManaged)                                                  \
     E(cuMemGetAddressRange, 3020, cuMemGetAddressRange_v2)                                         \
+    E(cuPointerGetAttribute, 4000, cuPointerGetAttribute)                                          \
+    E(cuPointerGetAttributes, 7000, cuPointerGetAttributes)                                        \
     P(cuMemAllocAsync, 11020, cuMemAllocAsync, 11020, ptsz, cuMemAllocAsync_ptsz)                  \
     P(cuMemFreeAsync, 11020, cuMemFreeAsync, 11020, ptsz, cuMemFreeAsync_ptsz)                     \
     P(cuMemAllocFromPoolAsync, 11020, cuMemAllocFromPoolAsync, 11020, ptsz,                        \
@@ -115,6 +117,14 @@
     E(cuMemSetAccess, 10020, cuMemSetAccess)                                                       \
     E(cuMemGetAllocationGranularity, 10020, cuMemGetAllocationGranularity)                         \
     E(cuMemGetAllocationPropertiesFromHandle, 10020, cuMemGetAllocationPropertiesFromHandle)       \
+    E(cuMemGetAccess, 10020, cuMemGetAccess)                                                       \
+    E(cuMemRetainAllocationHandle, 11000, cuMemRetainAllocationHandle)                             \
+    E(cuMemExportToShareableHandle, 10020, cuMemExportToShareableHandle)                           \
+    E(cuMemImportFromShareableHandle, 10020, cuMemImportFromShareableHandle)                       \
+    E(cuIpcGetMemHandle, 4010, cuIpcGetMemHandle)                                                  \
+    E(cuIpcOpenMemHandle, 4010, cuIpcOpenMemHandle)                                                \
+    E(cuIpcOpenMemHandle, 11000, cuIpcOpenMemHandle_v2)                                            \
+    E(cuIpcCloseMemHandle, 4010, cuIpcCloseMemHandle)                                              \
     P(cuMemcpy, 4000, cuMemcpy, 7000, ptds, cuMemcpy_ptds)                                         \
     P(cuMemcpyAsync, 4000, cuMemcpyAsync, 7000, ptsz, cuMemcpyAsync_ptsz)                          \
     E(cuMemcpyHtoD, 2000, cuMemcpyHtoD)                                                            \

@@ -98,7 +98,8 @@ static int compatible(const struct sim_segment *s, const char *name)
 
 /* A segment that no live process uses any more (segments outlive their
  * processes) takes the settings of the process attaching it, as if it
- * had created it; its busy counters are kept. */
+ * had created it; its busy counters are kept, and so are armed failure
+ * injections (a test may arm one before starting the process to fail). */
 static void adopt_if_abandoned(const struct sim_config *cfg)
 {
     sim_shm_lock();
@@ -112,7 +113,7 @@ static void adopt_if_abandoned(const struct sim_config *cfg)
         sim_seg->capacity = cfg->memory;
         memset(sim_seg->used, 0, sizeof sim_seg->used);
         memset(sim_seg->slots_used, 0, sizeof sim_seg->slots_used);
-        memset(sim_seg->inject, 0, sizeof sim_seg->inject);
+        memset(sim_seg->shares, 0, sizeof sim_seg->shares);
     }
     sim_shm_unlock();
 }
@@ -319,8 +320,103 @@ int sim_pid_alive(pid_t pid, uint64_t start_time)
     return 1;
 }
 
+/* ---- shared device memory ---------------------------------------------- */
+
+static struct sim_share *share_find_locked(uint64_t id)
+{
+    for (int i = 0; id && i < SIM_MAX_SHARES; i++)
+        if (sim_seg->shares[i].id == id)
+            return &sim_seg->shares[i];
+    return NULL;
+}
+
+static int share_held(const struct sim_share *sh)
+{
+    for (int w = 0; w < SIM_MAX_PROCS / 64; w++)
+        if (sh->holders[w])
+            return 1;
+    return 0;
+}
+
+/* Clears holder bit `idx`; the last holder gives the bytes back. */
+static void share_drop_locked(struct sim_share *sh, int idx)
+{
+    sh->holders[idx / 64] &= ~(1ULL << (idx % 64));
+    if (share_held(sh))
+        return;
+    uint64_t *used = &sim_seg->used[sh->dev];
+    *used -= sh->bytes < *used ? sh->bytes : *used;
+    memset(sh, 0, sizeof *sh);
+    sim_shm_broadcast(&sim_seg->slot_cv);
+}
+
+static struct sim_share *share_new_locked(uint64_t id, int dev, uint64_t bytes)
+{
+    for (int i = 0; i < SIM_MAX_SHARES; i++) {
+        struct sim_share *sh = &sim_seg->shares[i];
+        if (sh->id == 0) {
+            memset(sh, 0, sizeof *sh);
+            sh->id = id;
+            sh->dev = dev;
+            sh->bytes = bytes;
+            return sh;
+        }
+    }
+    return NULL;
+}
+
+CUresult sim_share_export_locked(int dev, uint64_t bytes, uint64_t *id)
+{
+    struct sim_proc *self = sim_proc_self_locked();
+    if (!self)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    struct sim_share *sh = share_new_locked(++sim_seg->next_share_id, dev, bytes);
+    if (!sh)
+        return CUDA_ERROR_OUT_OF_MEMORY; /* table full */
+    /* still counted in used[]: from now on as the entry's, not ours */
+    uint64_t b = bytes < self->resident[dev] ? bytes : self->resident[dev];
+    self->resident[dev] -= b;
+    sh->holders[sim_g.proc_idx / 64] |= 1ULL << (sim_g.proc_idx % 64);
+    *id = sh->id;
+    return CUDA_SUCCESS;
+}
+
+CUresult sim_share_join_locked(uint64_t id, int dev, uint64_t bytes)
+{
+    if (!sim_proc_self_locked())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    struct sim_share *sh = share_find_locked(id);
+    if (!sh) {
+        /* every holder released it while a descriptor was in flight: the
+         * memory comes back, and counts again */
+        if (bytes > sim_seg->capacity - sim_seg->used[dev])
+            sim_reclaim_dead_locked();
+        if (bytes > sim_seg->capacity - sim_seg->used[dev])
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        sh = share_new_locked(id, dev, bytes);
+        if (!sh)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        sim_seg->used[dev] += bytes;
+    }
+    sh->holders[sim_g.proc_idx / 64] |= 1ULL << (sim_g.proc_idx % 64);
+    return CUDA_SUCCESS;
+}
+
+void sim_share_leave_locked(uint64_t id)
+{
+    struct sim_share *sh = share_find_locked(id);
+    if (sh && sim_proc_self_locked())
+        share_drop_locked(sh, sim_g.proc_idx);
+}
+
 static void release_entry_locked(struct sim_proc *p)
 {
+    int idx = (int)(p - sim_seg->procs);
+    for (int i = 0; i < SIM_MAX_SHARES; i++) {
+        struct sim_share *sh = &sim_seg->shares[i];
+        if (sh->id && (sh->holders[idx / 64] & (1ULL << (idx % 64))))
+            share_drop_locked(sh, idx);
+    }
     for (int d = 0; d < SIM_MAX_DEVICES; d++) {
         sim_seg->used[d] -= p->resident[d] < sim_seg->used[d] ? p->resident[d] : sim_seg->used[d];
         sim_seg->slots_used[d] -=

@@ -83,6 +83,14 @@ uint64_t simtest_recv_u64(int fd);
 void simtest_wait_zombie(pid_t pid);
 /* 1 if fd has something to read right now. */
 int simtest_readable(int fd);
+/* A file descriptor over a Unix socket (SCM_RIGHTS), as the broker hands
+ * exported memory to a notebook process.  recv returns the new fd. */
+void simtest_send_fd(int sock, int fd);
+int simtest_recv_fd(int sock);
+/* Touches *addr (writes it if `write`) in a forked child with the default
+ * SIGSEGV action: 1 if the child died of SIGSEGV, 0 if the access worked,
+ * -1 otherwise.  For checking that memory is really inaccessible. */
+int simtest_access_faults(volatile void *addr, int write);
 
 /* The execution log. */
 struct simlog {

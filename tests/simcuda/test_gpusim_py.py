@@ -137,7 +137,20 @@ def test_cli_alloc_hold():
     assert info["free"] == 64 << 20, info
 
 
-TESTS = [test_api, test_cli_work, test_cli_alloc, test_cli_alloc_hold]
+def test_cli_inject():
+    assert cli("info").returncode == 0  # the simulated machine exists
+    r = cli("inject", "cuMemAlloc", "1", "--error", "CUDA_ERROR_NOT_PERMITTED")
+    assert r.returncode == 0, r.stderr
+    r = cli("alloc", "1M")
+    assert r.returncode == 1 and "CUDA_ERROR_NOT_PERMITTED" in r.stderr, r.stderr
+    assert cli("alloc", "1M").returncode == 0  # only the next one
+    r = cli("inject", "cuNoSuchCall")
+    assert r.returncode == 1 and "cannot inject" in r.stderr, r.stderr
+    r = cli("inject", "cuMemAlloc", "--error", "CUDA_ERROR_NO_SUCH_THING")
+    assert r.returncode == 1 and "no CUDA error" in r.stderr, r.stderr
+
+
+TESTS = [test_api, test_cli_work, test_cli_alloc, test_cli_alloc_hold, test_cli_inject]
 
 
 def main():

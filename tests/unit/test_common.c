@@ -23,9 +23,8 @@ static void test_endpoint_normalise(void **state)
     assert_string_equal(out, "ipc:///run/x.sock");
     assert_int_equal(gs_endpoint_normalise("ipc:///a/b", out, sizeof out, err, sizeof err), 0);
     assert_string_equal(out, "ipc:///a/b");
-    assert_int_equal(gs_endpoint_normalise("tcp://127.0.0.1:5555", out, sizeof out, err,
-                                           sizeof err),
-                     0);
+    assert_int_equal(
+        gs_endpoint_normalise("tcp://127.0.0.1:5555", out, sizeof out, err, sizeof err), 0);
     assert_int_equal(gs_endpoint_normalise("", out, sizeof out, err, sizeof err), -1);
     assert_non_null(strstr(err, "empty"));
     assert_int_equal(gs_endpoint_normalise(NULL, out, sizeof out, err, sizeof err), -1);
@@ -117,8 +116,8 @@ static void test_peer_parse(void **state)
     assert_int_equal(p.pid, 4122);
     assert_int_equal(gs_peer_parse("::1:0:0:7", &p), 0);
     assert_int_equal(p.pid, 7);
-    const char *bad[] = {"", "localhost", "127.0.0.1", "a:1:2", "a:1:2:x", "a:1::3",
-                         "a:1:2:0", "a:99999999999:1:1", NULL};
+    const char *bad[] = {"",       "localhost", "127.0.0.1",         "a:1:2", "a:1:2:x",
+                         "a:1::3", "a:1:2:0",   "a:99999999999:1:1", NULL};
     for (int i = 0; bad[i]; i++) {
         assert_int_equal(gs_peer_parse(bad[i], &p), -1);
         assert_false(p.valid);
@@ -129,10 +128,8 @@ static void test_peer_parse(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_endpoint_normalise),
-        cmocka_unit_test(test_endpoint_defaults),
-        cmocka_unit_test(test_size_parse),
-        cmocka_unit_test(test_preload_value),
+        cmocka_unit_test(test_endpoint_normalise), cmocka_unit_test(test_endpoint_defaults),
+        cmocka_unit_test(test_size_parse),         cmocka_unit_test(test_preload_value),
         cmocka_unit_test(test_peer_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -177,9 +177,9 @@ static json_t *sample_of_each_type(void)
 }
 
 static const char *const all_type_names[GS_MSG_COUNT] = {
-    "hello",     "welcome", "register",     "registered", "unregister", "cell",      "join",
-    "acquire",   "grant",   "revoke",       "release",    "memory",     "make_room", "room",
-    "heartbeat", "status",  "status_reply", "set",        "ok",         "error",
+    "hello",   "welcome",   "register", "registered",   "unregister", "cell", "join",     "acquire",
+    "grant",   "revoke",    "release",  "memory",       "make_room",  "room", "swap_out", "swap_in",
+    "swapped", "heartbeat", "status",   "status_reply", "set",        "ok",   "error",
 };
 
 /* ------------------------------------------------------------------------ */
@@ -264,7 +264,7 @@ static void test_schema_matches_spec(void **state)
         [GS_MSG_UNREGISTER] = "session:string!",
         [GS_MSG_CELL] = "session:string! state:enum(busy|idle)! msg_id:string!",
         [GS_MSG_JOIN] = "pid:int>=1! session:string? devices:string_array! "
-                        "memory_mode:enum(device|managed)?",
+                        "memory_mode:enum(device|managed)? swap:bool?",
         [GS_MSG_ACQUIRE] = "device:string! burst_p90_us:int>=0? burst_last_us:int>=0?",
         [GS_MSG_GRANT] = "device:string! grant_id:int>=1! quantum_us:int>=0!",
         [GS_MSG_REVOKE] = "device:string! grant_id:int>=1! "
@@ -272,9 +272,14 @@ static void test_schema_matches_spec(void **state)
         [GS_MSG_RELEASE] = "device:string! grant_id:int>=1! reason:enum(revoked|idle|exit)! "
                            "used_us:int>=0? overuse_us:int>=0?",
         [GS_MSG_MEMORY] = "device:string! used_bytes:int>=0! managed_bytes:int>=0? "
-                          "peak_bytes:int>=0?",
+                          "peak_bytes:int>=0? movable_bytes:int>=0? swapped_bytes:int>=0?",
         [GS_MSG_MAKE_ROOM] = "device:string! bytes:int>=1!",
         [GS_MSG_ROOM] = "device:string! ok:bool! free_bytes:int>=0? reason:string?",
+        [GS_MSG_SWAP_OUT] = "device:string! lease:int>=1! chunks:int>=1! chunk_bytes:int>=1!",
+        [GS_MSG_SWAP_IN] = "device:string! lease:int>=1!",
+        [GS_MSG_SWAPPED] = "device:string! lease:int>=1! direction:enum(out|in)! ok:bool! "
+                           "bytes:int>=0! elapsed_us:int>=0! resident_bytes:int>=0! "
+                           "error:string?",
         [GS_MSG_HEARTBEAT] = "",
         [GS_MSG_STATUS] = "",
         [GS_MSG_STATUS_REPLY] = "status:object!",
@@ -448,7 +453,7 @@ static void test_missing_required_fields(void **state)
             json_decref(m);
         }
     }
-    assert_int_equal(checked, 38);
+    assert_int_equal(checked, 51);
     expect_fail("{\"v\":1,\"type\":\"acquire\"}", GS_PERR_MISSING_FIELD,
                 "message \"acquire\": field \"device\" is missing");
 }
@@ -524,7 +529,7 @@ static void test_int_minimums(void **state)
             checked++;
         }
     }
-    assert_int_equal(checked, 17);
+    assert_int_equal(checked, 27);
     expect_fail("{\"v\":1,\"type\":\"make_room\",\"device\":\"d\",\"bytes\":0}", GS_PERR_BAD_VALUE,
                 "field \"bytes\" must be >= 1, got 0");
     expect_fail("{\"v\":1,\"type\":\"hello\",\"role\":\"hook\",\"pid\":-5}", GS_PERR_BAD_VALUE,
@@ -569,7 +574,7 @@ static void test_enum_values(void **state)
             checked++;
         }
     }
-    assert_int_equal(checked, 7);
+    assert_int_equal(checked, 8);
     expect_fail(
         "{\"v\":1,\"type\":\"cell\",\"session\":\"s\",\"state\":\"running\",\"msg_id\":\"m\"}",
         GS_PERR_BAD_VALUE,
@@ -621,7 +626,7 @@ static void test_string_limits(void **state)
             checked++;
         }
     }
-    assert_int_equal(checked, 25);
+    assert_int_equal(checked, 29);
 
     /* the limit counts bytes, not characters: 2049 two-byte characters */
     {

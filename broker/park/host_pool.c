@@ -1,0 +1,340 @@
+/*
+ * host_pool.c - the host pool's state and decisions (host_pool.h).
+ *
+ * Chunks live in an array whose indices never change (the pinner keeps the
+ * driver handle of chunk i at index i); a slot is EMPTY until it is pinned.
+ * Leases are a short list: a parked session holds one lease per GPU.
+ */
+#include "host_pool.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "gs_assert.h"
+
+enum chunk_state {
+    CHUNK_EMPTY = 0, /* no memory behind the slot */
+    CHUNK_PINNING,
+    CHUNK_FREE,
+    CHUNK_ZEROING,
+    CHUNK_LENT,
+    CHUNK_UNPINNING,
+};
+
+struct chunk {
+    enum chunk_state state;
+    uint32_t owner;      /* who wrote it last; GS_POOL_NOBODY: clean */
+    uint64_t lease;      /* CHUNK_LENT */
+    uint64_t free_since; /* CHUNK_FREE */
+};
+
+struct lease {
+    uint64_t id;
+    uint32_t uid;
+    int n;
+    int *chunks;
+};
+
+struct gs_host_pool {
+    gs_host_pool_config_t cfg;
+    uint64_t target;
+    struct chunk *c;
+    int nc; /* slots */
+    struct lease *l;
+    int nl, capl;
+    uint64_t next_lease;
+    uint64_t retry_at; /* no pin before this time (after a failure) */
+    uint64_t pin_failures;
+};
+
+gs_host_pool_t *gs_host_pool_new(const gs_host_pool_config_t *cfg)
+{
+    if (!cfg || cfg->chunk_bytes == 0)
+        return NULL;
+    gs_host_pool_t *self = calloc(1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->cfg = *cfg;
+    self->next_lease = 1;
+    return self;
+}
+
+void gs_host_pool_destroy(gs_host_pool_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    gs_host_pool_t *self = *self_p;
+    for (int i = 0; i < self->nl; i++)
+        free(self->l[i].chunks);
+    free(self->l);
+    free(self->c);
+    free(self);
+    *self_p = NULL;
+}
+
+static uint64_t chunks_for(const gs_host_pool_t *self, uint64_t bytes)
+{
+    return bytes / self->cfg.chunk_bytes + (bytes % self->cfg.chunk_bytes != 0);
+}
+
+/* Chunks that hold or are getting memory. */
+static int pinned_chunks(const gs_host_pool_t *self)
+{
+    int n = 0;
+    for (int i = 0; i < self->nc; i++)
+        n += self->c[i].state != CHUNK_EMPTY;
+    return n;
+}
+
+static uint64_t budget_chunks(const gs_host_pool_t *self)
+{
+    return self->cfg.budget_bytes / self->cfg.chunk_bytes;
+}
+
+static uint64_t target_chunks(const gs_host_pool_t *self)
+{
+    uint64_t t = chunks_for(self, self->target), b = budget_chunks(self);
+    return t < b ? t : b;
+}
+
+void gs_host_pool_set_target(gs_host_pool_t *self, uint64_t bytes)
+{
+    self->target = bytes;
+}
+
+void gs_host_pool_set_budget(gs_host_pool_t *self, uint64_t bytes)
+{
+    self->cfg.budget_bytes = bytes;
+}
+
+/* A free slot index for a new chunk, growing the array; -1 without memory. */
+static int empty_slot(gs_host_pool_t *self)
+{
+    for (int i = 0; i < self->nc; i++)
+        if (self->c[i].state == CHUNK_EMPTY)
+            return i;
+    int ncap = self->nc ? 2 * self->nc : 16;
+    struct chunk *nc = realloc(self->c, (size_t)ncap * sizeof *nc);
+    if (!nc)
+        return -1;
+    memset(nc + self->nc, 0, (size_t)(ncap - self->nc) * sizeof *nc);
+    self->c = nc;
+    int i = self->nc;
+    self->nc = ncap;
+    return i;
+}
+
+int gs_host_pool_next_job(gs_host_pool_t *self, uint64_t now_us, gs_pool_job_t *job)
+{
+    uint64_t pinned = (uint64_t)pinned_chunks(self), target = target_chunks(self),
+             budget = budget_chunks(self);
+    /* 1. Grow towards the target: parks must never wait for pinning. */
+    if (pinned < target && now_us >= self->retry_at) {
+        int i = empty_slot(self);
+        if (i >= 0) {
+            self->c[i] = (struct chunk){.state = CHUNK_PINNING, .owner = GS_POOL_NOBODY};
+            *job = (gs_pool_job_t){GS_POOL_JOB_PIN, i};
+            return 1;
+        }
+    }
+    /* 2. Over the budget (it was lowered): free chunks go at once, those
+     *    that hold another user's data first (they would need zeroing). */
+    int over = -1;
+    for (int i = 0; pinned > budget && i < self->nc; i++)
+        if (self->c[i].state == CHUNK_FREE && (over < 0 || self->c[i].owner != GS_POOL_NOBODY))
+            over = i;
+    if (over >= 0) {
+        self->c[over].state = CHUNK_UNPINNING;
+        *job = (gs_pool_job_t){GS_POOL_JOB_UNPIN, over};
+        return 1;
+    }
+    /* 3. Unused above the target for long enough: back to the system, the
+     *    one free longest first. */
+    int idle = -1;
+    for (int i = 0; pinned > target && i < self->nc; i++)
+        if (self->c[i].state == CHUNK_FREE &&
+            now_us - self->c[i].free_since >= self->cfg.release_after_us &&
+            (idle < 0 || self->c[i].free_since < self->c[idle].free_since))
+            idle = i;
+    if (idle >= 0) {
+        self->c[idle].state = CHUNK_UNPINNING;
+        *job = (gs_pool_job_t){GS_POOL_JOB_UNPIN, idle};
+        return 1;
+    }
+    /* 4. Zero what a user left, so that any user can have it at once. */
+    for (int i = 0; i < self->nc; i++)
+        if (self->c[i].state == CHUNK_FREE && self->c[i].owner != GS_POOL_NOBODY) {
+            self->c[i].state = CHUNK_ZEROING;
+            *job = (gs_pool_job_t){GS_POOL_JOB_ZERO, i};
+            return 1;
+        }
+    return 0;
+}
+
+void gs_host_pool_job_done(gs_host_pool_t *self, const gs_pool_job_t *job, int ok, uint64_t now_us)
+{
+    GS_ASSERT(job && job->chunk >= 0 && job->chunk < self->nc);
+    struct chunk *c = &self->c[job->chunk];
+    switch (job->kind) {
+    case GS_POOL_JOB_PIN:
+        GS_ASSERT(c->state == CHUNK_PINNING);
+        if (ok) {
+            *c = (struct chunk){.state = CHUNK_FREE, .owner = GS_POOL_NOBODY, .free_since = now_us};
+        } else {
+            *c = (struct chunk){.state = CHUNK_EMPTY};
+            self->pin_failures++;
+            self->retry_at = now_us + self->cfg.retry_after_us;
+        }
+        break;
+    case GS_POOL_JOB_ZERO:
+        GS_ASSERT(c->state == CHUNK_ZEROING);
+        c->state = CHUNK_FREE; /* free_since unchanged: zeroing is not use */
+        if (ok)
+            c->owner = GS_POOL_NOBODY;
+        break;
+    case GS_POOL_JOB_UNPIN:
+        GS_ASSERT(c->state == CHUNK_UNPINNING);
+        /* A failed unpin leaves the memory pinned: keep it as a free chunk
+         * and let the next round try again. */
+        if (ok)
+            *c = (struct chunk){.state = CHUNK_EMPTY};
+        else
+            c->state = CHUNK_FREE;
+        break;
+    }
+}
+
+static struct lease *find_lease(const gs_host_pool_t *self, uint64_t id)
+{
+    for (int i = 0; i < self->nl; i++)
+        if (self->l[i].id == id)
+            return &self->l[i];
+    return NULL;
+}
+
+uint64_t gs_host_pool_lease(gs_host_pool_t *self, uint32_t uid, uint64_t bytes, int *chunks,
+                            int max, int *n)
+{
+    uint64_t want = chunks_for(self, bytes);
+    int have = 0;
+    /* The same user's own chunks first: they need no zeroing and leave the
+     * clean ones to others. */
+    for (int pass = 0; pass < 2 && (uint64_t)have < want; pass++)
+        for (int i = 0; i < self->nc && (uint64_t)have < want; i++) {
+            const struct chunk *c = &self->c[i];
+            if (c->state != CHUNK_FREE)
+                continue;
+            if (pass == 0 ? c->owner == uid : c->owner == GS_POOL_NOBODY) {
+                if (have < max)
+                    chunks[have] = i;
+                have++;
+            }
+        }
+    if ((uint64_t)have < want || (uint64_t)max < want) {
+        *n = (int)(want - ((uint64_t)have < want ? (uint64_t)have : want));
+        if ((uint64_t)max < want)
+            *n = (int)want;
+        return 0;
+    }
+    if (self->nl == self->capl) {
+        int ncap = self->capl ? 2 * self->capl : 8;
+        struct lease *nl = realloc(self->l, (size_t)ncap * sizeof *nl);
+        if (!nl) {
+            *n = 0;
+            return 0;
+        }
+        self->l = nl;
+        self->capl = ncap;
+    }
+    int *copy = malloc((size_t)want * sizeof *copy);
+    if (!copy) {
+        *n = 0;
+        return 0;
+    }
+    uint64_t id = self->next_lease++;
+    for (uint64_t k = 0; k < want; k++) {
+        copy[k] = chunks[k];
+        self->c[chunks[k]].state = CHUNK_LENT;
+        self->c[chunks[k]].lease = id;
+        self->c[chunks[k]].owner = uid; /* the user writes into it from now on */
+    }
+    self->l[self->nl++] = (struct lease){id, uid, (int)want, copy};
+    *n = (int)want;
+    return id;
+}
+
+int gs_host_pool_return(gs_host_pool_t *self, uint64_t lease, uint64_t now_us)
+{
+    struct lease *l = find_lease(self, lease);
+    if (!l)
+        return -1;
+    for (int k = 0; k < l->n; k++) {
+        struct chunk *c = &self->c[l->chunks[k]];
+        GS_ASSERT(c->state == CHUNK_LENT && c->lease == lease);
+        c->state = CHUNK_FREE;
+        c->lease = 0;
+        c->free_since = now_us;
+    }
+    free(l->chunks);
+    *l = self->l[--self->nl];
+    return 0;
+}
+
+const int *gs_host_pool_lease_chunks(const gs_host_pool_t *self, uint64_t lease, int *n)
+{
+    const struct lease *l = find_lease(self, lease);
+    *n = l ? l->n : 0;
+    return l ? l->chunks : NULL;
+}
+
+void gs_host_pool_stats(const gs_host_pool_t *self, gs_host_pool_stats_t *out)
+{
+    memset(out, 0, sizeof *out);
+    uint64_t cb = self->cfg.chunk_bytes;
+    out->chunk_bytes = cb;
+    out->budget_bytes = self->cfg.budget_bytes;
+    out->target_bytes = target_chunks(self) * cb;
+    out->pin_failures = self->pin_failures;
+    out->leases = self->nl;
+    for (int i = 0; i < self->nc; i++) {
+        const struct chunk *c = &self->c[i];
+        switch (c->state) {
+        case CHUNK_EMPTY:
+            break;
+        case CHUNK_PINNING:
+            out->pinning_bytes += cb;
+            break;
+        case CHUNK_FREE:
+            out->pinned_bytes += cb;
+            out->free_bytes += cb;
+            if (c->owner == GS_POOL_NOBODY)
+                out->clean_bytes += cb;
+            break;
+        case CHUNK_ZEROING:
+        case CHUNK_UNPINNING:
+            out->pinned_bytes += cb;
+            out->free_bytes += cb;
+            break;
+        case CHUNK_LENT:
+            out->pinned_bytes += cb;
+            out->lent_bytes += cb;
+            break;
+        }
+    }
+}
+
+uint64_t gs_host_pool_next_deadline(const gs_host_pool_t *self)
+{
+    uint64_t next = UINT64_MAX;
+    uint64_t pinned = (uint64_t)pinned_chunks(self), target = target_chunks(self);
+    if (pinned < target && self->retry_at)
+        next = self->retry_at;
+    if (pinned > target)
+        for (int i = 0; i < self->nc; i++)
+            if (self->c[i].state == CHUNK_FREE) {
+                uint64_t at = self->c[i].free_since + self->cfg.release_after_us;
+                if (at < next)
+                    next = at;
+            }
+    return next;
+}

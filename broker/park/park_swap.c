@@ -1,0 +1,341 @@
+/*
+ * park_swap.c - parking on the swap tier: the hooks of a session copy its
+ * memory into host memory lent from the GPU's pool (swap_pools.h) and
+ * give the GPU's memory back, then copy it back in when the session needs
+ * the GPU (doc/parking.md).  A park or unpark here is a conversation, not a
+ * worker job: swap_out / swap_in to every process of the session (queued
+ * with park_answer for the broker to send, like make_room's answers), their
+ * `swapped` replies (gs_park_on_swapped), a deadline.  Its end goes through the same
+ * bookkeeping as a checkpoint job (park_finish), so status, events, rates
+ * and the scheduler see one kind of park.
+ *
+ * Chosen per session when every process of it can swap (`join` said so),
+ * its memory is on one GPU, what cannot move is small, and the pool can
+ * lend enough right now; otherwise the checkpoint tier parks it.
+ *
+ * Faults: a failed swap_out brings back the processes that had moved
+ * anything (swap_in) before the park counts as failed and the session
+ * runs on; a failed swap_in leaves the session parked and is retried like
+ * any unpark; a process that dies returns its lease; a hook that does not
+ * answer by the deadline counts as failed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gs_assert.h"
+#include "log.h"
+#include "park_internal.h"
+#include "protocol.h"
+
+#define SEC            1000000LL
+#define SWAP_DEADLINE  (60 * SEC)
+#define UNMOVABLE_MIN  (256ull << 20) /* resident bytes that may stay behind ... */
+#define UNMOVABLE_FRAC 10             /* ... or a tenth of the footprint */
+
+static void free_sum(void **item)
+{
+    free(*item);
+    *item = NULL;
+}
+
+int park_swap_available(const gs_park_t *p)
+{
+    return p->pools != NULL;
+}
+
+/* swap_out or swap_in for the hook of c, queued for the broker to send
+ * (park_answer), like make_room's answers: parking sends nothing itself. */
+static void send_swap(gs_park_t *p, pclient_t *c, int gpu, int out)
+{
+    gs_client_t *client = gs_sessions_client_by_key(p->sessions, c->key);
+    json_t *m = gs_msg_new(out ? GS_MSG_SWAP_OUT : GS_MSG_SWAP_IN);
+    json_object_set_new(m, "device", json_string(p->uuids[gpu]));
+    json_object_set_new(m, "lease", json_integer((json_int_t)c->lease));
+    if (out) {
+        json_object_set_new(m, "chunks", json_integer(c->lease_chunks));
+        json_object_set_new(m, "chunk_bytes",
+                            json_integer((json_int_t)gs_swap_pools_chunk_bytes(p->pools)));
+    }
+    c->swap_wait = out ? CW_OUT : CW_IN;
+    if (!client || !client->identity) { /* its deadline (or its end) settles it */
+        gs_warn("could not send %s to pid %ld: no connection", out ? "swap_out" : "swap_in",
+                c->pid);
+        json_decref(m);
+        return;
+    }
+    park_answer(p, client->identity, m);
+}
+
+/* The GPU holding all of the session's memory, or -1 (none, or several). */
+static int only_gpu(const gs_park_t *p, const psess_t *ps)
+{
+    int g1 = -1;
+    for (int g = 0; g < p->ngpus; g++)
+        if (ps->bytes[g]) {
+            if (g1 >= 0)
+                return -1;
+            g1 = g;
+        }
+    return g1;
+}
+
+static void return_leases(gs_park_t *p, const char *session, int64_t now)
+{
+    for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
+        if (!strcmp(c->session, session) && c->lease) {
+            gs_swap_pools_return(p->pools, c->lease, now);
+            c->lease = 0;
+        }
+}
+
+int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now)
+{
+    int g = only_gpu(p, ps);
+    if (!p->pools || !p->cfg.swap || g < 0)
+        return 0;
+    /* Every process can swap, and what stays behind is small. */
+    uint64_t used = 0, movable = 0;
+    int n = 0;
+    for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients)) {
+        if (strcmp(c->session, ps->id) != 0)
+            continue;
+        if (!c->swap || c->pid <= 0 || c->uid < 0)
+            return 0;
+        used += c->used[g];
+        movable += c->movable[g];
+        n++;
+    }
+    uint64_t stays = used > movable ? used - movable : 0;
+    if (!n || !movable || (stays > UNMOVABLE_MIN && stays * UNMOVABLE_FRAC > used))
+        return 0;
+    /* Host memory for all of them, or none. */
+    for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients)) {
+        if (strcmp(c->session, ps->id) != 0 || !c->movable[g])
+            continue;
+        uint64_t short_by = 0;
+        c->lease = gs_swap_pools_lease(p->pools, g, (uid_t)c->uid, (pid_t)c->pid, c->movable[g],
+                                       &c->lease_chunks, &short_by);
+        if (!c->lease) {
+            char a[32], m[32];
+            gs_info("session %s goes to the checkpoint tier: the host pool of GPU %d lacks %s "
+                    "for it (of %s)",
+                    ps->id, g, park_mib(a, sizeof a, short_by), park_mib(m, sizeof m, movable));
+            return_leases(p, ps->id, now);
+            return 0;
+        }
+    }
+    gs_swap_pools_hold(p->pools, 1);
+    ps->tier = TIER_SWAP;
+    ps->swap_gpu = g;
+    ps->swap_phase = SWAP_OUT;
+    ps->swap_failed = 0;
+    ps->swap_error[0] = '\0';
+    ps->swap_elapsed_us = 0;
+    ps->swap_deadline = now + SWAP_DEADLINE;
+    ps->job = ++p->next_job;
+    ps->swap_waiting = 0;
+    for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
+        if (!strcmp(c->session, ps->id) && c->lease) {
+            send_swap(p, c, g, 1);
+            ps->swap_waiting++;
+        }
+    return 1;
+}
+
+void park_swap_unpark(gs_park_t *p, psess_t *ps, int64_t now)
+{
+    gs_swap_pools_hold(p->pools, 1);
+    ps->swap_phase = SWAP_IN;
+    ps->swap_failed = 0;
+    ps->swap_error[0] = '\0';
+    ps->swap_elapsed_us = 0;
+    ps->swap_deadline = now + SWAP_DEADLINE;
+    ps->job = ++p->next_job;
+    ps->swap_waiting = 0;
+    for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
+        if (!strcmp(c->session, ps->id) && c->lease) {
+            send_swap(p, c, ps->swap_gpu, 0);
+            ps->swap_waiting++;
+        }
+    if (!ps->swap_waiting) /* nobody left holding memory out: it is back */
+        park_swap_check(p, now);
+}
+
+/* Every process answered (or the deadline passed): finish the phase. */
+static void phase_done(gs_park_t *p, psess_t *ps, int64_t now)
+{
+    gs_park_job_t j;
+    memset(&j, 0, sizeof j);
+    j.id = ps->job;
+    j.unpark = ps->swap_phase == SWAP_IN;
+    j.ok = !ps->swap_failed;
+    j.elapsed_us = ps->swap_elapsed_us;
+    j.npids = 0;
+    snprintf(j.error, sizeof j.error, "%s", ps->swap_error);
+    if (ps->swap_phase == SWAP_OUT && ps->swap_failed) {
+        /* Bring back whoever moved anything; then the park has failed. */
+        ps->swap_phase = SWAP_ROLLBACK;
+        ps->swap_waiting = 0;
+        ps->swap_deadline = now + SWAP_DEADLINE;
+        for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
+            if (!strcmp(c->session, ps->id) && c->lease) {
+                if (c->swap_moved) {
+                    send_swap(p, c, ps->swap_gpu, 0);
+                    ps->swap_waiting++;
+                } else {
+                    gs_swap_pools_return(p->pools, c->lease, now);
+                    c->lease = 0;
+                }
+            }
+        if (ps->swap_waiting)
+            return;
+        j.stuck = 0;
+    } else if (ps->swap_phase == SWAP_ROLLBACK) {
+        j.unpark = 0;
+        j.ok = 0;
+        j.stuck = ps->swap_rollback_failed;
+        snprintf(j.error, sizeof j.error, "%s", ps->swap_first_error);
+    }
+    ps->swap_phase = SWAP_NONE;
+    ps->job = 0;
+    if (j.unpark && j.ok)
+        return_leases(p, ps->id, now);
+    if (j.unpark)
+        park_finish_unpark(p, ps, &j, now);
+    else
+        park_finish_park(p, ps, &j, now);
+    if (!j.unpark && !j.ok && !j.stuck)
+        ps->tier = TIER_CHECKPOINT;
+    p->changed = 1;
+}
+
+void park_swap_answered(gs_park_t *p, pclient_t *c, int gpu, const json_t *msg, int64_t now)
+{
+    psess_t *ps = c ? park_sess(p, c->session, 0) : NULL;
+    int out = strcmp(gs_msg_str(msg, "direction", ""), "out") == 0;
+    if (!ps || ps->tier != TIER_SWAP || ps->swap_phase == SWAP_NONE || gpu != ps->swap_gpu ||
+        (uint64_t)gs_msg_int(msg, "lease", 0) != c->lease ||
+        c->swap_wait != (out ? CW_OUT : CW_IN)) {
+        gs_debug("swapped from pid %ld that nothing waits for: ignored", c ? c->pid : 0L);
+        return;
+    }
+    int ok = json_is_true(json_object_get(msg, "ok"));
+    uint64_t bytes = (uint64_t)gs_msg_int(msg, "bytes", 0);
+    int64_t us = gs_msg_int(msg, "elapsed_us", 0);
+    c->swap_wait = CW_NONE;
+    if (us > ps->swap_elapsed_us)
+        ps->swap_elapsed_us = us; /* the processes move at once: the longest counts */
+    if (out)
+        c->swap_moved = ok || bytes > 0;
+    if (!ok) {
+        char text[300];
+        snprintf(text, sizeof text, "pid %ld: swap %s: %.200s", c->pid, out ? "out" : "in",
+                 gs_msg_str(msg, "error", "failed"));
+        if (!ps->swap_failed)
+            snprintf(ps->swap_first_error, sizeof ps->swap_first_error, "%s", text);
+        snprintf(ps->swap_error, sizeof ps->swap_error, "%s", text);
+        if (ps->swap_phase == SWAP_ROLLBACK)
+            ps->swap_rollback_failed = 1;
+        ps->swap_failed = 1;
+    } else if (!out) {
+        gs_swap_pools_return(p->pools, c->lease, now); /* back: its host memory is free */
+        c->lease = 0;
+        c->swap_moved = 0;
+    }
+    GS_ASSERT(ps->swap_waiting > 0);
+    if (--ps->swap_waiting <= 0)
+        phase_done(p, ps, now);
+}
+
+void park_swap_check(gs_park_t *p, int64_t now)
+{
+    int moving = 0;
+    for (psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess))
+        moving |= ps->tier == TIER_SWAP && ps->swap_phase != SWAP_NONE;
+    if (p->pools)
+        gs_swap_pools_hold(p->pools, moving); /* copies first, pinning after */
+    for (psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess)) {
+        if (ps->tier != TIER_SWAP || ps->swap_phase == SWAP_NONE)
+            continue;
+        if (ps->swap_waiting > 0 && now < ps->swap_deadline) {
+            if (ps->swap_deadline < p->wake)
+                p->wake = ps->swap_deadline;
+            continue;
+        }
+        if (ps->swap_waiting > 0) {
+            snprintf(ps->swap_error, sizeof ps->swap_error, "%d process%s did not answer in %lld s",
+                     ps->swap_waiting, ps->swap_waiting == 1 ? "" : "es",
+                     (long long)(SWAP_DEADLINE / SEC));
+            if (!ps->swap_failed)
+                snprintf(ps->swap_first_error, sizeof ps->swap_first_error, "%s", ps->swap_error);
+            if (ps->swap_phase == SWAP_ROLLBACK)
+                ps->swap_rollback_failed = 1;
+            ps->swap_failed = 1;
+            for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
+                if (!strcmp(c->session, ps->id))
+                    c->swap_wait = CW_NONE;
+        }
+        ps->swap_waiting = 0;
+        phase_done(p, ps, now);
+    }
+}
+
+uint64_t park_swap_leaving(const gs_park_t *p, int gpu)
+{
+    uint64_t sum = 0;
+    for (const psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess))
+        if (ps->tier == TIER_SWAP && ps->swap_phase == SWAP_OUT && ps->swap_gpu == gpu)
+            sum += ps->bytes[gpu];
+    return sum;
+}
+
+void park_swap_client_gone(gs_park_t *p, pclient_t *c, int64_t now)
+{
+    if (!p->pools)
+        return;
+    if (c->lease) { /* its mappings died with it: the chunks go back */
+        gs_swap_pools_return(p->pools, c->lease, now);
+        c->lease = 0;
+    }
+    psess_t *ps = park_sess(p, c->session, 0);
+    if (ps && ps->tier == TIER_SWAP && ps->swap_phase != SWAP_NONE && c->swap_wait != CW_NONE) {
+        c->swap_wait = CW_NONE;
+        if (--ps->swap_waiting <= 0)
+            phase_done(p, ps, now);
+    }
+}
+
+/* What each pool should hold: what is lent there, plus, where two or more
+ * sessions share the GPU's memory, the largest footprint that could be
+ * parked next (so that its park never waits for pinning). */
+void park_swap_targets(gs_park_t *p)
+{
+    if (!p->pools)
+        return;
+    for (int g = 0; g < p->ngpus; g++) {
+        /* One pass over the processes, summed per session (zhashx has one
+         * cursor per table: no nested walks). */
+        zhashx_t *sums = zhashx_new();
+        if (!sums)
+            return;
+        zhashx_set_destructor(sums, free_sum);
+        for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients)) {
+            if (!c->movable[g])
+                continue;
+            uint64_t *sum = zhashx_lookup(sums, c->session);
+            if (!sum && (sum = calloc(1, sizeof *sum)) != NULL)
+                zhashx_insert(sums, c->session, sum);
+            if (sum)
+                *sum += c->movable[g];
+        }
+        uint64_t biggest = 0;
+        for (uint64_t *sum = zhashx_first(sums); sum; sum = zhashx_next(sums))
+            if (*sum > biggest)
+                biggest = *sum;
+        size_t holders = zhashx_size(sums);
+        zhashx_destroy(&sums);
+        gs_swap_pools_set_target(p->pools, g,
+                                 gs_swap_pools_lent(p->pools, g) + (holders >= 2 ? biggest : 0));
+    }
+}

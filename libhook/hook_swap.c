@@ -1,0 +1,344 @@
+/*
+ * hook_swap.c - the swap tier's glue in the hook (hook_swap.h): the engine
+ * built on the real driver's functions, the backing rule, and the swap
+ * thread that carries out the broker's commands one at a time.
+ */
+#define _GNU_SOURCE
+#include "hook_internal.h" /* first: it sets how cuda.h declares the ABI */
+
+#include "gpushare_hook.h"
+#include "hook_swap.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "swap_engine.h"
+#include "swap_fetch.h"
+
+#define MAX_DEVS        64
+#define MAX_CHUNKS      4096
+#define FETCH_MS        5000
+#define SWAP_IN_WAIT_MS 30000 /* the other side of a switch frees memory meanwhile */
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int enabled;
+static gs_swap_driver_t drv;
+static gs_swap_ranges_t *ranges;
+static gs_swap_engine_t *engine;
+static size_t granularity = 2u << 20;
+
+struct command {
+    int dev, out;
+    uint64_t lease;
+    char pool[108];
+    hook_swap_done_fn done;
+    struct command *next;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* the queue, windows, busy flags */
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static struct command *queue_head, *queue_tail;
+static int thread_started;
+static gs_swap_window_t window[MAX_DEVS];
+static int busy[MAX_DEVS];
+
+static void init_once(void)
+{
+    void *lib = hook_libcuda();
+    hook_dlsym_fn lookup = hook_real_dlsym();
+    char why[200];
+    if (!lib || !lookup || gs_swap_driver_resolve(&drv, lib, lookup, why, sizeof why) != 0) {
+        gs_debug("swap tier off: %s", lib ? why : "no driver");
+        return;
+    }
+    ranges = gs_swap_ranges_new();
+    const char *s = getenv("GPUSHARE_SWAP_STREAMS");
+    gs_swap_engine_config_t cfg = {.streams = s ? atoi(s) : 4};
+    engine = ranges ? gs_swap_engine_new(&drv, ranges, &cfg) : NULL;
+    /* The engine also maps what other processes share with this one (IPC);
+     * backing this process' own allocations is what GPUSHARE_SWAP=off
+     * turns off (hook_swap.h). */
+    const char *v = getenv("GPUSHARE_SWAP");
+    if (v && strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
+        gs_warn("ignoring GPUSHARE_SWAP=%s (expected on or off)", v);
+    enabled = engine != NULL && !(v && !strcmp(v, "off"));
+}
+
+gs_swap_engine_t *hook_swap_engine(void)
+{
+    pthread_once(&once, init_once);
+    return engine;
+}
+
+static int ready(void)
+{
+    pthread_once(&once, init_once);
+    return __atomic_load_n(&enabled, __ATOMIC_RELAXED);
+}
+
+HOOK_EXPORT int gpushare_hook_swap_backing(int on)
+{
+    if (!hook_swap_engine())
+        return -1;
+    int was = __atomic_exchange_n(&enabled, on ? 1 : 0, __ATOMIC_SEQ_CST);
+    return was;
+}
+
+int hook_swap_available(void)
+{
+    return ready();
+}
+
+/* Backed when the granularity wastes at most an eighth of the size. */
+static int worth_backing(size_t size)
+{
+    size_t rounded = (size + granularity - 1) / granularity * granularity;
+    return size > 0 && (rounded - size) * 8 <= size;
+}
+
+int hook_swap_alloc(CUcontext ctx, int dev, size_t size, CUdeviceptr *dptr, CUresult *r)
+{
+    if (!ready() || !worth_backing(size) || dev < 0 || dev >= MAX_DEVS || !dptr)
+        return 0;
+    *r = gs_swap_alloc(engine, ctx, dev, size, dptr);
+    return 1;
+}
+
+int hook_swap_free(CUdeviceptr p, CUresult *r)
+{
+    if (!p || !hook_swap_engine())
+        return 0;
+    int ours = 0;
+    *r = gs_swap_free(engine, p, &ours);
+    return ours;
+}
+
+int hook_swap_range(CUdeviceptr p, CUdeviceptr *base, size_t *size)
+{
+    gs_swap_range_t rg;
+    if (!hook_swap_engine() || !gs_swap_ranges_find(ranges, p, &rg) || p - rg.va >= rg.size)
+        return 0; /* past the size asked for: the driver's padding, as for cuMemAlloc */
+    if (base)
+        *base = rg.va;
+    if (size)
+        *size = rg.size;
+    return 1;
+}
+
+void hook_swap_peer(int owner, int accessor)
+{
+    if (ready() && gs_swap_grant_peer(engine, owner, accessor) != CUDA_SUCCESS)
+        gs_warn("could not give GPU %d access to GPU %d's memory", accessor, owner);
+}
+
+void hook_swap_forget_ctx(CUcontext ctx)
+{
+    if (engine) /* never initialise the tier just to forget nothing */
+        gs_swap_forget_ctx(engine, ctx);
+}
+
+void hook_swap_atfork_child(void)
+{
+    /* The parent's ranges, windows and thread do not exist here; the
+     * objects are dropped without driver calls (the parent owns them). */
+    pthread_mutex_init(&mu, NULL);
+    pthread_cond_init(&cv, NULL);
+    queue_head = queue_tail = NULL;
+    thread_started = 0;
+    memset(window, 0, sizeof window);
+    memset(busy, 0, sizeof busy);
+    if (engine) {
+        ranges = gs_swap_ranges_new();
+        gs_swap_engine_config_t cfg = {.streams = 4};
+        engine = ranges ? gs_swap_engine_new(&drv, ranges, &cfg) : NULL;
+        enabled = enabled && engine != NULL;
+    }
+}
+
+void hook_swap_totals(int dev, uint64_t *resident, uint64_t *parked)
+{
+    *resident = *parked = 0;
+    if (ready())
+        gs_swap_ranges_totals(ranges, dev, resident, parked);
+}
+
+/* ---- the swap thread -------------------------------------------------------- */
+
+static void close_fds(int *fds, int n)
+{
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+}
+
+static void run_out(const struct command *c, hook_swap_report_t *rep)
+{
+    static int fds[MAX_CHUNKS];
+    uint64_t chunk_bytes = 0;
+    pthread_mutex_lock(&mu);
+    int have_window = window[c->dev].va != 0;
+    pthread_mutex_unlock(&mu);
+    if (!have_window) {
+        int n = gs_swap_fetch(c->pool, c->lease, fds, MAX_CHUNKS, &chunk_bytes, FETCH_MS,
+                              rep->error, sizeof rep->error);
+        if (n < 0)
+            return;
+        gs_swap_window_t w;
+        int rc = gs_swap_window_open(&drv, c->dev, fds, n, chunk_bytes, &w, rep->error,
+                                     sizeof rep->error);
+        close_fds(fds, n); /* imported: the mappings hold the memory */
+        if (rc != 0)
+            return;
+        pthread_mutex_lock(&mu);
+        window[c->dev] = w;
+        pthread_mutex_unlock(&mu);
+    }
+    gs_swap_result_t res;
+    rep->ok = gs_swap_out(engine, c->dev, &window[c->dev], NULL, NULL, &res) == 0;
+    rep->bytes = res.bytes;
+    rep->elapsed_us = res.elapsed_ns / 1000;
+    if (!rep->ok)
+        snprintf(rep->error, sizeof rep->error, "%s", res.error);
+    uint64_t resident = 0, parked = 0;
+    gs_swap_ranges_totals(ranges, c->dev, &resident, &parked);
+    if (parked == 0) { /* nothing went out: the memory goes back to the pool */
+        pthread_mutex_lock(&mu);
+        gs_swap_window_close(&drv, &window[c->dev]);
+        pthread_mutex_unlock(&mu);
+    }
+}
+
+static void run_in(const struct command *c, hook_swap_report_t *rep)
+{
+    pthread_mutex_lock(&mu);
+    gs_swap_window_t w = window[c->dev];
+    pthread_mutex_unlock(&mu);
+    if (!w.va) { /* nothing parked here */
+        rep->ok = 1;
+        return;
+    }
+    gs_swap_result_t res;
+    rep->ok = gs_swap_in(engine, c->dev, &w, SWAP_IN_WAIT_MS, NULL, NULL, &res) == 0;
+    rep->bytes = res.bytes;
+    rep->elapsed_us = res.elapsed_ns / 1000;
+    if (!rep->ok) {
+        snprintf(rep->error, sizeof rep->error, "%s", res.error);
+        return; /* the window keeps what did not come back */
+    }
+    /* Everything is back: the host memory returns to the broker's pool
+     * (which zeroes it before another user gets it). */
+    pthread_mutex_lock(&mu);
+    gs_swap_window_close(&drv, &window[c->dev]);
+    pthread_mutex_unlock(&mu);
+}
+
+static void *swap_thread(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&mu);
+        while (!queue_head)
+            pthread_cond_wait(&cv, &mu);
+        struct command *c = queue_head;
+        queue_head = c->next;
+        if (!queue_head)
+            queue_tail = NULL;
+        pthread_mutex_unlock(&mu);
+
+        hook_swap_report_t rep = {.dev = c->dev, .out = c->out, .lease = c->lease};
+        if (!ready())
+            snprintf(rep.error, sizeof rep.error, "the swap tier is off in this process");
+        else if (c->out)
+            run_out(c, &rep);
+        else
+            run_in(c, &rep);
+        uint64_t parked = 0;
+        if (ready())
+            gs_swap_ranges_totals(ranges, c->dev, &rep.left_resident, &parked);
+        pthread_mutex_lock(&mu);
+        busy[c->dev]--;
+        pthread_mutex_unlock(&mu);
+        if (c->done)
+            c->done(&rep);
+        free(c);
+    }
+    return NULL;
+}
+
+void hook_swap_command(int dev, int out, uint64_t lease, const char *pool_path,
+                       hook_swap_done_fn done)
+{
+    struct command *c = calloc(1, sizeof *c);
+    if (!c || dev < 0 || dev >= MAX_DEVS) {
+        free(c);
+        hook_swap_report_t rep = {.dev = dev, .out = out, .lease = lease};
+        snprintf(rep.error, sizeof rep.error, "cannot queue the swap (GPU %d)", dev);
+        if (done)
+            done(&rep);
+        return;
+    }
+    *c = (struct command){dev, out, lease, "", done, NULL};
+    snprintf(c->pool, sizeof c->pool, "%s", pool_path ? pool_path : "");
+    pthread_mutex_lock(&mu);
+    if (!thread_started) {
+        /* No signals on this thread: they belong to the program. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        pthread_t t;
+        if (pthread_create(&t, NULL, swap_thread, NULL) == 0) {
+            pthread_detach(t);
+            thread_started = 1;
+        }
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    busy[dev]++;
+    if (queue_tail)
+        queue_tail->next = c;
+    else
+        queue_head = c;
+    queue_tail = c;
+    pthread_cond_signal(&cv);
+    pthread_mutex_unlock(&mu);
+}
+
+int hook_swap_parked(int dev)
+{
+    if (dev < 0 || dev >= MAX_DEVS)
+        return 0;
+    pthread_mutex_lock(&mu);
+    int b = busy[dev] > 0 || window[dev].va != 0;
+    pthread_mutex_unlock(&mu);
+    return b;
+}
+
+int hook_swap_recover(unsigned wait_ms)
+{
+    int left = 0;
+    for (int dev = 0; dev < MAX_DEVS; dev++) {
+        pthread_mutex_lock(&mu);
+        gs_swap_window_t w = window[dev];
+        pthread_mutex_unlock(&mu);
+        if (!w.va)
+            continue;
+        gs_swap_result_t res;
+        if (gs_swap_in(engine, dev, &w, wait_ms, NULL, NULL, &res) == 0) {
+            pthread_mutex_lock(&mu);
+            gs_swap_window_close(&drv, &window[dev]);
+            pthread_mutex_unlock(&mu);
+            gs_warn("the broker is gone: GPU %d's memory is back from host memory (%.1f GB in "
+                    "%.2f s)",
+                    dev, res.bytes / 1e9, res.elapsed_ns / 1e9);
+        } else {
+            gs_warn("the broker is gone and GPU %d's memory could not come back yet: %s", dev,
+                    res.error);
+            left++;
+        }
+    }
+    return left;
+}

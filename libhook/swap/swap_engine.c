@@ -1,0 +1,779 @@
+/*
+ * swap_engine.c - VMM-backed allocations and moving them (swap_engine.h).
+ *
+ * A move runs in batches of about batch_bytes: the copies of a batch are
+ * spread over the streams of the range's context, an event per stream
+ * marks the batch's end, and while the next batch is being copied the
+ * previous one is finished (swap out: its physical memory released; swap
+ * in: its ranges counted resident).  Two batches are in flight at most, so
+ * two sets of events per context suffice.
+ */
+#define _GNU_SOURCE
+#include "swap_engine.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gs_assert.h"
+
+#define MAX_LANES   8 /* contexts with swap streams */
+#define MAX_STREAMS 16
+#define MAX_DEVS    64 /* peer masks are 64 bits */
+
+struct lane { /* the streams and events of one context */
+    CUcontext ctx;
+    CUstream s[MAX_STREAMS];
+    CUevent ev[2][MAX_STREAMS];
+};
+
+struct imported { /* another process' range, mapped here */
+    CUdeviceptr va;
+    size_t bytes, seg_bytes;
+    int nseg;
+    struct imported *next;
+};
+
+struct gs_swap_engine {
+    const gs_swap_driver_t *d;
+    gs_swap_ranges_t *ranges;
+    gs_swap_engine_config_t cfg;
+    pthread_mutex_t op; /* one allocation, free or move at a time */
+    size_t gran[MAX_DEVS];
+    int shareable[MAX_DEVS];  /* 0 unknown, 1 descriptors can be exported, -1 not */
+    struct imported *imports; /* ranges of other processes mapped here (IPC) */
+    uint64_t peers[MAX_DEVS]; /* bit a of peers[o]: GPU a reaches GPU o's ranges */
+    struct lane lanes[MAX_LANES];
+    int nlanes;
+};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static const char *errname(const gs_swap_engine_t *e, CUresult r)
+{
+    const char *n = NULL;
+    e->d->error_name(r, &n);
+    return n ? n : "unknown error";
+}
+
+gs_swap_engine_t *gs_swap_engine_new(const gs_swap_driver_t *d, gs_swap_ranges_t *ranges,
+                                     const gs_swap_engine_config_t *cfg)
+{
+    gs_swap_engine_t *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->d = d;
+    e->ranges = ranges;
+    e->cfg = *cfg;
+    if (e->cfg.streams < 1)
+        e->cfg.streams = 1;
+    if (e->cfg.streams > MAX_STREAMS)
+        e->cfg.streams = MAX_STREAMS;
+    if (!e->cfg.piece_bytes)
+        e->cfg.piece_bytes = 64u << 20;
+    if (!e->cfg.batch_bytes)
+        e->cfg.batch_bytes = 1u << 30;
+    if (!e->cfg.seg_bytes)
+        e->cfg.seg_bytes = 1u << 30;
+    pthread_mutex_init(&e->op, NULL);
+    return e;
+}
+
+void gs_swap_engine_destroy(gs_swap_engine_t **self_p)
+{
+    gs_swap_engine_t *e = self_p ? *self_p : NULL;
+    if (!e)
+        return;
+    for (int i = 0; i < e->nlanes; i++) {
+        struct lane *l = &e->lanes[i];
+        if (e->d->ctx_push(l->ctx) != CUDA_SUCCESS)
+            continue; /* the context is gone, and its streams with it */
+        for (int k = 0; k < e->cfg.streams; k++) {
+            e->d->event_destroy(l->ev[0][k]);
+            e->d->event_destroy(l->ev[1][k]);
+            e->d->stream_destroy(l->s[k]);
+        }
+        CUcontext old;
+        e->d->ctx_pop(&old);
+    }
+    pthread_mutex_destroy(&e->op);
+    free(e);
+    *self_p = NULL;
+}
+
+/* Device memory as the tier makes it: exportable as a descriptor where the
+ * GPU allows it, so that a range can be shared with another process when
+ * the program asks for a legacy IPC handle (swap_engine.h). */
+static CUmemAllocationProp device_prop(gs_swap_engine_t *e, int dev)
+{
+    if (!e->shareable[dev]) {
+        int v = 0;
+        e->shareable[dev] = e->d->device_attribute(
+                                &v, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+                                dev) == CUDA_SUCCESS &&
+                                    v
+                                ? 1
+                                : -1;
+    }
+    CUmemAllocationProp p;
+    memset(&p, 0, sizeof p);
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = dev;
+    if (e->shareable[dev] > 0)
+        p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    return p;
+}
+
+/* The access list for ranges on GPU dev: itself and its peers. */
+static size_t access_list(const gs_swap_engine_t *e, int dev, CUmemAccessDesc *a)
+{
+    size_t n = 0;
+    for (int g = 0; g < MAX_DEVS; g++)
+        if (g == dev || (e->peers[dev] >> g & 1)) {
+            memset(&a[n], 0, sizeof a[n]);
+            a[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+            a[n].location.id = g;
+            a[n].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+            n++;
+        }
+    return n;
+}
+
+/* Segment k of r: where it starts in the range and how long it is. */
+static size_t seg_off(const gs_swap_range_t *r, int k)
+{
+    return (size_t)k * r->seg_bytes;
+}
+
+static size_t seg_len(const gs_swap_range_t *r, int k)
+{
+    size_t off = seg_off(r, k);
+    return r->bytes - off < r->seg_bytes ? r->bytes - off : r->seg_bytes;
+}
+
+/* Physical memory for segment k of r, mapped at its address with access
+ * (op held). */
+static CUresult back_seg(gs_swap_engine_t *e, gs_swap_range_t *r, int k)
+{
+    CUmemAllocationProp prop = device_prop(e, r->dev);
+    CUmemGenericAllocationHandle h = 0;
+    size_t len = seg_len(r, k);
+    CUdeviceptr at = r->va + seg_off(r, k);
+    CUresult res = e->d->create(&h, len, &prop, 0);
+    if (res != CUDA_SUCCESS)
+        return res;
+    res = e->d->map(at, len, 0, h, 0);
+    if (res != CUDA_SUCCESS) {
+        e->d->release(h);
+        return res;
+    }
+    CUmemAccessDesc a[MAX_DEVS];
+    res = e->d->set_access(at, len, a, access_list(e, r->dev, a));
+    if (res != CUDA_SUCCESS) {
+        e->d->unmap(at, len);
+        e->d->release(h);
+        return res;
+    }
+    r->seg[k] = h;
+    r->resident_bytes += len;
+    return CUDA_SUCCESS;
+}
+
+/* Unmaps and releases segment k of r (op held). */
+static CUresult unback_seg(gs_swap_engine_t *e, gs_swap_range_t *r, int k)
+{
+    size_t len = seg_len(r, k);
+    CUresult res = e->d->unmap(r->va + seg_off(r, k), len);
+    if (res != CUDA_SUCCESS)
+        return res;
+    e->d->release(r->seg[k]);
+    r->seg[k] = 0;
+    r->resident_bytes -= len;
+    return CUDA_SUCCESS;
+}
+
+/* Every segment still on the GPU goes (op held). */
+static CUresult unback_all(gs_swap_engine_t *e, gs_swap_range_t *r)
+{
+    CUresult res = CUDA_SUCCESS;
+    for (int k = 0; k < r->nseg; k++)
+        if (r->seg[k]) {
+            CUresult x = unback_seg(e, r, k);
+            if (x != CUDA_SUCCESS)
+                res = x;
+        }
+    return res;
+}
+
+/* ---- allocation ---------------------------------------------------------- */
+
+static size_t granularity(gs_swap_engine_t *e, int dev)
+{
+    if (!e->gran[dev]) {
+        CUmemAllocationProp prop = device_prop(e, dev);
+        size_t g = 0;
+        if (e->d->granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || !g)
+            g = 2u << 20;
+        e->gran[dev] = g;
+    }
+    return e->gran[dev];
+}
+
+CUresult gs_swap_alloc(gs_swap_engine_t *e, CUcontext ctx, int dev, size_t size, CUdeviceptr *va)
+{
+    if (!va || size == 0 || dev < 0 || dev >= MAX_DEVS)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&e->op);
+    size_t g = granularity(e, dev);
+    gs_swap_range_t r = {.size = size, .ctx = ctx, .dev = dev};
+    r.bytes = size / g * g + (size % g ? g : 0);
+    r.seg_bytes = e->cfg.seg_bytes / g * g;
+    if (r.seg_bytes < g)
+        r.seg_bytes = g;
+    r.nseg = (int)((r.bytes + r.seg_bytes - 1) / r.seg_bytes);
+    r.seg = calloc((size_t)r.nseg, sizeof *r.seg);
+    CUresult res = r.seg ? e->d->reserve(&r.va, r.bytes, 0, 0, 0) : CUDA_ERROR_OUT_OF_MEMORY;
+    if (res == CUDA_SUCCESS) {
+        for (int k = 0; k < r.nseg && res == CUDA_SUCCESS; k++)
+            res = back_seg(e, &r, k);
+        if (res == CUDA_SUCCESS && gs_swap_ranges_add(e->ranges, &r) != 0)
+            res = CUDA_ERROR_OUT_OF_MEMORY;
+        if (res != CUDA_SUCCESS) {
+            unback_all(e, &r);
+            e->d->address_free(r.va, r.bytes);
+        }
+    }
+    pthread_mutex_unlock(&e->op);
+    if (res == CUDA_SUCCESS)
+        *va = r.va;
+    else
+        free(r.seg);
+    return res;
+}
+
+CUresult gs_swap_free(gs_swap_engine_t *e, CUdeviceptr va, int *ours)
+{
+    gs_swap_range_t r;
+    pthread_mutex_lock(&e->op);
+    *ours = gs_swap_ranges_remove(e->ranges, va, &r);
+    CUresult res = CUDA_SUCCESS;
+    if (*ours) {
+        if (r.resident_bytes) {
+            /* cuMemFree waits for the work that may still use the memory. */
+            if (e->d->ctx_push(r.ctx) == CUDA_SUCCESS) {
+                e->d->ctx_synchronize();
+                CUcontext old;
+                e->d->ctx_pop(&old);
+            }
+            res = unback_all(e, &r);
+        }
+        if (res == CUDA_SUCCESS) {
+            res = e->d->address_free(r.va, r.bytes);
+            free(r.seg);
+        } else
+            gs_swap_ranges_add(e->ranges, &r); /* still mapped: keep it known */
+    }
+    pthread_mutex_unlock(&e->op);
+    return res;
+}
+
+void gs_swap_forget_ctx(gs_swap_engine_t *e, CUcontext ctx)
+{
+    pthread_mutex_lock(&e->op);
+    size_t n = gs_swap_ranges_list(e->ranges, -1, GS_SWAP_ALL, NULL, 0);
+    gs_swap_range_t *rs = n ? malloc(n * sizeof *rs) : NULL;
+    if (rs) {
+        size_t k = gs_swap_ranges_list(e->ranges, -1, GS_SWAP_ALL, rs, n);
+        for (size_t i = 0; i < k && i < n; i++) {
+            gs_swap_range_t r;
+            if (rs[i].ctx != ctx || !gs_swap_ranges_remove(e->ranges, rs[i].va, &r))
+                continue;
+            unback_all(e, &r);
+            e->d->address_free(r.va, r.bytes);
+            free(r.seg);
+        }
+        free(rs);
+    }
+    /* Its streams went with it. */
+    for (int i = 0; i < e->nlanes; i++)
+        if (e->lanes[i].ctx == ctx)
+            e->lanes[i--] = e->lanes[--e->nlanes];
+    pthread_mutex_unlock(&e->op);
+}
+
+CUresult gs_swap_grant_peer(gs_swap_engine_t *e, int owner, int accessor)
+{
+    if (owner < 0 || owner >= MAX_DEVS || accessor < 0 || accessor >= MAX_DEVS)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&e->op);
+    e->peers[owner] |= 1ull << accessor;
+    size_t n = gs_swap_ranges_list(e->ranges, owner, GS_SWAP_ALL, NULL, 0);
+    gs_swap_range_t *rs = n ? malloc(n * sizeof *rs) : NULL;
+    CUresult res = n && !rs ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+    if (rs) {
+        n = gs_swap_ranges_list(e->ranges, owner, GS_SWAP_ALL, rs, n);
+        CUmemAccessDesc a[MAX_DEVS];
+        size_t na = access_list(e, owner, a);
+        for (size_t i = 0; i < n && res == CUDA_SUCCESS; i++)
+            for (int k = 0; k < rs[i].nseg && res == CUDA_SUCCESS; k++)
+                if (rs[i].seg[k])
+                    res =
+                        e->d->set_access(rs[i].va + seg_off(&rs[i], k), seg_len(&rs[i], k), a, na);
+        free(rs);
+    }
+    pthread_mutex_unlock(&e->op);
+    return res;
+}
+
+/* ---- moving ---------------------------------------------------------------- */
+
+/* The lane of ctx, created with ctx current (op held); NULL on failure. */
+static struct lane *lane_of(gs_swap_engine_t *e, CUcontext ctx, char *err, size_t errlen)
+{
+    for (int i = 0; i < e->nlanes; i++)
+        if (e->lanes[i].ctx == ctx)
+            return &e->lanes[i];
+    if (e->nlanes == MAX_LANES) {
+        snprintf(err, errlen, "more than %d contexts hold device memory", MAX_LANES);
+        return NULL;
+    }
+    struct lane *l = &e->lanes[e->nlanes];
+    memset(l, 0, sizeof *l);
+    l->ctx = ctx;
+    for (int k = 0; k < e->cfg.streams; k++) {
+        CUresult r = e->d->stream_create(&l->s[k], CU_STREAM_NON_BLOCKING);
+        if (r == CUDA_SUCCESS)
+            r = e->d->event_create(&l->ev[0][k], CU_EVENT_DISABLE_TIMING);
+        if (r == CUDA_SUCCESS)
+            r = e->d->event_create(&l->ev[1][k], CU_EVENT_DISABLE_TIMING);
+        if (r != CUDA_SUCCESS) {
+            snprintf(err, errlen, "creating the swap's streams: %s", errname(e, r));
+            return NULL; /* what was made stays unused: a later call does not reuse it */
+        }
+    }
+    e->nlanes++;
+    return l;
+}
+
+/* One segment of one range: the unit of a move. */
+struct unit {
+    size_t range; /* index into the move's range array */
+    int seg;
+    int made; /* swap in: its physical memory was made by this move */
+};
+
+/* Copies one segment between the device and its place in window w, in
+ * pieces that never cross one of the window's chunks, over the lane's
+ * streams. */
+static CUresult copy_seg(gs_swap_engine_t *e, struct lane *l, const gs_swap_range_t *r, int k,
+                         const gs_swap_window_t *w, int out, int *next_stream)
+{
+    size_t done = 0, len = seg_len(r, k), base = seg_off(r, k);
+    while (done < len) {
+        uint64_t host = r->host_off + base + done;
+        size_t n = len - done, to_chunk = w->chunk_bytes - host % w->chunk_bytes;
+        if (n > e->cfg.piece_bytes)
+            n = e->cfg.piece_bytes;
+        if (n > to_chunk)
+            n = to_chunk;
+        CUdeviceptr dv = r->va + base + done, hv = w->va + host;
+        CUresult res = e->d->memcpy_async(out ? hv : dv, out ? dv : hv, n,
+                                          l->s[(*next_stream)++ % e->cfg.streams]);
+        if (res != CUDA_SUCCESS)
+            return res;
+        done += n;
+    }
+    return CUDA_SUCCESS;
+}
+
+struct batch {
+    struct lane *lane;
+    int slot;
+    size_t first, count; /* indices into the move's unit array */
+};
+
+static CUresult batch_mark(gs_swap_engine_t *e, struct batch *b)
+{
+    for (int k = 0; k < e->cfg.streams; k++) {
+        CUresult r = e->d->event_record(b->lane->ev[b->slot][k], b->lane->s[k]);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult batch_wait(gs_swap_engine_t *e, const struct batch *b)
+{
+    for (int k = 0; k < e->cfg.streams; k++) {
+        CUresult r = e->d->event_synchronize(b->lane->ev[b->slot][k]);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* After a failure: nothing of ours may still be copying. */
+static void quiesce(gs_swap_engine_t *e)
+{
+    for (int i = 0; i < e->nlanes; i++)
+        for (int k = 0; k < e->cfg.streams; k++)
+            e->d->stream_synchronize(e->lanes[i].s[k]);
+}
+
+static int cmp_ctx(const void *a, const void *b)
+{
+    const gs_swap_range_t *x = a, *y = b;
+    uintptr_t cx = (uintptr_t)x->ctx, cy = (uintptr_t)y->ctx;
+    if (cx != cy)
+        return cx < cy ? -1 : 1;
+    return x->va < y->va ? -1 : x->va > y->va;
+}
+
+/* The ranges of dev with something to move, grouped by context (op held). */
+static gs_swap_range_t *collect(gs_swap_engine_t *e, int dev, int parked, size_t *n)
+{
+    *n = gs_swap_ranges_list(e->ranges, dev, parked, NULL, 0);
+    if (!*n)
+        return NULL;
+    gs_swap_range_t *rs = malloc(*n * sizeof *rs);
+    if (rs) {
+        *n = gs_swap_ranges_list(e->ranges, dev, parked, rs, *n);
+        qsort(rs, *n, sizeof *rs, cmp_ctx);
+    }
+    return rs;
+}
+
+/* Finishes a batch: swap out releases its segments, swap in counts them
+ * resident.  The registry learns each range's new state. */
+static CUresult batch_finish(gs_swap_engine_t *e, gs_swap_range_t *rs, struct unit *us,
+                             const struct batch *b, int out, gs_swap_result_t *res)
+{
+    CUresult r = batch_wait(e, b);
+    for (size_t i = b->first; r == CUDA_SUCCESS && i < b->first + b->count; i++) {
+        gs_swap_range_t *rg = &rs[us[i].range];
+        size_t len = seg_len(rg, us[i].seg);
+        if (out) {
+            r = unback_seg(e, rg, us[i].seg);
+            if (r != CUDA_SUCCESS)
+                break;
+        } else {
+            us[i].made = 0; /* resident now: no longer this move's to undo */
+            if (!gs_swap_range_parked(rg))
+                rg->host_set = 0; /* all back: its place in the window is free again */
+        }
+        gs_swap_ranges_update(e->ranges, rg);
+        res->bytes += len;
+    }
+    return r;
+}
+
+/* Physical memory for a segment, retried while the GPU is full until the
+ * deadline: the process on the other side of a switch releases its own
+ * batch by batch meanwhile. */
+static CUresult back_seg_waiting(gs_swap_engine_t *e, gs_swap_range_t *r, int k, int64_t deadline)
+{
+    long pause_us = 100;
+    for (;;) {
+        CUresult res = back_seg(e, r, k);
+        if (res != CUDA_ERROR_OUT_OF_MEMORY || now_ns() >= deadline)
+            return res;
+        struct timespec ts = {0, pause_us * 1000};
+        nanosleep(&ts, NULL);
+        if (pause_us < 2000)
+            pause_us *= 2;
+    }
+}
+
+/* Where the ranges that go out for the first time go in the window: after
+ * those already there (a partly parked range keeps its place). */
+static int place(gs_swap_engine_t *e, int dev, gs_swap_range_t *rs, size_t n,
+                 const gs_swap_window_t *w, char *err, size_t errlen)
+{
+    uint64_t end = 0;
+    size_t np = gs_swap_ranges_list(e->ranges, dev, 1, NULL, 0);
+    gs_swap_range_t *ps = np ? malloc(np * sizeof *ps) : NULL;
+    np = ps ? gs_swap_ranges_list(e->ranges, dev, 1, ps, np) : 0;
+    for (size_t k = 0; k < np; k++)
+        if (ps[k].host_set && ps[k].host_off + ps[k].bytes > end)
+            end = ps[k].host_off + ps[k].bytes;
+    free(ps);
+    for (size_t i = 0; i < n; i++) {
+        if (!rs[i].host_set) {
+            rs[i].host_off = end;
+            rs[i].host_set = 1;
+            end += rs[i].bytes;
+        }
+        if (rs[i].host_off + rs[i].bytes > w->bytes) {
+            snprintf(err, errlen, "the host window holds %zu bytes, the GPU's ranges need %llu",
+                     w->bytes, (unsigned long long)(rs[i].host_off + rs[i].bytes));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int move(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w, int out, unsigned wait_ms,
+                gs_swap_progress_fn progress, void *arg, gs_swap_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    int64_t t0 = now_ns(), deadline = t0 + (int64_t)wait_ms * 1000000;
+    pthread_mutex_lock(&e->op);
+    size_t n = 0, nu = 0;
+    gs_swap_range_t *rs = collect(e, dev, !out, &n);
+    struct unit *us = NULL;
+    int rc = 0;
+    uint64_t total = 0;
+    if (n && !rs) {
+        snprintf(res->error, sizeof res->error, "out of memory");
+        rc = -1;
+        goto done;
+    }
+    if (out && place(e, dev, rs, n, w, res->error, sizeof res->error) != 0) {
+        rc = -1;
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++)
+        nu += (size_t)rs[i].nseg;
+    us = nu ? malloc(nu * sizeof *us) : NULL;
+    if (nu && !us) {
+        snprintf(res->error, sizeof res->error, "out of memory");
+        rc = -1;
+        goto done;
+    }
+    nu = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!out && (!rs[i].host_set || rs[i].host_off + rs[i].bytes > w->bytes)) {
+            snprintf(res->error, sizeof res->error, "a parked range lies outside the window");
+            rc = -1;
+            goto done;
+        }
+        for (int k = 0; k < rs[i].nseg; k++)
+            if (!rs[i].seg[k] == !out) { /* out: segments on the GPU; in: those not */
+                us[nu++] = (struct unit){i, k, 0};
+                total += seg_len(&rs[i], k);
+            }
+    }
+    struct batch prev = {0}, cur = {0};
+    int have_prev = 0, next_stream = 0, slot = 0;
+    CUresult r = CUDA_SUCCESS;
+    const char *step = "";
+    size_t u = 0;
+    while (u < nu) {
+        CUcontext ctx = rs[us[u].range].ctx;
+        if ((r = e->d->ctx_push(ctx)) != CUDA_SUCCESS) {
+            step = "cuCtxPushCurrent";
+            break;
+        }
+        struct lane *l = lane_of(e, ctx, res->error, sizeof res->error);
+        if (!l) {
+            CUcontext old;
+            e->d->ctx_pop(&old);
+            rc = -1;
+            break;
+        }
+        cur = (struct batch){l, slot, u, 0};
+        size_t bytes = 0;
+        while (u < nu && rs[us[u].range].ctx == ctx &&
+               (cur.count == 0 || bytes < e->cfg.batch_bytes)) {
+            gs_swap_range_t *rg = &rs[us[u].range];
+            if (!out) {
+                if ((r = back_seg_waiting(e, rg, us[u].seg, deadline)) != CUDA_SUCCESS) {
+                    step = "physical memory for a parked segment";
+                    break;
+                }
+                us[u].made = 1;
+            }
+            cur.count++;
+            if ((r = copy_seg(e, l, rg, us[u].seg, w, out, &next_stream)) != CUDA_SUCCESS) {
+                step = "cuMemcpyAsync";
+                break;
+            }
+            bytes += seg_len(rg, us[u++].seg);
+        }
+        if (r == CUDA_SUCCESS && (r = batch_mark(e, &cur)) != CUDA_SUCCESS)
+            step = "cuEventRecord";
+        if (r == CUDA_SUCCESS && have_prev &&
+            (r = batch_finish(e, rs, us, &prev, out, res)) != CUDA_SUCCESS)
+            step = out ? "releasing copied memory" : "cuEventSynchronize";
+        CUcontext old;
+        e->d->ctx_pop(&old);
+        if (r != CUDA_SUCCESS)
+            break;
+        prev = cur;
+        have_prev = 1;
+        slot ^= 1;
+        if (progress)
+            progress(arg, res->bytes, total);
+    }
+    if (r == CUDA_SUCCESS && rc == 0 && have_prev) {
+        if (e->d->ctx_push(prev.lane->ctx) == CUDA_SUCCESS) {
+            r = batch_finish(e, rs, us, &prev, out, res);
+            CUcontext old;
+            e->d->ctx_pop(&old);
+            if (r != CUDA_SUCCESS)
+                step = out ? "releasing copied memory" : "cuEventSynchronize";
+        }
+        if (progress)
+            progress(arg, res->bytes, total);
+    }
+    if (r != CUDA_SUCCESS || rc != 0) {
+        quiesce(e);
+        /* Swap in: segments made but not yet counted resident go again;
+         * their bytes are still in the window. */
+        for (size_t i = 0; !out && i < nu; i++)
+            if (us[i].made) {
+                unback_seg(e, &rs[us[i].range], us[i].seg);
+                gs_swap_ranges_update(e->ranges, &rs[us[i].range]);
+            }
+        if (r != CUDA_SUCCESS)
+            snprintf(res->error, sizeof res->error, "%s: %s", step, errname(e, r));
+        rc = -1;
+    }
+    if (out && rc == 0) /* the places given to ranges that had nothing to move yet */
+        for (size_t i = 0; i < n; i++)
+            gs_swap_ranges_update(e->ranges, &rs[i]);
+    for (size_t i = 0; i < n; i++) /* ranges that went all the way */
+        res->ranges += out ? !rs[i].resident_bytes : !gs_swap_range_parked(&rs[i]);
+done:
+    pthread_mutex_unlock(&e->op);
+    free(us);
+    free(rs);
+    res->elapsed_ns = now_ns() - t0;
+    return rc;
+}
+
+int gs_swap_out(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w,
+                gs_swap_progress_fn progress, void *arg, gs_swap_result_t *res)
+{
+    return move(e, dev, w, 1, 0, progress, arg, res);
+}
+
+int gs_swap_in(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w, unsigned wait_ms,
+               gs_swap_progress_fn progress, void *arg, gs_swap_result_t *res)
+{
+    return move(e, dev, w, 0, wait_ms, progress, arg, res);
+}
+
+/* ---- sharing with other processes (legacy IPC emulated) --------------------- */
+
+int gs_swap_export(gs_swap_engine_t *e, CUdeviceptr p, int *fds, int max, gs_swap_shape_t *shape,
+                   char *err, size_t errlen)
+{
+    pthread_mutex_lock(&e->op);
+    gs_swap_range_t r;
+    int n = -1;
+    if (!gs_swap_ranges_find(e->ranges, p, &r))
+        snprintf(err, errlen, "not memory of the swap tier");
+    else if (gs_swap_range_parked(&r))
+        snprintf(err, errlen, "the memory is parked");
+    else if (r.nseg > max)
+        snprintf(err, errlen, "too many segments (%d)", r.nseg);
+    else if (e->shareable[r.dev] <= 0)
+        snprintf(err, errlen, "this GPU cannot export memory as descriptors");
+    else {
+        n = 0;
+        for (int k = 0; k < r.nseg; k++) {
+            CUresult res =
+                e->d->export_fd(&fds[k], r.seg[k], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+            if (res != CUDA_SUCCESS) {
+                snprintf(err, errlen, "cuMemExportToShareableHandle: %s", errname(e, res));
+                for (int j = 0; j < k; j++)
+                    close(fds[j]);
+                n = -1;
+                break;
+            }
+            n++;
+        }
+        if (n > 0 && !r.pinned) { /* shared from now on: it stays where it is */
+            r.pinned = 1;
+            gs_swap_ranges_update(e->ranges, &r);
+        }
+        *shape = (gs_swap_shape_t){r.va, r.size, r.bytes, r.seg_bytes, r.nseg, r.dev};
+    }
+    pthread_mutex_unlock(&e->op);
+    return n;
+}
+
+CUresult gs_swap_import(gs_swap_engine_t *e, int dev, const gs_swap_shape_t *shape, const int *fds,
+                        CUdeviceptr *va)
+{
+    if (shape->nseg <= 0 || !shape->bytes || dev < 0 || dev >= MAX_DEVS)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct imported *im = calloc(1, sizeof *im);
+    if (!im)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUdeviceptr at = 0;
+    CUresult res = e->d->reserve(&at, shape->bytes, 0, 0, 0);
+    int mapped = 0;
+    for (; res == CUDA_SUCCESS && mapped < shape->nseg; mapped++) {
+        size_t off = (size_t)mapped * shape->seg_bytes;
+        size_t len = shape->bytes - off < shape->seg_bytes ? shape->bytes - off : shape->seg_bytes;
+        CUmemGenericAllocationHandle h = 0;
+        res = e->d->import(&h, (void *)(intptr_t)fds[mapped],
+                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        if (res != CUDA_SUCCESS)
+            break;
+        res = e->d->map(at + off, len, 0, h, 0);
+        e->d->release(h); /* the mapping holds it */
+        if (res != CUDA_SUCCESS)
+            break;
+    }
+    if (res == CUDA_SUCCESS) {
+        CUmemAccessDesc a[MAX_DEVS];
+        pthread_mutex_lock(&e->op);
+        size_t na = access_list(e, dev, a);
+        pthread_mutex_unlock(&e->op);
+        res = e->d->set_access(at, shape->bytes, a, na);
+    }
+    if (res != CUDA_SUCCESS) {
+        for (int k = 0; k < mapped; k++) {
+            size_t off = (size_t)k * shape->seg_bytes;
+            e->d->unmap(at + off, shape->bytes - off < shape->seg_bytes ? shape->bytes - off
+                                                                        : shape->seg_bytes);
+        }
+        if (at)
+            e->d->address_free(at, shape->bytes);
+        free(im);
+        return res;
+    }
+    *im = (struct imported){at, shape->bytes, shape->seg_bytes, shape->nseg, NULL};
+    pthread_mutex_lock(&e->op);
+    im->next = e->imports;
+    e->imports = im;
+    pthread_mutex_unlock(&e->op);
+    *va = at;
+    return CUDA_SUCCESS;
+}
+
+CUresult gs_swap_unimport(gs_swap_engine_t *e, CUdeviceptr va, int *ours)
+{
+    pthread_mutex_lock(&e->op);
+    struct imported *im = NULL;
+    for (struct imported **pp = &e->imports; *pp; pp = &(*pp)->next)
+        if ((*pp)->va == va) {
+            im = *pp;
+            *pp = im->next;
+            break;
+        }
+    pthread_mutex_unlock(&e->op);
+    *ours = im != NULL;
+    if (!im)
+        return CUDA_SUCCESS;
+    for (int k = 0; k < im->nseg; k++) {
+        size_t off = (size_t)k * im->seg_bytes;
+        e->d->unmap(im->va + off,
+                    im->bytes - off < im->seg_bytes ? im->bytes - off : im->seg_bytes);
+    }
+    CUresult res = e->d->address_free(im->va, im->bytes);
+    free(im);
+    return res;
+}

@@ -1,0 +1,119 @@
+/*
+ * swap_engine.h - device memory that can leave the GPU and come back at
+ * the same addresses, moved by this process' own copy engines at the
+ * speed of the link (the swap tier of parking, doc/parking.md).
+ *
+ * A range's physical memory is made of segments (swap_ranges.h), and
+ * moves go segment by segment: swapping out releases each segment once
+ * its copy is complete, swapping in takes each segment as soon as the GPU
+ * has room for it, so the two sides of a switch overlap.
+ *
+ * Allocation: the program's device allocations are backed with the
+ * virtual-memory API (reserve an address range, create physical memory,
+ * map it, grant access), which costs what cuMemAlloc costs (measured on
+ * the H200: bench/swap_probe.c).  Swap out: every resident range of a GPU
+ * is copied into a window of host memory (swap_window.h) on several
+ * streams, and each range's physical memory is released as soon as its
+ * copy is complete, so the GPU's memory comes free while the copy runs and
+ * another process can already take it.  Swap in is the mirror: new
+ * physical memory is mapped at the same addresses and the bytes are copied
+ * back.  The caller guarantees that nothing of the program runs on the GPU
+ * meanwhile (the hook's gate is closed and drained).
+ *
+ * Faults: a segment's host copy is complete before its device memory is
+ * released, and its device copy is complete before it counts as resident
+ * again; a failed step stops the operation with every segment either on
+ * the GPU or in the window, its data intact, and the operation may be
+ * retried (a range partly out counts as parked).
+ */
+#ifndef GS_SWAP_ENGINE_H
+#define GS_SWAP_ENGINE_H
+
+#include <stdint.h>
+
+#include "swap_driver.h"
+#include "swap_ranges.h"
+#include "swap_window.h"
+
+typedef struct gs_swap_engine gs_swap_engine_t;
+
+typedef struct {
+    int streams;        /* copies in flight per context (1..16) */
+    size_t piece_bytes; /* one copy's size (64 MiB) */
+    size_t batch_bytes; /* memory released or taken per batch of copies (1 GiB) */
+    size_t seg_bytes;   /* physical memory of a range comes in segments of this size (1 GiB) */
+} gs_swap_engine_config_t;
+
+/* The table and the ranges outlive the engine. */
+gs_swap_engine_t *gs_swap_engine_new(const gs_swap_driver_t *d, gs_swap_ranges_t *ranges,
+                                     const gs_swap_engine_config_t *cfg);
+void gs_swap_engine_destroy(gs_swap_engine_t **self_p);
+
+/* ---- allocation ---------------------------------------------------------- */
+
+/* What cuMemAlloc does, with VMM backing, in context ctx (current on the
+ * calling thread) on GPU dev.  The driver's result. */
+CUresult gs_swap_alloc(gs_swap_engine_t *self, CUcontext ctx, int dev, size_t size,
+                       CUdeviceptr *va);
+/* What cuMemFree does for a range of ours (the context's work is waited
+ * for first, as cuMemFree does).  *ours = 0 when va is not one of ours
+ * (then nothing was done). */
+CUresult gs_swap_free(gs_swap_engine_t *self, CUdeviceptr va, int *ours);
+
+/* The context is being destroyed: its ranges go with it, as cuMemAlloc
+ * memory does (no waiting: the context's work is gone). */
+void gs_swap_forget_ctx(gs_swap_engine_t *self, CUcontext ctx);
+
+/* From now on GPU accessor may reach every range on GPU owner (the program
+ * enabled peer access); applied to the ranges there now and to new ones. */
+CUresult gs_swap_grant_peer(gs_swap_engine_t *self, int owner, int accessor);
+
+/* ---- sharing with another process ------------------------------------------ */
+
+/* Legacy IPC handles (cuIpcGetMemHandle, which torch.multiprocessing uses)
+ * do not work on VMM memory, so the hook emulates them: the range is
+ * exported as one descriptor per segment, passed to the other process, and
+ * mapped there.  A shared range is pinned: it is never moved again (the
+ * other process maps its physical memory), and counts as memory that
+ * cannot move. */
+typedef struct {
+    CUdeviceptr base; /* in the exporting process */
+    size_t size, bytes, seg_bytes;
+    int nseg;
+    int dev;
+} gs_swap_shape_t;
+
+/* The range holding p, pinned and exported: one descriptor per segment in
+ * fds (the caller closes them) and its shape; the count, or -1 with err. */
+int gs_swap_export(gs_swap_engine_t *self, CUdeviceptr p, int *fds, int max, gs_swap_shape_t *shape,
+                   char *err, size_t errlen);
+/* Maps another process' exported range for GPU dev at a new address. */
+CUresult gs_swap_import(gs_swap_engine_t *self, int dev, const gs_swap_shape_t *shape,
+                        const int *fds, CUdeviceptr *va);
+/* Unmaps what gs_swap_import mapped at va; *ours = 0 when va is not one. */
+CUresult gs_swap_unimport(gs_swap_engine_t *self, CUdeviceptr va, int *ours);
+
+/* ---- moving ---------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t bytes; /* moved */
+    int ranges;     /* moved */
+    int64_t elapsed_ns;
+    char error[200]; /* set on failure */
+} gs_swap_result_t;
+
+/* Progress, called between batches from the calling thread. */
+typedef void (*gs_swap_progress_fn)(void *arg, uint64_t done, uint64_t total);
+
+/* Moves every resident range of GPU dev into window w.  0, or -1 with
+ * res->error (then some ranges may be parked, the rest resident). */
+int gs_swap_out(gs_swap_engine_t *self, int dev, const gs_swap_window_t *w,
+                gs_swap_progress_fn progress, void *arg, gs_swap_result_t *res);
+
+/* Brings every parked range of GPU dev back from window w.  While the GPU
+ * has no room (another process still frees it) it retries for up to
+ * wait_ms.  0, or -1 with res->error (the ranges not back stay parked). */
+int gs_swap_in(gs_swap_engine_t *self, int dev, const gs_swap_window_t *w, unsigned wait_ms,
+               gs_swap_progress_fn progress, void *arg, gs_swap_result_t *res);
+
+#endif

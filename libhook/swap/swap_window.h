@@ -1,0 +1,35 @@
+/*
+ * swap_window.h - host memory lent by the broker's pool (chunks pinned on
+ * the GPU's NUMA node, received as POSIX descriptors), imported and mapped
+ * side by side into one reserved address range of this process, where the
+ * copy engines can reach it: the place a parked GPU's memory is kept.
+ *
+ * The chunks' handles are released as soon as they are mapped: the
+ * mappings keep the memory, and closing the window (unmap, free the range)
+ * gives it back to the broker's pool, which may then zero it and lend it
+ * to someone else.  While the window is open the memory stays valid even
+ * if the broker dies, so a parked process can always bring itself back.
+ */
+#ifndef GS_SWAP_WINDOW_H
+#define GS_SWAP_WINDOW_H
+
+#include <stddef.h>
+
+#include "swap_driver.h"
+
+typedef struct {
+    CUdeviceptr va; /* 0: closed */
+    size_t bytes;
+    size_t chunk_bytes;
+    int chunks;
+    int dev;
+} gs_swap_window_t;
+
+/* Imports n descriptors (the caller keeps and closes them) of chunk_bytes
+ * each and maps them in order for GPU dev.  0, or -1 with err set and
+ * nothing left mapped. */
+int gs_swap_window_open(const gs_swap_driver_t *d, int dev, const int *fds, int n,
+                        size_t chunk_bytes, gs_swap_window_t *w, char *err, size_t errlen);
+void gs_swap_window_close(const gs_swap_driver_t *d, gs_swap_window_t *w);
+
+#endif

@@ -1,0 +1,327 @@
+/*
+ * test_swap.c - the hook's swap tier (libhook/swap/) on the simulated
+ * driver: VMM-backed allocations, moved out to host memory and back at the
+ * same addresses, bit-exact, with the GPU's memory free while parked; a
+ * free while parked; a window too small moves nothing.
+ *
+ * The simulated driver's device pointers are host addresses, so a plain
+ * host buffer serves as the window in most tests; one imports chunks of
+ * pinned host memory exported as descriptors, as the broker's pool lends
+ * them.  Each test runs in a
+ * child process on a machine of its own (simtest.h).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "simtest.h"
+#include "swap_engine.h"
+
+#define MIB (1ull << 20)
+
+static gs_swap_driver_t drv;
+static gs_swap_ranges_t *ranges;
+static gs_swap_engine_t *engine;
+
+static void *lookup(void *lib, const char *name)
+{
+    return dlsym(lib, name);
+}
+
+/* In the child: the driver, the table and an engine. */
+static CUcontext setup(int streams)
+{
+    CUcontext ctx = simtest_init();
+    char why[128];
+    REQUIRE(gs_swap_driver_resolve(&drv, RTLD_DEFAULT, lookup, why, sizeof why) == 0);
+    ranges = gs_swap_ranges_new();
+    /* Segments of one granule: large ranges move piece by piece. */
+    gs_swap_engine_config_t cfg = {
+        .streams = streams, .piece_bytes = 1 * MIB, .batch_bytes = 4 * MIB, .seg_bytes = 2 * MIB};
+    engine = gs_swap_engine_new(&drv, ranges, &cfg);
+    REQUIRE(ranges && engine);
+    return ctx;
+}
+
+static void teardown_engine(void)
+{
+    gs_swap_engine_destroy(&engine);
+    gs_swap_ranges_destroy(&ranges);
+}
+
+static size_t free_bytes(void)
+{
+    size_t f = 0, t = 0;
+    REQ_CU(cuMemGetInfo(&f, &t));
+    return f;
+}
+
+static void fill(CUdeviceptr p, size_t n, unsigned seed)
+{
+    unsigned char *b = malloc(n);
+    REQUIRE(b);
+    for (size_t i = 0; i < n; i++)
+        b[i] = (unsigned char)(i * 131 + seed);
+    REQ_CU(cuMemcpyHtoD(p, b, n));
+    free(b);
+}
+
+static void check(CUdeviceptr p, size_t n, unsigned seed)
+{
+    unsigned char *b = malloc(n);
+    REQUIRE(b);
+    REQ_CU(cuMemcpyDtoH(b, p, n));
+    for (size_t i = 0; i < n; i++)
+        REQUIRE(b[i] == (unsigned char)(i * 131 + seed));
+    free(b);
+}
+
+static gs_swap_window_t host_window(size_t bytes, size_t chunk)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(p != MAP_FAILED);
+    return (gs_swap_window_t){(CUdeviceptr)(uintptr_t)p, bytes, chunk, (int)(bytes / chunk), 0};
+}
+
+/* ---- tests ---------------------------------------------------------------- */
+
+static void round_trip_child(int rd, int wr, void *arg)
+{
+    (void)rd, (void)wr, (void)arg;
+    CUcontext ctx = setup(3);
+    size_t before = free_bytes();
+    /* Sizes that are and are not multiples of the granularity. */
+    size_t sizes[] = {1, 3 * MIB + 5, 2 * MIB, 9 * MIB};
+    CUdeviceptr p[4];
+    for (int i = 0; i < 4; i++) {
+        REQ_CU(gs_swap_alloc(engine, ctx, 0, sizes[i], &p[i]));
+        fill(p[i], sizes[i], (unsigned)i);
+    }
+    uint64_t resident, parked;
+    gs_swap_ranges_totals(ranges, 0, &resident, &parked);
+    REQUIRE(resident == (2 + 4 + 2 + 10) * MIB && parked == 0);
+    REQUIRE(free_bytes() == before - resident);
+
+    gs_swap_window_t w = host_window(32 * MIB, 8 * MIB);
+    gs_swap_result_t res;
+    REQUIRE(gs_swap_out(engine, 0, &w, NULL, NULL, &res) == 0);
+    REQUIRE(res.bytes == resident && res.ranges == 4);
+    gs_swap_ranges_totals(ranges, 0, &resident, &parked);
+    REQUIRE(resident == 0 && parked == 18 * MIB);
+    REQUIRE(free_bytes() == before); /* the GPU's memory is free while parked */
+
+    REQUIRE(gs_swap_in(engine, 0, &w, 1000, NULL, NULL, &res) == 0);
+    REQUIRE(res.ranges == 4);
+    for (int i = 0; i < 4; i++) /* same addresses, same bytes */
+        check(p[i], sizes[i], (unsigned)i);
+    /* Again, with a range allocated meanwhile: every range gets a place of
+     * its own in the window (a range back from an earlier park keeps none). */
+    CUdeviceptr extra;
+    REQ_CU(gs_swap_alloc(engine, ctx, 0, 4 * MIB, &extra));
+    fill(extra, 4 * MIB, 9);
+    REQUIRE(gs_swap_out(engine, 0, &w, NULL, NULL, &res) == 0);
+    REQUIRE(res.ranges == 5);
+    REQUIRE(gs_swap_in(engine, 0, &w, 1000, NULL, NULL, &res) == 0);
+    for (int i = 0; i < 4; i++)
+        check(p[i], sizes[i], (unsigned)i);
+    check(extra, 4 * MIB, 9);
+    int extra_ours = 0;
+    REQ_CU(gs_swap_free(engine, extra, &extra_ours));
+    gs_swap_range_t r;
+    REQUIRE(gs_swap_ranges_find(ranges, p[1] + 3 * MIB, &r) && r.va == p[1] && r.size == sizes[1] &&
+            !gs_swap_range_parked(&r));
+    for (int i = 0; i < 4; i++) {
+        int ours = 0;
+        REQ_CU(gs_swap_free(engine, p[i], &ours));
+        REQUIRE(ours);
+    }
+    REQUIRE(free_bytes() == before);
+    teardown_engine();
+}
+
+static void parked_memory_round_trips_bit_exact(void **state)
+{
+    (void)state;
+    simtest_fresh("256M", NULL);
+    simtest_in_child(round_trip_child, NULL);
+}
+
+static void free_while_parked_child(int rd, int wr, void *arg)
+{
+    (void)rd, (void)wr, (void)arg;
+    CUcontext ctx = setup(2);
+    size_t before = free_bytes();
+    CUdeviceptr a, b;
+    REQ_CU(gs_swap_alloc(engine, ctx, 0, 4 * MIB, &a));
+    REQ_CU(gs_swap_alloc(engine, ctx, 0, 6 * MIB, &b));
+    fill(b, 6 * MIB, 7);
+    gs_swap_window_t w = host_window(16 * MIB, 4 * MIB);
+    gs_swap_result_t res;
+    REQUIRE(gs_swap_out(engine, 0, &w, NULL, NULL, &res) == 0);
+    int ours = 0;
+    REQ_CU(gs_swap_free(engine, a, &ours)); /* the program frees while parked */
+    REQUIRE(ours);
+    REQUIRE(gs_swap_in(engine, 0, &w, 1000, NULL, NULL, &res) == 0);
+    REQUIRE(res.ranges == 1);
+    check(b, 6 * MIB, 7);
+    REQUIRE(free_bytes() == before - 6 * MIB);
+    REQ_CU(gs_swap_free(engine, b, &ours));
+    /* Not ours: nothing done, the caller passes it to the driver. */
+    REQ_CU(gs_swap_free(engine, 12345, &ours));
+    REQUIRE(!ours);
+    teardown_engine();
+}
+
+static void a_free_while_parked_gives_the_range_up(void **state)
+{
+    (void)state;
+    simtest_fresh("256M", NULL);
+    simtest_in_child(free_while_parked_child, NULL);
+}
+
+static void small_window_child(int rd, int wr, void *arg)
+{
+    (void)rd, (void)wr, (void)arg;
+    CUcontext ctx = setup(2);
+    CUdeviceptr a;
+    REQ_CU(gs_swap_alloc(engine, ctx, 0, 10 * MIB, &a));
+    fill(a, 10 * MIB, 3);
+    size_t before = free_bytes();
+    gs_swap_window_t w = host_window(8 * MIB, 4 * MIB);
+    gs_swap_result_t res;
+    REQUIRE(gs_swap_out(engine, 0, &w, NULL, NULL, &res) == -1);
+    REQUIRE(strstr(res.error, "host window"));
+    REQUIRE(res.bytes == 0 && free_bytes() == before); /* nothing moved */
+    check(a, 10 * MIB, 3);
+    int ours;
+    REQ_CU(gs_swap_free(engine, a, &ours));
+    teardown_engine();
+}
+
+static void a_window_too_small_moves_nothing(void **state)
+{
+    (void)state;
+    simtest_fresh("256M", NULL);
+    simtest_in_child(small_window_child, NULL);
+}
+
+static void progress_fn(void *arg, uint64_t done, uint64_t total)
+{
+    uint64_t *seen = arg;
+    REQUIRE(done <= total && done >= seen[0]);
+    seen[0] = done;
+    seen[1] = total;
+    seen[2]++;
+}
+
+static void progress_child(int rd, int wr, void *arg)
+{
+    (void)rd, (void)wr, (void)arg;
+    CUcontext ctx = setup(4);
+    CUdeviceptr p[6];
+    for (int i = 0; i < 6; i++)
+        REQ_CU(gs_swap_alloc(engine, ctx, 0, 4 * MIB, &p[i]));
+    gs_swap_window_t w = host_window(32 * MIB, 8 * MIB);
+    uint64_t seen[3] = {0};
+    gs_swap_result_t res;
+    REQUIRE(gs_swap_out(engine, 0, &w, progress_fn, seen, &res) == 0);
+    REQUIRE(seen[0] == 24 * MIB && seen[1] == 24 * MIB && seen[2] >= 3);
+    REQUIRE(gs_swap_in(engine, 0, &w, 1000, NULL, NULL, &res) == 0);
+    for (int i = 0; i < 6; i++) {
+        int ours;
+        REQ_CU(gs_swap_free(engine, p[i], &ours));
+    }
+    teardown_engine();
+}
+
+static void progress_is_reported_batch_by_batch(void **state)
+{
+    (void)state;
+    simtest_fresh("256M", NULL);
+    simtest_in_child(progress_child, NULL);
+}
+
+/* Host memory as the broker's pool pins it: HOST_NUMA chunks with
+ * descriptor handles, made without a context, exported as descriptors. */
+static void pin_chunks(int *fds, int n, size_t chunk)
+{
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    prop.location.id = 0;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    for (int i = 0; i < n; i++) {
+        CUmemGenericAllocationHandle h;
+        REQ_CU(cuMemCreate(&h, chunk, &prop, 0));
+        REQ_CU(
+            cuMemExportToShareableHandle(&fds[i], h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+        REQ_CU(cuMemRelease(h)); /* the descriptor keeps it */
+    }
+}
+
+static void pooled_window_child(int rd, int wr, void *arg)
+{
+    (void)rd, (void)wr, (void)arg;
+    CUcontext ctx = setup(4);
+    size_t before = free_bytes();
+    int fds[4];
+    pin_chunks(fds, 4, 4 * MIB);
+    REQUIRE(free_bytes() == before); /* pinned host memory is no GPU memory */
+    CUdeviceptr p[3];
+    size_t sizes[] = {6 * MIB, 2 * MIB, 4 * MIB + 3};
+    for (int i = 0; i < 3; i++) {
+        REQ_CU(gs_swap_alloc(engine, ctx, 0, sizes[i], &p[i]));
+        fill(p[i], sizes[i], (unsigned)(i + 40));
+    }
+    gs_swap_window_t w;
+    char err[200];
+    REQUIRE(gs_swap_window_open(&drv, 0, fds, 4, 4 * MIB, &w, err, sizeof err) == 0);
+    for (int i = 0; i < 4; i++)
+        close(fds[i]); /* the window's mappings hold the memory */
+    gs_swap_result_t res;
+    REQUIRE(gs_swap_out(engine, 0, &w, NULL, NULL, &res) == 0);
+    REQUIRE(free_bytes() == before);
+    REQUIRE(gs_swap_in(engine, 0, &w, 1000, NULL, NULL, &res) == 0);
+    for (int i = 0; i < 3; i++)
+        check(p[i], sizes[i], (unsigned)(i + 40));
+    gs_swap_window_close(&drv, &w);
+    for (int i = 0; i < 3; i++) {
+        int ours;
+        REQ_CU(gs_swap_free(engine, p[i], &ours));
+    }
+    /* Not exportable: a descriptor is refused, as on the driver. */
+    CUmemAllocationProp plain;
+    memset(&plain, 0, sizeof plain);
+    plain.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    plain.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    CUmemGenericAllocationHandle h;
+    int fd = -1;
+    REQ_CU(cuMemCreate(&h, 2 * MIB, &plain, 0));
+    REQ_CU_EQ(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+              CUDA_ERROR_INVALID_VALUE);
+    REQ_CU(cuMemRelease(h));
+    teardown_engine();
+}
+
+static void a_window_of_pinned_chunks_holds_the_parked_memory(void **state)
+{
+    (void)state;
+    simtest_fresh("256M", NULL);
+    simtest_in_child(pooled_window_child, NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(parked_memory_round_trips_bit_exact, simtest_teardown),
+        cmocka_unit_test_teardown(a_free_while_parked_gives_the_range_up, simtest_teardown),
+        cmocka_unit_test_teardown(a_window_too_small_moves_nothing, simtest_teardown),
+        cmocka_unit_test_teardown(progress_is_reported_batch_by_batch, simtest_teardown),
+        cmocka_unit_test_teardown(a_window_of_pinned_chunks_holds_the_parked_memory,
+                                  simtest_teardown),
+    };
+    return cmocka_run_group_tests_name("swap", tests, NULL, NULL);
+}

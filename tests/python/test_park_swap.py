@@ -1,0 +1,130 @@
+"""The swap tier of parking end to end, on the simulated GPU: the real
+broker pins host memory in its pool (small chunks here), and the real hook
+(GPUSHARE_SWAP=on) backs the notebooks' allocations so that it can copy
+them out into chunks fetched from the pool socket and back in, at the same
+addresses.  An idle notebook is parked there when another needs the room,
+comes back bit-exact when its cell starts, and brings itself back when the
+broker is killed while it is parked."""
+import os
+import signal
+import time
+
+import pytest
+
+import gstest
+import schedtest
+from parktest import MIB, Notebook, entry, events, hook_makes_room, start_broker
+
+CHUNK = 4 * MIB
+
+
+@pytest.fixture
+def swap_notebooks(short_tmp):
+    """start(memory, *settings) -> (broker, make(name)): a broker whose host
+    pool pins CHUNK-sized chunks, and notebooks whose hooks swap."""
+    if not hook_makes_room():
+        pytest.skip("this hook does not ask the broker for room")
+    made, state = [], {}
+
+    def start(memory, *settings):
+        sim = gstest.sim_env(short_tmp, memory=memory)
+        sim["GPUSHARE_POOL_CHUNK"] = str(CHUNK)
+        state["sim"] = sim
+        state["broker"] = b = start_broker(short_tmp, sim, *settings)
+        state["launcher"] = launcher = schedtest.Client(b.endpoint)
+
+        def make(name, swap="on"):
+            nb = Notebook(name, schedtest.worker_env(sim, b.endpoint, GPUSHARE_SWAP=swap),
+                          short_tmp, launcher)
+            made.append(nb)
+            return nb
+        return b, make
+
+    yield start
+    for nb in made:
+        nb.kill()
+    if "launcher" in state:
+        state["launcher"].close()
+    if "broker" in state:
+        state["broker"].stop(signal.SIGKILL)
+    if "sim" in state:
+        gstest.unlink_sim(state["sim"])
+
+
+def wait_for(what, check, timeout=20):
+    """Polls check() (the broker's status is the only signal the pool's
+    background pinning gives) until it is true; fails naming `what`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(0.05)
+
+
+def pinned(b):
+    pools = b.status()["parking"].get("pool") or [{}]
+    return pools[0].get("pinned_bytes", 0)
+
+
+def test_an_idle_notebook_goes_out_and_back_on_the_swap_tier(swap_notebooks, short_tmp):
+    b, make = swap_notebooks("100M", "park_idle_s=0")
+    st = b.status()["parking"]
+    assert st["swap_tier"] == "on", st
+    a, c = make("a"), make("c")
+    assert a.cell("alloc x %d" % (60 * MIB)) == "ok", a.stderr()
+    assert a.cell("fill x 1") == "ok"
+    assert c.cell("alloc y %d" % (20 * MIB)) == "ok", c.stderr()
+    assert c.cell("fill y 2") == "ok"
+    # Two notebooks hold memory: the pool pins ahead for the larger one.
+    wait_for("the pool to pin 60 MiB", lambda: pinned(b) >= 60 * MIB)
+    # c needs room: a (idle) is parked, by its own hook, into the pool.
+    assert c.cell("alloc z %d" % (30 * MIB)) == "ok", c.stderr()
+    st = b.status()
+    e = entry(st, "a")
+    assert e["parking"] == "parked" and e["park_tier"] == "swap", e
+    assert e["parked_bytes"] == 60 * MIB and e["resident_bytes"] == 0
+    assert st["parking"]["pool"][0]["lent_bytes"] >= 60 * MIB
+    parks = events(short_tmp, "park")
+    assert parks and parks[-1]["session"] == "a" and parks[-1]["tier"] == "swap"
+    # a's cell brings it back (c, idle, makes room), bit-exact.
+    assert a.cell("check x 1") == "ok", a.stderr()
+    e = entry(b.status(), "a")
+    assert e["parking"] == "resident" and e["unparks"] == 1, e
+    unparks = [u for u in events(short_tmp, "unpark") if u["session"] == "a"]
+    assert unparks and unparks[-1]["tier"] == "swap"
+    assert c.cell("check y 2") == "ok", c.stderr()
+    assert a.cell("check x 1") == "ok"
+
+
+def test_a_notebook_parked_on_the_swap_tier_outlives_the_broker(swap_notebooks, short_tmp):
+    b, make = swap_notebooks("100M", "park_idle_s=0")
+    a, c = make("a"), make("c")
+    assert a.cell("alloc x %d" % (60 * MIB)) == "ok", a.stderr()
+    assert a.cell("fill x 3") == "ok"
+    assert c.cell("alloc y %d" % (20 * MIB)) == "ok"
+    wait_for("the pool to pin 60 MiB", lambda: pinned(b) >= 60 * MIB)
+    assert c.cell("alloc z %d" % (30 * MIB)) == "ok", c.stderr()
+    assert entry(b.status(), "a")["park_tier"] == "swap"
+    c.kill()  # its memory is free again
+    b.proc.send_signal(signal.SIGKILL)
+    b.proc.wait(10)
+    # a's hook finds the broker gone and brings its memory back by itself
+    # (the chunks it mapped stay valid); its next command runs, bit-exact.
+    assert a.command("check x 3", timeout=30) == "ok", a.stderr()
+    assert a.command("run 2") == "ok"
+    assert "memory is back from host memory" in a.stderr(), a.stderr()
+
+
+def test_a_process_without_the_swap_tier_is_checkpointed(swap_notebooks, short_tmp):
+    b, make = swap_notebooks("100M", "park_idle_s=0")
+    a, c = make("a", swap="off"), make("c")
+    assert a.cell("alloc x %d" % (60 * MIB)) == "ok", a.stderr()
+    assert a.cell("fill x 4") == "ok"
+    assert c.cell("alloc y %d" % (20 * MIB)) == "ok"
+    assert c.cell("alloc z %d" % (30 * MIB)) == "ok", c.stderr()
+    e = entry(b.status(), "a")
+    assert e["parking"] == "parked" and e["park_tier"] == "checkpoint", e
+    assert a.cell("check x 4") == "ok", a.stderr()
