@@ -38,8 +38,6 @@ if (cd _build-asan && ../configure -q --enable-werror --enable-assertions ${CUDA
         step_failed "sanitizer unit tests"
     (cd _build-asan && make -k -j"$jobs" -C tests/simcuda check >>check.out 2>&1) ||
         step_failed "sanitizer simulated-driver tests"
-    (cd _build-asan && make -k -j"$jobs" -C launcher check >>check.out 2>&1) ||
-        step_failed "sanitizer launcher tests"
     (cd _build-asan && make -k -j"$jobs" -C tests/hook check >>check.out 2>&1) ||
         step_failed "sanitizer hook tests"
 else

@@ -55,7 +55,7 @@ static json_t *expect(client_t *c, gs_msg_type_t want)
     for (;;) {
         gs_msg_type_t type;
         gs_perr_t err;
-        json_t *m = gs_wire_recv(c->sock, NULL, &type, &err, NULL);
+        json_t *m = gs_wire_recv(c->sock, NULL, &type, &err, NULL, NULL);
         if (!m) {
             fprintf(stderr, "broker_bench: no %s from the broker\n", gs_msg_type_name(want));
             exit(1);

@@ -25,7 +25,7 @@ static json_t *call(json_t *m, gs_msg_type_t want)
         return NULL;
     for (;;) {
         gs_msg_type_t type;
-        json_t *r = gs_wire_recv(sock, NULL, &type, &err, NULL);
+        json_t *r = gs_wire_recv(sock, NULL, &type, &err, NULL, NULL);
         if (!r)
             return NULL;
         if (type == want || type == GS_MSG_ERROR)

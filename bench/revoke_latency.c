@@ -74,7 +74,7 @@ int main(int argc, char **argv)
         zframe_t *peer;
         gs_msg_type_t type;
         gs_perr_t err;
-        json_t *m = gs_wire_recv(router, &peer, &type, &err, NULL);
+        json_t *m = gs_wire_recv(router, &peer, &type, &err, NULL, NULL);
         if (!m) {
             zframe_destroy(&peer);
             continue;

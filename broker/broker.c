@@ -16,17 +16,21 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "broker_state.h"
+#include "clock.h"
 #include "config.h"
+#include "control.h"
 #include "endpoint.h"
-#include "gpu_inventory.h"
 #include "log.h"
-#include "park_policy.h"
+#include "reply.h"
+#include "sched/park_policy.h"
 #include "sd_notify.h"
+#include "session_dispatch.h"
+#include "settings.h"
+#include "settle.h"
 #include "socket_dir.h"
 #include "status.h"
 #include "wire.h"
-#include "broker_internal.h"
-#include "pool_socket.h" /* GS_POOL_SOCKET_MAX_CONN */
 
 static void handled_signals(sigset_t *set)
 {
@@ -61,7 +65,7 @@ static int apply_gpu_memory(gs_broker_t *self, const gs_config_t *flags, const g
         return 0;
     json_t *v = gs_config_value_json(e->value);
     uint64_t limit = 0;
-    int bad = gs_park_parse_bytes(v, &limit) != 0 || limit == 0;
+    int bad = gs_park_policy_parse_bytes(v, &limit) != 0 || limit == 0;
     json_decref(v);
     if (bad) {
         char where[300];
@@ -162,13 +166,14 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
         memory[i] = self->inventory.gpus[i].memory_total;
     self->sched = gs_sched_new(self->inventory.count, memory);
     if (self->sched)
-        self->park = gs_park_new(self);
+        self->park = gs_park_new(self->sched, self->sessions, &self->inventory, self->opt.endpoint,
+                                 self->opt.system);
     if (!self->sessions || !self->sched || !self->park) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    if (gs_broker_apply_config(self, &file, err, errlen) != 0 ||
-        gs_broker_apply_config(self, &opt->overrides, err, errlen) != 0)
+    if (gs_settings_apply_config(self, &file, err, errlen) != 0 ||
+        gs_settings_apply_config(self, &opt->overrides, err, errlen) != 0)
         goto fail;
     gs_config_free(&file);
     if (!explicit_config && access(self->opt.config_path, F_OK) != 0)
@@ -203,7 +208,9 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
                            : chmod(path, 0666) != 0)
             gs_warn("cannot set the permissions of %s: %s", path, strerror(errno));
     }
-    if (gs_liveness_start(self, err, errlen) != 0)
+    self->liveness =
+        gs_liveness_new(self->router, self->opt.heartbeat_ms, gs_clock_now_us(), err, errlen);
+    if (!self->liveness)
         goto fail;
     return self;
 fail:
@@ -218,7 +225,7 @@ void gs_broker_destroy(gs_broker_t **self_p)
     if (!self)
         return;
     gs_park_destroy(&self->park); /* brings parked sessions back first */
-    gs_liveness_stop(self);
+    gs_liveness_destroy(&self->liveness);
     zsock_destroy(&self->router);
     gs_sessions_destroy(&self->sessions);
     gs_eventlog_close(&self->eventlog);
@@ -233,27 +240,6 @@ void gs_broker_destroy(gs_broker_t **self_p)
     *self_p = NULL;
 }
 
-void gs_broker_reply(gs_broker_t *self, zframe_t *peer, json_t *msg)
-{
-    gs_perr_t err;
-    if (gs_wire_send(self->router, peer, msg, &err) != 0 && err.code != GS_PERR_NONE)
-        gs_error("internal: reply breaks the protocol: %s", err.text);
-    json_decref(msg);
-}
-
-void gs_broker_reply_error(gs_broker_t *self, zframe_t *peer, const json_t *req, const char *code,
-                           const char *text)
-{
-    gs_broker_reply(self, peer, gs_msg_error_reply(req, code, text));
-}
-
-void gs_broker_echo_seq(json_t *out, const json_t *req)
-{
-    json_t *seq = json_object_get(req, "seq");
-    if (json_is_integer(seq))
-        json_object_set(out, "seq", seq);
-}
-
 static void on_hello(gs_broker_t *self, zframe_t *peer, const json_t *req)
 {
     char id[32];
@@ -266,30 +252,32 @@ static void on_hello(gs_broker_t *self, zframe_t *peer, const json_t *req)
     json_object_set_new(w, "scheduler", json_string(cfg->enabled ? "on" : "off"));
     json_object_set_new(w, "heartbeat_ms", json_integer(self->opt.heartbeat_ms));
     json_object_set_new(w, "simulated", json_boolean(self->inventory.simulated));
-    gs_broker_echo_seq(w, req);
+    gs_reply_echo_seq(w, req);
     gs_debug("hello from %s pid %lld", gs_msg_str(req, "role", "?"), gs_msg_int(req, "pid", 0));
-    gs_broker_reply(self, peer, w);
+    gs_reply_send(self->router, peer, w);
 }
 
-json_t *gs_broker_status(gs_broker_t *self)
+/* The status object (status.h) as `gpushare status --json` prints it. */
+static json_t *status(gs_broker_t *self)
 {
+    int64_t now = gs_clock_now_us();
     gs_status_input_t in = {.sched = self->sched,
-                            .now_us = gs_broker_now_us(),
+                            .now_us = now,
                             .endpoint = self->opt.endpoint,
                             .inventory = &self->inventory,
                             .started_unix = self->started_unix};
     in.sessions = self->sessions;
     json_t *st = gs_status_build(&in);
-    gs_park_status_add(self->park, st);
+    gs_park_status_add(self->park, st, now);
     return st;
 }
 
 static void on_status(gs_broker_t *self, zframe_t *peer, const json_t *req)
 {
     json_t *r = gs_msg_new(GS_MSG_STATUS_REPLY);
-    json_object_set_new(r, "status", gs_broker_status(self));
-    gs_broker_echo_seq(r, req);
-    gs_broker_reply(self, peer, r);
+    json_object_set_new(r, "status", status(self));
+    gs_reply_echo_seq(r, req);
+    gs_reply_send(self->router, peer, r);
 }
 
 static void handle_message(gs_broker_t *self)
@@ -298,17 +286,17 @@ static void handle_message(gs_broker_t *self)
     gs_msg_type_t type;
     gs_perr_t perr;
     json_t *rejected = NULL;
-    json_t *msg = gs_broker_recv(self, &peer, &type, &perr, &rejected);
+    json_t *msg = gs_wire_recv(self->router, &peer, &type, &perr, &rejected, &self->peer);
     if (!msg) {
         if (peer && perr.code != GS_PERR_NONE) {
             gs_info("rejected a message: %s", perr.text);
-            gs_broker_reply_error(self, peer, rejected, gs_perr_code_name(perr.code), perr.text);
+            gs_reply_error(self->router, peer, rejected, gs_perr_code_name(perr.code), perr.text);
         }
         json_decref(rejected);
         zframe_destroy(&peer);
         return;
     }
-    if (gs_broker_dispatch_session(self, peer, type, msg)) {
+    if (gs_session_dispatch(self, peer, type, msg)) {
         json_decref(msg);
         zframe_destroy(&peer);
         return;
@@ -323,7 +311,7 @@ static void handle_message(gs_broker_t *self)
     case GS_MSG_HEARTBEAT:
         break;
     case GS_MSG_SET:
-        gs_broker_on_set(self, peer, msg);
+        gs_control_on_set(self, peer, msg);
         break;
     case GS_MSG_WELCOME:
     case GS_MSG_REGISTERED:
@@ -338,14 +326,14 @@ static void handle_message(gs_broker_t *self)
         char text[96];
         snprintf(text, sizeof text, "\"%s\" is sent by the broker, not to it",
                  gs_msg_type_name(type));
-        gs_broker_reply_error(self, peer, msg, "wrong_direction", text);
+        gs_reply_error(self->router, peer, msg, "wrong_direction", text);
         break;
     }
     default: {
         char text[96];
         snprintf(text, sizeof text, "\"%s\" is not implemented by this broker yet",
                  gs_msg_type_name(type));
-        gs_broker_reply_error(self, peer, msg, "not_implemented", text);
+        gs_reply_error(self->router, peer, msg, "not_implemented", text);
         break;
     }
     }
@@ -376,7 +364,7 @@ static int handle_signal(gs_broker_t *self)
             break;
         }
         case SIGHUP:
-            gs_broker_reload(self);
+            gs_settings_reload(self);
             break;
         default:
             break;
@@ -404,7 +392,7 @@ static void announce(const gs_broker_t *self)
 static long poll_timeout_ms(const gs_broker_t *self)
 {
     int64_t due = gs_sched_next_deadline(self->sched);
-    int64_t live = gs_liveness_next_deadline(self);
+    int64_t live = gs_liveness_next_deadline(self->liveness);
     if (live < due)
         due = live;
     int64_t park = gs_park_next_deadline(self->park);
@@ -412,45 +400,61 @@ static long poll_timeout_ms(const gs_broker_t *self)
         due = park;
     if (due == GS_SCHED_NEVER)
         return -1;
-    int64_t left = due - gs_broker_now_us();
+    int64_t left = due - gs_clock_now_us();
     return left <= 0 ? 0 : (long)((left + 999) / 1000);
+}
+
+/* Dead clients leave; dropping them changes the table, so look again
+ * while a batch came back full. */
+static void drop_dead_clients(gs_broker_t *self, int64_t now, int check_silence)
+{
+    enum { BATCH = 64 };
+    gs_liveness_dead_t dead[BATCH];
+    int n;
+    do {
+        n = gs_liveness_find_dead(self->liveness, self->sessions, now, check_silence, dead, BATCH);
+        for (int i = 0; i < n; i++)
+            gs_settle_client_gone(self, dead[i].key, dead[i].why);
+    } while (n == BATCH);
 }
 
 static void run_timers(gs_broker_t *self)
 {
-    int64_t now = gs_broker_now_us();
+    int64_t now = gs_clock_now_us();
     if (now >= gs_sched_next_deadline(self->sched)) {
         gs_sched_tick(self->sched, now);
-        gs_broker_sched_flush(self);
+        gs_settle(self);
     } else if (now >= gs_park_next_deadline(self->park)) {
-        gs_broker_sched_flush(self); /* parking's own timers (idle thresholds, retries) */
+        gs_settle(self); /* parking's own timers (idle thresholds, retries) */
     }
-    gs_liveness_check(self, now);
+    int check_silence;
+    if (gs_liveness_due(self->liveness, now, &check_silence))
+        drop_dead_clients(self, now, check_silence);
 }
 
 /* The metrics server's status source. */
 static json_t *current_status(void *arg)
 {
     gs_broker_t *self = arg;
-    return gs_broker_status(self);
+    return status(self);
 }
 
 int gs_broker_run(gs_broker_t *self)
 {
     announce(self);
     gs_sd_notify("READY=1\nSTATUS=serving");
-    enum { FIXED = 4, MAX_ITEMS = FIXED + 16 + 1 + GS_POOL_SOCKET_MAX_CONN + 1 };
+    enum { FIXED = 4, METRICS = 16, MAX_ITEMS = FIXED + METRICS + GS_PARK_MAX_POLL_ITEMS };
     int park_fd = gs_park_fd(self->park);
     zmq_pollitem_t items[MAX_ITEMS] = {
         {zsock_resolve(self->router), 0, ZMQ_POLLIN, 0},
         {NULL, self->signal_fd, ZMQ_POLLIN, 0},
-        {self->monitor, 0, ZMQ_POLLIN, 0},
+        {gs_liveness_socket(self->liveness), 0, ZMQ_POLLIN, 0},
         {NULL, park_fd, park_fd >= 0 ? ZMQ_POLLIN : 0, 0}, /* park jobs finished */
     };
     for (;;) {
         int n = FIXED, nmetrics = 0;
         if (self->metrics)
-            n += nmetrics = gs_metrics_poll_items(self->metrics, items + FIXED, 16);
+            n += nmetrics = gs_metrics_poll_items(self->metrics, items + FIXED, METRICS);
         int park_first = n;
         n += gs_park_poll_items(self->park, items + n, MAX_ITEMS - n);
         int rc = zmq_poll(items, n, poll_timeout_ms(self));
@@ -463,9 +467,11 @@ int gs_broker_run(gs_broker_t *self)
         if (items[1].revents & ZMQ_POLLIN && !handle_signal(self))
             break;
         if (items[2].revents & ZMQ_POLLIN)
-            gs_liveness_on_monitor(self);
-        if (items[3].revents & ZMQ_POLLIN)
-            gs_park_on_jobs(self);
+            gs_liveness_on_monitor(self->liveness, gs_clock_now_us());
+        if (items[3].revents & ZMQ_POLLIN) {
+            gs_park_on_jobs(self->park, gs_clock_now_us());
+            gs_settle(self);
+        }
         /* Drain what is queued, bounded so signals stay responsive. */
         for (int i = 0; i < 1000 && (zsock_events(self->router) & ZMQ_POLLIN); i++)
             handle_message(self);
@@ -475,8 +481,8 @@ int gs_broker_run(gs_broker_t *self)
         for (int i = park_first; i < n; i++)
             park_events |= items[i].revents != 0;
         if (park_events) {
-            gs_park_handle_items(self, items + park_first, n - park_first);
-            gs_broker_sched_flush(self); /* a pool that grew may let a park start */
+            gs_park_handle_items(self->park, items + park_first, n - park_first, gs_clock_now_us());
+            gs_settle(self); /* a pool that grew may let a park start */
         }
         run_timers(self);
     }

@@ -9,18 +9,8 @@
 #define GS_BROKER_H
 
 #include <stddef.h>
-#include <sys/types.h>
 
-#include "broker_config.h"
-
-typedef struct {
-    char endpoint[256]; /* normalised ("ipc://..."); empty = default */
-    int system;         /* run as the system service (/run/gpushare) */
-    gid_t socket_group; /* (gid_t)-1 = none */
-    int heartbeat_ms;
-    char config_path[512]; /* --config; empty = GS_DEFAULT_CONFIG if it exists */
-    gs_config_t overrides; /* flags (--policy, --tq, --set KEY=VALUE): win over the file */
-} gs_broker_options_t;
+#include "broker_options.h"
 
 typedef struct gs_broker gs_broker_t;
 

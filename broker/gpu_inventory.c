@@ -90,3 +90,11 @@ void gs_gpu_inventory_load(gs_gpu_inventory_t *inv)
         inv->count++;
     }
 }
+
+int gs_gpu_inventory_find(const gs_gpu_inventory_t *inv, const char *uuid)
+{
+    for (int i = 0; i < inv->count; i++)
+        if (strcmp(inv->gpus[i].uuid, uuid) == 0)
+            return i;
+    return -1;
+}

@@ -34,6 +34,9 @@ typedef struct {
  * succeeds: without a driver, count is 0 and problem says why. */
 void gs_gpu_inventory_load(gs_gpu_inventory_t *inv);
 
+/* Index of the GPU with this UUID, or -1. */
+int gs_gpu_inventory_find(const gs_gpu_inventory_t *inv, const char *uuid);
+
 /* Format a CUuuid's 16 bytes the way nvidia-smi does. */
 void gs_gpu_format_uuid(const unsigned char bytes[16], char *out, unsigned long outlen);
 

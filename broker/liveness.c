@@ -1,9 +1,9 @@
 /*
  * liveness.c - noticing dead clients, so that a killed notebook's grant and
- * memory go back to the others at once (see broker_internal.h).
+ * memory go back to the others at once (see liveness.h).
  *
  * Three signs, because none is enough alone:
- *  - ZeroMQ disconnect events (zmq_socket_monitor on the ROUTER).  Debian's
+ *  - ZeroMQ disconnect events (czmq's zmonitor on the ROUTER).  Debian's
  *    libzmq 4.3.4 is built without the draft API, so ZMQ_ROUTER_NOTIFY is
  *    not available and monitor events carry an fd, not a routing id.  A
  *    disconnect therefore triggers checks of every client's process: now
@@ -17,75 +17,72 @@
  *    or stopped process, a lost connection without an event).
  * The periodic check runs every heartbeat interval.
  */
+#include "liveness.h"
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 
-#include "broker_internal.h"
-#include "log.h"
-
 static const int64_t recheck_after_us[4] = {0, 20000, 60000, 150000};
 
-int gs_liveness_start(gs_broker_t *self, char *err, size_t errlen)
+struct gs_liveness {
+    zactor_t *monitor;     /* zmonitor: the ROUTER's disconnect events */
+    int64_t heartbeat_us;  /* the clients' heartbeat interval */
+    int64_t next_sweep_us; /* periodic check of every client */
+    int64_t recheck_us[4]; /* checks soon after a disconnect, 0 = unused */
+};
+
+gs_liveness_t *gs_liveness_new(zsock_t *router, int heartbeat_ms, int64_t now, char *err,
+                               size_t errlen)
 {
-    char ep[64];
-    snprintf(ep, sizeof ep, "inproc://gpushare-broker-monitor-%p", (void *)self);
-    void *router = zsock_resolve(self->router);
-    if (zmq_socket_monitor(router, ep, ZMQ_EVENT_DISCONNECTED) != 0) {
-        snprintf(err, errlen, "cannot monitor the socket: %s", zmq_strerror(zmq_errno()));
-        return -1;
+    gs_liveness_t *self = calloc(1, sizeof *self);
+    if (!self || !(self->monitor = zactor_new(zmonitor, router))) {
+        snprintf(err, errlen, "cannot monitor the socket");
+        free(self);
+        return NULL;
     }
-    self->monitor = zmq_socket(zsys_init(), ZMQ_PAIR);
-    if (!self->monitor || zmq_connect(self->monitor, ep) != 0) {
-        snprintf(err, errlen, "cannot monitor the socket: %s", zmq_strerror(zmq_errno()));
-        return -1;
-    }
-    self->next_sweep_us = gs_broker_now_us() + (int64_t)self->opt.heartbeat_ms * 1000;
-    return 0;
+    zstr_sendx(self->monitor, "LISTEN", "DISCONNECTED", NULL);
+    zstr_sendx(self->monitor, "START", NULL);
+    zsock_wait(self->monitor);
+    self->heartbeat_us = (int64_t)heartbeat_ms * 1000;
+    self->next_sweep_us = now + self->heartbeat_us;
+    return self;
 }
 
-void gs_liveness_stop(gs_broker_t *self)
+void gs_liveness_destroy(gs_liveness_t **self_p)
 {
-    if (self->router)
-        zmq_socket_monitor(zsock_resolve(self->router), NULL, 0);
-    if (self->monitor) {
-        zmq_close(self->monitor);
-        self->monitor = NULL;
-    }
+    gs_liveness_t *self = *self_p;
+    if (!self)
+        return;
+    zactor_destroy(&self->monitor); /* stops monitoring the ROUTER */
+    free(self);
+    *self_p = NULL;
 }
 
-/* Drain the monitor; any disconnect schedules checks of every client. */
-void gs_liveness_on_monitor(gs_broker_t *self)
+void *gs_liveness_socket(gs_liveness_t *self)
+{
+    return zsock_resolve(self->monitor);
+}
+
+/* Drain the monitor's events (name, value, address); any disconnect
+ * schedules checks of every client. */
+void gs_liveness_on_monitor(gs_liveness_t *self, int64_t now)
 {
     int disconnects = 0;
-    for (;;) {
-        zmq_msg_t part;
-        zmq_msg_init(&part);
-        if (zmq_msg_recv(&part, self->monitor, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&part);
+    while (zsock_events(self->monitor) & ZMQ_POLLIN) {
+        zmsg_t *event = zmsg_recv(self->monitor);
+        if (!event)
             break;
-        }
-        if (zmq_msg_size(&part) >= 2) {
-            uint16_t event;
-            memcpy(&event, zmq_msg_data(&part), sizeof event);
-            disconnects += event == ZMQ_EVENT_DISCONNECTED;
-        }
-        int more = zmq_msg_more(&part);
-        zmq_msg_close(&part);
-        while (more) { /* the event's address frame */
-            zmq_msg_init(&part);
-            if (zmq_msg_recv(&part, self->monitor, ZMQ_DONTWAIT) < 0)
-                more = 0;
-            else
-                more = zmq_msg_more(&part);
-            zmq_msg_close(&part);
-        }
+        char *name = zmsg_popstr(event);
+        disconnects += name && streq(name, "DISCONNECTED");
+        zstr_free(&name);
+        zmsg_destroy(&event);
     }
     if (!disconnects)
         return;
-    int64_t now = gs_broker_now_us();
     for (int i = 0; i < 4; i++)
         self->recheck_us[i] = now + recheck_after_us[i];
 }
@@ -110,32 +107,7 @@ static int process_alive(long pid)
     return close_paren[2] != 'Z' && close_paren[2] != 'X';
 }
 
-static void sweep(gs_broker_t *self, int64_t now, int check_silence)
-{
-    enum { BATCH = 64 };
-    int64_t silent_us = 3 * (int64_t)self->opt.heartbeat_ms * 1000;
-    for (;;) { /* removing changes the table: collect, remove, look again */
-        char keys[BATCH][64];
-        const char *why[BATCH];
-        int n = 0;
-        for (gs_client_t *c = gs_sessions_first_client(self->sessions); c && n < BATCH;
-             c = gs_sessions_next_client(self->sessions)) {
-            if (c->peer_pid > 0 && !process_alive(c->peer_pid))
-                why[n] = "its process died";
-            else if (check_silence && c->last_seen_us && now - c->last_seen_us > silent_us)
-                why[n] = "silent for 3 heartbeat intervals";
-            else
-                continue;
-            snprintf(keys[n++], sizeof keys[0], "%s", c->key);
-        }
-        for (int i = 0; i < n; i++)
-            gs_broker_client_gone(self, keys[i], why[i]);
-        if (n < BATCH)
-            return;
-    }
-}
-
-void gs_liveness_check(gs_broker_t *self, int64_t now)
+int gs_liveness_due(gs_liveness_t *self, int64_t now, int *check_silence)
 {
     int due = 0;
     for (int i = 0; i < 4; i++)
@@ -145,12 +117,30 @@ void gs_liveness_check(gs_broker_t *self, int64_t now)
         }
     int periodic = self->next_sweep_us && now >= self->next_sweep_us;
     if (periodic)
-        self->next_sweep_us = now + (int64_t)self->opt.heartbeat_ms * 1000;
-    if (due || periodic)
-        sweep(self, now, periodic);
+        self->next_sweep_us = now + self->heartbeat_us;
+    *check_silence = periodic;
+    return due || periodic;
 }
 
-int64_t gs_liveness_next_deadline(const gs_broker_t *self)
+int gs_liveness_find_dead(const gs_liveness_t *self, gs_sessions_t *sessions, int64_t now,
+                          int check_silence, gs_liveness_dead_t *dead, int max)
+{
+    int64_t silent_us = 3 * self->heartbeat_us;
+    int n = 0;
+    for (gs_client_t *c = gs_sessions_first_client(sessions); c && n < max;
+         c = gs_sessions_next_client(sessions)) {
+        if (c->peer_pid > 0 && !process_alive(c->peer_pid))
+            dead[n].why = "its process died";
+        else if (check_silence && c->last_seen_us && now - c->last_seen_us > silent_us)
+            dead[n].why = "silent for 3 heartbeat intervals";
+        else
+            continue;
+        snprintf(dead[n++].key, sizeof dead[0].key, "%s", c->key);
+    }
+    return n;
+}
+
+int64_t gs_liveness_next_deadline(const gs_liveness_t *self)
 {
     int64_t t = self->next_sweep_us ? self->next_sweep_us : INT64_MAX;
     for (int i = 0; i < 4; i++)

@@ -7,13 +7,14 @@
  * for the scheduler and parking: on the first bad key their previous
  * configurations are restored.
  */
+#include "settings.h"
+
 #include <grp.h>
 #include <string.h>
 
-#include "broker_config.h"
-#include "broker_internal.h"
 #include "log.h"
-#include "park_policy.h"
+#include "sched/park_policy.h"
+#include "settle.h"
 
 /* Keys read once, before the socket is bound; a reload that changes them
  * is told to restart. */
@@ -78,6 +79,7 @@ static int daemon_key(gs_broker_t *self, const char *key, const json_t *value, i
             return -1;
         gs_eventlog_close(&self->eventlog);
         self->eventlog = log;
+        gs_park_set_eventlog(self->park, log);
         return 1;
     }
     if (!strcmp(key, "metrics_port") || !strcmp(key, "metrics_address")) {
@@ -94,7 +96,7 @@ static int daemon_key(gs_broker_t *self, const char *key, const json_t *value, i
             return -1;
         } else
             memcpy(self->metrics_address, text, strlen(text) + 1);
-        self->metrics_dirty = 1; /* (re)opened after the batch, see gs_broker_apply */
+        self->metrics_dirty = 1; /* (re)opened after the batch, see gs_settings_apply */
         return 1;
     }
     if (is_start_only(key))
@@ -108,7 +110,7 @@ static int apply_one(gs_broker_t *self, const char *key, const json_t *value, in
     int r = daemon_key(self, key, value, from_set, err, errlen);
     if (r != 0)
         return r < 0 ? -1 : 0;
-    if (gs_park_is_key(key))
+    if (gs_park_policy_is_key(key))
         return gs_park_set(self->park, key, value, err, errlen) == 0 ? 0 : -1;
     return gs_sched_set(self->sched, key, value, err, errlen) == 0 ? 0 : -1;
 }
@@ -130,8 +132,8 @@ static int reopen_metrics(gs_broker_t *self, char *err, size_t errlen)
     return 0;
 }
 
-int gs_broker_apply(gs_broker_t *self, const json_t *settings, int from_set, char *err,
-                    size_t errlen)
+int gs_settings_apply(gs_broker_t *self, const json_t *settings, int from_set, char *err,
+                      size_t errlen)
 {
     gs_sched_config_t saved = *gs_sched_config(self->sched);
     void *park_saved = gs_park_config_save(self->park);
@@ -151,11 +153,11 @@ int gs_broker_apply(gs_broker_t *self, const json_t *settings, int from_set, cha
     free(park_saved);
     if (reopen_metrics(self, err, errlen) != 0)
         return -1;
-    gs_broker_sched_flush(self);
+    gs_settle(self);
     return 0;
 }
 
-int gs_broker_apply_config(gs_broker_t *self, const gs_config_t *cfg, char *err, size_t errlen)
+int gs_settings_apply_config(gs_broker_t *self, const gs_config_t *cfg, char *err, size_t errlen)
 {
     for (size_t i = 0; i < cfg->count; i++) {
         const gs_config_entry_t *e = &cfg->entries[i];
@@ -174,7 +176,8 @@ int gs_broker_apply_config(gs_broker_t *self, const gs_config_t *cfg, char *err,
     return reopen_metrics(self, err, errlen);
 }
 
-json_t *gs_broker_config_settings(const gs_config_t *cfg, const gs_config_t *overrides)
+/* The file's entries then the overrides, as one {key: value} object. */
+static json_t *config_settings(const gs_config_t *cfg, const gs_config_t *overrides)
 {
     json_t *s = json_object();
     const gs_config_t *both[] = {cfg, overrides};
@@ -185,7 +188,7 @@ json_t *gs_broker_config_settings(const gs_config_t *cfg, const gs_config_t *ove
     return s;
 }
 
-int gs_broker_reload(gs_broker_t *self)
+int gs_settings_reload(gs_broker_t *self)
 {
     if (!self->opt.config_path[0])
         return 0;
@@ -199,10 +202,10 @@ int gs_broker_reload(gs_broker_t *self)
         if (is_start_only(cfg.entries[i].key))
             gs_info("reload: %s:%d: %s takes effect at the next start", cfg.path,
                     cfg.entries[i].line, cfg.entries[i].key);
-    json_t *settings = gs_broker_config_settings(&cfg, &self->opt.overrides);
+    json_t *settings = config_settings(&cfg, &self->opt.overrides);
     for (int i = 0; start_only[i]; i++)
         json_object_del(settings, start_only[i]);
-    int rc = gs_broker_apply(self, settings, 0, err, sizeof err);
+    int rc = gs_settings_apply(self, settings, 0, err, sizeof err);
     json_decref(settings);
     gs_config_free(&cfg);
     if (rc != 0)

@@ -7,7 +7,7 @@
 
 #include <jansson.h>
 #include "gpu_inventory.h"
-#include "scheduler.h"
+#include "sched/scheduler.h"
 #include "sessions.h"
 
 typedef struct {

@@ -24,7 +24,7 @@ int gs_wire_send(zsock_t *sock, zframe_t *identity, const json_t *msg, gs_perr_t
 }
 
 json_t *gs_wire_recv(zsock_t *sock, zframe_t **identity, gs_msg_type_t *type, gs_perr_t *err,
-                     json_t **rejected)
+                     json_t **rejected, gs_peer_t *peer)
 {
     if (rejected)
         *rejected = NULL;
@@ -32,6 +32,8 @@ json_t *gs_wire_recv(zsock_t *sock, zframe_t **identity, gs_msg_type_t *type, gs
     err->text[0] = '\0';
     if (identity)
         *identity = NULL;
+    if (peer)
+        peer->valid = 0;
     zmsg_t *zm = zmsg_recv(sock);
     if (!zm)
         return NULL;
@@ -39,6 +41,11 @@ json_t *gs_wire_recv(zsock_t *sock, zframe_t **identity, gs_msg_type_t *type, gs
         *identity = zmsg_pop(zm);
     json_t *msg = NULL;
     zframe_t *body = zmsg_pop(zm);
+    /* The credentials come from the body frame: on libzmq 4.3.4 the
+     * identity frame of a prefetched message (zmq_poll and ZMQ_EVENTS
+     * always prefetch) carries no metadata. */
+    if (body && peer)
+        gs_peer_parse(zframe_meta(body, "Peer-Address"), peer);
     if (!body || zmsg_size(zm) != 0) {
         err->code = GS_PERR_EMPTY;
         snprintf(err->text, sizeof err->text, "expected exactly one message frame");

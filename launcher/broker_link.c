@@ -249,7 +249,7 @@ static void read_broker(gs_broker_link_t *self, int64_t now)
     for (int i = 0; i < 64 && self->sock; i++) {
         gs_msg_type_t type;
         gs_perr_t perr;
-        json_t *msg = gs_wire_recv(self->sock, NULL, &type, &perr, NULL);
+        json_t *msg = gs_wire_recv(self->sock, NULL, &type, &perr, NULL, NULL);
         if (!msg) {
             if (perr.code != GS_PERR_NONE)
                 gs_debug("malformed message from the broker: %s", perr.text);
@@ -372,7 +372,7 @@ int gs_link_unregister(gs_broker_link_t *self, int wait_ms)
             continue;
         gs_msg_type_t type;
         gs_perr_t perr;
-        json_t *reply = gs_wire_recv(self->sock, NULL, &type, &perr, NULL);
+        json_t *reply = gs_wire_recv(self->sock, NULL, &type, &perr, NULL, NULL);
         if (!reply)
             continue;
         int done = gs_msg_int(reply, "seq", -1) == seq;

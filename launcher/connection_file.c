@@ -21,18 +21,31 @@ static int field_error(char *err, size_t errlen, const char *path, const char *f
     return -1;
 }
 
-/* A string field: -1 (error written) when missing or not a string. */
-static int get_string(const json_t *root, const char *path, const char *field, int required,
-                      const char **out, char *err, size_t errlen)
+/* The fields the watcher reads, in the order FIELDS unpacks them: where in
+ * FIELDS an unpack error stands (json_error_t.position) names the field. */
+#define FIELDS "{s?s, s:s, s:s%, s?s, s:I}"
+static const char *const field_names[] = {"transport", "ip", "key", "signature_scheme",
+                                          "iopub_port"};
+
+static const char *failed_field(const json_error_t *e)
 {
-    json_t *v = json_object_get(root, field);
-    *out = NULL;
-    if (!v)
-        return required ? field_error(err, errlen, path, field, "is missing") : 0;
-    if (!json_is_string(v))
-        return field_error(err, errlen, path, field, "is not a string");
-    *out = json_string_value(v);
-    return 0;
+    int n = 0;
+    for (int i = 0; i < e->position && FIELDS[i]; i++)
+        n += FIELDS[i] == ',';
+    return field_names[n];
+}
+
+/* What is wrong with the field, as a person reads it. */
+static const char *field_problem(const json_error_t *e, const char *field)
+{
+    switch (json_error_code(e)) {
+    case json_error_item_not_found:
+        return "is missing";
+    case json_error_wrong_type:
+        return strcmp(field, "iopub_port") == 0 ? "is not an integer" : "is not a string";
+    default:
+        return e->text; /* out of memory */
+    }
 }
 
 int gs_conn_read(const char *path, gs_conn_info_t *info, char *err, size_t errlen)
@@ -69,14 +82,16 @@ int gs_conn_read(const char *path, gs_conn_info_t *info, char *err, size_t errle
         snprintf(err, errlen, "connection file \"%s\" does not hold a JSON object", path);
         goto out;
     }
-    const char *transport, *ip, *key, *scheme;
-    if (get_string(root, path, "transport", 0, &transport, err, errlen) ||
-        get_string(root, path, "ip", 1, &ip, err, errlen) ||
-        get_string(root, path, "key", 1, &key, err, errlen) ||
-        get_string(root, path, "signature_scheme", 0, &scheme, err, errlen))
+    const char *transport = "tcp", *ip, *key, *scheme = "hmac-sha256";
+    size_t klen;
+    json_int_t p;
+    json_error_t uerr;
+    if (json_unpack_ex(root, &uerr, 0, FIELDS, "transport", &transport, "ip", &ip, "key", &key,
+                       &klen, "signature_scheme", &scheme, "iopub_port", &p) != 0) {
+        const char *field = failed_field(&uerr);
+        field_error(err, errlen, path, field, field_problem(&uerr, field));
         goto out;
-    if (!transport)
-        transport = "tcp";
+    }
     if (strcmp(transport, "tcp") != 0 && strcmp(transport, "ipc") != 0) {
         field_error(err, errlen, path, "transport", "is neither \"tcp\" nor \"ipc\"");
         goto out;
@@ -87,23 +102,11 @@ int gs_conn_read(const char *path, gs_conn_info_t *info, char *err, size_t errle
         goto out;
     }
     snprintf(info->ip, sizeof info->ip, "%s", ip);
-    json_t *port = json_object_get(root, "iopub_port");
-    if (!port) {
-        field_error(err, errlen, path, "iopub_port", "is missing");
-        goto out;
-    }
-    if (!json_is_integer(port)) {
-        field_error(err, errlen, path, "iopub_port", "is not an integer");
-        goto out;
-    }
-    json_int_t p = json_integer_value(port);
     if (p < 1 || p > 65535) {
         field_error(err, errlen, path, "iopub_port", "is not a port number (1..65535)");
         goto out;
     }
     info->iopub_port = (int)p;
-    if (!scheme)
-        scheme = "hmac-sha256";
     if (strcmp(scheme, "hmac-sha256") != 0 && strcmp(scheme, "hmac-sha512") != 0) {
         field_error(err, errlen, path, "signature_scheme",
                     "is not supported (hmac-sha256 and hmac-sha512 are)");
@@ -111,7 +114,6 @@ int gs_conn_read(const char *path, gs_conn_info_t *info, char *err, size_t errle
     }
     snprintf(info->scheme, sizeof info->scheme, "%s", scheme);
     /* Jupyter signs with the key string's bytes as they are (not hex-decoded). */
-    size_t klen = json_string_length(json_object_get(root, "key"));
     if (klen > sizeof info->key) {
         field_error(err, errlen, path, "key", "is longer than 1024 bytes");
         goto out;

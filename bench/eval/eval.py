@@ -183,7 +183,7 @@ class Setup:
         if SIM:
             b = os.environ.get("EVAL_BUILDDIR", ROOT)
             self.broker = os.path.join(b, "broker", "gpushare-broker")
-            self.cli = os.path.join(b, "broker", "gpushare")
+            self.cli = os.path.join(b, "cli", "gpushare")
             self.launch = os.path.join(b, "launcher", "gpushare-launch")
             self.hook = os.path.join(b, "libhook", ".libs", "libgpushare-hook.so")
             self.null_launch = None

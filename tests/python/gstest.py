@@ -49,7 +49,7 @@ BUILDDIR = os.environ.get("GS_BUILDDIR") or SRCDIR
 PYTHON = os.environ.get("GS_KERNEL_PYTHON", "/usr/bin/python3")
 
 BROKER = os.path.join(BUILDDIR, "broker", "gpushare-broker")
-CLI = os.path.join(BUILDDIR, "broker", "gpushare")
+CLI = os.path.join(BUILDDIR, "cli", "gpushare")
 LAUNCH = os.path.join(BUILDDIR, "launcher", "gpushare-launch")
 HOOK = os.path.join(BUILDDIR, "libhook", ".libs", "libgpushare-hook.so")
 UNIT = os.path.join(BUILDDIR, "broker", "gpushare-broker.service")

@@ -133,7 +133,7 @@ def test_dockerfile_builds_both_images_with_the_kernelspec_and_hook():
     # The build context is the repository root; its ignore file keeps the sources.
     ignore = open(os.path.join(DIR, "Dockerfile.dockerignore")).read().split()
     assert "/configure" in ignore and "**/Makefile" in ignore
-    for kept in ("configure.ac", "Makefile.am", "libhook", "launcher", "broker", "common"):
+    for kept in ("configure.ac", "Makefile.am", "libhook", "launcher", "broker", "cli", "common"):
         assert kept not in ignore and "/" + kept not in ignore
 
 

@@ -49,13 +49,13 @@ static void least_recently_active_goes_first(void **state)
     gs_park_cand_t c[] = {idle(60, 300 * SEC), idle(60, 100 * SEC), idle(60, 200 * SEC)};
     int picked[3];
     int64_t w = 0;
-    assert_int_equal(
-        gs_park_choose(c, 3, 50 * MIB, 0, UINT64_MAX, 1000 * SEC, 30 * SEC, INT64_MAX, picked, &w),
-        GS_PICK_OK);
+    assert_int_equal(gs_park_policy_choose(c, 3, 50 * MIB, 0, UINT64_MAX, 1000 * SEC, 30 * SEC,
+                                           INT64_MAX, picked, &w),
+                     GS_PICK_OK);
     assert_string_equal(chosen(picked, 3), "1");
-    assert_int_equal(
-        gs_park_choose(c, 3, 100 * MIB, 0, UINT64_MAX, 1000 * SEC, 30 * SEC, INT64_MAX, picked, &w),
-        GS_PICK_OK);
+    assert_int_equal(gs_park_policy_choose(c, 3, 100 * MIB, 0, UINT64_MAX, 1000 * SEC, 30 * SEC,
+                                           INT64_MAX, picked, &w),
+                     GS_PICK_OK);
     assert_string_equal(chosen(picked, 3), "1,2");
 }
 
@@ -68,12 +68,12 @@ static void never_more_than_needed(void **state)
     int picked[3];
     int64_t w = 0;
     assert_int_equal(
-        gs_park_choose(c, 3, 100 * MIB, 0, UINT64_MAX, 1000 * SEC, 0, INT64_MAX, picked, &w),
+        gs_park_policy_choose(c, 3, 100 * MIB, 0, UINT64_MAX, 1000 * SEC, 0, INT64_MAX, picked, &w),
         GS_PICK_OK);
     assert_string_equal(chosen(picked, 3), "2");
     /* Nothing is parked when even everything would not be enough. */
     assert_int_equal(
-        gs_park_choose(c, 3, 200 * MIB, 0, UINT64_MAX, 1000 * SEC, 0, INT64_MAX, picked, &w),
+        gs_park_policy_choose(c, 3, 200 * MIB, 0, UINT64_MAX, 1000 * SEC, 0, INT64_MAX, picked, &w),
         GS_PICK_NONE);
     assert_string_equal(chosen(picked, 3), "");
 }
@@ -88,15 +88,15 @@ static void busy_sessions_are_never_victims(void **state)
     int picked[3];
     int64_t w = 0;
     assert_int_equal(
-        gs_park_choose(c, 3, 100 * MIB, 0, UINT64_MAX, 1000 * SEC, 0, INT64_MAX, picked, &w),
+        gs_park_policy_choose(c, 3, 100 * MIB, 0, UINT64_MAX, 1000 * SEC, 0, INT64_MAX, picked, &w),
         GS_PICK_NONE);
     /* Time slicing takes the switched-out one, after the idle one. */
     assert_int_equal(
-        gs_park_choose(c, 3, 100 * MIB, 1, UINT64_MAX, 1000 * SEC, 0, INT64_MAX, picked, &w),
+        gs_park_policy_choose(c, 3, 100 * MIB, 1, UINT64_MAX, 1000 * SEC, 0, INT64_MAX, picked, &w),
         GS_PICK_OK);
     assert_string_equal(chosen(picked, 3), "0,1");
     assert_int_equal(
-        gs_park_choose(c, 3, 10 * MIB, 1, UINT64_MAX, 1000 * SEC, 0, INT64_MAX, picked, &w),
+        gs_park_policy_choose(c, 3, 10 * MIB, 1, UINT64_MAX, 1000 * SEC, 0, INT64_MAX, picked, &w),
         GS_PICK_OK);
     assert_string_equal(chosen(picked, 3), "1");
 }
@@ -110,23 +110,24 @@ static void idle_threshold_waits_or_refuses(void **state)
     int64_t w = 0;
     /* The one idle for 40 s is ready; the other becomes so in 20 s. */
     assert_int_equal(
-        gs_park_choose(c, 2, 60 * MIB, 0, UINT64_MAX, now, 30 * SEC, INT64_MAX, picked, &w),
+        gs_park_policy_choose(c, 2, 60 * MIB, 0, UINT64_MAX, now, 30 * SEC, INT64_MAX, picked, &w),
         GS_PICK_OK);
     assert_string_equal(chosen(picked, 2), "1");
-    assert_int_equal(
-        gs_park_choose(c, 2, 100 * MIB, 0, UINT64_MAX, now, 30 * SEC, now + 25 * SEC, picked, &w),
-        GS_PICK_WAIT);
+    assert_int_equal(gs_park_policy_choose(c, 2, 100 * MIB, 0, UINT64_MAX, now, 30 * SEC,
+                                           now + 25 * SEC, picked, &w),
+                     GS_PICK_WAIT);
     assert_int_equal(w, now + 20 * SEC);
     assert_string_equal(chosen(picked, 2), "");
-    assert_int_equal(
-        gs_park_choose(c, 2, 100 * MIB, 0, UINT64_MAX, now, 30 * SEC, now + 15 * SEC, picked, &w),
-        GS_PICK_NONE);
+    assert_int_equal(gs_park_policy_choose(c, 2, 100 * MIB, 0, UINT64_MAX, now, 30 * SEC,
+                                           now + 15 * SEC, picked, &w),
+                     GS_PICK_NONE);
     /* A session whose grant is being given back (its cell just ended). */
     gs_park_cand_t s[] = {idle(60, now)};
     s[0].idle = 0;
     s[0].settling = 1;
-    assert_int_equal(gs_park_choose(s, 1, 10 * MIB, 0, UINT64_MAX, now, 0, INT64_MAX, picked, &w),
-                     GS_PICK_WAIT);
+    assert_int_equal(
+        gs_park_policy_choose(s, 1, 10 * MIB, 0, UINT64_MAX, now, 0, INT64_MAX, picked, &w),
+        GS_PICK_WAIT);
     assert_int_equal(w, now + 100 * MS);
 }
 
@@ -138,11 +139,11 @@ static void host_budget_is_respected(void **state)
     int64_t w = 0;
     /* The oldest does not fit the budget; the two others do, and suffice. */
     assert_int_equal(
-        gs_park_choose(c, 3, 50 * MIB, 0, 70 * MIB, 1000 * SEC, 0, INT64_MAX, picked, &w),
+        gs_park_policy_choose(c, 3, 50 * MIB, 0, 70 * MIB, 1000 * SEC, 0, INT64_MAX, picked, &w),
         GS_PICK_OK);
     assert_string_equal(chosen(picked, 3), "1,2");
     assert_int_equal(
-        gs_park_choose(c, 3, 70 * MIB, 0, 70 * MIB, 1000 * SEC, 0, INT64_MAX, picked, &w),
+        gs_park_policy_choose(c, 3, 70 * MIB, 0, 70 * MIB, 1000 * SEC, 0, INT64_MAX, picked, &w),
         GS_PICK_BUDGET);
     assert_string_equal(chosen(picked, 3), "");
 }
@@ -155,7 +156,7 @@ static void failed_sessions_come_last(void **state)
     int picked[2];
     int64_t w = 0;
     assert_int_equal(
-        gs_park_choose(c, 2, 60 * MIB, 0, UINT64_MAX, 1000 * SEC, 0, INT64_MAX, picked, &w),
+        gs_park_policy_choose(c, 2, 60 * MIB, 0, UINT64_MAX, 1000 * SEC, 0, INT64_MAX, picked, &w),
         GS_PICK_OK);
     assert_string_equal(chosen(picked, 2), "1");
 }
@@ -167,16 +168,17 @@ static void slices_pay_for_their_switch_ten_times(void **state)
     (void)state;
     /* The H200: 32 GiB parked at 2 GB/s and brought back in 5.7 s. */
     uint64_t b = 32ull << 30;
-    int64_t s = gs_park_min_slice_us(b, 5.7, GS_PARK_DEFAULT_PARK_BPS, GS_PARK_DEFAULT_UNPARK_BPS);
+    int64_t s =
+        gs_park_policy_min_slice_us(b, 5.7, GS_PARK_DEFAULT_PARK_BPS, GS_PARK_DEFAULT_UNPARK_BPS);
     double park_s = (double)b / 2e9;
     assert_true(llabs(s - (int64_t)(10 * (park_s + 5.7) * SEC)) < 10);
     /* Estimated both ways before anything was measured. */
-    assert_true(gs_park_min_slice_us(b, -1, 2e9, 6e9) > s - 1 * SEC);
-    assert_int_equal(gs_park_min_slice_us(0, 1, 2e9, 6e9), 0);
+    assert_true(gs_park_policy_min_slice_us(b, -1, 2e9, 6e9) > s - 1 * SEC);
+    assert_int_equal(gs_park_policy_min_slice_us(0, 1, 2e9, 6e9), 0);
     double bps = 2e9;
-    gs_park_rate_update(&bps, 1ull << 30, 0.25); /* 4.3 GB/s measured */
+    gs_park_policy_rate_update(&bps, 1ull << 30, 0.25); /* 4.3 GB/s measured */
     assert_true(bps > 3.1e9 && bps < 3.2e9);
-    gs_park_rate_update(&bps, 1000, 1.0); /* too small to say anything */
+    gs_park_policy_rate_update(&bps, 1000, 1.0); /* too small to say anything */
     assert_true(bps > 3.1e9 && bps < 3.2e9);
 }
 
@@ -185,7 +187,7 @@ static void set_ok(gs_park_config_t *c, const char *key, const char *json)
     char err[300];
     json_t *v = json_loads(json, JSON_DECODE_ANY, NULL);
     assert_non_null(v);
-    if (gs_park_config_set(c, key, v, 64ull << 30, err, sizeof err) != 0)
+    if (gs_park_policy_config_set(c, key, v, 64ull << 30, err, sizeof err) != 0)
         fail_msg("%s=%s: %s", key, json, err);
     json_decref(v);
 }
@@ -196,7 +198,7 @@ static const char *set_bad(gs_park_config_t *c, const char *key, const char *jso
     json_t *v = json_loads(json, JSON_DECODE_ANY, NULL);
     assert_non_null(v);
     gs_park_config_t before = *c;
-    assert_int_equal(gs_park_config_set(c, key, v, 64ull << 30, err, sizeof err), -1);
+    assert_int_equal(gs_park_policy_config_set(c, key, v, 64ull << 30, err, sizeof err), -1);
     assert_memory_equal(&before, c, sizeof before);
     json_decref(v);
     return err;
@@ -207,7 +209,7 @@ static void settings_parse_and_round_trip(void **state)
     (void)state;
     const char uuids[2][48] = {"GPU-aaaa", "GPU-bbbb"};
     gs_park_config_t c;
-    gs_park_config_default(&c, 2, uuids, 64ull << 30);
+    gs_park_policy_config_default(&c, 2, uuids, 64ull << 30);
     assert_true(c.enabled && !c.plain && c.budget_auto);
     assert_int_equal(c.host_budget, 32ull << 30); /* half the RAM */
     assert_int_equal(c.idle_us, 30 * SEC);
@@ -231,13 +233,13 @@ static void settings_parse_and_round_trip(void **state)
     assert_non_null(strstr(set_bad(&c, "park_lock_timeout_s", "0"), "> 0"));
     assert_non_null(strstr(set_bad(&c, "park.7", "\"on\""), "no GPU"));
     assert_non_null(strstr(set_bad(&c, "park_whatever", "1"), "no such setting"));
-    assert_true(gs_park_is_key("park") && gs_park_is_key("park.0") &&
-                gs_park_is_key("park_idle_s") && !gs_park_is_key("parking") &&
-                !gs_park_is_key("policy"));
+    assert_true(gs_park_policy_is_key("park") && gs_park_policy_is_key("park.0") &&
+                gs_park_policy_is_key("park_idle_s") && !gs_park_policy_is_key("parking") &&
+                !gs_park_policy_is_key("policy"));
     /* Every key status shows is accepted back, to the same settings. */
-    json_t *j = gs_park_config_json(&c);
+    json_t *j = gs_park_policy_config_json(&c);
     gs_park_config_t again;
-    gs_park_config_default(&again, 2, uuids, 64ull << 30);
+    gs_park_policy_config_default(&again, 2, uuids, 64ull << 30);
     const char *key;
     json_t *val;
     json_object_foreach(j, key, val)
@@ -245,7 +247,7 @@ static void settings_parse_and_round_trip(void **state)
         char err[300];
         if (strcmp(key, "park_host_budget_bytes") == 0)
             continue;
-        if (gs_park_config_set(&again, key, val, 64ull << 30, err, sizeof err) != 0)
+        if (gs_park_policy_config_set(&again, key, val, 64ull << 30, err, sizeof err) != 0)
             fail_msg("%s: %s", key, err);
     }
     assert_memory_equal(&c, &again, sizeof c);

@@ -1,5 +1,5 @@
 /*
- * test_scheduler.c - the scheduler (broker/scheduler.h) on a virtual clock:
+ * test_scheduler.c - the scheduler (broker/sched/scheduler.h) on a virtual clock:
  * every policy's decisions, the accounting and the settings, with exact
  * times.  Actions are compared as text: "G:a" is a grant to client a on GPU
  * 0, "G:a/q=200" one with a 200 ms quantum, "R:a:quantum" a revoke.

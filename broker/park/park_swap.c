@@ -3,8 +3,9 @@
  * memory into host memory lent from the GPU's pool (swap_pools.h) and
  * give the GPU's memory back, then copy it back in when the session needs
  * the GPU (doc/parking.md).  A park or unpark here is a conversation, not a
- * worker job: swap_out / swap_in to every process of the session, their
- * `swapped` replies, a deadline.  Its end goes through the same
+ * worker job: swap_out / swap_in to every process of the session (queued
+ * with park_answer for the broker to send, like make_room's answers), their
+ * `swapped` replies (gs_park_on_swapped), a deadline.  Its end goes through the same
  * bookkeeping as a checkpoint job (park_finish), so status, events, rates
  * and the scheduler see one kind of park.
  *
@@ -25,7 +26,7 @@
 #include "gs_assert.h"
 #include "log.h"
 #include "park_internal.h"
-#include "wire.h"
+#include "protocol.h"
 
 #define SEC            1000000LL
 #define SWAP_DEADLINE  (60 * SEC)
@@ -43,20 +44,13 @@ int park_swap_available(const gs_park_t *p)
     return p->pools != NULL;
 }
 
-static int send_to(gs_broker_t *b, const char *key, json_t *m)
+/* swap_out or swap_in for the hook of c, queued for the broker to send
+ * (park_answer), like make_room's answers: parking sends nothing itself. */
+static void send_swap(gs_park_t *p, pclient_t *c, int gpu, int out)
 {
-    gs_client_t *c = gs_sessions_client_by_key(b->sessions, key);
-    gs_perr_t err;
-    int rc = c ? gs_wire_send(b->router, c->identity, m, &err) : -1;
-    json_decref(m);
-    return rc;
-}
-
-static void send_swap(gs_broker_t *b, pclient_t *c, int gpu, int out)
-{
-    gs_park_t *p = b->park;
+    gs_client_t *client = gs_sessions_client_by_key(p->sessions, c->key);
     json_t *m = gs_msg_new(out ? GS_MSG_SWAP_OUT : GS_MSG_SWAP_IN);
-    json_object_set_new(m, "device", json_string(b->inventory.gpus[gpu].uuid));
+    json_object_set_new(m, "device", json_string(p->uuids[gpu]));
     json_object_set_new(m, "lease", json_integer((json_int_t)c->lease));
     if (out) {
         json_object_set_new(m, "chunks", json_integer(c->lease_chunks));
@@ -64,8 +58,13 @@ static void send_swap(gs_broker_t *b, pclient_t *c, int gpu, int out)
                             json_integer((json_int_t)gs_swap_pools_chunk_bytes(p->pools)));
     }
     c->swap_wait = out ? CW_OUT : CW_IN;
-    if (send_to(b, c->key, m) != 0)
-        gs_warn("could not send %s to pid %ld", out ? "swap_out" : "swap_in", c->pid);
+    if (!client || !client->identity) { /* its deadline (or its end) settles it */
+        gs_warn("could not send %s to pid %ld: no connection", out ? "swap_out" : "swap_in",
+                c->pid);
+        json_decref(m);
+        return;
+    }
+    park_answer(p, client->identity, m);
 }
 
 /* The GPU holding all of the session's memory, or -1 (none, or several). */
@@ -90,9 +89,8 @@ static void return_leases(gs_park_t *p, const char *session, int64_t now)
         }
 }
 
-int park_swap_try_park(gs_broker_t *b, psess_t *ps)
+int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now)
 {
-    gs_park_t *p = b->park;
     int g = only_gpu(p, ps);
     if (!p->pools || !p->cfg.swap || g < 0)
         return 0;
@@ -112,7 +110,6 @@ int park_swap_try_park(gs_broker_t *b, psess_t *ps)
     if (!n || !movable || (stays > UNMOVABLE_MIN && stays * UNMOVABLE_FRAC > used))
         return 0;
     /* Host memory for all of them, or none. */
-    int64_t now = gs_broker_now_us();
     for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients)) {
         if (strcmp(c->session, ps->id) != 0 || !c->movable[g])
             continue;
@@ -140,36 +137,34 @@ int park_swap_try_park(gs_broker_t *b, psess_t *ps)
     ps->swap_waiting = 0;
     for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
         if (!strcmp(c->session, ps->id) && c->lease) {
-            send_swap(b, c, g, 1);
+            send_swap(p, c, g, 1);
             ps->swap_waiting++;
         }
     return 1;
 }
 
-void park_swap_unpark(gs_broker_t *b, psess_t *ps)
+void park_swap_unpark(gs_park_t *p, psess_t *ps, int64_t now)
 {
-    gs_park_t *p = b->park;
     gs_swap_pools_hold(p->pools, 1);
     ps->swap_phase = SWAP_IN;
     ps->swap_failed = 0;
     ps->swap_error[0] = '\0';
     ps->swap_elapsed_us = 0;
-    ps->swap_deadline = gs_broker_now_us() + SWAP_DEADLINE;
+    ps->swap_deadline = now + SWAP_DEADLINE;
     ps->job = ++p->next_job;
     ps->swap_waiting = 0;
     for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
         if (!strcmp(c->session, ps->id) && c->lease) {
-            send_swap(b, c, ps->swap_gpu, 0);
+            send_swap(p, c, ps->swap_gpu, 0);
             ps->swap_waiting++;
         }
     if (!ps->swap_waiting) /* nobody left holding memory out: it is back */
-        park_swap_check(b, gs_broker_now_us());
+        park_swap_check(p, now);
 }
 
 /* Every process answered (or the deadline passed): finish the phase. */
-static void phase_done(gs_broker_t *b, psess_t *ps, int64_t now)
+static void phase_done(gs_park_t *p, psess_t *ps, int64_t now)
 {
-    gs_park_t *p = b->park;
     gs_park_job_t j;
     memset(&j, 0, sizeof j);
     j.id = ps->job;
@@ -186,7 +181,7 @@ static void phase_done(gs_broker_t *b, psess_t *ps, int64_t now)
         for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
             if (!strcmp(c->session, ps->id) && c->lease) {
                 if (c->swap_moved) {
-                    send_swap(b, c, ps->swap_gpu, 0);
+                    send_swap(p, c, ps->swap_gpu, 0);
                     ps->swap_waiting++;
                 } else {
                     gs_swap_pools_return(p->pools, c->lease, now);
@@ -207,18 +202,16 @@ static void phase_done(gs_broker_t *b, psess_t *ps, int64_t now)
     if (j.unpark && j.ok)
         return_leases(p, ps->id, now);
     if (j.unpark)
-        park_finish_unpark(b, ps, &j, now);
+        park_finish_unpark(p, ps, &j, now);
     else
-        park_finish_park(b, ps, &j, now);
+        park_finish_park(p, ps, &j, now);
     if (!j.unpark && !j.ok && !j.stuck)
         ps->tier = TIER_CHECKPOINT;
     p->changed = 1;
 }
 
-void gs_park_on_swapped(gs_broker_t *b, const char *client, int gpu, const json_t *msg)
+void park_swap_answered(gs_park_t *p, pclient_t *c, int gpu, const json_t *msg, int64_t now)
 {
-    gs_park_t *p = b->park;
-    pclient_t *c = p ? zhashx_lookup(p->clients, client) : NULL;
     psess_t *ps = c ? park_sess(p, c->session, 0) : NULL;
     int out = strcmp(gs_msg_str(msg, "direction", ""), "out") == 0;
     if (!ps || ps->tier != TIER_SWAP || ps->swap_phase == SWAP_NONE || gpu != ps->swap_gpu ||
@@ -227,7 +220,6 @@ void gs_park_on_swapped(gs_broker_t *b, const char *client, int gpu, const json_
         gs_debug("swapped from pid %ld that nothing waits for: ignored", c ? c->pid : 0L);
         return;
     }
-    int64_t now = gs_broker_now_us();
     int ok = json_is_true(json_object_get(msg, "ok"));
     uint64_t bytes = (uint64_t)gs_msg_int(msg, "bytes", 0);
     int64_t us = gs_msg_int(msg, "elapsed_us", 0);
@@ -253,12 +245,11 @@ void gs_park_on_swapped(gs_broker_t *b, const char *client, int gpu, const json_
     }
     GS_ASSERT(ps->swap_waiting > 0);
     if (--ps->swap_waiting <= 0)
-        phase_done(b, ps, now);
+        phase_done(p, ps, now);
 }
 
-void park_swap_check(gs_broker_t *b, int64_t now)
+void park_swap_check(gs_park_t *p, int64_t now)
 {
-    gs_park_t *p = b->park;
     int moving = 0;
     for (psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess))
         moving |= ps->tier == TIER_SWAP && ps->swap_phase != SWAP_NONE;
@@ -286,7 +277,7 @@ void park_swap_check(gs_broker_t *b, int64_t now)
                     c->swap_wait = CW_NONE;
         }
         ps->swap_waiting = 0;
-        phase_done(b, ps, now);
+        phase_done(p, ps, now);
     }
 }
 
@@ -299,12 +290,10 @@ uint64_t park_swap_leaving(const gs_park_t *p, int gpu)
     return sum;
 }
 
-void park_swap_client_gone(gs_broker_t *b, pclient_t *c)
+void park_swap_client_gone(gs_park_t *p, pclient_t *c, int64_t now)
 {
-    gs_park_t *p = b->park;
     if (!p->pools)
         return;
-    int64_t now = gs_broker_now_us();
     if (c->lease) { /* its mappings died with it: the chunks go back */
         gs_swap_pools_return(p->pools, c->lease, now);
         c->lease = 0;
@@ -313,16 +302,15 @@ void park_swap_client_gone(gs_broker_t *b, pclient_t *c)
     if (ps && ps->tier == TIER_SWAP && ps->swap_phase != SWAP_NONE && c->swap_wait != CW_NONE) {
         c->swap_wait = CW_NONE;
         if (--ps->swap_waiting <= 0)
-            phase_done(b, ps, now);
+            phase_done(p, ps, now);
     }
 }
 
 /* What each pool should hold: what is lent there, plus, where two or more
  * sessions share the GPU's memory, the largest footprint that could be
  * parked next (so that its park never waits for pinning). */
-void park_swap_targets(gs_broker_t *b)
+void park_swap_targets(gs_park_t *p)
 {
-    gs_park_t *p = b->park;
     if (!p->pools)
         return;
     for (int g = 0; g < p->ngpus; g++) {

@@ -28,7 +28,7 @@ typedef int (*step_fn)(int, plain_args_t *);
 typedef int (*state_fn)(int, int *);
 typedef int (*errname_fn)(int, const char **);
 
-struct gs_park_api {
+struct gs_park_cuda {
     void *lib;
     lock_fn lock;
     step_fn checkpoint, restore, unlock;
@@ -36,7 +36,7 @@ struct gs_park_api {
     errname_fn errname;
 };
 
-gs_park_api_t *gs_park_api_load(char *why, size_t whylen)
+gs_park_cuda_t *gs_park_cuda_load(char *why, size_t whylen)
 {
     const char *path = getenv("GPUSHARE_LIBCUDA");
     void *lib = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -44,7 +44,7 @@ gs_park_api_t *gs_park_api_load(char *why, size_t whylen)
         snprintf(why, whylen, "no NVIDIA driver loaded");
         return NULL;
     }
-    gs_park_api_t *a = calloc(1, sizeof *a);
+    gs_park_cuda_t *a = calloc(1, sizeof *a);
     if (!a) {
         dlclose(lib);
         snprintf(why, whylen, "out of memory");
@@ -60,15 +60,15 @@ gs_park_api_t *gs_park_api_load(char *why, size_t whylen)
     if (!a->lock || !a->checkpoint || !a->restore || !a->unlock || !a->state) {
         snprintf(why, whylen,
                  "the driver has no checkpoint API (cuCheckpointProcess*: driver 570 or newer)");
-        gs_park_api_free(&a);
+        gs_park_cuda_free(&a);
         return NULL;
     }
     return a;
 }
 
-void gs_park_api_free(gs_park_api_t **api_p)
+void gs_park_cuda_free(gs_park_cuda_t **api_p)
 {
-    gs_park_api_t *a = *api_p;
+    gs_park_cuda_t *a = *api_p;
     if (!a)
         return;
     dlclose(a->lib); /* only drops the reference RTLD_NOLOAD took */
@@ -76,7 +76,7 @@ void gs_park_api_free(gs_park_api_t **api_p)
     *api_p = NULL;
 }
 
-static int result(gs_park_api_t *a, const char *fn, int rc, char *err, size_t errlen)
+static int result(gs_park_cuda_t *a, const char *fn, int rc, char *err, size_t errlen)
 {
     if (rc == 0)
         return 0;
@@ -90,7 +90,7 @@ static int result(gs_park_api_t *a, const char *fn, int rc, char *err, size_t er
     return rc;
 }
 
-int gs_park_api_lock(gs_park_api_t *a, int pid, unsigned timeout_ms, char *err, size_t errlen)
+int gs_park_cuda_lock(gs_park_cuda_t *a, int pid, unsigned timeout_ms, char *err, size_t errlen)
 {
     lock_args_t args;
     memset(&args, 0, sizeof args);
@@ -98,22 +98,22 @@ int gs_park_api_lock(gs_park_api_t *a, int pid, unsigned timeout_ms, char *err, 
     return result(a, "cuCheckpointProcessLock", a->lock(pid, &args), err, errlen);
 }
 
-int gs_park_api_checkpoint(gs_park_api_t *a, int pid, char *err, size_t errlen)
+int gs_park_cuda_checkpoint(gs_park_cuda_t *a, int pid, char *err, size_t errlen)
 {
     return result(a, "cuCheckpointProcessCheckpoint", a->checkpoint(pid, NULL), err, errlen);
 }
 
-int gs_park_api_restore(gs_park_api_t *a, int pid, char *err, size_t errlen)
+int gs_park_cuda_restore(gs_park_cuda_t *a, int pid, char *err, size_t errlen)
 {
     return result(a, "cuCheckpointProcessRestore", a->restore(pid, NULL), err, errlen);
 }
 
-int gs_park_api_unlock(gs_park_api_t *a, int pid, char *err, size_t errlen)
+int gs_park_cuda_unlock(gs_park_cuda_t *a, int pid, char *err, size_t errlen)
 {
     return result(a, "cuCheckpointProcessUnlock", a->unlock(pid, NULL), err, errlen);
 }
 
-int gs_park_api_state(gs_park_api_t *a, int pid, int *state, char *err, size_t errlen)
+int gs_park_cuda_state(gs_park_cuda_t *a, int pid, int *state, char *err, size_t errlen)
 {
     return result(a, "cuCheckpointProcessGetState", a->state(pid, state), err, errlen);
 }

@@ -81,7 +81,7 @@ json_t *gs_cli_client_call(gs_cli_client_t *self, json_t *request, char *err, si
     }
     for (;;) {
         gs_msg_type_t type;
-        json_t *reply = gs_wire_recv(self->sock, NULL, &type, &perr, NULL);
+        json_t *reply = gs_wire_recv(self->sock, NULL, &type, &perr, NULL, NULL);
         if (!reply) {
             if (perr.code != GS_PERR_NONE)
                 snprintf(err, errlen, "broker sent a malformed reply: %s", perr.text);

@@ -37,9 +37,8 @@ static int fits_back(const gs_park_t *p, const park_views_t *vs, const psess_t *
 
 /* Tell the scheduler which parked sessions wait for the GPU (their cell
  * cannot ask), and take the demand back from those that got it. */
-static void update_demand(gs_broker_t *b, park_views_t *vs, int64_t now)
+static void update_demand(gs_park_t *p, park_views_t *vs, int64_t now)
 {
-    gs_park_t *p = b->park;
     for (int i = 0; i < vs->n; i++) {
         park_view_t *v = &vs->v[i];
         psess_t *ps = v->ps;
@@ -60,15 +59,15 @@ static void update_demand(gs_broker_t *b, park_views_t *vs, int64_t now)
         int queue = want && !ps->no_demand && ps->retry_at <= now;
         for (int g = 0; g < p->ngpus; g++) {
             if (parked && !queue && v->si[g].demand && !v->si[g].wants) {
-                gs_sched_demand(b->sched, ps->id, g, 0, now);
+                gs_sched_demand(p->sched, ps->id, g, 0, now);
                 p->changed = 1;
             } else if (parked && queue && ps->bytes[g] && !v->si[g].demand && !v->si[g].wants &&
                        v->si[g].state != GS_SESS_RUNNING) {
-                gs_sched_demand(b->sched, ps->id, g, 1, now);
+                gs_sched_demand(p->sched, ps->id, g, 1, now);
                 p->changed = 1;
             } else if (ps->st == PS_RESIDENT && v->si[g].demand && !v->si[g].wants &&
                        now >= ps->demand_expire) {
-                gs_sched_demand(b->sched, ps->id, g, 0, now); /* no acquire came */
+                gs_sched_demand(p->sched, ps->id, g, 0, now); /* no acquire came */
                 p->changed = 1;
             }
         }
@@ -78,10 +77,9 @@ static void update_demand(gs_broker_t *b, park_views_t *vs, int64_t now)
 }
 
 /* 1: go on with the next need; 0: it waits. */
-static int serve_unpark(gs_broker_t *b, park_views_t *vs, park_view_t *v, int g, int late,
+static int serve_unpark(gs_park_t *p, park_views_t *vs, park_view_t *v, int g, int late,
                         int64_t now)
 {
-    gs_park_t *p = b->park;
     psess_t *ps = v->ps;
     if (ps->st != PS_PARKED)
         return 1; /* coming back already: its memory is counted */
@@ -91,11 +89,12 @@ static int serve_unpark(gs_broker_t *b, park_views_t *vs, park_view_t *v, int g,
         return 1; /* a failed unpark waits for its retry without holding others up */
     }
     if (fits_back(p, vs, ps)) {
-        park_start_unpark(b, ps,
+        park_start_unpark(p, ps,
                           ps->stuck                       ? "bring it back after a failure"
                           : v->registered && v->cell_busy ? "its cell started"
                           : v->wants                      ? "it asked for the GPU"
-                                                          : "its memory fits again");
+                                                          : "its memory fits again",
+                          now);
         return 1;
     }
     /* A switch on the swap tier runs both ways at once: the session coming
@@ -105,7 +104,7 @@ static int serve_unpark(gs_broker_t *b, park_views_t *vs, park_view_t *v, int g,
     if (ps->tier == TIER_SWAP && !ps->stuck) {
         uint64_t leaving = park_swap_leaving(p, g);
         if (leaving && park_free(p, vs, g) + leaving >= ps->bytes[g] + park_margin(p, g)) {
-            park_start_unpark(b, ps, "its cell started (while another session goes out)");
+            park_start_unpark(p, ps, "its cell started (while another session goes out)", now);
             return 1;
         }
     }
@@ -116,14 +115,15 @@ static int serve_unpark(gs_broker_t *b, park_views_t *vs, park_view_t *v, int g,
     int64_t wait_until = 0;
     uint64_t free_now = park_free(p, vs, g);
     uint64_t need = ps->bytes[g] + park_margin(p, g) - free_now;
-    gs_park_pick_rc_t rc = park_victims(b, vs, g, need, ps->id, 1, INT64_MAX, &wait_until, why);
+    gs_park_pick_rc_t rc =
+        park_victims(p, vs, g, need, ps->id, 1, INT64_MAX, now, &wait_until, why);
     if (rc == GS_PICK_WAIT && wait_until < p->wake)
         p->wake = wait_until;
     if (rc == GS_PICK_BUDGET)
         ps->no_demand = 1;
     if ((rc == GS_PICK_NONE || rc == GS_PICK_BUDGET) && !ps->noted) {
         char reason[400];
-        park_explain(p, vs, g, need, ps->id, rc, reason, sizeof reason);
+        park_explain(p, vs, g, need, ps->id, rc, now, reason, sizeof reason);
         gs_info("session %s waits to be unparked on GPU %d: %s", ps->id, g, reason);
         ps->noted = 1;
     }
@@ -138,9 +138,8 @@ static int cmp_need(const void *a, const void *b)
     return x->since < y->since ? -1 : x->since > y->since;
 }
 
-static void serve_gpu(gs_broker_t *b, park_views_t *vs, int g, int64_t now)
+static void serve_gpu(gs_park_t *p, park_views_t *vs, int g, int64_t now)
 {
-    gs_park_t *p = b->park;
     int cap = vs->n + 1, n = 0;
     for (room_t *r = p->rooms; r; r = r->next)
         cap++;
@@ -161,20 +160,18 @@ static void serve_gpu(gs_broker_t *b, park_views_t *vs, int g, int64_t now)
     }
     qsort(needs, (size_t)n, sizeof *needs, cmp_need);
     for (int k = 0; k < n; k++) {
-        int go_on = needs[k].room ? park_serve_room(b, vs, needs[k].room, now)
-                                  : serve_unpark(b, vs, needs[k].v, g, needs[k].late, now);
+        int go_on = needs[k].room ? park_serve_room(p, vs, needs[k].room, now)
+                                  : serve_unpark(p, vs, needs[k].v, g, needs[k].late, now);
         if (!go_on)
             break;
     }
     free(needs);
 }
 
-static void poll_once(gs_broker_t *b)
+static void poll_once(gs_park_t *p, int64_t now)
 {
-    gs_park_t *p = b->park;
-    int64_t now = gs_broker_now_us();
     p->wake = INT64_MAX;
-    park_views_t vs = park_views(b, now);
+    park_views_t vs = park_views(p, now);
     if (!vs.v)
         return;
     park_prune(p, &vs);
@@ -182,8 +179,8 @@ static void poll_once(gs_broker_t *b)
     /* Victims whose grant was revoked start once they have let go. */
     for (int i = 0; i < vs.n; i++) {
         psess_t *ps = vs.v[i].ps;
-        if (ps->st == PS_REVOKING && !gs_sched_session_holding(b->sched, ps->id))
-            park_submit(p, ps);
+        if (ps->st == PS_REVOKING && !gs_sched_session_holding(p->sched, ps->id))
+            park_submit(p, ps, now);
     }
     /* A parked session's memory, as its hooks report it (an adopted one
      * is only known so). */
@@ -191,7 +188,7 @@ static void poll_once(gs_broker_t *b)
         for (int g = 0; g < p->ngpus && vs.v[i].ps->st == PS_PARKED; g++)
             if (vs.v[i].foot[g] > vs.v[i].ps->bytes[g])
                 vs.v[i].ps->bytes[g] = vs.v[i].foot[g];
-    update_demand(b, &vs, now);
+    update_demand(p, &vs, now);
     /* Stuck with no memory known: nothing to make room for. */
     for (int i = 0; i < vs.n; i++) {
         psess_t *ps = vs.v[i].ps;
@@ -199,10 +196,10 @@ static void poll_once(gs_broker_t *b)
         for (int g = 0; g < p->ngpus; g++)
             any |= ps->bytes[g];
         if (ps->st == PS_PARKED && ps->stuck && !any && ps->retry_at <= now)
-            park_start_unpark(b, ps, "bring it back after a failure");
+            park_start_unpark(p, ps, "bring it back after a failure", now);
     }
     for (int g = 0; g < p->ngpus; g++)
-        serve_gpu(b, &vs, g, now);
+        serve_gpu(p, &vs, g, now);
     free(vs.v);
 }
 
@@ -218,33 +215,21 @@ static int anything(gs_park_t *p, int64_t now)
     return 0;
 }
 
-int gs_park_poll(gs_broker_t *b)
+int gs_park_poll(gs_park_t *p, int64_t now)
 {
-    gs_park_t *p = b->park;
     if (!p || !p->api)
         return 0;
     if (p->pools) { /* the pools follow what may be parked soon, parked or not */
-        int64_t now = gs_broker_now_us();
-        park_swap_targets(b);
+        park_swap_targets(p);
         gs_swap_pools_poll(p->pools, now);
-        park_swap_check(b, now);
+        park_swap_check(p, now);
     }
-    if (!anything(p, gs_broker_now_us())) {
+    if (!anything(p, now)) {
         p->wake = INT64_MAX;
         return 0;
     }
-    if (p->polling) {
-        p->again = 1;
-        return 0;
-    }
-    p->polling = 1;
     p->changed = 0;
-    int rounds = 0;
-    do {
-        p->again = 0;
-        poll_once(b);
-    } while (p->again && ++rounds < 4);
-    p->polling = 0;
+    poll_once(p, now);
     return p->changed;
 }
 

@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "park_cuda.h"
-#include "scheduler.h" /* GS_SCHED_ID_MAX */
+#include "sched/scheduler.h" /* GS_SCHED_ID_MAX: a job names its session */
 
 #define GS_PARK_MAX_PIDS 32
 
@@ -50,7 +50,7 @@ typedef struct gs_park_job {
 typedef struct gs_park_worker gs_park_worker_t;
 
 /* Start `threads` threads (1..8) calling api.  NULL on failure. */
-gs_park_worker_t *gs_park_worker_new(gs_park_api_t *api, int threads);
+gs_park_worker_t *gs_park_worker_new(gs_park_cuda_t *api, int threads);
 
 /* Waits for running jobs, drops queued ones, joins the threads. */
 void gs_park_worker_destroy(gs_park_worker_t **self_p);
@@ -67,9 +67,9 @@ gs_park_job_t *gs_park_worker_done(gs_park_worker_t *self);
 
 /* Run a job on the calling thread (shutdown: bring every parked session
  * back before the broker exits). */
-void gs_park_worker_run(gs_park_api_t *api, gs_park_job_t *job);
+void gs_park_worker_run(gs_park_cuda_t *api, gs_park_job_t *job);
 
 /* The start time of pid (field 22 of /proc/<pid>/stat), 0 when it is gone. */
-unsigned long long gs_park_proc_start(int pid);
+unsigned long long gs_park_worker_proc_start(int pid);
 
 #endif

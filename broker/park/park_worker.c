@@ -17,7 +17,7 @@
 #define TRIES       4 /* restore/unlock attempts when bringing a process back */
 
 struct gs_park_worker {
-    gs_park_api_t *api;
+    gs_park_cuda_t *api;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     gs_park_job_t *todo, *todo_tail, *done, *done_tail;
@@ -34,7 +34,7 @@ static int64_t now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-unsigned long long gs_park_proc_start(int pid)
+unsigned long long gs_park_worker_proc_start(int pid)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
@@ -62,7 +62,7 @@ static int same_process(gs_park_job_t *j, int i)
         return 0;
     if (kill((pid_t)j->pids[i], 0) != 0 && errno == ESRCH)
         return 0;
-    return gs_park_proc_start(j->pids[i]) == j->start[i];
+    return gs_park_worker_proc_start(j->pids[i]) == j->start[i];
 }
 
 static void note(gs_park_job_t *j, const char *fmt, int pid, const char *text)
@@ -83,7 +83,7 @@ static void nap_ms(int ms)
 
 /* Bring process i back to RUNNING whatever state it is in: restore if
  * checkpointed, unlock if locked; a few tries each.  1 when it runs. */
-static int bring_back(gs_park_api_t *api, gs_park_job_t *j, int i)
+static int bring_back(gs_park_cuda_t *api, gs_park_job_t *j, int i)
 {
     char err[200];
     for (int attempt = 0; attempt < 2 * TRIES; attempt++) {
@@ -92,7 +92,7 @@ static int bring_back(gs_park_api_t *api, gs_park_job_t *j, int i)
             return 1; /* nothing to bring back */
         }
         int st = -1;
-        if (gs_park_api_state(api, j->pids[i], &st, err, sizeof err) != 0) {
+        if (gs_park_cuda_state(api, j->pids[i], &st, err, sizeof err) != 0) {
             note(j, "pid %d: %s", j->pids[i], err);
             nap_ms(20 << (attempt < 4 ? attempt : 4));
             continue;
@@ -101,9 +101,9 @@ static int bring_back(gs_park_api_t *api, gs_park_job_t *j, int i)
         if (st == GS_PROC_RUNNING)
             return 1;
         if (st == GS_PROC_CHECKPOINTED)
-            rc = gs_park_api_restore(api, j->pids[i], err, sizeof err);
+            rc = gs_park_cuda_restore(api, j->pids[i], err, sizeof err);
         else if (st == GS_PROC_LOCKED)
-            rc = gs_park_api_unlock(api, j->pids[i], err, sizeof err);
+            rc = gs_park_cuda_unlock(api, j->pids[i], err, sizeof err);
         else {
             note(j, "pid %d: %s", j->pids[i], "the driver reports the process FAILED");
             return 0;
@@ -116,7 +116,7 @@ static int bring_back(gs_park_api_t *api, gs_park_job_t *j, int i)
     return 0;
 }
 
-static void run_park(gs_park_api_t *api, gs_park_job_t *j)
+static void run_park(gs_park_cuda_t *api, gs_park_job_t *j)
 {
     char err[200];
     int failed = 0, live = 0;
@@ -126,7 +126,7 @@ static void run_park(gs_park_api_t *api, gs_park_job_t *j)
             j->gone[i] = 1;
             continue;
         }
-        if (gs_park_api_lock(api, j->pids[i], j->lock_timeout_ms, err, sizeof err) != 0) {
+        if (gs_park_cuda_lock(api, j->pids[i], j->lock_timeout_ms, err, sizeof err) != 0) {
             note(j, "lock pid %d: %s", j->pids[i], err);
             failed = 1;
         }
@@ -137,7 +137,7 @@ static void run_park(gs_park_api_t *api, gs_park_job_t *j)
             j->gone[i] = 1;
             continue;
         }
-        if (gs_park_api_checkpoint(api, j->pids[i], err, sizeof err) != 0) {
+        if (gs_park_cuda_checkpoint(api, j->pids[i], err, sizeof err) != 0) {
             note(j, "checkpoint pid %d: %s", j->pids[i], err);
             failed = 1;
         }
@@ -156,7 +156,7 @@ static void run_park(gs_park_api_t *api, gs_park_job_t *j)
             j->stuck = 1;
 }
 
-static void run_unpark(gs_park_api_t *api, gs_park_job_t *j)
+static void run_unpark(gs_park_cuda_t *api, gs_park_job_t *j)
 {
     j->ok = 1;
     for (int i = 0; i < j->npids; i++)
@@ -166,7 +166,7 @@ static void run_unpark(gs_park_api_t *api, gs_park_job_t *j)
         }
 }
 
-void gs_park_worker_run(gs_park_api_t *api, gs_park_job_t *j)
+void gs_park_worker_run(gs_park_cuda_t *api, gs_park_job_t *j)
 {
     int64_t t0 = now_us();
     j->ok = j->stuck = 0;
@@ -211,7 +211,7 @@ static void *thread_main(void *arg)
     return NULL;
 }
 
-gs_park_worker_t *gs_park_worker_new(gs_park_api_t *api, int threads)
+gs_park_worker_t *gs_park_worker_new(gs_park_cuda_t *api, int threads)
 {
     gs_park_worker_t *w = calloc(1, sizeof *w);
     if (!w)

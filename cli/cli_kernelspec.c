@@ -27,7 +27,7 @@
 #define GS_PKGDATADIR "/usr/local/share/gpushare"
 #endif
 
-json_t *gs_kernelspec_json(const gs_kernelspec_t *spec)
+json_t *gs_cli_kernelspec_json(const gs_cli_kernelspec_t *spec)
 {
     json_t *argv = json_pack("[s,s,s,s,s,s,s]", spec->launcher, "--", spec->python, "-m",
                              "ipykernel_launcher", "-f", "{connection_file}");
@@ -134,9 +134,9 @@ int gs_cli_kernelspec_main(int argc, char **argv)
     enum { SYSTEM, USER, SYS_PREFIX, PREFIX } where = SYSTEM;
     const char *prefix = NULL, *name = "shared-gpu";
     char broker[256] = "";
-    gs_kernelspec_t spec = {.launcher = GS_BINDIR "/gpushare-launch",
-                            .python = GS_KERNEL_PYTHON,
-                            .display_name = "Shared GPU"};
+    gs_cli_kernelspec_t spec = {.launcher = GS_BINDIR "/gpushare-launch",
+                                .python = GS_KERNEL_PYTHON,
+                                .display_name = "Shared GPU"};
     int locations = 0, with_provisioner = 0;
     static const struct option longopts[] = {{"user", no_argument, 0, 'u'},
                                              {"sys-prefix", no_argument, 0, 's'},
@@ -150,7 +150,7 @@ int gs_cli_kernelspec_main(int argc, char **argv)
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
     int c;
-    optind = 1;
+    optind = 0; /* afresh: gpushare's own options were parsed with other rules */
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         char err[256];
         switch (c) {
@@ -268,7 +268,7 @@ int gs_cli_kernelspec_main(int argc, char **argv)
         return 1;
     }
     snprintf(file, sizeof file, "%s/kernel.json", dir);
-    json_t *ks = gs_kernelspec_json(&spec);
+    json_t *ks = gs_cli_kernelspec_json(&spec);
     int rc = json_dump_file(ks, file, JSON_INDENT(1));
     json_decref(ks);
     if (rc != 0) {

@@ -2,6 +2,7 @@
  * cli_main.c - `gpushare`: the command-line tool (status, control,
  * kernelspec install).  Each subcommand lives in its own cli_*.c file.
  */
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,27 +23,46 @@ static void usage(FILE *out)
                  "socket or /run/gpushare/broker.sock (see gpushare(1)).\n");
 }
 
+/* getopt stopped at an option it does not know, or at --broker without
+ * its endpoint: name it as it was written.  Returns the exit status. */
+static int bad_option(int c, char **argv)
+{
+    if (c == '?' && optopt) /* a short one: "-x" */
+        fprintf(stderr, "gpushare: unknown option \"-%c\"\n", optopt);
+    else /* a long one, whole: "--weird", "--broker" */
+        fprintf(stderr, "gpushare: unknown option \"%s\"\n", argv[optind - 1]);
+    usage(stderr);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
     const char *endpoint = NULL;
-    int i = 1;
-    for (; i < argc && argv[i][0] == '-'; i++) {
-        if (!strcmp(argv[i], "--broker") && i + 1 < argc)
-            endpoint = argv[++i];
-        else if (!strncmp(argv[i], "--broker=", 9))
-            endpoint = argv[i] + 9;
-        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+    static const struct option longopts[] = {{"broker", required_argument, 0, 'b'},
+                                             {"help", no_argument, 0, 'h'},
+                                             {"version", no_argument, 0, 'V'},
+                                             {0, 0, 0, 0}};
+    /* '+': the options end at the command, whose own options are its own.
+     * ':' and opterr = 0: the message is ours, not getopt's. */
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "+:hV", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'b':
+            endpoint = optarg;
+            break;
+        case 'h':
             usage(stdout);
             return 0;
-        } else if (!strcmp(argv[i], "-V") || !strcmp(argv[i], "--version")) {
+        case 'V':
             printf("gpushare %s\n", PACKAGE_VERSION);
             return 0;
-        } else {
-            fprintf(stderr, "gpushare: unknown option \"%s\"\n", argv[i]);
-            usage(stderr);
-            return 2;
+        default:
+            return bad_option(c, argv);
         }
     }
+    opterr = 1; /* the subcommands' getopt speaks for itself */
+    int i = optind;
     if (i >= argc) {
         usage(stderr);
         return 2;

@@ -2,16 +2,16 @@
  * park_internal.h - parking's state in the broker, shared by park.c (life,
  * settings, joins, jobs started and finished), park_poll.c (what to park or
  * unpark now), park_room.c (make_room requests), park_victims.c (the
- * sessions as they are, free memory, victims) and park_status.c (status).
+ * sessions as they are, free memory, victims), park_swap.c (the swap tier's
+ * conversation with the hooks) and park_status.c (status).
  */
 #ifndef GS_PARK_INTERNAL_H
 #define GS_PARK_INTERNAL_H
 
-#include "broker_internal.h"
 #include "park.h"
 #include "park_cuda.h"
-#include "park_policy.h"
 #include "park_worker.h"
+#include "sched/park_policy.h"
 #include "pool_socket.h"
 #include "swap_pools.h"
 
@@ -80,7 +80,6 @@ typedef struct {
 
 /* A make_room waiting for victims. */
 typedef struct room {
-    char client[64];
     zframe_t *peer;
     long long seq;
     int gpu;
@@ -104,14 +103,24 @@ typedef struct {
 
 #define PARK_MAX_RESV 64
 
+/* An answer for a client, waiting for the broker to send it. */
+typedef struct answer {
+    zframe_t *peer;
+    json_t *msg;
+    struct answer *next;
+} answer_t;
+
 struct gs_park {
-    gs_broker_t *b;
+    gs_sched_t *sched;       /* told where each session's memory is */
+    gs_sessions_t *sessions; /* read: which sessions exist */
+    gs_eventlog_t *eventlog; /* NULL = off */
+    char uuids[GS_MAX_GPUS][48];
     gs_swap_pools_t *pools;      /* the swap tier's host memory; NULL: unavailable */
     gs_pool_socket_t *pool_sock; /* where hooks fetch it */
     char swap_unavailable[200];
     gs_park_config_t cfg;
     uint64_t host_ram;
-    gs_park_api_t *api; /* NULL: unavailable */
+    gs_park_cuda_t *api; /* NULL: unavailable */
     char unavailable[200];
     gs_park_worker_t *worker;
     int ngpus;
@@ -125,16 +134,19 @@ struct gs_park {
     uint64_t next_job;
     char last_refusal[560]; /* the last make_room answered ok:false, for status */
     int64_t wake;
-    int polling, again, changed;
+    int changed;                      /* the scheduler's state changed (gs_park_poll's result) */
+    answer_t *answers, **answers_end; /* FIFO, for gs_park_next_answer */
 };
 
 /* park.c */
 psess_t *park_sess(gs_park_t *p, const char *id, int create);
+/* Queue msg (consumed) for peer (copied): the broker sends it (gs_park_next_answer). */
+void park_answer(gs_park_t *p, zframe_t *peer, json_t *msg);
 /* Start parking / unparking (scheduler told, job submitted or awaited). */
-int park_start(gs_broker_t *b, psess_t *ps, const char *why);
+int park_start(gs_park_t *p, psess_t *ps, const char *why, int64_t now);
 /* A victim whose grant was released: its job starts. */
-void park_submit(gs_park_t *p, psess_t *ps);
-void park_start_unpark(gs_broker_t *b, psess_t *ps, const char *why);
+void park_submit(gs_park_t *p, psess_t *ps, int64_t now);
+void park_start_unpark(gs_park_t *p, psess_t *ps, const char *why, int64_t now);
 /* Processes of a session that parking would act on; 0 with *reason when
  * the session cannot be parked (static reasons: managed memory, ...). */
 int park_session_pids(const gs_park_t *p, const char *session, int *pids, int max,
@@ -142,25 +154,28 @@ int park_session_pids(const gs_park_t *p, const char *session, int *pids, int ma
 uint64_t park_host_used(const gs_park_t *p);
 /* Why the session cannot be parked now, whatever its activity ("managed
  * memory", "parking is off on GPU 1", ...); 0 with out empty when it can. */
-int park_unparkable(const gs_park_t *p, const char *session, char *out, size_t len);
+int park_unparkable(const gs_park_t *p, const char *session, int64_t now, char *out, size_t len);
 
 /* The end of a park or unpark, from a worker job or the swap tier. */
-void park_finish_park(gs_broker_t *b, psess_t *ps, const gs_park_job_t *j, int64_t now);
-void park_finish_unpark(gs_broker_t *b, psess_t *ps, const gs_park_job_t *j, int64_t now);
+void park_finish_park(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t now);
+void park_finish_unpark(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t now);
 
-/* park_swap.c: the swap tier */
+/* park_swap.c: the swap tier.  Its swap_out and swap_in go to the hooks
+ * through the answer queue (park_answer), like make_room's answers. */
 int park_swap_available(const gs_park_t *p);
 /* Parks ps on the swap tier if it qualifies and the pool can lend: 1
  * started, 0 (nothing done: the checkpoint tier takes it). */
-int park_swap_try_park(gs_broker_t *b, psess_t *ps);
-void park_swap_unpark(gs_broker_t *b, psess_t *ps);
+int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now);
+void park_swap_unpark(gs_park_t *p, psess_t *ps, int64_t now);
 /* Deadlines of the conversations under way. */
-void park_swap_check(gs_broker_t *b, int64_t now);
-void park_swap_client_gone(gs_broker_t *b, pclient_t *c);
+void park_swap_check(gs_park_t *p, int64_t now);
+void park_swap_client_gone(gs_park_t *p, pclient_t *c, int64_t now);
+/* A hook's `swapped` (gs_park_on_swapped). */
+void park_swap_answered(gs_park_t *p, pclient_t *c, int gpu, const json_t *msg, int64_t now);
 /* Bytes of GPU gpu that swap-tier parks under way are giving back. */
 uint64_t park_swap_leaving(const gs_park_t *p, int gpu);
 /* The pools' targets from what is parked and who holds memory. */
-void park_swap_targets(gs_broker_t *b);
+void park_swap_targets(gs_park_t *p);
 
 /* park_victims.c: the sessions as they are now */
 typedef struct {
@@ -179,7 +194,7 @@ typedef struct {
     int n;
 } park_views_t;
 
-park_views_t park_views(gs_broker_t *b, int64_t now);
+park_views_t park_views(gs_park_t *p, int64_t now);
 /* Forget the records of sessions the broker has forgotten. */
 void park_prune(gs_park_t *p, const park_views_t *vs);
 /* Estimated free memory of GPU g, and the margin kept for rounding. */
@@ -189,18 +204,18 @@ uint64_t park_margin(const gs_park_t *p, int g);
 int park_in_flight(const park_views_t *vs, int g);
 /* Choose victims for need bytes on GPU g (not `exclude`; time-slice
  * victims with allow_switched) and start parking them (why: the log). */
-gs_park_pick_rc_t park_victims(gs_broker_t *b, park_views_t *vs, int g, uint64_t need,
+gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t need,
                                const char *exclude, int allow_switched, int64_t deadline,
-                               int64_t *wait_until, const char *why);
+                               int64_t now, int64_t *wait_until, const char *why);
 /* The reason of a refusal: where the memory is, or the budget. */
 void park_explain(gs_park_t *p, const park_views_t *vs, int g, uint64_t need, const char *exclude,
-                  gs_park_pick_rc_t rc, char *out, size_t len);
+                  gs_park_pick_rc_t rc, int64_t now, char *out, size_t len);
 const char *park_mib(char *buf, size_t len, uint64_t bytes);
 
 /* park_room.c: make_room requests */
-void park_room_reply(gs_broker_t *b, room_t *r, int ok, uint64_t free_bytes, const char *reason);
+void park_room_reply(gs_park_t *p, room_t *r, int ok, uint64_t free_bytes, const char *reason);
 /* 1: answered (go on with the next need); 0: it waits. */
-int park_serve_room(gs_broker_t *b, park_views_t *vs, room_t *r, int64_t now);
+int park_serve_room(gs_park_t *p, park_views_t *vs, room_t *r, int64_t now);
 void park_expire_reservations(gs_park_t *p, const park_views_t *vs, int64_t now);
 
 #endif

@@ -15,7 +15,8 @@ static json_t *num_or_null(double v)
 
 /* "resident", "parking", "parked", "unparking", "failed: <why>" or
  * "not parkable: <why>". */
-static json_t *parking_state(const gs_park_t *p, const psess_t *ps, const char *session)
+static json_t *parking_state(const gs_park_t *p, const psess_t *ps, const char *session,
+                             int64_t now)
 {
     static const char *const moving[] = {
         [PS_REVOKING] = "parking", [PS_PARKING] = "parking", [PS_UNPARKING] = "unparking"};
@@ -29,14 +30,14 @@ static json_t *parking_state(const gs_park_t *p, const psess_t *ps, const char *
     if (ps && ps->st == PS_PARKED)
         return json_string("parked");
     char why[300];
-    if (park_unparkable(p, session, why, sizeof why))
+    if (park_unparkable(p, session, now, why, sizeof why))
         snprintf(text, sizeof text, "not parkable: %s", why);
     else
         snprintf(text, sizeof text, "resident");
     return json_string(text);
 }
 
-static void session_status(const gs_park_t *p, const char *session, int gpu, json_t *e)
+static void session_status(const gs_park_t *p, const char *session, int gpu, int64_t now, json_t *e)
 {
     const psess_t *ps = zhashx_lookup(p->sess, session);
     int away = ps && (ps->st == PS_PARKED || ps->st == PS_UNPARKING);
@@ -46,7 +47,7 @@ static void session_status(const gs_park_t *p, const char *session, int gpu, jso
     if (away)
         json_object_set_new(e, "resident_bytes", json_integer(0));
     json_object_set_new(e, "parked_bytes", json_integer((json_int_t)parked));
-    json_object_set_new(e, "parking", parking_state(p, ps, session));
+    json_object_set_new(e, "parking", parking_state(p, ps, session, now));
     json_object_set_new(e, "parks", json_integer(ps ? (json_int_t)ps->parks : 0));
     json_object_set_new(e, "unparks", json_integer(ps ? (json_int_t)ps->unparks : 0));
     json_object_set_new(e, "last_park_s", num_or_null(ps ? ps->park_s : -1));
@@ -97,7 +98,7 @@ static json_t *park_status(const gs_park_t *p)
     return o;
 }
 
-void gs_park_status_add(const gs_park_t *p, json_t *st)
+void gs_park_status_add(const gs_park_t *p, json_t *st, int64_t now)
 {
     if (!p || !st)
         return;
@@ -110,7 +111,7 @@ void gs_park_status_add(const gs_park_t *p, json_t *st)
             json_t *e = json_array_get(sessions, k);
             const char *id = json_string_value(json_object_get(e, "id"));
             if (id)
-                session_status(p, id, (int)i, e);
+                session_status(p, id, (int)i, now, e);
             used += json_integer_value(json_object_get(e, "resident_bytes"));
         }
         json_object_set_new(g, "memory_used", json_integer(used));

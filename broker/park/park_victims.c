@@ -3,7 +3,7 @@
  * pass over the broker's tables, the scheduler's view of each session, why
  * it cannot be parked), the estimated free memory of a GPU, and choosing
  * and starting victims for an amount of memory (the decision itself is
- * gs_park_choose, park_policy.h).
+ * gs_park_policy_choose, park_policy.h).
  *
  * Free memory is estimated from the hooks' reports: the GPU's size less
  * the footprints of sessions not parked and the room promised to requests
@@ -26,14 +26,13 @@ const char *park_mib(char *buf, size_t len, uint64_t bytes)
     return buf;
 }
 
-park_views_t park_views(gs_broker_t *b, int64_t now)
+park_views_t park_views(gs_park_t *p, int64_t now)
 {
-    gs_park_t *p = b->park;
     park_views_t vs = {NULL, 0};
     size_t cap = 16;
     vs.v = calloc(cap, sizeof *vs.v);
-    for (gs_session_t *s = gs_sessions_first_session(b->sessions); s && vs.v;
-         s = gs_sessions_next_session(b->sessions)) {
+    for (gs_session_t *s = gs_sessions_first_session(p->sessions); s && vs.v;
+         s = gs_sessions_next_session(p->sessions)) {
         if ((size_t)vs.n == cap) {
             park_view_t *nv = realloc(vs.v, 2 * cap * sizeof *nv);
             if (!nv)
@@ -48,7 +47,7 @@ park_views_t park_views(gs_broker_t *b, int64_t now)
             continue;
         for (int g = 0; g < p->ngpus; g++) {
             gs_sched_info_t *si = &v->si[g];
-            if (gs_sched_info(b->sched, s->id, g, now, si) != 0)
+            if (gs_sched_info(p->sched, s->id, g, now, si) != 0)
                 continue;
             v->foot[g] = si->resident_bytes;
             v->host += si->resident_bytes;
@@ -63,7 +62,7 @@ park_views_t park_views(gs_broker_t *b, int64_t now)
         vs.n++;
     }
     for (int i = 0; i < vs.n; i++) /* this iterates the client table */
-        park_unparkable(p, vs.v[i].s->id, vs.v[i].reason, sizeof vs.v[i].reason);
+        park_unparkable(p, vs.v[i].s->id, now, vs.v[i].reason, sizeof vs.v[i].reason);
     return vs;
 }
 
@@ -140,12 +139,10 @@ static int asking(const gs_park_t *p, const char *session)
 
 /* Choose and start parking victims on GPU g for `need` bytes; the
  * excluded session is the one the room is for. */
-gs_park_pick_rc_t park_victims(gs_broker_t *b, park_views_t *vs, int g, uint64_t need,
+gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t need,
                                const char *exclude, int allow_switched, int64_t deadline,
-                               int64_t *wait_until, const char *why)
+                               int64_t now, int64_t *wait_until, const char *why)
 {
-    gs_park_t *p = b->park;
-    int64_t now = gs_broker_now_us();
     gs_park_cand_t *c = calloc((size_t)vs->n + 1, sizeof *c);
     int *map = calloc((size_t)vs->n + 1, sizeof *map),
         *picked = calloc((size_t)vs->n + 1, sizeof *picked);
@@ -175,10 +172,10 @@ gs_park_pick_rc_t park_victims(gs_broker_t *b, park_views_t *vs, int g, uint64_t
     uint64_t budget_left = p->cfg.host_budget > used ? p->cfg.host_budget - used : 0;
     gs_park_pick_rc_t rc = GS_PICK_NONE;
     if (c && map && picked)
-        rc = gs_park_choose(c, n, need, allow_switched, budget_left, now, p->cfg.idle_us, deadline,
-                            picked, wait_until);
+        rc = gs_park_policy_choose(c, n, need, allow_switched, budget_left, now, p->cfg.idle_us,
+                                   deadline, picked, wait_until);
     for (int k = 0; rc == GS_PICK_OK && k < n; k++)
-        if (picked[k] && park_start(b, vs->v[map[k]].ps, why) != 0)
+        if (picked[k] && park_start(p, vs->v[map[k]].ps, why, now) != 0)
             rc = GS_PICK_NONE; /* cannot happen: the reason was checked */
     free(c);
     free(map);
@@ -188,7 +185,7 @@ gs_park_pick_rc_t park_victims(gs_broker_t *b, park_views_t *vs, int g, uint64_t
 
 /* The reason of a refusal: where the memory is. */
 void park_explain(gs_park_t *p, const park_views_t *vs, int g, uint64_t need, const char *exclude,
-                  gs_park_pick_rc_t rc, char *out, size_t len)
+                  gs_park_pick_rc_t rc, int64_t now, char *out, size_t len)
 {
     char a[32], bb[32], c[32], d[32];
     if (rc == GS_PICK_BUDGET) {
@@ -200,7 +197,6 @@ void park_explain(gs_park_t *p, const park_views_t *vs, int g, uint64_t need, co
         return;
     }
     uint64_t busy = 0, young = 0, cannot = 0;
-    int64_t now = gs_broker_now_us();
     for (int i = 0; i < vs->n; i++) {
         const park_view_t *v = &vs->v[i];
         if (v->ps->st == PS_PARKED || (exclude && !strcmp(v->s->id, exclude)))

@@ -1,9 +1,11 @@
 /*
  * park.c - parking's life in the broker (see park.h): the checkpoint API
- * and the worker threads, settings, the hook clients parking may act on,
- * starting park and unpark jobs and taking their results back.  What to
- * park when is decided in park_poll.c (with park_room.c and park_victims.c);
- * status fields are in park_status.c.
+ * and the worker threads, the swap tier's pools and socket, the answers
+ * waiting for the broker to send them, settings, the hook clients parking
+ * may act on, starting park and unpark jobs (or swap-tier conversations,
+ * park_swap.c) and taking their results back.  What to park when is
+ * decided in park_poll.c (with park_room.c and park_victims.c); status
+ * fields are in park_status.c.
  *
  * Which processes: only hook clients of this broker, by the pid from their
  * connection's credentials (never a pid from a message), that are alive
@@ -50,9 +52,8 @@ static uint64_t host_ram(void)
 
 /* The swap tier: host pools and their socket beside the endpoint.  Without
  * them parking keeps to the checkpoint tier and status says why. */
-static void swap_tier_start(gs_park_t *p)
+static void swap_tier_start(gs_park_t *p, const char *endpoint, int system)
 {
-    gs_broker_t *b = p->b;
     uint64_t chunk = 1ull << 30;
     const char *env = getenv("GPUSHARE_POOL_CHUNK"); /* smaller chunks for small GPUs and tests */
     if (env && (gs_size_parse(env, &chunk) != 0 || chunk == 0 || chunk % (2u << 20))) {
@@ -60,7 +61,7 @@ static void swap_tier_start(gs_park_t *p)
         chunk = 1ull << 30;
     }
     char path[128];
-    if (gs_endpoint_pool_path(b->opt.endpoint, path, sizeof path) != 0) {
+    if (!endpoint || gs_endpoint_pool_path(endpoint, path, sizeof path) != 0) {
         snprintf(p->swap_unavailable, sizeof p->swap_unavailable,
                  "the endpoint is not an ipc socket (descriptors cannot cross tcp)");
         return;
@@ -68,7 +69,7 @@ static void swap_tier_start(gs_park_t *p)
     gs_swap_pools_config_t pc = {chunk, p->cfg.host_budget, 60 * SEC};
     p->pools = gs_swap_pools_new(p->ngpus, &pc, p->swap_unavailable, sizeof p->swap_unavailable);
     if (p->pools) {
-        p->pool_sock = gs_pool_socket_new(path, b->opt.system ? 0660 : 0600, p->swap_unavailable,
+        p->pool_sock = gs_pool_socket_new(path, system ? 0660 : 0600, p->swap_unavailable,
                                           sizeof p->swap_unavailable);
         if (!p->pool_sock)
             gs_swap_pools_destroy(&p->pools);
@@ -78,44 +79,45 @@ static void swap_tier_start(gs_park_t *p)
                 p->swap_unavailable);
 }
 
-gs_park_t *gs_park_new(gs_broker_t *b)
+gs_park_t *gs_park_new(gs_sched_t *sched, gs_sessions_t *sessions, const gs_gpu_inventory_t *inv,
+                       const char *endpoint, int system)
 {
     gs_park_t *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
-    p->b = b;
+    p->sched = sched;
+    p->sessions = sessions;
+    p->answers_end = &p->answers;
     p->sess = zhashx_new();
     p->clients = zhashx_new();
     zhashx_set_destructor(p->sess, sess_free);
     zhashx_set_destructor(p->clients, sess_free);
     p->wake = INT64_MAX;
     p->host_ram = host_ram();
-    const gs_gpu_inventory_t *inv = &b->inventory;
     p->ngpus = inv->count;
-    char uuids[GS_MAX_GPUS][48];
     for (int i = 0; i < inv->count; i++) {
         p->total[i] = inv->gpus[i].memory_total;
-        snprintf(uuids[i], sizeof uuids[i], "%s", inv->gpus[i].uuid);
+        snprintf(p->uuids[i], sizeof p->uuids[i], "%s", inv->gpus[i].uuid);
         p->park_bps[i] = GS_PARK_DEFAULT_PARK_BPS;
         p->unpark_bps[i] = GS_PARK_DEFAULT_UNPARK_BPS;
     }
-    gs_park_config_default(&p->cfg, inv->count, (const char(*)[48])uuids, p->host_ram);
+    gs_park_policy_config_default(&p->cfg, inv->count, (const char(*)[48])p->uuids, p->host_ram);
     if (inv->count == 0) {
         snprintf(p->unavailable, sizeof p->unavailable, "no GPUs");
         return p;
     }
-    p->api = gs_park_api_load(p->unavailable, sizeof p->unavailable);
+    p->api = gs_park_cuda_load(p->unavailable, sizeof p->unavailable);
     if (p->api) {
         p->worker = gs_park_worker_new(p->api, inv->count < 4 ? inv->count : 4);
         if (!p->worker) {
             snprintf(p->unavailable, sizeof p->unavailable, "cannot start the park threads");
-            gs_park_api_free(&p->api);
+            gs_park_cuda_free(&p->api);
         }
     }
     if (!p->api)
         gs_info("parking unavailable: %s", p->unavailable);
     else
-        swap_tier_start(p);
+        swap_tier_start(p, endpoint, system);
     return p;
 }
 
@@ -159,17 +161,61 @@ void gs_park_destroy(gs_park_t **self_p)
         zframe_destroy(&r->peer);
         free(r);
     }
+    zframe_t *peer;
+    json_t *answer;
+    while ((answer = gs_park_next_answer(p, &peer)) != NULL) {
+        json_decref(answer);
+        zframe_destroy(&peer);
+    }
     zhashx_destroy(&p->sess);
     zhashx_destroy(&p->clients);
-    gs_park_api_free(&p->api);
+    gs_park_cuda_free(&p->api);
     free(p);
     *self_p = NULL;
+}
+
+void gs_park_set_eventlog(gs_park_t *p, gs_eventlog_t *eventlog)
+{
+    p->eventlog = eventlog;
 }
 
 int gs_park_fd(const gs_park_t *p)
 {
     return p && p->worker ? gs_park_worker_fd(p->worker) : -1;
 }
+
+/* ---- answers ---------------------------------------------------------------- */
+
+void park_answer(gs_park_t *p, zframe_t *peer, json_t *msg)
+{
+    answer_t *a = calloc(1, sizeof *a);
+    if (!a)
+        abort(); /* the broker cannot keep its promises without memory */
+    a->peer = zframe_dup(peer);
+    a->msg = msg;
+    *p->answers_end = a;
+    p->answers_end = &a->next;
+}
+
+json_t *gs_park_next_answer(gs_park_t *p, zframe_t **peer)
+{
+    answer_t *a = p->answers;
+    if (!a)
+        return NULL;
+    p->answers = a->next;
+    if (!p->answers)
+        p->answers_end = &p->answers;
+    json_t *msg = a->msg;
+    *peer = a->peer;
+    free(a);
+    return msg;
+}
+
+/* ---- the swap tier's items ---------------------------------------------------- */
+
+/* Its eventfd, the pool socket and its connections. */
+_Static_assert(GS_PARK_MAX_POLL_ITEMS >= 1 + 1 + GS_POOL_SOCKET_MAX_CONN,
+               "GS_PARK_MAX_POLL_ITEMS holds the swap tier's items");
 
 int gs_park_poll_items(gs_park_t *p, zmq_pollitem_t *items, int max)
 {
@@ -179,12 +225,10 @@ int gs_park_poll_items(gs_park_t *p, zmq_pollitem_t *items, int max)
     return 1 + gs_pool_socket_poll_items(p->pool_sock, items + 1, max - 1);
 }
 
-void gs_park_handle_items(gs_broker_t *b, const zmq_pollitem_t *items, int n)
+void gs_park_handle_items(gs_park_t *p, const zmq_pollitem_t *items, int n, int64_t now)
 {
-    gs_park_t *p = b->park;
     if (!p || !p->pools || n < 1)
         return;
-    int64_t now = gs_broker_now_us();
     if (items[0].revents & ZMQ_POLLIN)
         gs_swap_pools_poll(p->pools, now);
     gs_pool_socket_handle(p->pool_sock, items + 1, n - 1, now / 1000, gs_swap_pools_serve,
@@ -195,7 +239,7 @@ void gs_park_handle_items(gs_broker_t *b, const zmq_pollitem_t *items, int n)
 
 int gs_park_set(gs_park_t *p, const char *key, const json_t *v, char *err, size_t errlen)
 {
-    if (gs_park_config_set(&p->cfg, key, v, p->host_ram, err, errlen) != 0)
+    if (gs_park_policy_config_set(&p->cfg, key, v, p->host_ram, err, errlen) != 0)
         return -1;
     if (p->pools)
         gs_swap_pools_set_budget(p->pools, p->cfg.host_budget);
@@ -224,15 +268,14 @@ void gs_park_config_restore(gs_park_t *p, void *saved)
 
 json_t *gs_park_config_json_of(const gs_park_t *p)
 {
-    return gs_park_config_json(&p->cfg);
+    return gs_park_policy_config_json(&p->cfg);
 }
 
 /* ---- clients ------------------------------------------------------------------ */
 
-void gs_park_on_join(gs_broker_t *b, const char *client, const char *session, long peer_pid,
-                     long peer_uid, int managed, int swap)
+void gs_park_on_join(gs_park_t *p, const char *client, const char *session, long peer_pid,
+                     long peer_uid, int managed, int swap, int64_t now)
 {
-    gs_park_t *p = b->park;
     if (!p)
         return;
     pclient_t *c = zhashx_lookup(p->clients, client);
@@ -255,32 +298,31 @@ void gs_park_on_join(gs_broker_t *b, const char *client, const char *session, lo
     int st = GS_PROC_RUNNING;
     char err[200];
     psess_t *ps;
-    if (gs_park_api_state(p->api, (int)peer_pid, &st, err, sizeof err) != 0 ||
+    if (gs_park_cuda_state(p->api, (int)peer_pid, &st, err, sizeof err) != 0 ||
         st == GS_PROC_RUNNING || !(ps = park_sess(p, session, 1)) ||
         ps->npids == GS_PARK_MAX_PIDS || (ps->st != PS_RESIDENT && ps->st != PS_PARKED))
         return;
     ps->pids[ps->npids] = (int)peer_pid;
-    ps->start[ps->npids++] = gs_park_proc_start((int)peer_pid);
+    ps->start[ps->npids++] = gs_park_worker_proc_start((int)peer_pid);
     ps->st = PS_PARKED;
     ps->failed = ps->stuck = 1;
     snprintf(ps->why, sizeof ps->why, "pid %ld joined %s (left so by a previous broker)", peer_pid,
              st == GS_PROC_CHECKPOINTED ? "checkpointed" : "locked");
     gs_warn("session %s: %s: bringing it back", session, ps->why);
     gs_eventlog_write(
-        b->eventlog, "park_adopted",
+        p->eventlog, "park_adopted",
         json_pack("{s:s, s:i, s:i}", "session", session, "pid", (int)peer_pid, "state", st));
-    gs_sched_set_residency(b->sched, session, GS_SCHED_PARKED, gs_broker_now_us());
+    gs_sched_set_residency(p->sched, session, GS_SCHED_PARKED, now);
 }
 
 /* A parked process that is gone has nothing to bring back; a session
  * whose parked processes are all gone has nothing parked any more. */
-void gs_park_on_client_gone(gs_broker_t *b, const char *client)
+void gs_park_on_client_gone(gs_park_t *p, const char *client, int64_t now)
 {
-    gs_park_t *p = b->park;
     pclient_t *c = p ? zhashx_lookup(p->clients, client) : NULL;
     if (!c)
         return;
-    park_swap_client_gone(b, c);
+    park_swap_client_gone(p, c, now);
     psess_t *ps = park_sess(p, c->session, 0);
     if (ps && ps->st == PS_PARKED && !ps->job) {
         int n = 0;
@@ -294,20 +336,29 @@ void gs_park_on_client_gone(gs_broker_t *b, const char *client)
             ps->st = PS_RESIDENT;
             ps->failed = ps->stuck = 0;
             memset(ps->bytes, 0, sizeof ps->bytes);
-            gs_sched_set_residency(b->sched, ps->id, GS_SCHED_RESIDENT, gs_broker_now_us());
+            gs_sched_set_residency(p->sched, ps->id, GS_SCHED_RESIDENT, now);
         }
     }
     zhashx_delete(p->clients, client);
 }
 
-void gs_park_on_memory(gs_broker_t *b, const char *client, int gpu, uint64_t used, uint64_t movable)
+void gs_park_on_memory(gs_park_t *p, const char *client, int gpu, uint64_t used, uint64_t movable)
 {
-    gs_park_t *p = b->park;
     pclient_t *c = p ? zhashx_lookup(p->clients, client) : NULL;
     if (!c || gpu < 0 || gpu >= GS_MAX_GPUS)
         return;
     c->used[gpu] = used;
     c->movable[gpu] = movable;
+}
+
+void gs_park_on_swapped(gs_park_t *p, const char *client, int gpu, const json_t *msg, int64_t now)
+{
+    pclient_t *c = p ? zhashx_lookup(p->clients, client) : NULL;
+    if (!c) {
+        gs_debug("swapped from a client parking does not know: ignored");
+        return;
+    }
+    park_swap_answered(p, c, gpu, msg, now);
 }
 
 int park_session_pids(const gs_park_t *p, const char *session, int *pids, int max,
@@ -335,12 +386,11 @@ int park_session_pids(const gs_park_t *p, const char *session, int *pids, int ma
     return n;
 }
 
-int park_unparkable(const gs_park_t *p, const char *session, char *out, size_t len)
+int park_unparkable(const gs_park_t *p, const char *session, int64_t now, char *out, size_t len)
 {
     int pids[GS_PARK_MAX_PIDS];
     const char *why = NULL;
     gs_sched_info_t si;
-    int64_t now = gs_broker_now_us();
     int registered = 0;
     out[0] = '\0';
     if (!p->api)
@@ -350,7 +400,7 @@ int park_unparkable(const gs_park_t *p, const char *session, char *out, size_t l
     else if (park_session_pids(p, session, pids, GS_PARK_MAX_PIDS, &why) == 0)
         snprintf(out, len, "%s", why ? why : "no CUDA process");
     for (int g = 0; !out[0] && g < p->ngpus; g++) {
-        if (gs_sched_info(p->b->sched, session, g, now, &si) != 0)
+        if (gs_sched_info(p->sched, session, g, now, &si) != 0)
             continue;
         registered |= si.registered;
         if (si.resident_bytes && p->cfg.gpu_off[g])
@@ -373,22 +423,22 @@ uint64_t park_host_used(const gs_park_t *p)
 
 /* ---- jobs ---------------------------------------------------------------------- */
 
-static void submit(gs_park_t *p, psess_t *ps, int unpark);
+static void submit(gs_park_t *p, psess_t *ps, int unpark, int64_t now);
 
-void park_submit(gs_park_t *p, psess_t *ps)
+void park_submit(gs_park_t *p, psess_t *ps, int64_t now)
 {
     ps->st = PS_PARKING;
-    submit(p, ps, 0);
+    submit(p, ps, 0, now);
 }
 
-static void submit(gs_park_t *p, psess_t *ps, int unpark)
+static void submit(gs_park_t *p, psess_t *ps, int unpark, int64_t now)
 {
     /* The swap tier where the session can use it; the checkpoint API for
      * the rest (and to bring back what it parked). */
-    if (!unpark && park_swap_try_park(p->b, ps))
+    if (!unpark && park_swap_try_park(p, ps, now))
         return;
     if (unpark && ps->tier == TIER_SWAP) {
-        park_swap_unpark(p->b, ps);
+        park_swap_unpark(p, ps, now);
         return;
     }
     ps->tier = TIER_CHECKPOINT;
@@ -413,53 +463,49 @@ static uint64_t total_bytes(const gs_park_t *p, const psess_t *ps)
     return sum;
 }
 
-int park_start(gs_broker_t *b, psess_t *ps, const char *why)
+int park_start(gs_park_t *p, psess_t *ps, const char *why, int64_t now)
 {
-    gs_park_t *p = b->park;
     const char *reason;
     int pids[GS_PARK_MAX_PIDS];
     int n = park_session_pids(p, ps->id, pids, GS_PARK_MAX_PIDS, &reason);
     if (n == 0)
         return -1;
-    int64_t now = gs_broker_now_us();
     ps->npids = n;
     for (int i = 0; i < n; i++) {
         ps->pids[i] = pids[i];
-        ps->start[i] = gs_park_proc_start(pids[i]); /* 0: gone, the worker skips it */
+        ps->start[i] = gs_park_worker_proc_start(pids[i]); /* 0: gone, the worker skips it */
     }
     for (int g = 0; g < p->ngpus; g++) {
         gs_sched_info_t si;
-        ps->bytes[g] = gs_sched_info(b->sched, ps->id, g, now, &si) == 0 ? si.resident_bytes : 0;
+        ps->bytes[g] = gs_sched_info(p->sched, ps->id, g, now, &si) == 0 ? si.resident_bytes : 0;
     }
     ps->since = now;
     ps->noted = 0;
     ps->demand_since = 0;
     /* The scheduler revokes a hold ("park"); the job starts after its release. */
-    gs_sched_set_residency(b->sched, ps->id, GS_SCHED_MOVING, now);
+    gs_sched_set_residency(p->sched, ps->id, GS_SCHED_MOVING, now);
     p->changed = 1;
-    ps->st = gs_sched_session_holding(b->sched, ps->id) ? PS_REVOKING : PS_PARKING;
+    ps->st = gs_sched_session_holding(p->sched, ps->id) ? PS_REVOKING : PS_PARKING;
     if (ps->st == PS_PARKING)
-        submit(p, ps, 0);
+        submit(p, ps, 0, now);
     gs_info("parking session %s (%.1f MiB, %d process%s): %s", ps->id,
             (double)total_bytes(p, ps) / 1048576.0, n, n == 1 ? "" : "es", why);
-    gs_eventlog_write(b->eventlog, "park_start",
+    gs_eventlog_write(p->eventlog, "park_start",
                       json_pack("{s:s, s:I, s:i, s:s}", "session", ps->id, "bytes",
                                 (json_int_t)total_bytes(p, ps), "processes", n, "why", why));
     return 0;
 }
 
-void park_start_unpark(gs_broker_t *b, psess_t *ps, const char *why)
+void park_start_unpark(gs_park_t *p, psess_t *ps, const char *why, int64_t now)
 {
-    gs_park_t *p = b->park;
-    int64_t now = gs_broker_now_us();
     ps->st = PS_UNPARKING;
     ps->since = now;
-    gs_sched_set_residency(b->sched, ps->id, GS_SCHED_MOVING, now);
+    gs_sched_set_residency(p->sched, ps->id, GS_SCHED_MOVING, now);
     p->changed = 1;
-    submit(p, ps, 1);
+    submit(p, ps, 1, now);
     gs_info("unparking session %s (%.1f MiB): %s", ps->id, (double)total_bytes(p, ps) / 1048576.0,
             why);
-    gs_eventlog_write(b->eventlog, "unpark_start",
+    gs_eventlog_write(p->eventlog, "unpark_start",
                       json_pack("{s:s, s:I, s:s}", "session", ps->id, "bytes",
                                 (json_int_t)total_bytes(p, ps), "why", why));
 }
@@ -483,9 +529,8 @@ static void room_failures(gs_park_t *p, const psess_t *ps, const char *text)
             snprintf(r->fail, sizeof r->fail, "parking session %.64s failed: %.300s", ps->id, text);
 }
 
-void park_finish_park(gs_broker_t *b, psess_t *ps, const gs_park_job_t *j, int64_t now)
+void park_finish_park(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t now)
 {
-    gs_park_t *p = b->park;
     uint64_t bytes = total_bytes(p, ps);
     double s = (double)j->elapsed_us / SEC;
     if (j->ok) {
@@ -496,11 +541,11 @@ void park_finish_park(gs_broker_t *b, psess_t *ps, const gs_park_job_t *j, int64
         ps->park_gbps = s >= 0.001 ? (double)bytes / s / 1e9 : -1;
         for (int g = 0; g < p->ngpus; g++)
             if (ps->bytes[g])
-                gs_park_rate_update(&p->park_bps[g], bytes, s);
-        gs_sched_set_residency(b->sched, ps->id, GS_SCHED_PARKED, now);
+                gs_park_policy_rate_update(&p->park_bps[g], bytes, s);
+        gs_sched_set_residency(p->sched, ps->id, GS_SCHED_PARKED, now);
         gs_info("session %s parked (%s tier): %.1f MiB in %.3f s (%.2f GB/s)", ps->id,
                 ps->tier == TIER_SWAP ? "swap" : "checkpoint", bytes / 1048576.0, s, ps->park_gbps);
-        gs_eventlog_write(b->eventlog, "park",
+        gs_eventlog_write(p->eventlog, "park",
                           json_pack("{s:s, s:I, s:f, s:f, s:i, s:s}", "session", ps->id, "bytes",
                                     (json_int_t)bytes, "seconds", s, "gbps", ps->park_gbps,
                                     "processes", ps->npids, "tier",
@@ -513,9 +558,9 @@ void park_finish_park(gs_broker_t *b, psess_t *ps, const gs_park_job_t *j, int64
              j->stuck ? "; a process could not be brought back" : "; the session was left running");
     /* A stuck session is treated as parked: it is brought back when it can. */
     ps->st = j->stuck ? PS_PARKED : PS_RESIDENT;
-    gs_sched_set_residency(b->sched, ps->id, j->stuck ? GS_SCHED_PARKED : GS_SCHED_RESIDENT, now);
+    gs_sched_set_residency(p->sched, ps->id, j->stuck ? GS_SCHED_PARKED : GS_SCHED_RESIDENT, now);
     gs_warn("session %s: %s", ps->id, ps->why);
-    gs_eventlog_write(b->eventlog, "park_failed",
+    gs_eventlog_write(p->eventlog, "park_failed",
                       json_pack("{s:s, s:s, s:b}", "session", ps->id, "error", j->error,
                                 "left_running", !j->stuck));
     room_failures(p, ps, j->error);
@@ -523,9 +568,8 @@ void park_finish_park(gs_broker_t *b, psess_t *ps, const gs_park_job_t *j, int64
         memset(ps->bytes, 0, sizeof ps->bytes);
 }
 
-void park_finish_unpark(gs_broker_t *b, psess_t *ps, const gs_park_job_t *j, int64_t now)
+void park_finish_unpark(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t now)
 {
-    gs_park_t *p = b->park;
     uint64_t bytes = total_bytes(p, ps);
     double s = (double)j->elapsed_us / SEC;
     if (!j->ok) {
@@ -535,10 +579,10 @@ void park_finish_unpark(gs_broker_t *b, psess_t *ps, const gs_park_job_t *j, int
         ps->retries++;
         int64_t back = SEC << (ps->retries < 5 ? ps->retries : 5); /* 2 s .. 32 s */
         ps->retry_at = now + back;
-        gs_sched_set_residency(b->sched, ps->id, GS_SCHED_PARKED, now);
+        gs_sched_set_residency(p->sched, ps->id, GS_SCHED_PARKED, now);
         gs_error("session %s: %s; trying again in %lld s", ps->id, ps->why,
                  (long long)(back / SEC));
-        gs_eventlog_write(b->eventlog, "unpark_failed",
+        gs_eventlog_write(p->eventlog, "unpark_failed",
                           json_pack("{s:s, s:s}", "session", ps->id, "error", j->error));
         return;
     }
@@ -557,17 +601,17 @@ void park_finish_unpark(gs_broker_t *b, psess_t *ps, const gs_park_job_t *j, int
         gs_sched_info_t si;
         if (!ps->bytes[g])
             continue;
-        gs_park_rate_update(&p->unpark_bps[g], bytes, s);
+        gs_park_policy_rate_update(&p->unpark_bps[g], bytes, s);
         gs_sched_set_min_slice(
-            b->sched, ps->id, g,
-            gs_park_min_slice_us(ps->bytes[g], s, p->park_bps[g], p->unpark_bps[g]));
-        if (gs_sched_info(b->sched, ps->id, g, now, &si) == 0)
+            p->sched, ps->id, g,
+            gs_park_policy_min_slice_us(ps->bytes[g], s, p->park_bps[g], p->unpark_bps[g]));
+        if (gs_sched_info(p->sched, ps->id, g, now, &si) == 0)
             ps->grants_at_unpark[g] = si.grants;
     }
-    gs_sched_set_residency(b->sched, ps->id, GS_SCHED_RESIDENT, now);
+    gs_sched_set_residency(p->sched, ps->id, GS_SCHED_RESIDENT, now);
     gs_info("session %s unparked: %.1f MiB in %.3f s (%.2f GB/s)%s%s", ps->id, bytes / 1048576.0, s,
             ps->unpark_gbps, j->error[0] ? " after retries: " : "", j->error);
-    gs_eventlog_write(b->eventlog, "unpark",
+    gs_eventlog_write(p->eventlog, "unpark",
                       json_pack("{s:s, s:I, s:f, s:f, s:s, s:s?}", "session", ps->id, "bytes",
                                 (json_int_t)bytes, "seconds", s, "gbps", ps->unpark_gbps, "tier",
                                 ps->tier == TIER_SWAP ? "swap" : "checkpoint", "retried",
@@ -575,12 +619,10 @@ void park_finish_unpark(gs_broker_t *b, psess_t *ps, const gs_park_job_t *j, int
     memset(ps->bytes, 0, sizeof ps->bytes);
 }
 
-void gs_park_on_jobs(gs_broker_t *b)
+void gs_park_on_jobs(gs_park_t *p, int64_t now)
 {
-    gs_park_t *p = b->park;
     gs_park_job_t *j;
     while (p && p->worker && (j = gs_park_worker_done(p->worker)) != NULL) {
-        int64_t now = gs_broker_now_us();
         psess_t *ps = park_sess(p, j->session, 0);
         for (psess_t *o = zhashx_first(p->sess); o; o = zhashx_next(p->sess))
             o->no_demand = 0; /* what is parked changed: the budget may allow more */
@@ -588,12 +630,11 @@ void gs_park_on_jobs(gs_broker_t *b)
             ps->job = 0;
             drop_gone(ps, j);
             if (j->unpark)
-                park_finish_unpark(b, ps, j, now);
+                park_finish_unpark(p, ps, j, now);
             else
-                park_finish_park(b, ps, j, now);
+                park_finish_park(p, ps, j, now);
             p->changed = 1;
         }
         free(j);
     }
-    gs_broker_sched_flush(b);
 }

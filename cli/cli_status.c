@@ -66,7 +66,7 @@ int gs_cli_status_main(int argc, char **argv, const char *endpoint)
     static const struct option longopts[] = {
         {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c;
-    optind = 1;
+    optind = 0; /* afresh: gpushare's own options were parsed with other rules */
     while ((c = getopt_long(argc, argv, "jh", longopts, NULL)) != -1) {
         switch (c) {
         case 'j':

@@ -12,6 +12,7 @@
 
 #include "log.h"
 #include "park_internal.h"
+#include "protocol.h"
 
 #define SEC          1000000LL
 #define ROOM_WAIT_US (25 * SEC) /* under the hook's 30 s make_room timeout */
@@ -22,10 +23,10 @@
 #define ROOM_GRACE_US (500 * 1000LL)
 #define MIB           1048576.0
 
-void park_room_reply(gs_broker_t *b, room_t *r, int ok, uint64_t free_bytes, const char *reason)
+void park_room_reply(gs_park_t *p, room_t *r, int ok, uint64_t free_bytes, const char *reason)
 {
     json_t *m = gs_msg_new(GS_MSG_ROOM);
-    json_object_set_new(m, "device", json_string(b->inventory.gpus[r->gpu].uuid));
+    json_object_set_new(m, "device", json_string(p->uuids[r->gpu]));
     json_object_set_new(m, "ok", json_boolean(ok));
     json_object_set_new(m, "free_bytes", json_integer((json_int_t)free_bytes));
     if (reason)
@@ -38,16 +39,15 @@ void park_room_reply(gs_broker_t *b, room_t *r, int ok, uint64_t free_bytes, con
     else {
         gs_info("no room for %.1f MiB on GPU %d for session %s: %s", r->bytes / MIB, r->gpu,
                 r->session, reason);
-        if (b->park)
-            snprintf(b->park->last_refusal, sizeof b->park->last_refusal,
-                     "%.1f MiB for session %.64s on GPU %d: %.400s", r->bytes / MIB, r->session,
-                     r->gpu, reason);
+        snprintf(p->last_refusal, sizeof p->last_refusal,
+                 "%.1f MiB for session %.64s on GPU %d: %.400s", r->bytes / MIB, r->session, r->gpu,
+                 reason);
     }
-    gs_eventlog_write(b->eventlog, "room",
+    gs_eventlog_write(p->eventlog, "room",
                       json_pack("{s:s, s:s, s:I, s:b, s:I, s:s?}", "session", r->session, "gpu",
-                                b->inventory.gpus[r->gpu].uuid, "bytes", (json_int_t)r->bytes, "ok",
-                                ok, "free_bytes", (json_int_t)free_bytes, "reason", reason));
-    gs_broker_reply(b, r->peer, m);
+                                p->uuids[r->gpu], "bytes", (json_int_t)r->bytes, "ok", ok,
+                                "free_bytes", (json_int_t)free_bytes, "reason", reason));
+    park_answer(p, r->peer, m);
 }
 
 static void room_done(gs_park_t *p, room_t *r)
@@ -77,12 +77,11 @@ static void reserve(gs_park_t *p, const park_views_t *vs, room_t *r, int64_t now
 }
 
 /* 1: answered (go on with the next need); 0: it waits. */
-int park_serve_room(gs_broker_t *b, park_views_t *vs, room_t *r, int64_t now)
+int park_serve_room(gs_park_t *p, park_views_t *vs, room_t *r, int64_t now)
 {
-    gs_park_t *p = b->park;
     uint64_t free_now = park_free(p, vs, r->gpu);
     if (free_now >= r->goal) {
-        park_room_reply(b, r, 1, free_now, NULL);
+        park_room_reply(p, r, 1, free_now, NULL);
         reserve(p, vs, r, now);
         room_done(p, r);
         return 1;
@@ -90,7 +89,7 @@ int park_serve_room(gs_broker_t *b, park_views_t *vs, room_t *r, int64_t now)
     if (park_in_flight(vs, r->gpu))
         return 0;
     if (r->fail[0] || r->rounds >= ROOM_ROUNDS || now >= r->deadline) {
-        park_room_reply(b, r, 0, free_now,
+        park_room_reply(p, r, 0, free_now,
                         r->fail[0]           ? r->fail
                         : now >= r->deadline ? "timed out waiting for sessions to become idle"
                                              : "parked sessions did not free enough memory");
@@ -101,8 +100,8 @@ int park_serve_room(gs_broker_t *b, park_views_t *vs, room_t *r, int64_t now)
     char why[200];
     snprintf(why, sizeof why, "make room for %.1f MiB for session %.64s", r->bytes / MIB,
              r->session);
-    gs_park_pick_rc_t rc = park_victims(b, vs, r->gpu, r->goal - free_now, r->session, 0,
-                                        r->deadline, &wait_until, why);
+    gs_park_pick_rc_t rc = park_victims(p, vs, r->gpu, r->goal - free_now, r->session, 0,
+                                        r->deadline, now, &wait_until, why);
     if (rc == GS_PICK_OK) {
         r->rounds++;
         return 0;
@@ -115,41 +114,38 @@ int park_serve_room(gs_broker_t *b, park_views_t *vs, room_t *r, int64_t now)
         return 0;
     }
     char reason[400];
-    park_explain(p, vs, r->gpu, r->goal - free_now, r->session, rc, reason, sizeof reason);
-    park_room_reply(b, r, 0, free_now, reason);
+    park_explain(p, vs, r->gpu, r->goal - free_now, r->session, rc, now, reason, sizeof reason);
+    park_room_reply(p, r, 0, free_now, reason);
     room_done(p, r);
     return 1;
 }
 
-void gs_park_make_room(gs_broker_t *b, zframe_t *peer, const char *client, int gpu, uint64_t bytes,
-                       long long seq)
+int gs_park_make_room(gs_park_t *p, zframe_t *peer, const char *session, int gpu, uint64_t bytes,
+                      long long seq, int64_t now)
 {
-    gs_park_t *p = b->park;
-    gs_client_t *c = gs_sessions_client_by_key(b->sessions, client);
     room_t tmp = {.peer = peer, .seq = seq, .gpu = gpu, .bytes = bytes};
-    snprintf(tmp.session, sizeof tmp.session, "%s", c ? c->session : "?");
+    snprintf(tmp.session, sizeof tmp.session, "%s", session);
     char no[260] = "";
-    if (!p || !p->api)
-        snprintf(no, sizeof no, "parking is unavailable: %s", p ? p->unavailable : "?");
+    if (!p->api)
+        snprintf(no, sizeof no, "parking is unavailable: %s", p->unavailable);
     else if (!p->cfg.enabled)
         snprintf(no, sizeof no, "parking is off");
     else if (p->cfg.gpu_off[gpu])
         snprintf(no, sizeof no, "parking is off on this GPU");
     if (no[0]) {
-        park_room_reply(b, &tmp, 0, 0, no);
-        return;
+        park_room_reply(p, &tmp, 0, 0, no);
+        return 0;
     }
     room_t *r = calloc(1, sizeof *r);
     if (!r) {
-        park_room_reply(b, &tmp, 0, 0, "the broker is out of memory");
-        return;
+        park_room_reply(p, &tmp, 0, 0, "the broker is out of memory");
+        return 0;
     }
     *r = tmp;
-    snprintf(r->client, sizeof r->client, "%s", client);
     r->peer = zframe_dup(peer);
-    r->since = gs_broker_now_us();
+    r->since = now;
     r->deadline = r->since + ROOM_WAIT_US;
-    park_views_t vs = park_views(b, r->since);
+    park_views_t vs = park_views(p, r->since);
     uint64_t free_now = park_free(p, &vs, gpu);
     if (free_now >= bytes) /* memory the hooks did not report: park the whole size */
         r->goal = free_now + bytes + park_margin(p, gpu);
@@ -162,7 +158,7 @@ void gs_park_make_room(gs_broker_t *b, zframe_t *peer, const char *client, int g
     while (*pp)
         pp = &(*pp)->next;
     *pp = r;
-    gs_broker_sched_flush(b); /* serves it */
+    return 1; /* served by gs_park_poll */
 }
 
 void park_expire_reservations(gs_park_t *p, const park_views_t *vs, int64_t now)

@@ -12,10 +12,10 @@ typedef struct {
     const char *display_name; /* "Shared GPU" */
     const char *broker;       /* endpoint written into env, or NULL */
     const char *provisioner;  /* kernel_provisioner name, or NULL */
-} gs_kernelspec_t;
+} gs_cli_kernelspec_t;
 
 /* The kernel.json object for spec. */
-json_t *gs_kernelspec_json(const gs_kernelspec_t *spec);
+json_t *gs_cli_kernelspec_json(const gs_cli_kernelspec_t *spec);
 
 /* Run `gpushare kernelspec install ...`; returns the exit status. */
 int gs_cli_kernelspec_main(int argc, char **argv);

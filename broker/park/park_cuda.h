@@ -15,22 +15,22 @@
 
 #include <stddef.h>
 
-typedef struct gs_park_api gs_park_api_t;
+typedef struct gs_park_cuda gs_park_cuda_t;
 
 /* Process states, as CUprocessState. */
 enum { GS_PROC_RUNNING = 0, GS_PROC_LOCKED = 1, GS_PROC_CHECKPOINTED = 2, GS_PROC_FAILED = 3 };
 
 /* The API from the loaded libcuda, or NULL with why set (no driver, too
  * old a driver). */
-gs_park_api_t *gs_park_api_load(char *why, size_t whylen);
-void gs_park_api_free(gs_park_api_t **api_p);
+gs_park_cuda_t *gs_park_cuda_load(char *why, size_t whylen);
+void gs_park_cuda_free(gs_park_cuda_t **api_p);
 
 /* Each returns the CUresult (0 = success); on failure err gets
  * "cuCheckpointProcessLock: CUDA_ERROR_TIMEOUT". */
-int gs_park_api_lock(gs_park_api_t *api, int pid, unsigned timeout_ms, char *err, size_t errlen);
-int gs_park_api_checkpoint(gs_park_api_t *api, int pid, char *err, size_t errlen);
-int gs_park_api_restore(gs_park_api_t *api, int pid, char *err, size_t errlen);
-int gs_park_api_unlock(gs_park_api_t *api, int pid, char *err, size_t errlen);
-int gs_park_api_state(gs_park_api_t *api, int pid, int *state, char *err, size_t errlen);
+int gs_park_cuda_lock(gs_park_cuda_t *api, int pid, unsigned timeout_ms, char *err, size_t errlen);
+int gs_park_cuda_checkpoint(gs_park_cuda_t *api, int pid, char *err, size_t errlen);
+int gs_park_cuda_restore(gs_park_cuda_t *api, int pid, char *err, size_t errlen);
+int gs_park_cuda_unlock(gs_park_cuda_t *api, int pid, char *err, size_t errlen);
+int gs_park_cuda_state(gs_park_cuda_t *api, int pid, int *state, char *err, size_t errlen);
 
 #endif

@@ -12,8 +12,8 @@
 
 #define SEC 1000000LL
 
-void gs_park_config_default(gs_park_config_t *c, int ngpus, const char (*uuids)[48],
-                            uint64_t host_ram)
+void gs_park_policy_config_default(gs_park_config_t *c, int ngpus, const char (*uuids)[48],
+                                   uint64_t host_ram)
 {
     memset(c, 0, sizeof *c);
     c->enabled = 1;
@@ -27,12 +27,12 @@ void gs_park_config_default(gs_park_config_t *c, int ngpus, const char (*uuids)[
         snprintf(c->uuids[i], sizeof c->uuids[i], "%s", uuids[i]);
 }
 
-int gs_park_is_key(const char *key)
+int gs_park_policy_is_key(const char *key)
 {
     return !strcmp(key, "park") || !strncmp(key, "park.", 5) || !strncmp(key, "park_", 5);
 }
 
-int gs_park_parse_bytes(const json_t *v, uint64_t *out)
+int gs_park_policy_parse_bytes(const json_t *v, uint64_t *out)
 {
     if (json_is_integer(v)) {
         if (json_integer_value(v) < 0)
@@ -138,8 +138,8 @@ static int gpu_of(const gs_park_config_t *c, const char *name)
     return -1;
 }
 
-int gs_park_config_set(gs_park_config_t *c, const char *key, const json_t *v, uint64_t host_ram,
-                       char *err, size_t errlen)
+int gs_park_policy_config_set(gs_park_config_t *c, const char *key, const json_t *v,
+                              uint64_t host_ram, char *err, size_t errlen)
 {
     if (!key || !v) {
         snprintf(err, errlen, "a setting needs a name and a value");
@@ -181,7 +181,7 @@ int gs_park_config_set(gs_park_config_t *c, const char *key, const json_t *v, ui
             c->host_budget = host_ram / 2;
             return 0;
         }
-        if (gs_park_parse_bytes(v, &b) != 0)
+        if (gs_park_policy_parse_bytes(v, &b) != 0)
             return bad(err, errlen, key,
                        "bytes (a number, or with a K/M/G/T suffix) or \"auto\" (half the RAM)", v);
         c->budget_auto = 0;
@@ -195,7 +195,7 @@ int gs_park_config_set(gs_park_config_t *c, const char *key, const json_t *v, ui
     return -1;
 }
 
-json_t *gs_park_config_json(const gs_park_config_t *c)
+json_t *gs_park_policy_config_json(const gs_park_config_t *c)
 {
     json_t *o =
         json_pack("{s:s, s:f, s:s, s:s, s:f}", "park", c->enabled ? "on" : "off", "park_idle_s",
@@ -231,9 +231,10 @@ static int cmp_order(const void *a, const void *b)
     return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-gs_park_pick_rc_t gs_park_choose(const gs_park_cand_t *c, int n, uint64_t need, int allow_switched,
-                                 uint64_t budget_left, int64_t now, int64_t idle_us,
-                                 int64_t deadline, int *picked, int64_t *wait_until)
+gs_park_pick_rc_t gs_park_policy_choose(const gs_park_cand_t *c, int n, uint64_t need,
+                                        int allow_switched, uint64_t budget_left, int64_t now,
+                                        int64_t idle_us, int64_t deadline, int *picked,
+                                        int64_t *wait_until)
 {
     order_t *ord = calloc((size_t)n + 1, sizeof *ord);
     order_t *soon = calloc((size_t)n + 1, sizeof *soon);
@@ -309,7 +310,7 @@ gs_park_pick_rc_t gs_park_choose(const gs_park_cand_t *c, int n, uint64_t need, 
 
 /* ---- costs --------------------------------------------------------------- */
 
-void gs_park_rate_update(double *bps, uint64_t bytes, double seconds)
+void gs_park_policy_rate_update(double *bps, uint64_t bytes, double seconds)
 {
     if (bytes < (1u << 20) || seconds < 0.001)
         return;
@@ -317,7 +318,8 @@ void gs_park_rate_update(double *bps, uint64_t bytes, double seconds)
     *bps = *bps > 0 ? 0.5 * *bps + 0.5 * r : r;
 }
 
-int64_t gs_park_min_slice_us(uint64_t bytes, double unpark_s, double park_bps, double unpark_bps)
+int64_t gs_park_policy_min_slice_us(uint64_t bytes, double unpark_s, double park_bps,
+                                    double unpark_bps)
 {
     if (!bytes)
         return 0;

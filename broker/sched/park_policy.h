@@ -43,24 +43,24 @@ typedef struct {
     char uuids[GS_SCHED_MAX_GPUS][48]; /* park.<uuid> */
 } gs_park_config_t;
 
-void gs_park_config_default(gs_park_config_t *c, int ngpus, const char (*uuids)[48],
-                            uint64_t host_ram);
+void gs_park_policy_config_default(gs_park_config_t *c, int ngpus, const char (*uuids)[48],
+                                   uint64_t host_ram);
 
 /* A parking key: park, park.<index|uuid>, park_idle_s, park_host_budget,
  * park_plain, park_swap, park_lock_timeout_s. */
-int gs_park_is_key(const char *key);
+int gs_park_policy_is_key(const char *key);
 
 /* One setting by name (values as gs_sched_set takes them; bytes as a number
  * or a string with a K/M/G/T suffix, binary; "auto").  0, or -1 with a
  * sentence naming the problem in err (nothing changed). */
-int gs_park_config_set(gs_park_config_t *c, const char *key, const json_t *value, uint64_t host_ram,
-                       char *err, size_t errlen);
+int gs_park_policy_config_set(gs_park_config_t *c, const char *key, const json_t *value,
+                              uint64_t host_ram, char *err, size_t errlen);
 
-/* The settings as {key: value} that gs_park_config_set takes back. */
-json_t *gs_park_config_json(const gs_park_config_t *c);
+/* The settings as {key: value} that gs_park_policy_config_set takes back. */
+json_t *gs_park_policy_config_json(const gs_park_config_t *c);
 
 /* "12G", 1073741824, "512 MiB" -> bytes.  0, or -1. */
-int gs_park_parse_bytes(const json_t *v, uint64_t *out);
+int gs_park_policy_parse_bytes(const json_t *v, uint64_t *out);
 
 /* ---- victims ------------------------------------------------------------ */
 
@@ -90,18 +90,20 @@ typedef enum {
  * (only when that is before deadline): idle sessions become ready at
  * last_active + idle_us, settling ones no sooner than idle_us (at least
  * 100 ms) from now (their release, an event, usually comes first). */
-gs_park_pick_rc_t gs_park_choose(const gs_park_cand_t *c, int n, uint64_t need, int allow_switched,
-                                 uint64_t budget_left, int64_t now, int64_t idle_us,
-                                 int64_t deadline, int *picked, int64_t *wait_until);
+gs_park_pick_rc_t gs_park_policy_choose(const gs_park_cand_t *c, int n, uint64_t need,
+                                        int allow_switched, uint64_t budget_left, int64_t now,
+                                        int64_t idle_us, int64_t deadline, int *picked,
+                                        int64_t *wait_until);
 
 /* ---- costs --------------------------------------------------------------- */
 
 /* A measured copy: the rate estimate moves halfway to it (tiny copies,
  * under 1 MiB or 1 ms, say nothing and are ignored). */
-void gs_park_rate_update(double *bps, uint64_t bytes, double seconds);
+void gs_park_policy_rate_update(double *bps, uint64_t bytes, double seconds);
 
 /* The shortest slice for a session of `bytes` whose unpark took
  * unpark_s (< 0: estimate it too): 10 x (unpark + the park that follows). */
-int64_t gs_park_min_slice_us(uint64_t bytes, double unpark_s, double park_bps, double unpark_bps);
+int64_t gs_park_policy_min_slice_us(uint64_t bytes, double unpark_s, double park_bps,
+                                    double unpark_bps);
 
 #endif

@@ -1,0 +1,46 @@
+/*
+ * broker_state.h - the broker's state, shared by the files that handle
+ * its events: broker.c (the loop), session_dispatch.c, control.c,
+ * settings.c and settle.c.  The objects it holds know nothing of it.
+ */
+#ifndef GS_BROKER_STATE_H
+#define GS_BROKER_STATE_H
+
+#include <czmq.h>
+#include <jansson.h>
+
+#include "broker_options.h"
+#include "eventlog.h"
+#include "gpu_inventory.h"
+#include "liveness.h"
+#include "metrics.h"
+#include "park/park.h"
+#include "peer.h"
+#include "protocol.h"
+#include "sched/scheduler.h"
+#include "sessions.h"
+
+typedef struct gs_broker gs_broker_t;
+
+struct gs_broker {
+    gs_broker_options_t opt;
+    gs_gpu_inventory_t inventory;
+    zsock_t *router;
+    int signal_fd;
+    long long started_unix;
+    unsigned long long next_client_id;
+    gs_sessions_t *sessions;
+    gs_sched_t *sched;       /* grants: policy, scheduler on/off and settings live here */
+    gs_park_t *park;         /* memory parking (park.h); its settings live there */
+    gs_liveness_t *liveness; /* finds dead clients (liveness.h) */
+    gs_peer_t peer;          /* credentials of the message being handled */
+    /* settings.c */
+    gid_t admin_gid;         /* may change settings and others' sessions; -1 = root only */
+    gs_eventlog_t *eventlog; /* NULL = off */
+    gs_metrics_t *metrics;   /* NULL = off */
+    int metrics_port;
+    char metrics_address[64];
+    int metrics_dirty;
+};
+
+#endif

@@ -1,0 +1,52 @@
+/*
+ * liveness.h - which clients are dead: ZeroMQ disconnect events, heartbeats
+ * (a client silent for 3 heartbeat intervals is dead) and whether the
+ * peer's process still exists (checked every heartbeat interval and right
+ * after each disconnect, so a killed process' grant is reclaimed within
+ * ~150 ms).
+ *
+ * It only finds them; the broker's loop drops them (settle.h).
+ */
+#ifndef GS_LIVENESS_H
+#define GS_LIVENESS_H
+
+#include <czmq.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sessions.h"
+
+typedef struct gs_liveness gs_liveness_t;
+
+/* A dead client: its key in the session table and why it is dead. */
+typedef struct {
+    char key[64];
+    const char *why;
+} gs_liveness_dead_t;
+
+/* Watch router (which must outlive it) for disconnects, with czmq's
+ * zmonitor; clients send a heartbeat every heartbeat_ms.  NULL with err set
+ * when it cannot. */
+gs_liveness_t *gs_liveness_new(zsock_t *router, int heartbeat_ms, int64_t now, char *err,
+                               size_t errlen);
+void gs_liveness_destroy(gs_liveness_t **self_p);
+
+/* The socket of disconnect events, for zmq_poll; when it is readable, call
+ * gs_liveness_on_monitor. */
+void *gs_liveness_socket(gs_liveness_t *self);
+void gs_liveness_on_monitor(gs_liveness_t *self, int64_t now);
+
+/* 1 when the clients are to be checked now: soon after a disconnect, or
+ * every heartbeat interval (then *check_silence is 1: silent clients are
+ * dead too). */
+int gs_liveness_due(gs_liveness_t *self, int64_t now, int *check_silence);
+
+/* Up to max dead clients of sessions into dead; returns how many.  Dropping
+ * them changes the table: drop them, then ask again while it returns max. */
+int gs_liveness_find_dead(const gs_liveness_t *self, gs_sessions_t *sessions, int64_t now,
+                          int check_silence, gs_liveness_dead_t *dead, int max);
+
+/* When gs_liveness_due next says yes (INT64_MAX: never). */
+int64_t gs_liveness_next_deadline(const gs_liveness_t *self);
+
+#endif

@@ -1,0 +1,113 @@
+/*
+ * settle.c - see settle.h.
+ */
+#include "settle.h"
+
+#include <errno.h>
+
+#include "clock.h"
+#include "log.h"
+#include "reply.h"
+#include "wire.h"
+
+static void send_actions(gs_broker_t *b)
+{
+    enum { MAX_DEAD = 16 };
+    char dead[MAX_DEAD][64];
+    int ndead = 0;
+    gs_sched_action_t a;
+    while (gs_sched_pop_action(b->sched, &a)) {
+        gs_client_t *c = gs_sessions_client_by_key(b->sessions, a.client);
+        if (!c || a.gpu < 0 || a.gpu >= b->inventory.count)
+            continue;
+        json_t *m;
+        if (a.kind == GS_ACT_GRANT) {
+            m = gs_msg_new(GS_MSG_GRANT);
+            json_object_set_new(m, "quantum_us", json_integer((json_int_t)a.quantum_us));
+            if (c->acquire_seq[a.gpu] >= 0)
+                json_object_set_new(m, "seq", json_integer(c->acquire_seq[a.gpu]));
+        } else {
+            m = gs_msg_new(GS_MSG_REVOKE);
+            json_object_set_new(m, "reason", json_string(a.reason));
+        }
+        json_object_set_new(m, "device", json_string(b->inventory.gpus[a.gpu].uuid));
+        json_object_set_new(m, "grant_id", json_integer((json_int_t)a.grant_id));
+        if (b->eventlog) /* the fields cost allocations: none without a log */
+            gs_eventlog_write(b->eventlog, a.kind == GS_ACT_GRANT ? "grant" : "revoke",
+                              json_pack("{s:s, s:i, s:s, s:I, s:I, s:s?}", "session", c->session,
+                                        "pid", (int)c->pid, "gpu", b->inventory.gpus[a.gpu].uuid,
+                                        "grant_id", (json_int_t)a.grant_id, "quantum_us",
+                                        (json_int_t)a.quantum_us, "reason",
+                                        a.kind == GS_ACT_GRANT ? NULL : a.reason));
+        gs_debug("%s %llu to pid %ld (session %s, GPU %d)%s%s",
+                 a.kind == GS_ACT_GRANT ? "grant" : "revoke", (unsigned long long)a.grant_id,
+                 c->pid, c->session, a.gpu, a.reason ? ": " : "", a.reason ? a.reason : "");
+        gs_perr_t err;
+        if (gs_wire_send(b->router, c->identity, m, &err) != 0) {
+            if (err.code != GS_PERR_NONE)
+                gs_error("internal: a grant or revoke breaks the protocol: %s", err.text);
+            else if (errno == EHOSTUNREACH && ndead < MAX_DEAD)
+                snprintf(dead[ndead++], sizeof dead[0], "%s", c->key); /* peer vanished */
+            else
+                gs_warn("could not send to pid %ld: %s", c->pid, zmq_strerror(errno));
+        }
+        json_decref(m);
+    }
+    for (int i = 0; i < ndead; i++)
+        gs_settle_client_gone(b, dead[i], "its connection is gone");
+}
+
+void gs_settle_answers(gs_broker_t *b)
+{
+    zframe_t *peer;
+    json_t *answer;
+    while ((answer = gs_park_next_answer(b->park, &peer)) != NULL) {
+        gs_reply_send(b->router, peer, answer);
+        zframe_destroy(&peer);
+    }
+}
+
+/* Parking looks at every change too (park.h): it may park or unpark
+ * sessions, which the scheduler turns into more actions. */
+void gs_settle(gs_broker_t *b)
+{
+    for (int round = 0; round < 8; round++) {
+        send_actions(b);
+        int changed = gs_park_poll(b->park, gs_clock_now_us());
+        gs_settle_answers(b);
+        if (!changed)
+            break;
+    }
+    send_actions(b);
+}
+
+void gs_settle_forget_session(gs_broker_t *b, const char *id)
+{
+    gs_session_t *s = gs_sessions_session(b->sessions, id, 0);
+    if (s && !s->registered && !gs_sched_has_session(b->sched, id))
+        gs_sessions_session_remove(b->sessions, id);
+}
+
+void gs_settle_client_gone(gs_broker_t *b, const char *key, const char *why)
+{
+    gs_client_t *c = gs_sessions_client_by_key(b->sessions, key);
+    if (!c)
+        return;
+    char session[sizeof c->session];
+    snprintf(session, sizeof session, "%s", c->session);
+    int64_t now = gs_clock_now_us();
+    if (session[0]) {
+        int grants = gs_sched_client_grants(b->sched, key);
+        gs_info("pid %ld of session %s is gone (%s)%s", c->pid, session, why,
+                grants > 0 ? ": its grant is released" : "");
+        gs_sched_client_gone(b->sched, key, now);
+        gs_eventlog_write(
+            b->eventlog, "client_gone",
+            json_pack("{s:s, s:i, s:s}", "session", session, "pid", (int)c->pid, "why", why));
+    }
+    gs_park_on_client_gone(b->park, key, now);
+    gs_sessions_client_remove(b->sessions, c);
+    if (session[0])
+        gs_settle_forget_session(b, session);
+    gs_settle(b);
+}

@@ -1,0 +1,32 @@
+/*
+ * settle.h - what follows an event, carried out before the loop waits
+ * again: the scheduler's grants and revokes become messages, parking looks
+ * at the change (it may park, unpark or answer make_room, which makes more
+ * actions), and a client found gone leaves the tables.
+ *
+ * Every handler of the broker ends here, so a decision reaches the hooks in
+ * the same turn of the loop as the message that caused it (the hand-off
+ * after a release is one loop turn).
+ */
+#ifndef GS_SETTLE_H
+#define GS_SETTLE_H
+
+#include "broker_state.h"
+
+/* Send the scheduler's pending grants and revokes and let parking act on
+ * them, until nothing changes; call after every scheduler event or tick. */
+void gs_settle(gs_broker_t *b);
+
+/* Send the answers parking has ready (make_room's `room`). */
+void gs_settle_answers(gs_broker_t *b);
+
+/* A client is gone (disconnected, dead, silent, exited): its grants and
+ * memory go back to the scheduler at once, it leaves the tables, and the
+ * broker settles. */
+void gs_settle_client_gone(gs_broker_t *b, const char *key, const char *why);
+
+/* Drop the broker's record of session id when no launcher registered it and
+ * the scheduler has forgotten it. */
+void gs_settle_forget_session(gs_broker_t *b, const char *id);
+
+#endif
