@@ -52,6 +52,7 @@
 #include "hook_gate.h"
 #include "hook_real.h"
 #include "hook_streams.h"
+#include "gs_assert.h"
 #include "log.h"
 
 _Alignas(64) _Atomic int hook_burst_flag[HOOK_MAX_DEVICES];
@@ -151,6 +152,7 @@ static void *monitor_main(void *arg);
 
 static void start_monitor_locked(int dev)
 {
+    GS_ASSERT_HELD(&bmu);
     int r = hook_thread_spawn(monitor_main, (void *)(intptr_t)dev);
     if (r != 0)
         gs_debug("cannot start the burst monitor of GPU %d; bursts are not measured", dev);

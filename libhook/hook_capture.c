@@ -19,6 +19,7 @@
 #include <stdlib.h>
 
 #include "hook_gate.h"
+#include "gs_assert.h"
 
 struct hook_capture {
     CUstream s; /* normalised: CU_STREAM_PER_THREAD stands for this thread's */
@@ -34,6 +35,7 @@ _Atomic int hook_capture_want;
  * hook_capture_want); a drain synchronising finishes first. */
 static void wait_no_drain_locked(void)
 {
+    GS_ASSERT_HELD(&hook_gate_mu);
     atomic_fetch_add(&hook_capture_want, 1);
     pthread_cond_broadcast(&hook_gate_cv);
     while (hook_gate_st.drain_syncing || hook_gate_st.monitor_active)
@@ -62,6 +64,7 @@ struct hook_capture *hook_capture_begin(struct hook_thr *t, CUstream s)
 
 static void end_locked(struct hook_capture *c)
 {
+    GS_ASSERT_HELD(&hook_gate_mu);
     for (struct hook_capture **pp = &captures; *pp; pp = &(*pp)->next)
         if (*pp == c) {
             *pp = c->next;

@@ -45,6 +45,7 @@
 #include "hook_drain.h"
 #include "hook_mem.h"
 #include "hook_thread.h"
+#include "gs_assert.h"
 #include "log.h"
 #include "protocol.h"
 
@@ -188,6 +189,7 @@ static void send_join(void)
  * when not (a new broker knows nothing of old grants). */
 void hook_client_release_locked(struct hook_dev *d, const char *reason)
 {
+    GS_ASSERT_HELD(&hook_gate_mu);
     if (!sh.connected || d->grant_id < 1 || sh.nreleases >= MAX_RELEASES)
         return;
     json_t *m = gs_msg_new(GS_MSG_RELEASE);
@@ -300,6 +302,7 @@ static uint64_t send_memory(uint64_t now)
 /* hook_gate_mu held: every request waiting for a room reply gets none. */
 static void rooms_fail_locked(const char *why)
 {
+    GS_ASSERT_HELD(&hook_gate_mu);
     for (struct room_req *q = sh.rooms; q; q = q->next)
         if (!q->done) {
             q->done = 1;
@@ -898,6 +901,7 @@ static void *io_main(void *arg)
  * round (hook_gate_mu held). */
 static void drained_locked(struct hook_dev *d, const char *reason)
 {
+    GS_ASSERT_HELD(&hook_gate_mu);
     hook_client_release_locked(d, reason);
     hook_client_kick();
 }

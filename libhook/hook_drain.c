@@ -112,6 +112,7 @@ void hook_drain_set_report(hook_drain_report_fn fn)
 /* The drain is over: the grant goes back (hook_gate_mu held). */
 static void give_back_locked(struct hook_dev *d)
 {
+    GS_ASSERT_HELD(&hook_gate_mu);
     if (report)
         report(d, d->drain_reason == DRAIN_IDLE ? "idle" : "revoked");
     d->state = d->waiters > 0 ? DS_WANT : DS_IDLE;
@@ -218,6 +219,7 @@ static void kick_locked(void)
 
 void hook_drain_start_locked(int dev, enum hook_drain_reason why, int kick)
 {
+    GS_ASSERT_HELD(&hook_gate_mu);
     struct hook_dev *d = &hook_gate_st.dev[dev];
     d->state = DS_DRAINING;
     d->drain_reason = why;
@@ -230,6 +232,7 @@ void hook_drain_start_locked(int dev, enum hook_drain_reason why, int kick)
 
 int hook_drain_cancel_idle_locked(struct hook_dev *d)
 {
+    GS_ASSERT_HELD(&hook_gate_mu);
     if (d->state != DS_DRAINING || d->drain_reason != DRAIN_IDLE)
         return 0;
     d->state = DS_GRANTED;

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "hook_config.h"
+#include "gs_assert.h"
 
 struct hook_line_int hook_gate_word = {HOOK_GATE_CLOSED};
 struct hook_line_u64 hook_gate_epoch = {1};
@@ -43,6 +44,7 @@ void hook_gate_init(void)
 
 void hook_gate_update_locked(void)
 {
+    GS_ASSERT_HELD(&hook_gate_mu);
     int w, swapped = 0;
     for (int i = 0; i < HOOK_MAX_DEVICES; i++)
         swapped |= hook_gate_st.dev[i].touched && hook_gate_st.dev[i].swapped;
@@ -61,6 +63,7 @@ void hook_gate_update_locked(void)
 
 struct hook_dev *hook_gate_touch_locked(int dev)
 {
+    GS_ASSERT_HELD(&hook_gate_mu);
     if (dev < 0 || dev >= HOOK_MAX_DEVICES)
         return NULL;
     struct hook_dev *d = &hook_gate_st.dev[dev];
@@ -76,6 +79,7 @@ struct hook_dev *hook_gate_touch_locked(int dev)
 
 struct hook_dev *hook_gate_dev_by_uuid_locked(const char *uuid)
 {
+    GS_ASSERT_HELD(&hook_gate_mu);
     for (int i = 0; i < HOOK_MAX_DEVICES; i++)
         if (hook_gate_st.dev[i].touched && strcmp(hook_gate_st.dev[i].uuid, uuid) == 0)
             return &hook_gate_st.dev[i];

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "hook_config.h"
+#include "gs_assert.h"
 #include "log.h"
 
 struct mslot {
@@ -141,6 +142,7 @@ static int mdel(struct mtab *t, uint64_t key, struct hook_mem_entry *out)
  * thread needs a wake-up). */
 static int count_locked(int dev, int64_t delta, int managed)
 {
+    GS_ASSERT_HELD(&memu);
     if (dev < 0 || dev >= HOOK_MAX_DEVICES)
         return 0;
     uint64_t d = (uint64_t)(delta < 0 ? -delta : delta);

@@ -23,6 +23,7 @@
 #include "hook_drain.h"
 #include "hook_init.h"
 #include "hook_streams.h"
+#include "gs_assert.h"
 #include "log.h"
 
 #define WAIT_NOTICE_NS 1000000000ULL
@@ -36,6 +37,7 @@ static void wait_until_locked(uint64_t deadline_ns)
 
 static void wait_notice_locked(struct hook_dev *d, int dev)
 {
+    GS_ASSERT_HELD(&hook_gate_mu);
     if (d->wait_warned)
         return;
     d->wait_warned = 1;
