@@ -6,6 +6,7 @@ addresses.  An idle notebook is parked there when another needs the room,
 comes back bit-exact when its cell starts, and brings itself back when the
 broker is killed while it is parked."""
 import signal
+import subprocess
 
 import pytest
 
@@ -119,3 +120,28 @@ def test_a_process_without_the_swap_tier_is_checkpointed(swap_notebooks, short_t
     e = entry(b.status(), "a")
     assert e["parking"] == "parked" and e["park_tier"] == "checkpoint", e
     assert a.cell("check x 4") == "ok", a.stderr()
+
+
+def test_a_pool_that_cannot_pin_sends_the_park_to_the_checkpoint_tier(swap_notebooks,
+                                                                       short_tmp):
+    # Every host pin of the broker fails (injected into the simulated
+    # driver for its pid): the pool stays empty, and a's park goes to the
+    # deep tier, with its data.
+    b, make = swap_notebooks("100M", "park_idle_s=0")
+    code = ("import sys, gpusim; gpusim.inject_failure('cuMemCreate', 1000000, 0, "
+            "int(sys.argv[1]))")
+    subprocess.run([gstest.PYTHON, "-c", code, str(b.proc.pid)], env=b.env, check=True,
+                   timeout=30)
+    a, c = make("a"), make("c")
+    assert a.cell("alloc x %d" % (60 * MIB)) == "ok", a.stderr()
+    assert a.cell("fill x 5") == "ok"
+    assert c.cell("alloc y %d" % (20 * MIB)) == "ok"
+    wait_for("a failed pin", lambda: b.status()["parking"]["pool"][0]["pin_failures"] > 0)
+    assert c.cell("alloc z %d" % (30 * MIB)) == "ok", c.stderr()
+    st = b.status()
+    e = entry(st, "a")
+    assert e["parking"] == "parked" and e["park_tier"] == "checkpoint", e
+    assert st["parking"]["pool"][0]["pinned_bytes"] == 0
+    assert st["parking"]["pool"][0]["last_error"].startswith("cuMemCreate")
+    assert "goes to the checkpoint tier" in b.log()
+    assert a.cell("check x 5") == "ok", a.stderr()
