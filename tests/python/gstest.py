@@ -523,6 +523,13 @@ class Client:
     def cell(self, session, state, msg_id="m"):
         self.send({"type": "cell", "session": session, "state": state, "msg_id": msg_id})
 
+    def cell_synced(self, session, state, msg_id="m"):
+        """cell, then a round trip on the same socket: the broker has taken
+        the cell (a `cell` has no reply) before anything that follows."""
+        self.cell(session, state, msg_id)
+        r = self.call({"type": "status"})
+        assert r["type"] == "status_reply", r
+
     def close(self):
         self.sock.close()
 

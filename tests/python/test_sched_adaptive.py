@@ -39,7 +39,7 @@ def test_a_new_cell_is_boosted_while_another_notebook_trains(broker, sim, worker
         wait_until(lambda: not session_of(broker.status(), train.pid)["boosted"] and
                    session_of(broker.status(), train.pid)["gpu_time_s"] > 0.15,
                    what="train's boost to end")
-        launcher.cell("short", "busy")
+        launcher.cell_synced("short", "busy")  # in the log before short's acquire
         short.send("run 20")
         short.expect("done 20")
         launcher.cell("short", "idle")
