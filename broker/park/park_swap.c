@@ -89,6 +89,25 @@ static void return_leases(gs_park_t *p, const char *session, int64_t now)
         }
 }
 
+/* A swap_out (SWAP_OUT) or swap_in (SWAP_IN) to every process of ps that
+ * holds a lease; pinning waits meanwhile. */
+static void begin_phase(gs_park_t *p, psess_t *ps, int phase, int64_t now)
+{
+    gs_swap_pools_hold(p->pools, 1);
+    ps->swap_phase = phase;
+    ps->swap_failed = 0;
+    ps->swap_error[0] = '\0';
+    ps->swap_elapsed_us = 0;
+    ps->swap_deadline = now + SWAP_DEADLINE;
+    ps->job = ++p->next_job;
+    ps->swap_waiting = 0;
+    for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
+        if (!strcmp(c->session, ps->id) && c->lease) {
+            send_swap(p, c, ps->swap_gpu, phase == SWAP_OUT);
+            ps->swap_waiting++;
+        }
+}
+
 int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now)
 {
     int g = only_gpu(p, ps);
@@ -125,39 +144,16 @@ int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now)
             return 0;
         }
     }
-    gs_swap_pools_hold(p->pools, 1);
     ps->tier = TIER_SWAP;
     ps->swap_gpu = g;
-    ps->swap_phase = SWAP_OUT;
-    ps->swap_failed = 0;
-    ps->swap_error[0] = '\0';
-    ps->swap_elapsed_us = 0;
-    ps->swap_deadline = now + SWAP_DEADLINE;
-    ps->job = ++p->next_job;
-    ps->swap_waiting = 0;
-    for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
-        if (!strcmp(c->session, ps->id) && c->lease) {
-            send_swap(p, c, g, 1);
-            ps->swap_waiting++;
-        }
+    ps->swap_rollback_failed = 0;
+    begin_phase(p, ps, SWAP_OUT, now);
     return 1;
 }
 
 void park_swap_unpark(gs_park_t *p, psess_t *ps, int64_t now)
 {
-    gs_swap_pools_hold(p->pools, 1);
-    ps->swap_phase = SWAP_IN;
-    ps->swap_failed = 0;
-    ps->swap_error[0] = '\0';
-    ps->swap_elapsed_us = 0;
-    ps->swap_deadline = now + SWAP_DEADLINE;
-    ps->job = ++p->next_job;
-    ps->swap_waiting = 0;
-    for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
-        if (!strcmp(c->session, ps->id) && c->lease) {
-            send_swap(p, c, ps->swap_gpu, 0);
-            ps->swap_waiting++;
-        }
+    begin_phase(p, ps, SWAP_IN, now);
     if (!ps->swap_waiting) /* nobody left holding memory out: it is back */
         park_swap_check(p, now);
 }
