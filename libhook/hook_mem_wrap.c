@@ -7,7 +7,8 @@
  * Accounted: cuMemAlloc*, cuMemAllocPitch*, cuMemAllocAsync*,
  * cuMemAllocFromPoolAsync* (the size asked for; what the pool keeps cached
  * is not seen), cuMemAllocManaged, cuMemFree*, cuMemFreeAsync*, and the
- * virtual memory API (cuMemCreate, cuMemMap, cuMemUnmap, cuMemRelease).
+ * virtual memory API (cuMemCreate here; cuMemMap, cuMemUnmap and
+ * cuMemRelease in hook_vmm_wrap.c).
  *
  * GPUSHARE_MEMORY_LIMIT: an allocation past it fails with
  * CUDA_ERROR_OUT_OF_MEMORY without reaching the driver, and cuMemGetInfo /
@@ -269,19 +270,11 @@ HOOK_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t si
     CUresult r = hook_mem_admit(&w, size);
     if (r == CUDA_SUCCESS) {
         WITH_ROOM(&w, size, 0, r = real_(handle, size, prop, flags));
+        if (r == CUDA_SUCCESS && handle && w.dev >= 0)
+            hook_swap_vmm_created(handle, size, w.dev); /* may rename it (hook_swap.h) */
         hook_mem_settle(&w, size, r, r == CUDA_SUCCESS && handle ? *handle : 0, size,
                         HOOK_MEM_PHYS);
     }
-    MEM_LEAVE(r);
-}
-
-HOOK_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
-                              CUmemGenericAllocationHandle handle, unsigned long long flags)
-{
-    MEM_ENTER(cuMemMap, (ptr, size, offset, handle, flags));
-    CUresult r = real_(ptr, size, offset, handle, flags);
-    if (r == CUDA_SUCCESS)
-        hook_mem_mapped(ptr, size, handle);
     MEM_LEAVE(r);
 }
 
@@ -317,28 +310,6 @@ HOOK_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 HOOK_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
     FREE_PTR(cuMemFreeAsync_ptsz, dptr, (dptr, hStream));
-}
-
-/* The physical memory is freed now when nothing maps it, else at the last
- * cuMemUnmap. */
-HOOK_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
-{
-    MEM_ENTER(cuMemRelease, (handle));
-    struct hook_mem_release rel;
-    hook_mem_release_begin(handle, &rel);
-    CUresult r = real_(handle);
-    hook_mem_release_end(handle, &rel, r);
-    MEM_LEAVE(r);
-}
-
-HOOK_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
-{
-    MEM_ENTER(cuMemUnmap, (ptr, size));
-    struct hook_mem_unmap u;
-    hook_mem_unmap_begin(ptr, size, &u);
-    CUresult r = real_(ptr, size);
-    hook_mem_unmap_end(&u, r);
-    MEM_LEAVE(r);
 }
 
 /* ---- what the program is told ------------------------------------------- */

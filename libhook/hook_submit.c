@@ -47,6 +47,49 @@ static void wait_notice_locked(struct hook_dev *d, int dev)
         gs_warn("waiting for the GPU (held by another notebook)");
 }
 
+/* Waits until GPU dev may run this process' work with its memory there:
+ * granted, or ungated (no broker) with nothing parked.  1: granted. */
+static int wait_for_gpu_locked(struct hook_dev *d, int dev)
+{
+    GS_ASSERT_HELD(&hook_gate_mu);
+    uint64_t start = hook_clock_ns();
+    for (;;) {
+        if (hook_gate_st.client == CS_UNGATED && !d->swapped)
+            return 0;
+        if (d->state == DS_GRANTED && !d->swapped) {
+            return 1;
+        }
+        if (hook_drain_cancel_idle_locked(d))
+            return 1; /* new work while giving the GPU back for idleness: keep it */
+        uint64_t now = hook_clock_ns();
+        if (d->state == DS_IDLE) {
+            d->state = DS_WANT;
+            d->wait_since_ns = now;
+            d->wait_warned = 0;
+            hook_client_kick();
+        }
+        uint64_t notice = start + WAIT_NOTICE_NS;
+        if (now >= notice && hook_gate_st.client == CS_READY)
+            wait_notice_locked(d, dev);
+        d->waiters++;
+        wait_until_locked(now < notice ? notice : now + WAIT_NOTICE_NS);
+        d->waiters--;
+    }
+}
+
+void hook_submit_wait_gpu(int dev)
+{
+    hook_init();
+    if (hook_cfg.disabled)
+        return;
+    hook_client_touch(dev);
+    pthread_mutex_lock(&hook_gate_mu);
+    struct hook_dev *d = hook_gate_touch_locked(dev);
+    if (d && hook_gate_st.client != CS_STOPPED)
+        wait_for_gpu_locked(d, dev);
+    pthread_mutex_unlock(&hook_gate_mu);
+}
+
 void hook_submit_slow(struct hook_thr *t, CUstream s)
 {
     hook_init();
@@ -73,37 +116,11 @@ void hook_submit_slow(struct hook_thr *t, CUstream s)
 
     pthread_mutex_lock(&hook_gate_mu);
     struct hook_dev *d = hook_gate_touch_locked(dev);
-    int granted = 0;
     if (!d || hook_gate_st.client == CS_STOPPED) {
         pthread_mutex_unlock(&hook_gate_mu);
         goto proceed;
     }
-    uint64_t start = hook_clock_ns();
-    for (;;) {
-        if (hook_gate_st.client == CS_UNGATED && !d->swapped)
-            break;
-        if (d->state == DS_GRANTED && !d->swapped) {
-            granted = 1;
-            break;
-        }
-        if (hook_drain_cancel_idle_locked(d)) {
-            granted = 1; /* new work while giving the GPU back for idleness: keep it */
-            break;
-        }
-        uint64_t now = hook_clock_ns();
-        if (d->state == DS_IDLE) {
-            d->state = DS_WANT;
-            d->wait_since_ns = now;
-            d->wait_warned = 0;
-            hook_client_kick();
-        }
-        uint64_t notice = start + WAIT_NOTICE_NS;
-        if (now >= notice && hook_gate_st.client == CS_READY)
-            wait_notice_locked(d, dev);
-        d->waiters++;
-        wait_until_locked(now < notice ? notice : now + WAIT_NOTICE_NS);
-        d->waiters--;
-    }
+    int granted = wait_for_gpu_locked(d, dev);
     atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
     pthread_mutex_unlock(&hook_gate_mu);
     if (granted)

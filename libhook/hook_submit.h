@@ -24,6 +24,10 @@
 /* The gate was not open: returns when the caller may submit (with t->busy
  * set), after waiting for a grant if the process needs one. */
 void hook_submit_slow(struct hook_thr *t, CUstream s);
+/* Returns when GPU dev may run this process' work with its memory there
+ * (granted, or no broker and nothing parked): for calls that are no
+ * submission but need the memory back (hook_vmm_wrap.c). */
+void hook_submit_wait_gpu(int dev);
 /* Stream s missed the thread's cache: marks it for drains and bursts and
  * caches it for this epoch. */
 void hook_submit_track_slow(struct hook_thr *t, CUstream s, unsigned long long epoch);

@@ -123,13 +123,21 @@ int hook_swap_free(CUdeviceptr p, CUresult *r)
 int hook_swap_range(CUdeviceptr p, CUdeviceptr *base, size_t *size)
 {
     gs_swap_range_t rg;
-    if (!hook_swap_engine() || !gs_swap_ranges_find(ranges, p, &rg) || p - rg.va >= rg.size)
-        return 0; /* past the size asked for: the driver's padding, as for cuMemAlloc */
+    if (!hook_swap_engine() || !gs_swap_ranges_find(ranges, p, &rg) || p - rg.va >= rg.size ||
+        rg.vmm)
+        return 0; /* past the size asked for: the driver's padding, as for cuMemAlloc; the
+                     program's own mappings are the driver's to describe */
     if (base)
         *base = rg.va;
     if (size)
         *size = rg.size;
     return 1;
+}
+
+void hook_swap_vmm_created(CUmemGenericAllocationHandle *handle, size_t size, int dev)
+{
+    if (ready())
+        gs_swap_vmm_created(engine, handle, size, dev);
 }
 
 void hook_swap_peer(int owner, int accessor)

@@ -38,6 +38,10 @@ int hook_swap_free(CUdeviceptr p, CUresult *r);
 /* The allocation holding p as the program sees it (start, requested size);
  * 1 when p lies in one of ours. */
 int hook_swap_range(CUdeviceptr p, CUdeviceptr *base, size_t *size);
+/* cuMemCreate made device memory on GPU dev: the tier tracks it, so that
+ * it can move once mapped (hook_vmm_wrap.c), and *handle may be renamed
+ * (swap_names.h). */
+void hook_swap_vmm_created(CUmemGenericAllocationHandle *handle, size_t size, int dev);
 /* The program enabled peer access: GPU accessor reaches owner's memory. */
 void hook_swap_peer(int owner, int accessor);
 /* A context is destroyed: what it allocated goes with it. */

@@ -43,5 +43,7 @@ int gs_swap_driver_resolve(gs_swap_driver_t *d, void *lib, void *(*lookup)(void 
     RESOLVE(error_name, "cuGetErrorName");
     RESOLVE(device_attribute, "cuDeviceGetAttribute");
     RESOLVE(export_fd, "cuMemExportToShareableHandle");
+    RESOLVE(props, "cuMemGetAllocationPropertiesFromHandle");
+    RESOLVE(retain, "cuMemRetainAllocationHandle");
     return 0;
 }

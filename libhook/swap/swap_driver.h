@@ -37,6 +37,8 @@ typedef struct {
     CUresult (*device_attribute)(int *, CUdevice_attribute, CUdevice);
     CUresult (*export_fd)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType,
                           unsigned long long);
+    CUresult (*props)(CUmemAllocationProp *, CUmemGenericAllocationHandle);
+    CUresult (*retain)(CUmemGenericAllocationHandle *, void *);
 } gs_swap_driver_t;
 
 /* Fills the table from a loaded driver library (dlopen handle) with the

@@ -19,36 +19,7 @@
 #include <unistd.h>
 
 #include "gs_assert.h"
-
-#define MAX_LANES   8 /* contexts with swap streams */
-#define MAX_STREAMS 16
-#define MAX_DEVS    64 /* peer masks are 64 bits */
-
-struct lane { /* the streams and events of one context */
-    CUcontext ctx;
-    CUstream s[MAX_STREAMS];
-    CUevent ev[2][MAX_STREAMS];
-};
-
-struct imported { /* another process' range, mapped here */
-    CUdeviceptr va;
-    size_t bytes, seg_bytes;
-    int nseg;
-    struct imported *next;
-};
-
-struct gs_swap_engine {
-    const gs_swap_driver_t *d;
-    gs_swap_ranges_t *ranges;
-    gs_swap_engine_config_t cfg;
-    pthread_mutex_t op; /* one allocation, free or move at a time */
-    size_t gran[MAX_DEVS];
-    int shareable[MAX_DEVS];  /* 0 unknown, 1 descriptors can be exported, -1 not */
-    struct imported *imports; /* ranges of other processes mapped here (IPC) */
-    uint64_t peers[MAX_DEVS]; /* bit a of peers[o]: GPU a reaches GPU o's ranges */
-    struct lane lanes[MAX_LANES];
-    int nlanes;
-};
+#include "swap_engine_impl.h"
 
 static int64_t now_ns(void)
 {
@@ -83,6 +54,11 @@ gs_swap_engine_t *gs_swap_engine_new(const gs_swap_driver_t *d, gs_swap_ranges_t
         e->cfg.batch_bytes = 1u << 30;
     if (!e->cfg.seg_bytes)
         e->cfg.seg_bytes = 1u << 30;
+    e->names = gs_swap_names_new();
+    if (!e->names) {
+        free(e);
+        return NULL;
+    }
     pthread_mutex_init(&e->op, NULL);
     return e;
 }
@@ -105,6 +81,7 @@ void gs_swap_engine_destroy(gs_swap_engine_t **self_p)
         e->d->ctx_pop(&old);
     }
     pthread_mutex_destroy(&e->op);
+    gs_swap_names_destroy(&e->names);
     free(e);
     *self_p = NULL;
 }
@@ -148,6 +125,22 @@ static size_t access_list(const gs_swap_engine_t *e, int dev, CUmemAccessDesc *a
     return n;
 }
 
+/* The access the program gave its own mapping. */
+static size_t vmm_access_list(const gs_swap_range_t *r, CUmemAccessDesc *a)
+{
+    size_t n = 0;
+    for (int g = 0; g < MAX_DEVS; g++)
+        if ((r->access_rw | r->access_ro) >> g & 1) {
+            memset(&a[n], 0, sizeof a[n]);
+            a[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+            a[n].location.id = g;
+            a[n].flags = r->access_rw >> g & 1 ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+                                               : CU_MEM_ACCESS_FLAGS_PROT_READ;
+            n++;
+        }
+    return n;
+}
+
 /* Segment k of r: where it starts in the range and how long it is. */
 static size_t seg_off(const gs_swap_range_t *r, int k)
 {
@@ -160,11 +153,12 @@ static size_t seg_len(const gs_swap_range_t *r, int k)
     return r->bytes - off < r->seg_bytes ? r->bytes - off : r->seg_bytes;
 }
 
-/* Physical memory for segment k of r, mapped at its address with access
- * (op held). */
-static CUresult back_seg(gs_swap_engine_t *e, gs_swap_range_t *r, int k)
+/* A program's mapping comes back as new memory to the driver: the program
+ * keeps its name for it (swap_names.h), or, when it had released its
+ * handle, the mapping alone holds the memory again. */
+CUresult gs_swap_seg_back(gs_swap_engine_t *e, gs_swap_range_t *r, int k)
 {
-    CUmemAllocationProp prop = device_prop(e, r->dev);
+    CUmemAllocationProp prop = r->vmm ? r->prop : device_prop(e, r->dev);
     CUmemGenericAllocationHandle h = 0;
     size_t len = seg_len(r, k);
     CUdeviceptr at = r->va + seg_off(r, k);
@@ -177,28 +171,52 @@ static CUresult back_seg(gs_swap_engine_t *e, gs_swap_range_t *r, int k)
         return res;
     }
     CUmemAccessDesc a[MAX_DEVS];
-    res = e->d->set_access(at, len, a, access_list(e, r->dev, a));
+    size_t na = r->vmm ? vmm_access_list(r, a) : access_list(e, r->dev, a);
+    res = na ? e->d->set_access(at, len, a, na) : CUDA_SUCCESS;
     if (res != CUDA_SUCCESS) {
         e->d->unmap(at, len);
         e->d->release(h);
         return res;
+    }
+    if (r->vmm) {
+        gs_swap_name_t *n = r->name ? gs_swap_names_get(e->names, r->name) : NULL;
+        if (n)
+            n->real = h;
+        else
+            e->d->release(h); /* released by the program: the mapping holds it */
     }
     r->seg[k] = h;
     r->resident_bytes += len;
     return CUDA_SUCCESS;
 }
 
-/* Unmaps and releases segment k of r (op held). */
-static CUresult unback_seg(gs_swap_engine_t *e, gs_swap_range_t *r, int k)
+static CUresult back_seg(gs_swap_engine_t *e, gs_swap_range_t *r, int k)
+{
+    return gs_swap_seg_back(e, r, k);
+}
+
+CUresult gs_swap_seg_unback(gs_swap_engine_t *e, gs_swap_range_t *r, int k)
 {
     size_t len = seg_len(r, k);
     CUresult res = e->d->unmap(r->va + seg_off(r, k), len);
     if (res != CUDA_SUCCESS)
         return res;
-    e->d->release(r->seg[k]);
+    if (r->vmm) {
+        gs_swap_name_t *n = r->name ? gs_swap_names_get(e->names, r->name) : NULL;
+        if (n) {
+            e->d->release(r->seg[k]);
+            n->real = 0;
+        } /* else the program released it: the unmap freed it */
+    } else
+        e->d->release(r->seg[k]);
     r->seg[k] = 0;
     r->resident_bytes -= len;
     return CUDA_SUCCESS;
+}
+
+static CUresult unback_seg(gs_swap_engine_t *e, gs_swap_range_t *r, int k)
+{
+    return gs_swap_seg_unback(e, r, k);
 }
 
 /* Every segment still on the GPU goes (op held). */
@@ -264,7 +282,10 @@ CUresult gs_swap_free(gs_swap_engine_t *e, CUdeviceptr va, int *ours)
 {
     gs_swap_range_t r;
     pthread_mutex_lock(&e->op);
-    *ours = gs_swap_ranges_remove(e->ranges, va, &r);
+    /* The program's own mappings are not cuMemAlloc memory: cuMemFree of
+     * one is the driver's to refuse. */
+    *ours = gs_swap_ranges_find(e->ranges, va, &r) && r.va == va && !r.vmm &&
+            gs_swap_ranges_remove(e->ranges, va, &r);
     CUresult res = CUDA_SUCCESS;
     if (*ours) {
         if (r.resident_bytes) {
@@ -295,8 +316,16 @@ void gs_swap_forget_ctx(gs_swap_engine_t *e, CUcontext ctx)
         size_t k = gs_swap_ranges_list(e->ranges, -1, GS_SWAP_ALL, rs, n);
         for (size_t i = 0; i < k && i < n; i++) {
             gs_swap_range_t r;
-            if (rs[i].ctx != ctx || !gs_swap_ranges_remove(e->ranges, rs[i].va, &r))
+            if (rs[i].ctx != ctx || (rs[i].vmm && gs_swap_range_parked(&rs[i])) ||
+                !gs_swap_ranges_remove(e->ranges, rs[i].va, &r))
                 continue;
+            if (r.vmm) { /* the program's mapping outlives the context: it stays, unmoved */
+                gs_swap_name_t *nm = r.name ? gs_swap_names_get(e->names, r.name) : NULL;
+                if (nm)
+                    nm->va = 0;
+                free(r.seg);
+                continue;
+            }
             unback_all(e, &r);
             e->d->address_free(r.va, r.bytes);
             free(r.seg);
@@ -324,7 +353,7 @@ CUresult gs_swap_grant_peer(gs_swap_engine_t *e, int owner, int accessor)
         CUmemAccessDesc a[MAX_DEVS];
         size_t na = access_list(e, owner, a);
         for (size_t i = 0; i < n && res == CUDA_SUCCESS; i++)
-            for (int k = 0; k < rs[i].nseg && res == CUDA_SUCCESS; k++)
+            for (int k = 0; k < rs[i].nseg && res == CUDA_SUCCESS && !rs[i].vmm; k++)
                 if (rs[i].seg[k])
                     res =
                         e->d->set_access(rs[i].va + seg_off(&rs[i], k), seg_len(&rs[i], k), a, na);
@@ -671,7 +700,7 @@ int gs_swap_export(gs_swap_engine_t *e, CUdeviceptr p, int *fds, int max, gs_swa
     pthread_mutex_lock(&e->op);
     gs_swap_range_t r;
     int n = -1;
-    if (!gs_swap_ranges_find(e->ranges, p, &r))
+    if (!gs_swap_ranges_find(e->ranges, p, &r) || r.vmm)
         snprintf(err, errlen, "not memory of the swap tier");
     else if (gs_swap_range_parked(&r))
         snprintf(err, errlen, "the memory is parked");

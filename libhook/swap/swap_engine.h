@@ -93,6 +93,50 @@ CUresult gs_swap_import(gs_swap_engine_t *self, int dev, const gs_swap_shape_t *
 /* Unmaps what gs_swap_import mapped at va; *ours = 0 when va is not one. */
 CUresult gs_swap_unimport(gs_swap_engine_t *self, CUdeviceptr va, int *ours);
 
+/* ---- the program's own virtual memory ------------------------------------------ */
+
+/* A program that maps memory it made itself (cuMemCreate + cuMemMap, as
+ * PyTorch's expandable segments do) has it moved too: a handle mapped
+ * once, whole, is adopted as a range of one segment (swap_ranges.h).  Its
+ * handle is released when it goes out and made again when it comes back,
+ * so the program's calls that name a handle are translated
+ * (swap_names.h).  A handle exported, retained or mapped twice is fixed: it
+ * never moves again.  The engine makes the driver call itself, under its
+ * lock, so that no move runs in the middle of the program's call. */
+typedef enum {
+    GS_SWAP_VMM_PASS,   /* none of the tier's business: the caller calls the driver */
+    GS_SWAP_VMM_DONE,   /* done here, the driver's result in *res */
+    GS_SWAP_VMM_PARKED, /* the memory is parked on GPU *dev: bring it back, call again */
+} gs_swap_vmm_t;
+
+/* cuMemCreate made device memory on GPU dev as *handle: tracked from now,
+ * and *handle becomes the name the program knows it by. */
+void gs_swap_vmm_created(gs_swap_engine_t *self, CUmemGenericAllocationHandle *handle, size_t size,
+                         int dev);
+/* cuMemMap of a tracked handle, in context ctx (current; NULL: none). */
+gs_swap_vmm_t gs_swap_vmm_map(gs_swap_engine_t *self, CUcontext ctx, CUdeviceptr va, size_t size,
+                              size_t offset, CUmemGenericAllocationHandle name,
+                              unsigned long long flags, CUresult *res, int *dev);
+gs_swap_vmm_t gs_swap_vmm_unmap(gs_swap_engine_t *self, CUdeviceptr va, size_t size, CUresult *res,
+                                int *dev);
+gs_swap_vmm_t gs_swap_vmm_set_access(gs_swap_engine_t *self, CUdeviceptr va, size_t size,
+                                     const CUmemAccessDesc *desc, size_t count, CUresult *res,
+                                     int *dev);
+gs_swap_vmm_t gs_swap_vmm_release(gs_swap_engine_t *self, CUmemGenericAllocationHandle name,
+                                  CUresult *res, int *dev);
+/* A call that passes a handle on (cuMemExportToShareableHandle with fix =
+ * 1, cuMemGetAllocationPropertiesFromHandle with fix = 0): DONE with the
+ * handle the driver knows now in *real, for the caller to pass. */
+gs_swap_vmm_t gs_swap_vmm_handle(gs_swap_engine_t *self, CUmemGenericAllocationHandle name, int fix,
+                                 CUmemGenericAllocationHandle *real, int *dev);
+/* cuMemRetainAllocationHandle of an address in an adopted mapping: *out is
+ * the program's name for it, and the mapping is fixed. */
+gs_swap_vmm_t gs_swap_vmm_retain(gs_swap_engine_t *self, CUmemGenericAllocationHandle *out,
+                                 CUdeviceptr addr, CUresult *res, int *dev);
+/* A query of [va, va + size) (cuMemGetAccess): PARKED when some of the
+ * program's mapped memory there is parked, else PASS. */
+gs_swap_vmm_t gs_swap_vmm_touch(gs_swap_engine_t *self, CUdeviceptr va, size_t size, int *dev);
+
 /* ---- moving ---------------------------------------------------------------- */
 
 typedef struct {

@@ -146,6 +146,28 @@ size_t gs_swap_ranges_list(gs_swap_ranges_t *self, int dev, int parked, gs_swap_
     return n;
 }
 
+size_t gs_swap_ranges_span(gs_swap_ranges_t *self, CUdeviceptr va, size_t size,
+                           gs_swap_range_t *out, size_t max)
+{
+    size_t n = 0;
+    if (!size)
+        return 0;
+    pthread_mutex_lock(&self->mu);
+    size_t i = upper_locked(self, va);
+    if (i > 0 && va - self->r[i - 1].va < self->r[i - 1].bytes) {
+        if (n < max) /* the range that holds va */
+            out[n] = self->r[i - 1];
+        n++;
+    }
+    for (; i < self->n && self->r[i].va - va < size; i++) { /* those that start inside */
+        if (n < max)
+            out[n] = self->r[i];
+        n++;
+    }
+    pthread_mutex_unlock(&self->mu);
+    return n;
+}
+
 void gs_swap_ranges_totals(gs_swap_ranges_t *self, int dev, uint64_t *resident, uint64_t *parked)
 {
     uint64_t res = 0, par = 0;

@@ -35,6 +35,15 @@ typedef struct {
     int pinned;              /* shared with another process (IPC): never moved */
     int host_set;            /* host_off is assigned: some of it went out */
     uint64_t host_off;       /* where its bytes are in the host window */
+    /* The program's own mapping (its cuMemMap of memory it made with
+     * cuMemCreate, as PyTorch's expandable segments do), adopted so that it
+     * moves with the rest: one segment at the program's addresses, made
+     * again as `prop` says, with the access the program gave, and known to
+     * the program as `name` (swap_names.h). */
+    int vmm;
+    CUmemGenericAllocationHandle name; /* 0: the program released it (the mapping holds it) */
+    CUmemAllocationProp prop;
+    uint64_t access_rw, access_ro; /* GPUs the program gave access (cuMemSetAccess) */
 } gs_swap_range_t;
 
 /* Some of the range is in host memory. */
@@ -47,6 +56,11 @@ typedef struct gs_swap_ranges gs_swap_ranges_t;
 
 gs_swap_ranges_t *gs_swap_ranges_new(void);
 void gs_swap_ranges_destroy(gs_swap_ranges_t **self_p);
+
+/* The ranges that overlap [va, va + size), in address order: fills
+ * out[0 .. max) and returns how many there are (may exceed max). */
+size_t gs_swap_ranges_span(gs_swap_ranges_t *self, CUdeviceptr va, size_t size,
+                           gs_swap_range_t *out, size_t max);
 
 /* 0, or -1 (overlap with a range already there, or no memory). */
 int gs_swap_ranges_add(gs_swap_ranges_t *self, const gs_swap_range_t *r);

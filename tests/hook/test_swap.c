@@ -18,6 +18,7 @@
 
 #include "simtest.h"
 #include "swap_engine.h"
+#include "swap_names.h"
 
 #define MIB (1ull << 20)
 
@@ -298,7 +299,6 @@ static void pooled_window_child(int rd, int wr, void *arg)
     plain.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     plain.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
     CUmemGenericAllocationHandle h;
-    int fd = -1;
     REQ_CU(cuMemCreate(&h, 2 * MIB, &plain, 0));
     REQ_CU_EQ(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
               CUDA_ERROR_INVALID_VALUE);
@@ -313,6 +313,143 @@ static void a_window_of_pinned_chunks_holds_the_parked_memory(void **state)
     simtest_in_child(pooled_window_child, NULL);
 }
 
+/* ---- the program's own virtual memory (swap_vmm.c) ---------------------------- */
+
+/* What PyTorch's expandable segments do: reserve, then per page create,
+ * map (through the engine, as the hook's wrapper does) and give access. */
+static CUdeviceptr vmm_segment(CUcontext ctx, int pages, size_t page,
+                               CUmemGenericAllocationHandle *h)
+{
+    CUdeviceptr base = 0;
+    REQ_CU(cuMemAddressReserve(&base, pages * page, 0, 0, 0));
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    for (int i = 0; i < pages; i++) {
+        REQ_CU(cuMemCreate(&h[i], page, &prop, 0));
+        gs_swap_vmm_created(engine, &h[i], page, 0);
+        CUresult r = CUDA_ERROR_UNKNOWN;
+        int dev = -1;
+        REQUIRE(gs_swap_vmm_map(engine, ctx, base + i * page, page, 0, h[i], 0, &r, &dev) ==
+                GS_SWAP_VMM_DONE);
+        REQ_CU(r);
+    }
+    CUmemAccessDesc a;
+    memset(&a, 0, sizeof a);
+    a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    a.location.id = 0;
+    a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CUresult r = CUDA_ERROR_UNKNOWN;
+    int dev = -1;
+    REQUIRE(gs_swap_vmm_set_access(engine, base, pages * page, &a, 1, &r, &dev) ==
+            GS_SWAP_VMM_DONE);
+    REQ_CU(r);
+    return base;
+}
+
+static void program_vmm_child(int rd, int wr, void *arg)
+{
+    (void)rd, (void)wr, (void)arg;
+    CUcontext ctx = setup(3);
+    size_t before = free_bytes();
+    enum { PAGES = 5 };
+    CUmemGenericAllocationHandle h[PAGES];
+    CUdeviceptr base = vmm_segment(ctx, PAGES, 2 * MIB, h);
+    /* A plain allocation of the tier beside it moves too. */
+    CUdeviceptr own;
+    REQ_CU(gs_swap_alloc(engine, ctx, 0, 4 * MIB, &own));
+    fill(base, PAGES * 2 * MIB, 21);
+    fill(own, 4 * MIB, 22);
+    uint64_t resident, parked;
+    gs_swap_ranges_totals(ranges, 0, &resident, &parked);
+    REQUIRE(resident == (PAGES * 2 + 4) * MIB && parked == 0);
+
+    gs_swap_window_t w = host_window(32 * MIB, 8 * MIB);
+    gs_swap_result_t res;
+    REQUIRE(gs_swap_out(engine, 0, &w, NULL, NULL, &res) == 0);
+    REQUIRE(res.ranges == PAGES + 1);
+    REQUIRE(free_bytes() == before); /* the program's pages are off the GPU too */
+    /* While out, calls that need the memory say so instead of calling the
+     * driver (the hook then brings it back and calls again). */
+    CUresult r = CUDA_SUCCESS;
+    int dev = -1;
+    REQUIRE(gs_swap_vmm_unmap(engine, base, 2 * MIB, &r, &dev) == GS_SWAP_VMM_PARKED && dev == 0);
+    CUmemGenericAllocationHandle real = 0;
+    REQUIRE(gs_swap_vmm_handle(engine, h[1], 1, &real, &dev) == GS_SWAP_VMM_PARKED);
+    /* A release while out: the mapping alone holds the memory from now on. */
+    REQUIRE(gs_swap_vmm_release(engine, h[4], &r, &dev) == GS_SWAP_VMM_DONE);
+    REQ_CU(r);
+
+    REQUIRE(gs_swap_in(engine, 0, &w, 1000, NULL, NULL, &res) == 0);
+    check(base, PAGES * 2 * MIB, 21); /* same addresses, same bytes */
+    check(own, 4 * MIB, 22);
+    /* The program's names now stand for new handles to the driver. */
+    CUmemAllocationProp p;
+    REQUIRE(gs_swap_vmm_handle(engine, h[0], 0, &real, &dev) == GS_SWAP_VMM_DONE);
+    REQ_CU(cuMemGetAllocationPropertiesFromHandle(&p, real));
+    REQUIRE(p.location.type == CU_MEM_LOCATION_TYPE_DEVICE && p.location.id == 0);
+    unsigned long long flags = 0;
+    CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+    REQ_CU(cuMemGetAccess(&flags, &loc, base + 3 * MIB)); /* the access given again */
+    REQUIRE(flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+
+    /* Exported: fixed where it is; the next park leaves it on the GPU. */
+    REQUIRE(gs_swap_vmm_handle(engine, h[2], 1, &real, &dev) == GS_SWAP_VMM_DONE);
+    REQUIRE(gs_swap_out(engine, 0, &w, NULL, NULL, &res) == 0);
+    REQUIRE(res.ranges == PAGES); /* 4 pages + own; the fixed page stayed */
+    REQUIRE(free_bytes() == before - 2 * MIB);
+    REQUIRE(gs_swap_in(engine, 0, &w, 1000, NULL, NULL, &res) == 0);
+    check(base, PAGES * 2 * MIB, 21);
+
+    /* The program gives it all back as PyTorch does: unmap, release. */
+    REQUIRE(gs_swap_vmm_unmap(engine, base, PAGES * 2 * MIB, &r, &dev) == GS_SWAP_VMM_DONE);
+    REQ_CU(r);
+    for (int i = 0; i < PAGES - 1; i++) { /* h[4] was released while out */
+        REQUIRE(gs_swap_vmm_release(engine, h[i], &r, &dev) == GS_SWAP_VMM_DONE);
+        REQ_CU(r);
+    }
+    REQ_CU(cuMemAddressFree(base, PAGES * 2 * MIB));
+    int ours = 0;
+    REQ_CU(gs_swap_free(engine, own, &ours));
+    REQUIRE(free_bytes() == before); /* nothing leaked, nothing released twice */
+    /* Not tracked: the caller calls the driver. */
+    REQUIRE(gs_swap_vmm_release(engine, 777, &r, &dev) == GS_SWAP_VMM_PASS);
+    teardown_engine();
+}
+
+static void the_programs_own_mappings_move_too(void **state)
+{
+    (void)state;
+    simtest_fresh("256M", NULL);
+    simtest_in_child(program_vmm_child, NULL);
+}
+
+static void names_are_translated_and_chosen_apart(void **state)
+{
+    (void)state;
+    gs_swap_names_t *n = gs_swap_names_new();
+    REQUIRE(n);
+    gs_swap_name_t a = {.name = 100, .real = 100, .size = 2 * MIB, .refs = 1};
+    REQUIRE(gs_swap_names_add(n, &a) == 0);
+    REQUIRE(gs_swap_names_add(n, &a) == -1); /* a name is one entry */
+    /* The driver hands out 100 again (released and reused) while the
+     * program still holds 100 for other memory: the new one is renamed. */
+    gs_swap_names_get(n, 100)->real = 0; /* parked */
+    CUmemGenericAllocationHandle c = gs_swap_names_choose(n, 100);
+    REQUIRE(c != 100 && c != 0);
+    gs_swap_name_t b = {.name = c, .real = 100, .size = 2 * MIB, .refs = 1};
+    REQUIRE(gs_swap_names_add(n, &b) == 0);
+    REQUIRE(gs_swap_names_by_real(n, 100)->name == c);
+    REQUIRE(gs_swap_names_choose(n, 555) == 555); /* free values stay as they are */
+    gs_swap_names_remove(n, 100);
+    REQUIRE(!gs_swap_names_get(n, 100) && gs_swap_names_get(n, c));
+    REQUIRE(gs_swap_names_count(n) == 1);
+    gs_swap_names_destroy(&n);
+    REQUIRE(!n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -322,6 +459,8 @@ int main(void)
         cmocka_unit_test_teardown(progress_is_reported_batch_by_batch, simtest_teardown),
         cmocka_unit_test_teardown(a_window_of_pinned_chunks_holds_the_parked_memory,
                                   simtest_teardown),
+        cmocka_unit_test_teardown(the_programs_own_mappings_move_too, simtest_teardown),
+        cmocka_unit_test(names_are_translated_and_chosen_apart),
     };
     return cmocka_run_group_tests_name("swap", tests, NULL, NULL);
 }

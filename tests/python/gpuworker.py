@@ -12,6 +12,10 @@ preloaded on the simulated GPU: a stand-in for a notebook's process.
         run N              N 1 ms kernels + sync    -> "ok"
         spin S             1 ms kernels for S s     -> "ok N" (kernels run)
         free NAME          free it                  -> "ok"
+        segment NAME BYTES device memory as PyTorch's expandable segments
+                           hold it (cuMemCreate pages mapped into a
+                           reserved range)          -> "ok" | "err ..."
+        release NAME       unmap and release a segment -> "ok"
 """
 import sys
 import time
@@ -55,10 +59,10 @@ def commands(gpusim):
             if cmd == "alloc":
                 bufs[args[0]] = (gpusim.alloc(int(args[1])), int(args[1]))
             elif cmd == "fill":
-                ptr, n = bufs[args[0]]
+                ptr, n = bufs[args[0]][:2]
                 gpusim.write(ptr, pattern(int(args[1]), n))
             elif cmd == "check":
-                ptr, n = bufs[args[0]]
+                ptr, n = bufs[args[0]][:2]
                 got, want = gpusim.read(ptr, n), pattern(int(args[1]), n)
                 if got != want:
                     first = next(i for i in range(n) if got[i] != want[i])
@@ -78,6 +82,11 @@ def commands(gpusim):
                 continue
             elif cmd == "free":
                 gpusim.free(bufs.pop(args[0])[0])
+            elif cmd == "segment":
+                seg = gpusim.Segment(int(args[1]))
+                bufs[args[0]] = (seg.base, int(args[1]), seg)
+            elif cmd == "release":
+                bufs.pop(args[0])[2].free()
             else:
                 print("err unknown command", flush=True)
                 continue

@@ -145,3 +145,48 @@ def test_a_pool_that_cannot_pin_sends_the_park_to_the_checkpoint_tier(swap_noteb
     assert st["parking"]["pool"][0]["last_error"].startswith("cuMemCreate")
     assert "goes to the checkpoint tier" in b.log()
     assert a.cell("check x 5") == "ok", a.stderr()
+
+
+def test_expandable_segments_memory_goes_out_and_back(swap_notebooks, short_tmp):
+    # a holds its memory as PyTorch's expandable segments do (its own
+    # cuMemCreate pages mapped into a reserved range): the hook adopts the
+    # mappings, so they leave the GPU with the rest and come back at the
+    # same addresses under the handles the program knows.
+    b, make = swap_notebooks("100M", "park_idle_s=0")
+    a, c = make("a"), make("c")
+    assert a.cell("segment x %d" % (60 * MIB)) == "ok", a.stderr()
+    assert a.cell("fill x 6") == "ok"
+    assert c.cell("alloc y %d" % (20 * MIB)) == "ok", c.stderr()
+    wait_for("the pool to pin 60 MiB", lambda: pinned(b) >= 60 * MIB)
+    assert c.cell("alloc z %d" % (30 * MIB)) == "ok", c.stderr()
+    e = entry(b.status(), "a")
+    assert e["parking"] == "parked" and e["park_tier"] == "swap", e
+    assert e["parked_bytes"] == 60 * MIB and e["resident_bytes"] == 0, e
+    assert a.cell("check x 6") == "ok", a.stderr()
+    assert entry(b.status(), "a")["unparks"] == 1
+
+
+def test_unmapping_parked_segments_brings_them_back_first(swap_notebooks, short_tmp):
+    # While a is parked, its cell unmaps and releases its segment (as
+    # torch.cuda.empty_cache() does): the calls wait, as a kernel would,
+    # until the broker has brought the memory back, then the program's own
+    # handles are released (translated to the driver's new ones), and the
+    # memory is free.
+    b, make = swap_notebooks("100M", "park_idle_s=0")
+    a, c = make("a"), make("c")
+    assert a.cell("segment x %d" % (40 * MIB)) == "ok", a.stderr()
+    assert a.cell("fill x 7") == "ok"
+    assert c.cell("alloc y %d" % (50 * MIB)) == "ok", c.stderr()
+    wait_for("the pool to pin 40 MiB", lambda: pinned(b) >= 40 * MIB)
+    assert c.cell("alloc z %d" % (30 * MIB)) == "ok", c.stderr()
+    assert entry(b.status(), "a")["parking"] == "parked"
+    c.kill()
+    assert a.cell("release x") == "ok", a.stderr()
+    e = entry(b.status(), "a")
+    assert e["parking"] == "resident" and e["unparks"] == 1, e
+    # The hook reports its memory after the call, on its own thread.
+    wait_for("a's memory to be given back",
+             lambda: entry(b.status(), "a")["resident_bytes"] == 0)
+    assert entry(b.status(), "a")["parked_bytes"] == 0
+    assert a.cell("segment w %d" % (40 * MIB)) == "ok", a.stderr()
+    assert a.cell("fill w 8") == "ok" and a.cell("check w 8") == "ok"

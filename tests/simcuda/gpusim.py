@@ -122,6 +122,56 @@ def alloc(nbytes):
     return p.value
 
 
+class _Location(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+
+class _Prop(ctypes.Structure):  # CUmemAllocationProp
+    _fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int),
+                ("location", _Location), ("win32HandleMetaData", ctypes.c_void_p),
+                ("compressionType", ctypes.c_ubyte), ("gpuDirectRDMACapable", ctypes.c_ubyte),
+                ("usage", ctypes.c_ushort), ("reserved", ctypes.c_ubyte * 4)]
+
+
+class _Access(ctypes.Structure):  # CUmemAccessDesc
+    _fields_ = [("location", _Location), ("flags", ctypes.c_int)]
+
+
+class Segment:
+    """Device memory the way PyTorch's expandable segments hold it: an
+    address range reserved once, one cuMemCreate'd page mapped after
+    another, access given over the whole range; .base is its address."""
+
+    def __init__(self, nbytes, page=2 << 20):
+        _current()
+        self.page, self.pages = page, -(-nbytes // page)
+        self.size = self.pages * page
+        base = ctypes.c_uint64()
+        _call("cuMemAddressReserve", ctypes.byref(base), ctypes.c_size_t(self.size),
+              ctypes.c_size_t(0), ctypes.c_uint64(0), ctypes.c_ulonglong(0))
+        self.base, self.handles = base.value, []
+        prop = _Prop(type=1, location=_Location(1, _device))  # PINNED, on the device
+        for i in range(self.pages):
+            h = ctypes.c_ulonglong()
+            _call("cuMemCreate", ctypes.byref(h), ctypes.c_size_t(page), ctypes.byref(prop),
+                  ctypes.c_ulonglong(0))
+            self.handles.append(h.value)
+            _call("cuMemMap", ctypes.c_uint64(self.base + i * page), ctypes.c_size_t(page),
+                  ctypes.c_size_t(0), ctypes.c_ulonglong(h.value), ctypes.c_ulonglong(0))
+        access = _Access(_Location(1, _device), 3)  # read-write
+        _call("cuMemSetAccess", ctypes.c_uint64(self.base), ctypes.c_size_t(self.size),
+              ctypes.byref(access), ctypes.c_size_t(1))
+
+    def free(self):
+        """Unmap, release every page's handle, free the range."""
+        _current()
+        _call("cuMemUnmap", ctypes.c_uint64(self.base), ctypes.c_size_t(self.size))
+        for h in self.handles:
+            _call("cuMemRelease", ctypes.c_ulonglong(h))
+        _call("cuMemAddressFree", ctypes.c_uint64(self.base), ctypes.c_size_t(self.size))
+        self.handles = []
+
+
 def free(ptr):
     _current()
     _call("cuMemFree_v2", ctypes.c_uint64(ptr))

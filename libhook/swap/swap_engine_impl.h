@@ -1,0 +1,52 @@
+/*
+ * swap_engine_impl.h - the swap engine's insides, shared by its two files:
+ * swap_engine.c (the tier's own allocations and the moves) and
+ * swap_vmm.c (the program's own virtual-memory mappings, adopted so that
+ * they move too).  Not for use outside libhook/swap/.
+ */
+#ifndef GS_SWAP_ENGINE_IMPL_H
+#define GS_SWAP_ENGINE_IMPL_H
+
+#include <pthread.h>
+
+#include "swap_engine.h"
+#include "swap_names.h"
+
+#define MAX_LANES   8 /* contexts with swap streams */
+#define MAX_STREAMS 16
+#define MAX_DEVS    64 /* peer masks are 64 bits */
+
+struct lane { /* the streams and events of one context */
+    CUcontext ctx;
+    CUstream s[MAX_STREAMS];
+    CUevent ev[2][MAX_STREAMS];
+};
+
+struct imported { /* another process' range, mapped here */
+    CUdeviceptr va;
+    size_t bytes, seg_bytes;
+    int nseg;
+    struct imported *next;
+};
+
+struct gs_swap_engine {
+    gs_swap_names_t *names; /* the program's handles (swap_names.h) */
+    const gs_swap_driver_t *d;
+    gs_swap_ranges_t *ranges;
+    gs_swap_engine_config_t cfg;
+    pthread_mutex_t op; /* one allocation, free or move at a time */
+    size_t gran[MAX_DEVS];
+    int shareable[MAX_DEVS];  /* 0 unknown, 1 descriptors can be exported, -1 not */
+    struct imported *imports; /* ranges of other processes mapped here (IPC) */
+    uint64_t peers[MAX_DEVS]; /* bit a of peers[o]: GPU a reaches GPU o's ranges */
+    struct lane lanes[MAX_LANES];
+    int nlanes;
+};
+
+/* Physical memory for segment k of r, mapped at its address with its
+ * access (op held). */
+CUresult gs_swap_seg_back(gs_swap_engine_t *e, gs_swap_range_t *r, int k);
+/* Segment k of r unmapped and its memory released (op held). */
+CUresult gs_swap_seg_unback(gs_swap_engine_t *e, gs_swap_range_t *r, int k);
+
+#endif
