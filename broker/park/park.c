@@ -399,16 +399,37 @@ int park_unparkable(const gs_park_t *p, const char *session, int64_t now, char *
         snprintf(out, len, "parking is off");
     else if (park_session_pids(p, session, pids, GS_PARK_MAX_PIDS, &why) == 0)
         snprintf(out, len, "%s", why ? why : "no CUDA process");
+    int gpus = 0, gpu = -1;
     for (int g = 0; !out[0] && g < p->ngpus; g++) {
         if (gs_sched_info(p->sched, session, g, now, &si) != 0)
             continue;
         registered |= si.registered;
+        if (si.resident_bytes) {
+            gpus++;
+            gpu = g;
+        }
         if (si.resident_bytes && p->cfg.gpu_off[g])
             snprintf(out, len, "parking is off on GPU %d", g);
     }
-    if (!out[0] && !registered && !p->cfg.plain)
-        snprintf(out, len, "not a notebook (park_plain is off)");
+    /* A program outside Jupyter has no cell to bring it back: on the swap
+     * tier its hook's gate does it at its next CUDA call; a checkpointed
+     * process cannot ask (doc/parking.md), so that tier needs park_plain. */
+    if (!out[0] && !registered && !p->cfg.plain && !(gpus == 1 && park_swap_suits(p, session, gpu)))
+        snprintf(out, len, "not a notebook (park_plain is off, and its memory cannot go to the swap "
+                           "tier)");
     return out[0] != '\0';
+}
+
+/* Outside Jupyter, and only the swap tier may park it (park_unparkable). */
+static int swap_only(const gs_park_t *p, const char *session, int64_t now)
+{
+    gs_sched_info_t si;
+    if (p->cfg.plain)
+        return 0;
+    for (int g = 0; g < p->ngpus; g++)
+        if (gs_sched_info(p->sched, session, g, now, &si) == 0 && si.registered)
+            return 0;
+    return 1;
 }
 
 uint64_t park_host_used(const gs_park_t *p)
@@ -437,6 +458,18 @@ static void submit(gs_park_t *p, psess_t *ps, int unpark, int64_t now)
      * the rest (and to bring back what it parked). */
     if (!unpark && park_swap_try_park(p, ps, now))
         return;
+    if (!unpark && swap_only(p, ps->id, now)) {
+        gs_park_job_t j;
+        memset(&j, 0, sizeof j);
+        j.id = ps->job = ++p->next_job;
+        snprintf(j.error, sizeof j.error,
+                 "a program outside Jupyter parks on the swap tier only (park_plain is off), "
+                 "and the host pool cannot take it now");
+        ps->tier = TIER_SWAP;
+        park_finish_park(p, ps, &j, now);
+        ps->job = 0;
+        return;
+    }
     if (unpark && ps->tier == TIER_SWAP) {
         park_swap_unpark(p, ps, now);
         return;

@@ -165,6 +165,10 @@ void park_finish_unpark(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64
 int park_swap_available(const gs_park_t *p);
 /* Parks ps on the swap tier if it qualifies and the pool can lend: 1
  * started, 0 (nothing done: the checkpoint tier takes it). */
+/* Every process of the session can swap its memory on GPU g, and what
+ * cannot move is small: the swap tier would take it (if the pool can lend
+ * the host memory then). */
+int park_swap_suits(const gs_park_t *p, const char *session, int g);
 int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now);
 void park_swap_unpark(gs_park_t *p, psess_t *ps, int64_t now);
 /* Deadlines of the conversations under way. */

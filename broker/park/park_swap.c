@@ -108,16 +108,15 @@ static void begin_phase(gs_park_t *p, psess_t *ps, int phase, int64_t now)
         }
 }
 
-int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now)
+int park_swap_suits(const gs_park_t *p, const char *session, int g)
 {
-    int g = only_gpu(p, ps);
     if (!p->pools || !p->cfg.swap || g < 0)
         return 0;
     /* Every process can swap, and what stays behind is small. */
     uint64_t used = 0, movable = 0;
     int n = 0;
     for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients)) {
-        if (strcmp(c->session, ps->id) != 0)
+        if (strcmp(c->session, session) != 0)
             continue;
         if (!c->swap || c->pid <= 0 || c->uid < 0)
             return 0;
@@ -126,8 +125,18 @@ int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now)
         n++;
     }
     uint64_t stays = used > movable ? used - movable : 0;
-    if (!n || !movable || (stays > UNMOVABLE_MIN && stays * UNMOVABLE_FRAC > used))
+    return n && movable && !(stays > UNMOVABLE_MIN && stays * UNMOVABLE_FRAC > used);
+}
+
+int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now)
+{
+    int g = only_gpu(p, ps);
+    if (!park_swap_suits(p, ps->id, g))
         return 0;
+    uint64_t movable = 0;
+    for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
+        if (!strcmp(c->session, ps->id))
+            movable += c->movable[g];
     /* Host memory for all of them, or none. */
     for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients)) {
         if (strcmp(c->session, ps->id) != 0 || !c->movable[g])

@@ -135,15 +135,16 @@ def workers(broker, sim, tmp_path):
 
 @pytest.fixture
 def notebooks(short_tmp):
-    """start(memory, *settings) -> (broker, sim, make(name, cells=True,
-    **env)): a broker with parking settings on a simulated GPU of `memory`,
-    and notebooks (gstest.Notebook) on it, all stopped afterwards."""
+    """start(memory, *settings, **sim_env) -> (broker, sim, make(name,
+    cells=True, **env)): a broker with parking settings on a simulated GPU
+    of `memory` (sim_env: more of the broker's environment), and notebooks
+    (gstest.Notebook) on it, all stopped afterwards."""
     if not gstest.hook_makes_room():
         pytest.skip("this hook does not ask the broker for room yet (libhook make_room)")
     made, state = [], {}
 
-    def start(memory, *settings):
-        sim = gstest.sim_env(short_tmp, memory=memory, concurrency=4)
+    def start(memory, *settings, **sim_extra):
+        sim = gstest.sim_env(short_tmp, memory=memory, concurrency=4, extra=sim_extra)
         state["sim"] = sim
         state["broker"] = b = gstest.park_broker(short_tmp, sim, *settings)
         state["launcher"] = launcher = gstest.Client(b.endpoint)

@@ -99,13 +99,16 @@ def test_host_budget_refuses_and_loses_nothing(notebooks, short_tmp):
 def test_managed_and_plain_sessions_are_not_parked(notebooks, short_tmp):
     broker, sim, make = notebooks("100M", "park_idle_s=0")
     m = make("m", GPUSHARE_MEMORY="managed")
-    p = make("p", cells=False)  # a program outside Jupyter: no launcher, no cells
+    # A program outside Jupyter (no launcher, no cells) whose memory cannot
+    # go to the swap tier: checkpointed, nothing could bring it back.
+    p = make("p", cells=False, GPUSHARE_SWAP="off")
     b = make("b")
     assert m.cell("alloc x %d" % (40 * MIB)) == "ok" and m.cell("fill x 3") == "ok"
     assert p.command("alloc x %d" % (40 * MIB)) == "ok"
     st = wait_until(lambda: (lambda s: entry(s, "p") and s)(broker.status()), what="p joined")
     assert entry(st, "m")["parking"] == "not parkable: managed memory"
-    assert entry(st, "p")["parking"] == "not parkable: not a notebook (park_plain is off)"
+    assert entry(st, "p")["parking"] == ("not parkable: not a notebook (park_plain is off, and "
+                                         "its memory cannot go to the swap tier)")
     assert b.cell("alloc x %d" % (40 * MIB)) == "err CUDA_ERROR_OUT_OF_MEMORY"
     assert "cannot be parked" in b.stderr()
     st = broker.status()
@@ -158,7 +161,7 @@ def test_plain_programs_are_parked_only_when_asked_and_come_back_when_memory_fre
     # outside Jupyter is parked only with park_plain=on and comes back as
     # soon as its memory fits again.
     broker, sim, make = notebooks("100M", "park_idle_s=0", "park_plain=on")
-    p, b = make("p", cells=False), make("b")
+    p, b = make("p", cells=False, GPUSHARE_SWAP="off"), make("b")
     assert p.command("alloc x %d" % SIZE) == "ok" and p.command("fill x 4") == "ok"
     wait_until(lambda: entry(broker.status(), "p"), what="p joined")
     assert b.cell("alloc x %d" % SIZE) == "ok", b.stderr()

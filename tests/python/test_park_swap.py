@@ -17,37 +17,17 @@ CHUNK = 4 * MIB
 
 
 @pytest.fixture
-def swap_notebooks(short_tmp):
-    """start(memory, *settings) -> (broker, make(name, swap="on")): a broker
-    whose host pool pins CHUNK-sized chunks, and notebooks whose hooks swap
-    (or not)."""
-    if not gstest.hook_makes_room():
-        pytest.skip("this hook does not ask the broker for room")
-    made, state = [], {}
-
+def swap_notebooks(notebooks):
+    """start(memory, *settings) -> (broker, make(name, swap="on",
+    cells=True)): the notebooks fixture with a host pool that pins
+    CHUNK-sized chunks, and notebooks whose hooks swap (or not)."""
     def start(memory, *settings):
-        sim = gstest.sim_env(short_tmp, memory=memory, concurrency=4,
-                             extra={"GPUSHARE_POOL_CHUNK": str(CHUNK)})
-        state["sim"] = sim
-        state["broker"] = b = gstest.park_broker(short_tmp, sim, *settings)
-        state["launcher"] = launcher = gstest.Client(b.endpoint)
+        b, sim, make = notebooks(memory, *settings, GPUSHARE_POOL_CHUNK=str(CHUNK))
 
-        def make(name, swap="on"):
-            nb = gstest.Notebook(name, gstest.hook_env(sim, b.endpoint, GPUSHARE_SWAP=swap),
-                                 short_tmp, launcher)
-            made.append(nb)
-            return nb
-        return b, make
-
-    yield start
-    for nb in made:
-        nb.kill()
-    if "launcher" in state:
-        state["launcher"].close()
-    if "broker" in state:
-        state["broker"].stop(signal.SIGKILL)
-    if "sim" in state:
-        gstest.unlink_sim(state["sim"])
+        def make_swap(name, swap="on", cells=True):
+            return make(name, cells, GPUSHARE_SWAP=swap)
+        return b, make_swap
+    return start
 
 
 def pinned(b):
@@ -190,3 +170,45 @@ def test_unmapping_parked_segments_brings_them_back_first(swap_notebooks, short_
     assert entry(b.status(), "a")["parked_bytes"] == 0
     assert a.cell("segment w %d" % (40 * MIB)) == "ok", a.stderr()
     assert a.cell("fill w 8") == "ok" and a.cell("check w 8") == "ok"
+
+
+def test_a_program_outside_jupyter_is_parked_on_the_swap_tier_and_its_next_call_brings_it_back(
+        swap_notebooks, short_tmp):
+    # No launcher, no cells: nothing would tell the broker that p needs the
+    # GPU again, but on the swap tier p's own hook does, at its next CUDA
+    # call (its gate is closed while its memory is out), so p is parked
+    # without park_plain.
+    b, make = swap_notebooks("100M", "park_idle_s=0")
+    p, c = make("p", cells=False), make("c")
+    assert p.command("alloc x %d" % (60 * MIB)) == "ok", p.stderr()
+    assert p.command("fill x 9") == "ok"
+    assert c.cell("alloc y %d" % (20 * MIB)) == "ok"
+    wait_for("p to join", lambda: entry(b.status(), "p"))
+    wait_for("the pool to pin 60 MiB", lambda: pinned(b) >= 60 * MIB)
+    assert c.cell("alloc z %d" % (30 * MIB)) == "ok", c.stderr()
+    e = entry(b.status(), "p")
+    assert e["parking"] == "parked" and e["park_tier"] == "swap", e
+    assert p.command("check x 9") == "ok", p.stderr()  # c is idle: it makes room
+    e = entry(b.status(), "p")
+    assert e["parking"] == "resident" and e["unparks"] == 1, e
+
+
+def test_a_program_outside_jupyter_is_never_checkpointed_without_park_plain(swap_notebooks,
+                                                                            short_tmp):
+    # The pool cannot pin (injected): p would need the checkpoint tier,
+    # which nothing could bring it back from, so its park fails with the
+    # reason and p runs on, its data intact.
+    b, make = swap_notebooks("100M", "park_idle_s=0")
+    code = ("import sys, gpusim; gpusim.inject_failure('cuMemCreate', 1000000, 0, "
+            "int(sys.argv[1]))")
+    subprocess.run([gstest.PYTHON, "-c", code, str(b.proc.pid)], env=b.env, check=True,
+                   timeout=30)
+    p, c = make("p", cells=False), make("c")
+    assert p.command("alloc x %d" % (60 * MIB)) == "ok", p.stderr()
+    assert p.command("fill x 10") == "ok"
+    wait_for("p to join", lambda: entry(b.status(), "p"))
+    assert c.cell("alloc y %d" % (50 * MIB)) == "err CUDA_ERROR_OUT_OF_MEMORY"
+    e = entry(b.status(), "p")
+    assert e["parks"] == 0 and "parks on the swap tier only" in e["parking"], e
+    assert b.events("park_failed")[-1]["session"] == "p"
+    assert p.command("check x 10") == "ok", p.stderr()
