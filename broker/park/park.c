@@ -415,8 +415,9 @@ int park_unparkable(const gs_park_t *p, const char *session, int64_t now, char *
      * tier its hook's gate does it at its next CUDA call; a checkpointed
      * process cannot ask (doc/parking.md), so that tier needs park_plain. */
     if (!out[0] && !registered && !p->cfg.plain && !(gpus == 1 && park_swap_suits(p, session, gpu)))
-        snprintf(out, len, "not a notebook (park_plain is off, and its memory cannot go to the swap "
-                           "tier)");
+        snprintf(out, len,
+                 "not a notebook (park_plain is off, and its memory cannot go to the swap "
+                 "tier)");
     return out[0] != '\0';
 }
 
@@ -452,11 +453,34 @@ void park_submit(gs_park_t *p, psess_t *ps, int64_t now)
     submit(p, ps, 0, now);
 }
 
+/* How long the session has been idle (its last cell, grant or release). */
+static int64_t idle_for(const gs_park_t *p, const char *session, int64_t now)
+{
+    int64_t last = 0;
+    gs_sched_info_t si;
+    for (int g = 0; g < p->ngpus; g++)
+        if (gs_sched_info(p->sched, session, g, now, &si) == 0 && si.last_active_us > last)
+            last = si.last_active_us;
+    return now - last;
+}
+
 static void submit(gs_park_t *p, psess_t *ps, int unpark, int64_t now)
 {
     /* The swap tier where the session can use it; the checkpoint API for
-     * the rest (and to bring back what it parked). */
-    if (!unpark && park_swap_try_park(p, ps, now))
+     * the rest (and to bring back what it parked), and for a session idle
+     * so long that its context and pinned host memory are better freed
+     * (the deep tier, park_policy.h). */
+    int deep = 0;
+    if (!unpark) {
+        int64_t idle = idle_for(p, ps->id, now);
+        deep = ps->deep_next || gs_park_policy_deep(&p->cfg, idle, !swap_only(p, ps->id, now));
+        ps->deep_next = 0;
+        if (deep)
+            gs_info("session %s goes to the deep tier (checkpoint): idle for %.0f s "
+                    "(park_deep_idle_s = %.0f)",
+                    ps->id, (double)idle / SEC, (double)p->cfg.deep_idle_us / SEC);
+    }
+    if (!unpark && !deep && park_swap_try_park(p, ps, now))
         return;
     if (!unpark && swap_only(p, ps->id, now)) {
         gs_park_job_t j;
@@ -576,6 +600,7 @@ void park_finish_park(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t
             if (ps->bytes[g])
                 gs_park_policy_rate_update(&p->park_bps[g], bytes, s);
         gs_sched_set_residency(p->sched, ps->id, GS_SCHED_PARKED, now);
+        ps->parked_at = now;
         gs_info("session %s parked (%s tier): %.1f MiB in %.3f s (%.2f GB/s)", ps->id,
                 ps->tier == TIER_SWAP ? "swap" : "checkpoint", bytes / 1048576.0, s, ps->park_gbps);
         gs_eventlog_write(p->eventlog, "park",
@@ -603,6 +628,7 @@ void park_finish_park(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t
 
 void park_finish_unpark(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t now)
 {
+    int wanted = ps->demand_since != 0; /* its cell started meanwhile, or it asked */
     uint64_t bytes = total_bytes(p, ps);
     double s = (double)j->elapsed_us / SEC;
     if (!j->ok) {
@@ -650,6 +676,15 @@ void park_finish_unpark(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64
                                 ps->tier == TIER_SWAP ? "swap" : "checkpoint", "retried",
                                 j->error[0] ? j->error : NULL));
     memset(ps->bytes, 0, sizeof ps->bytes);
+    if (ps->demoting) { /* back only to go to the deep tier, unless it is wanted now */
+        ps->demoting = 0;
+        ps->deep_next = !wanted;
+        if (!wanted && park_start(p, ps,
+                                  "to the deep tier (parked on the swap tier for "
+                                  "park_deep_idle_s)",
+                                  now) != 0)
+            ps->deep_next = 0;
+    }
 }
 
 void gs_park_on_jobs(gs_park_t *p, int64_t now)

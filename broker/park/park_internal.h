@@ -49,11 +49,14 @@ typedef struct {
     int retries;
     int64_t unparked_at; /* its slice is protected from time slicing */
     uint64_t grants_at_unpark[GS_MAX_GPUS];
-    uint64_t job;  /* id of the job under way, 0 = none */
-    int noted;     /* "cannot make room" logged for this demand */
-    int no_demand; /* the host budget stops its unpark: not queued (it would hold the GPU's
-                      queue up for nothing) until a job ends or a setting changes */
-    int tier;      /* TIER_*: how it is (being) parked */
+    uint64_t job;      /* id of the job under way, 0 = none */
+    int noted;         /* "cannot make room" logged for this demand */
+    int no_demand;     /* the host budget stops its unpark: not queued (it would hold the GPU's
+                          queue up for nothing) until a job ends or a setting changes */
+    int tier;          /* TIER_*: how it is (being) parked */
+    int64_t parked_at; /* the last park ended then */
+    int demoting;      /* brought back from the swap tier to go to the deep tier */
+    int deep_next;     /* its next park goes to the checkpoint tier */
     /* swap tier (park_swap.c) */
     int swap_gpu, swap_phase, swap_waiting, swap_failed, swap_rollback_failed;
     int64_t swap_deadline, swap_elapsed_us;

@@ -76,6 +76,39 @@ static void update_demand(gs_park_t *p, park_views_t *vs, int64_t now)
     }
 }
 
+/* Sessions parked on the swap tier for park_deep_idle_s go to the deep
+ * tier (park_policy.h): back first, while the GPU has room for them and
+ * nobody asks for it, then checkpointed, which frees their context and the
+ * pool's pinned memory. */
+static void demote(gs_park_t *p, park_views_t *vs, int64_t now)
+{
+    if (p->cfg.deep_idle_us <= 0)
+        return;
+    for (int i = 0; i < vs->n; i++) {
+        park_view_t *v = &vs->v[i];
+        psess_t *ps = v->ps;
+        int checkpoint_ok = v->registered || p->cfg.plain;
+        if (ps->st != PS_PARKED || ps->tier != TIER_SWAP || ps->stuck || ps->demand_since ||
+            ps->retry_at > now || !checkpoint_ok)
+            continue;
+        int g = -1, gpus = 0;
+        for (int k = 0; k < p->ngpus; k++)
+            if (ps->bytes[k]) {
+                g = k;
+                gpus++;
+            }
+        if (gpus != 1)
+            continue;
+        int64_t due = ps->parked_at + p->cfg.deep_idle_us;
+        if (gs_park_policy_demote(&p->cfg, now - ps->parked_at, ps->bytes[g], park_free(p, vs, g),
+                                  park_margin(p, g), v->wants || v->cell_busy, checkpoint_ok)) {
+            ps->demoting = 1;
+            park_start_unpark(p, ps, "to the deep tier: back first, then checkpointed", now);
+        } else if (due > now && due < p->wake)
+            p->wake = due;
+    }
+}
+
 /* 1: go on with the next need; 0: it waits. */
 static int serve_unpark(gs_park_t *p, park_views_t *vs, park_view_t *v, int g, int late,
                         int64_t now)
@@ -189,6 +222,7 @@ static void poll_once(gs_park_t *p, int64_t now)
             if (vs.v[i].foot[g] > vs.v[i].ps->bytes[g])
                 vs.v[i].ps->bytes[g] = vs.v[i].foot[g];
     update_demand(p, &vs, now);
+    demote(p, &vs, now);
     /* Stuck with no memory known: nothing to make room for. */
     for (int i = 0; i < vs.n; i++) {
         psess_t *ps = vs.v[i].ps;

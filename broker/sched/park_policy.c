@@ -19,6 +19,7 @@ void gs_park_policy_config_default(gs_park_config_t *c, int ngpus, const char (*
     c->enabled = 1;
     c->swap = 1;
     c->idle_us = 30 * SEC;
+    c->deep_idle_us = 3600 * SEC;
     c->budget_auto = 1;
     c->host_budget = host_ram / 2;
     c->lock_timeout_us = 5 * SEC;
@@ -165,13 +166,16 @@ int gs_park_policy_config_set(gs_park_config_t *c, const char *key, const json_t
         c->gpu_off[g] = !on;
         return 0;
     }
-    if (!strcmp(key, "park_idle_s") || !strcmp(key, "park_lock_timeout_s")) {
-        int idle = !strcmp(key, "park_idle_s");
+    if (!strcmp(key, "park_idle_s") || !strcmp(key, "park_lock_timeout_s") ||
+        !strcmp(key, "park_deep_idle_s")) {
+        int zero_ok = strcmp(key, "park_lock_timeout_s") != 0;
         int64_t us;
-        if (seconds(v, &us, idle) != 0)
+        if (seconds(v, &us, zero_ok) != 0)
             return bad(err, errlen, key,
-                       idle ? "a number of seconds >= 0" : "a number of seconds > 0", v);
-        *(idle ? &c->idle_us : &c->lock_timeout_us) = us;
+                       zero_ok ? "a number of seconds >= 0" : "a number of seconds > 0", v);
+        *(!strcmp(key, "park_idle_s")           ? &c->idle_us
+          : !strcmp(key, "park_lock_timeout_s") ? &c->lock_timeout_us
+                                                : &c->deep_idle_us) = us;
         return 0;
     }
     if (!strcmp(key, "park_host_budget")) {
@@ -190,7 +194,7 @@ int gs_park_policy_config_set(gs_park_config_t *c, const char *key, const json_t
     }
     snprintf(err, errlen,
              "%.80s: no such setting (park, park.<gpu>, park_idle_s, park_host_budget, "
-             "park_plain, park_swap, park_lock_timeout_s)",
+             "park_plain, park_swap, park_lock_timeout_s, park_deep_idle_s)",
              key);
     return -1;
 }
@@ -201,6 +205,7 @@ json_t *gs_park_policy_config_json(const gs_park_config_t *c)
         json_pack("{s:s, s:f, s:s, s:s, s:f}", "park", c->enabled ? "on" : "off", "park_idle_s",
                   (double)c->idle_us / SEC, "park_plain", c->plain ? "on" : "off", "park_swap",
                   c->swap ? "on" : "off", "park_lock_timeout_s", (double)c->lock_timeout_us / SEC);
+    json_object_set_new(o, "park_deep_idle_s", json_real((double)c->deep_idle_us / SEC));
     json_object_set_new(o, "park_host_budget",
                         c->budget_auto ? json_string("auto")
                                        : json_integer((json_int_t)c->host_budget));
@@ -327,4 +332,18 @@ int64_t gs_park_policy_min_slice_us(uint64_t bytes, double unpark_s, double park
     if (unpark_s < 0)
         unpark_s = unpark_bps > 0 ? (double)bytes / unpark_bps : 0;
     return (int64_t)llround(GS_PARK_SLICE_FACTOR * (park_s + unpark_s) * SEC);
+}
+
+/* ---- tiers ------------------------------------------------------------------- */
+
+int gs_park_policy_deep(const gs_park_config_t *c, int64_t idle_for_us, int checkpoint_ok)
+{
+    return checkpoint_ok && c->deep_idle_us > 0 && idle_for_us >= c->deep_idle_us;
+}
+
+int gs_park_policy_demote(const gs_park_config_t *c, int64_t parked_for_us, uint64_t bytes,
+                          uint64_t free_bytes, uint64_t margin, int wanted, int checkpoint_ok)
+{
+    return !wanted && gs_park_policy_deep(c, parked_for_us, checkpoint_ok) &&
+           free_bytes >= bytes + margin;
 }

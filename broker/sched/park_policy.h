@@ -39,6 +39,8 @@ typedef struct {
     int plain;                      /* park_plain (off): also park programs outside Jupyter */
     int swap;                       /* park_swap (on): the swap tier where a session can use it */
     int64_t lock_timeout_us;        /* park_lock_timeout_s (5 s) */
+    int64_t deep_idle_us;           /* park_deep_idle_s (3600 s; 0: never): idle this long,
+                                       a session goes to the checkpoint tier */
     int ngpus;                      /* for park.<gpu> */
     char uuids[GS_SCHED_MAX_GPUS][48]; /* park.<uuid> */
 } gs_park_config_t;
@@ -47,7 +49,7 @@ void gs_park_policy_config_default(gs_park_config_t *c, int ngpus, const char (*
                                    uint64_t host_ram);
 
 /* A parking key: park, park.<index|uuid>, park_idle_s, park_host_budget,
- * park_plain, park_swap, park_lock_timeout_s. */
+ * park_plain, park_swap, park_lock_timeout_s, park_deep_idle_s. */
 int gs_park_policy_is_key(const char *key);
 
 /* One setting by name (values as gs_sched_set takes them; bytes as a number
@@ -94,6 +96,21 @@ gs_park_pick_rc_t gs_park_policy_choose(const gs_park_cand_t *c, int n, uint64_t
                                         int allow_switched, uint64_t budget_left, int64_t now,
                                         int64_t idle_us, int64_t deadline, int *picked,
                                         int64_t *wait_until);
+
+/* ---- tiers --------------------------------------------------------------- */
+
+/* The swap tier keeps a parked process' CUDA context on the GPU (hundreds
+ * of MiB) and its memory in pinned host memory that nothing else can use;
+ * the checkpoint tier frees both, but a switch costs ten times more.  So a
+ * session idle for deep_idle_us goes to the checkpoint tier (the deep
+ * tier) when it may (checkpoint_ok: a notebook, or park_plain). */
+int gs_park_policy_deep(const gs_park_config_t *c, int64_t idle_for_us, int checkpoint_ok);
+
+/* A session parked on the swap tier for deep_idle_us moves to the deep
+ * tier when the GPU has room to bring it back first (free_bytes against
+ * its bytes and a margin) and nothing asks for it. */
+int gs_park_policy_demote(const gs_park_config_t *c, int64_t parked_for_us, uint64_t bytes,
+                          uint64_t free_bytes, uint64_t margin, int wanted, int checkpoint_ok);
 
 /* ---- costs --------------------------------------------------------------- */
 

@@ -212,3 +212,43 @@ def test_a_program_outside_jupyter_is_never_checkpointed_without_park_plain(swap
     assert e["parks"] == 0 and "parks on the swap tier only" in e["parking"], e
     assert b.events("park_failed")[-1]["session"] == "p"
     assert p.command("check x 10") == "ok", p.stderr()
+
+
+def test_a_notebook_idle_past_park_deep_idle_s_goes_to_the_deep_tier(swap_notebooks, short_tmp):
+    # Idle longer than park_deep_idle_s when it is parked: checkpointed
+    # (which frees its context and pins no host memory), not swapped.
+    b, make = swap_notebooks("100M", "park_idle_s=0", "park_deep_idle_s=0.001")
+    a, c = make("a"), make("c")
+    assert a.cell("alloc x %d" % (60 * MIB)) == "ok", a.stderr()
+    assert a.cell("fill x 11") == "ok"
+    assert c.cell("alloc y %d" % (20 * MIB)) == "ok"
+    wait_for("the pool to pin 60 MiB", lambda: pinned(b) >= 60 * MIB)
+    assert c.cell("alloc z %d" % (30 * MIB)) == "ok", c.stderr()
+    e = entry(b.status(), "a")
+    assert e["parking"] == "parked" and e["park_tier"] == "checkpoint", e
+    assert "goes to the deep tier" in b.log()
+    assert a.cell("check x 11") == "ok", a.stderr()
+
+
+def test_a_notebook_parked_on_the_swap_tier_for_long_moves_to_the_deep_tier(swap_notebooks,
+                                                                            short_tmp):
+    # Parked on the swap tier, then parked for park_deep_idle_s: once the
+    # GPU has room it is brought back and checkpointed; its pinned host
+    # memory goes back to the pool; its data comes back from the deep tier.
+    b, make = swap_notebooks("100M", "park_idle_s=0")
+    a, c = make("a"), make("c")
+    assert a.cell("alloc x %d" % (60 * MIB)) == "ok", a.stderr()
+    assert a.cell("fill x 12") == "ok"
+    assert c.cell("alloc y %d" % (20 * MIB)) == "ok"
+    wait_for("the pool to pin 60 MiB", lambda: pinned(b) >= 60 * MIB)
+    assert c.cell("alloc z %d" % (30 * MIB)) == "ok", c.stderr()
+    assert entry(b.status(), "a")["park_tier"] == "swap"
+    assert c.cell("free z") == "ok" and c.cell("free y") == "ok"  # room again
+    gstest.configure(b.endpoint, park_deep_idle_s=0.2)
+    wait_for("a to move to the deep tier",
+             lambda: any(p["session"] == "a" and p["tier"] == "checkpoint"
+                         for p in b.events("park")))
+    e = entry(b.status(), "a")
+    assert e["parking"] == "parked" and e["park_tier"] == "checkpoint", e
+    assert b.status()["parking"]["pool"][0]["lent_bytes"] == 0
+    assert a.cell("check x 12") == "ok", a.stderr()

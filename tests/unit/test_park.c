@@ -182,6 +182,35 @@ static void slices_pay_for_their_switch_ten_times(void **state)
     assert_true(bps > 3.1e9 && bps < 3.2e9);
 }
 
+static void set_ok(gs_park_config_t *c, const char *key, const char *json);
+
+/* The deep tier on a virtual clock: a session idle for park_deep_idle_s is
+ * checkpointed instead of swapped (when the checkpoint tier may hold it);
+ * one parked on the swap tier that long is brought back and checkpointed
+ * once the GPU has room and nobody wants it. */
+static void long_idleness_goes_to_the_deep_tier(void **state)
+{
+    (void)state;
+    gs_park_config_t c;
+    gs_park_policy_config_default(&c, 1, NULL, 64ull << 30);
+    assert_int_equal(c.deep_idle_us, 3600 * SEC);
+    assert_false(gs_park_policy_deep(&c, 3599 * SEC, 1));
+    assert_true(gs_park_policy_deep(&c, 3600 * SEC, 1));
+    assert_false(gs_park_policy_deep(&c, 7200 * SEC, 0)); /* plain, park_plain off */
+    uint64_t g = 1ull << 30;
+    /* Parked long enough: only with room for it and its margin, unwanted. */
+    assert_true(gs_park_policy_demote(&c, 3600 * SEC, 8 * g, 9 * g, g, 0, 1));
+    assert_false(gs_park_policy_demote(&c, 3600 * SEC, 8 * g, 9 * g - 1, g, 0, 1));
+    assert_false(gs_park_policy_demote(&c, 3600 * SEC, 8 * g, 9 * g, g, 1, 1));
+    assert_false(gs_park_policy_demote(&c, 3599 * SEC, 8 * g, 9 * g, g, 0, 1));
+    assert_false(gs_park_policy_demote(&c, 3600 * SEC, 8 * g, 9 * g, g, 0, 0));
+    set_ok(&c, "park_deep_idle_s", "0"); /* never */
+    assert_false(gs_park_policy_deep(&c, INT64_MAX / 2, 1));
+    assert_false(gs_park_policy_demote(&c, INT64_MAX / 2, 8 * g, 100 * g, g, 0, 1));
+    set_ok(&c, "park_deep_idle_s", "\"0.25\"");
+    assert_int_equal(c.deep_idle_us, 250 * 1000);
+}
+
 static void set_ok(gs_park_config_t *c, const char *key, const char *json)
 {
     char err[300];
@@ -231,6 +260,7 @@ static void settings_parse_and_round_trip(void **state)
     assert_non_null(strstr(set_bad(&c, "park_host_budget", "\"lots\""), "park_host_budget"));
     assert_non_null(strstr(set_bad(&c, "park_idle_s", "-1"), "seconds"));
     assert_non_null(strstr(set_bad(&c, "park_lock_timeout_s", "0"), "> 0"));
+    assert_non_null(strstr(set_bad(&c, "park_deep_idle_s", "\"soon\""), "park_deep_idle_s"));
     assert_non_null(strstr(set_bad(&c, "park.7", "\"on\""), "no GPU"));
     assert_non_null(strstr(set_bad(&c, "park_whatever", "1"), "no such setting"));
     assert_true(gs_park_policy_is_key("park") && gs_park_policy_is_key("park.0") &&
@@ -457,6 +487,7 @@ int main(void)
         cmocka_unit_test(host_budget_is_respected),
         cmocka_unit_test(failed_sessions_come_last),
         cmocka_unit_test(slices_pay_for_their_switch_ten_times),
+        cmocka_unit_test(long_idleness_goes_to_the_deep_tier),
         cmocka_unit_test(settings_parse_and_round_trip),
         cmocka_unit_test_teardown(parked_sessions_are_never_granted, sched_teardown),
         cmocka_unit_test_teardown(parking_a_holder_revokes_it_first, sched_teardown),
