@@ -4,8 +4,8 @@
 # .carry/ (see tests/gpu/README.md); this script only runs things and writes
 # JSON lines to $OUT/results.jsonl plus logs.
 #   bash tests/gpu/run_h200.sh [SECTION...]   (from the repository root)
-# Sections: validate launch launch_streams torch revoke broker park swap
-# notebook (default: all but park and swap, which run alone, and
+# Sections: validate launch launch_streams torch revoke broker park fastpark
+# swap notebook (default: all but park, fastpark and swap, which run alone, and
 # launch_streams, ~4 minutes of its own).
 set -u
 sections=" ${*:-validate launch torch revoke broker notebook} "
@@ -125,6 +125,27 @@ if want park; then
     timeout "${PARK_TIMEOUT:-560}" python3 tests/gpu/park_rotation.py "$C" "$OUT" "${PARK_GIB:-60}" "${PARK_ROUNDS:-2}" \
         >"$OUT/park.jsonl" 2>>"$OUT/errors.log"
     while read -r line; do record "park" "$line"; done <"$OUT/park.jsonl"
+fi
+
+# 6a. Park and unpark side by side in one run (issue 14): 32 GiB PyTorch
+#     notebooks (five: more than the card) in turn on the swap tier with the
+#     default allocator and with expandable segments, and on the checkpoint
+#     tier; then the GPU memory of a bare PyTorch context, natively.
+#     bench/fastpark_summary.py writes one line per park/unpark.
+if want fastpark; then
+    for v in swap swap-expandable checkpoint; do
+        d=$OUT/fastpark-$v
+        mkdir -p "$d"
+        conf="" sw=1
+        [ $v = swap-expandable ] && conf=expandable_segments:True
+        [ $v = checkpoint ] && sw=0
+        PYTORCH_CUDA_ALLOC_CONF=$conf PARK_SWAP=$sw PARK_N=5 PARK_HOST_BUDGET=${FASTPARK_BUDGET:-100G} \
+            timeout "${FASTPARK_TIMEOUT:-250}" python3 tests/gpu/park_rotation.py "$C" "$d" "${FASTPARK_GIB:-32}" 1 \
+            >"$d/park.jsonl" 2>>"$OUT/errors.log"
+    done
+    timeout 60 python3 tests/gpu/context_footprint.py >"$OUT/fastpark-context.json" 2>>"$OUT/errors.log"
+    python3 bench/fastpark_summary.py "$OUT" >"$OUT/fastpark.jsonl"
+    while read -r line; do record "fastpark" "$line"; done <"$OUT/fastpark.jsonl"
 fi
 
 # 6b. The swap tier's backing (GPUSHARE_SWAP=on) against native: exact
