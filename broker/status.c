@@ -31,6 +31,8 @@ static json_t *session_on_gpu(const gs_status_input_t *in, const gs_session_t *s
         (double)si.gpu_time_us / 1e6, "wait_time_s", (double)si.wait_time_us / 1e6, "grants",
         (json_int_t)si.grants, "revokes", (json_int_t)si.revokes);
     json_object_set_new(e, "quantum_s", json_real((double)si.quantum_us / 1e6));
+    /* Since its last cell, grant or release: what the deep tier goes by. */
+    json_object_set_new(e, "idle_s", json_real((double)(in->now_us - si.last_active_us) / 1e6));
     json_object_set_new(e, "boosted", json_boolean(si.boosted));
     json_object_set_new(e, "share",
                         json_pack("{s:f, s:f, s:f}", "request", si.request, "limit", si.limit,

@@ -470,16 +470,8 @@ static void submit(gs_park_t *p, psess_t *ps, int unpark, int64_t now)
      * the rest (and to bring back what it parked), and for a session idle
      * so long that its context and pinned host memory are better freed
      * (the deep tier, park_policy.h). */
-    int deep = 0;
-    if (!unpark) {
-        int64_t idle = idle_for(p, ps->id, now);
-        deep = ps->deep_next || gs_park_policy_deep(&p->cfg, idle, !swap_only(p, ps->id, now));
-        ps->deep_next = 0;
-        if (deep)
-            gs_info("session %s goes to the deep tier (checkpoint): idle for %.0f s "
-                    "(park_deep_idle_s = %.0f)",
-                    ps->id, (double)idle / SEC, (double)p->cfg.deep_idle_us / SEC);
-    }
+    int deep = !unpark && ps->deep_next; /* decided by park_start */
+    ps->deep_next = 0;
     if (!unpark && !deep && park_swap_try_park(p, ps, now))
         return;
     if (!unpark && swap_only(p, ps->id, now)) {
@@ -539,6 +531,15 @@ int park_start(gs_park_t *p, psess_t *ps, const char *why, int64_t now)
     ps->since = now;
     ps->noted = 0;
     ps->demand_since = 0;
+    /* The tier is chosen by how long the session has been idle before its
+     * grant is revoked (the release that follows counts as activity). */
+    int64_t idle = idle_for(p, ps->id, now);
+    if (!ps->deep_next && gs_park_policy_deep(&p->cfg, idle, !swap_only(p, ps->id, now))) {
+        ps->deep_next = 1;
+        gs_info("session %s goes to the deep tier (checkpoint): idle for %.0f s "
+                "(park_deep_idle_s = %.0f)",
+                ps->id, (double)idle / SEC, (double)p->cfg.deep_idle_us / SEC);
+    }
     /* The scheduler revokes a hold ("park"); the job starts after its release. */
     gs_sched_set_residency(p->sched, ps->id, GS_SCHED_MOVING, now);
     p->changed = 1;

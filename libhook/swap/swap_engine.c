@@ -270,6 +270,8 @@ CUresult gs_swap_alloc(gs_swap_engine_t *e, CUcontext ctx, int dev, size_t size,
             e->d->address_free(r.va, r.bytes);
         }
     }
+    if (res == CUDA_SUCCESS)
+        gs_swap_lane_prepare(e, ctx);
     pthread_mutex_unlock(&e->op);
     if (res == CUDA_SUCCESS)
         *va = r.va;
@@ -391,6 +393,13 @@ static struct lane *lane_of(gs_swap_engine_t *e, CUcontext ctx, char *err, size_
     }
     e->nlanes++;
     return l;
+}
+
+void gs_swap_lane_prepare(gs_swap_engine_t *e, CUcontext ctx)
+{
+    char err[200];
+    if (ctx)
+        (void)lane_of(e, ctx, err, sizeof err); /* on failure the move tries again */
 }
 
 /* One segment of one range: the unit of a move. */

@@ -49,4 +49,11 @@ CUresult gs_swap_seg_back(gs_swap_engine_t *e, gs_swap_range_t *r, int k);
 /* Segment k of r unmapped and its memory released (op held). */
 CUresult gs_swap_seg_unback(gs_swap_engine_t *e, gs_swap_range_t *r, int k);
 
+/* The streams and events that moving memory of ctx needs, made now (ctx
+ * current, op held): a swap out must not need device memory, and a GPU
+ * that the program filled to the last page has none to give then (seen
+ * with PyTorch's expandable segments on the H200).  A failure is retried
+ * by the move itself. */
+void gs_swap_lane_prepare(gs_swap_engine_t *e, CUcontext ctx);
+
 #endif

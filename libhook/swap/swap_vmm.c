@@ -98,9 +98,10 @@ gs_swap_vmm_t gs_swap_vmm_map(gs_swap_engine_t *e, CUcontext ctx, CUdeviceptr va
             r.vmm = 1;
             r.name = name;
             r.prop = prop;
-            if (gs_swap_ranges_add(e->ranges, &r) == 0)
+            if (gs_swap_ranges_add(e->ranges, &r) == 0) {
                 n->va = va;
-            else
+                gs_swap_lane_prepare(e, ctx);
+            } else
                 free(r.seg);
         }
     }

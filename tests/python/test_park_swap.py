@@ -217,12 +217,13 @@ def test_a_program_outside_jupyter_is_never_checkpointed_without_park_plain(swap
 def test_a_notebook_idle_past_park_deep_idle_s_goes_to_the_deep_tier(swap_notebooks, short_tmp):
     # Idle longer than park_deep_idle_s when it is parked: checkpointed
     # (which frees its context and pins no host memory), not swapped.
-    b, make = swap_notebooks("100M", "park_idle_s=0", "park_deep_idle_s=0.001")
+    b, make = swap_notebooks("100M", "park_idle_s=0", "park_deep_idle_s=0.3")
     a, c = make("a"), make("c")
     assert a.cell("alloc x %d" % (60 * MIB)) == "ok", a.stderr()
     assert a.cell("fill x 11") == "ok"
     assert c.cell("alloc y %d" % (20 * MIB)) == "ok"
     wait_for("the pool to pin 60 MiB", lambda: pinned(b) >= 60 * MIB)
+    wait_for("a to be idle for park_deep_idle_s", lambda: entry(b.status(), "a")["idle_s"] > 0.4)
     assert c.cell("alloc z %d" % (30 * MIB)) == "ok", c.stderr()
     e = entry(b.status(), "a")
     assert e["parking"] == "parked" and e["park_tier"] == "checkpoint", e
