@@ -133,7 +133,7 @@ fi
 #     tier; then the GPU memory of a bare PyTorch context, natively.
 #     bench/fastpark_summary.py writes one line per park/unpark.
 if want fastpark; then
-    for v in swap swap-expandable checkpoint; do
+    for v in ${FASTPARK_VARIANTS:-swap swap-expandable checkpoint}; do
         d=$OUT/fastpark-$v
         mkdir -p "$d"
         conf="" sw=1
