@@ -253,3 +253,65 @@ def test_a_notebook_parked_on_the_swap_tier_for_long_moves_to_the_deep_tier(swap
     assert e["parking"] == "parked" and e["park_tier"] == "checkpoint", e
     assert b.status()["parking"]["pool"][0]["lent_bytes"] == 0
     assert a.cell("check x 12") == "ok", a.stderr()
+
+
+def inject_into(b, pid, call, count=1):
+    """The next `count` calls of `call` by process pid fail (simulated
+    driver)."""
+    code = ("import sys, gpusim; gpusim.inject_failure(sys.argv[1], int(sys.argv[2]), 0, "
+            "int(sys.argv[3]))")
+    subprocess.run([gstest.PYTHON, "-c", code, call, str(count), str(pid)], env=b.env,
+                   check=True, timeout=30)
+
+
+@pytest.mark.parametrize("call", ["cuMemImportFromShareableHandle", "cuMemSetAccess",
+                                  "cuMemcpy", "cuMemUnmap"])
+def test_a_failed_swap_out_step_leaves_the_notebook_running_with_its_data(swap_notebooks,
+                                                                          short_tmp, call):
+    # Each step of a swap out in the notebook's process fails once: opening
+    # the host window (import, access), a copy, releasing copied memory.
+    # The park fails with the reason, whatever moved comes back, and the
+    # notebook runs on, bit-exact; the next park succeeds.
+    b, make = swap_notebooks("100M", "park_idle_s=0")
+    a, c = make("a"), make("c")
+    assert a.cell("alloc x %d" % (60 * MIB)) == "ok", a.stderr()
+    assert a.cell("fill x 13") == "ok"
+    assert c.cell("alloc y %d" % (20 * MIB)) == "ok"
+    wait_for("the pool to pin 60 MiB", lambda: pinned(b) >= 60 * MIB)
+    inject_into(b, a.pid, call)
+    got = c.cell("alloc z %d" % (30 * MIB))  # refused, or served by a later park
+    failed = [f for f in b.events("park_failed") if f["session"] == "a"]
+    assert failed and failed[0]["left_running"], b.events("park_failed")
+    step = {"cuMemUnmap": "releasing copied memory"}.get(call, call)
+    assert step in failed[0]["error"], failed
+    assert a.cell("check x 13") == "ok", a.stderr()
+    assert a.cell("run 2") == "ok"
+    if got != "ok":
+        assert c.cell("alloc z %d" % (30 * MIB)) == "ok", c.stderr()
+    e = entry(b.status(), "a")
+    assert e["parking"] == "parked" and e["park_tier"] == "swap", e
+    assert a.cell("check x 13") == "ok", a.stderr()
+
+
+@pytest.mark.parametrize("call", ["cuMemCreate", "cuMemMap", "cuMemcpy"])
+def test_a_failed_swap_in_step_is_retried_and_loses_nothing(swap_notebooks, short_tmp, call):
+    # Bringing a back fails once (physical memory for a segment, mapping
+    # it, a copy): its bytes stay in host memory and the cell runs on its
+    # data.  No memory (cuMemCreate, cuMemMap fail with OUT_OF_MEMORY) is
+    # what a switch sees while the other side still frees the GPU, so the
+    # hook tries again in place; a failed copy fails the unpark, which the
+    # broker tries again.
+    b, make = swap_notebooks("100M", "park_idle_s=0")
+    a, c = make("a"), make("c")
+    assert a.cell("alloc x %d" % (60 * MIB)) == "ok", a.stderr()
+    assert a.cell("fill x 14") == "ok"
+    assert c.cell("alloc y %d" % (20 * MIB)) == "ok"
+    wait_for("the pool to pin 60 MiB", lambda: pinned(b) >= 60 * MIB)
+    assert c.cell("alloc z %d" % (30 * MIB)) == "ok", c.stderr()
+    assert entry(b.status(), "a")["parking"] == "parked"
+    inject_into(b, a.pid, call)
+    assert a.cell("check x 14") == "ok", a.stderr()
+    failed = [f for f in b.events("unpark_failed") if f["session"] == "a"]
+    assert bool(failed) == (call == "cuMemcpy"), failed
+    e = entry(b.status(), "a")
+    assert e["parking"] == "resident" and e["unparks"] == 1, e
