@@ -2,6 +2,7 @@
 status it reports, malformed input, signals, its socket's life."""
 import json
 import os
+import pwd
 import signal
 import subprocess
 
@@ -127,7 +128,8 @@ def test_sigusr2_turns_scheduler_off_and_sigusr1_on(broker):
 
 @pytest.mark.parametrize("args, text", [
     (["--bogus"], "unrecognized option"),
-    (["--endpoint", "udp://x"], "only ipc:// and tcp://"),
+    (["--endpoint", "udp://x"], "only ipc:// is supported"),
+    (["--endpoint", "tcp://127.0.0.1:5555"], "tcp:// is not supported"),
     (["--endpoint", "/tmp/" + "x" * 200], "too long"),
     (["--socket-group", "no-such-group-gs"], "no group named"),
     (["stray"], "unexpected argument"),
@@ -164,8 +166,10 @@ def test_sessions_cells_and_grants_appear_in_status(broker):
         assert g["holders"] == ["k-1"]
         assert g["memory_used"] == 123456
         (s,) = g["sessions"]
-        assert (s["id"], s["user"], s["notebook"], s["kernel_id"]) == \
-            ("k-1", "ada", "train.ipynb", "k-1")
+        # user: the owner's account, from the socket; "ada" is only claimed
+        assert (s["id"], s["user"], s["claimed_user"], s["notebook"], s["kernel_id"]) == \
+            ("k-1", pwd.getpwuid(os.getuid()).pw_name, "ada", "train.ipynb", "k-1")
+        assert s["uid"] == os.getuid()
         assert s["pids"] == [4242] and s["cell"] == "busy" and s["state"] == "running"
         assert s["grants"] == 1 and s["resident_bytes"] == 123456
         hook.send({"type": "release", "device": gpu, "grant_id": grant["grant_id"],
