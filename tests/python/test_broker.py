@@ -55,6 +55,8 @@ def _raw_call(endpoint, frames, timeout_ms=3000):
         s.close()
 
 
+# A frame over 1 MiB is not answered: the connection is dropped before the
+# frame is read (test_security.py).
 @pytest.mark.parametrize("frames, code", [
     ([b"not json"], "not_json"),
     ([b"[1,2]"], "not_object"),
@@ -64,7 +66,6 @@ def _raw_call(endpoint, frames, timeout_ms=3000):
     ([b'{"v":1,"type":"hello","role":"hook"}'], "missing_field"),
     ([b'{"v":1,"type":"hello","role":"hook","pid":"1"}'], "wrong_type"),
     ([b'{"v":1,"type":"hello","role":"wizard","pid":1}'], "bad_value"),
-    ([b"{" + b" " * (1 << 20) + b"}"], "too_large"),
     ([b""], "empty"),
     ([b'{"v":1,"type":"status"}', b"extra"], None),
     ([b'{"v":1,"type":"grant","device":"GPU-x","grant_id":1,"quantum_us":0}'], "wrong_direction"),
