@@ -113,8 +113,18 @@ void gs_conn_guard_destroy(gs_conn_guard_t **self_p)
     gs_conn_guard_t *self = *self_p;
     if (!self)
         return;
-    if (self->router)
+    if (self->router && self->monitor) {
+        /* libzmq's thread holds the monitor's lock while it waits for room
+         * in a full queue, and stopping the monitor takes that lock: make
+         * room first. */
+        while (zsock_events(self->monitor) & ZMQ_POLLIN) {
+            zmsg_t *ev = zmsg_recv(self->monitor);
+            if (!ev)
+                break;
+            zmsg_destroy(&ev);
+        }
         zmq_socket_monitor(zsock_resolve(self->router), NULL, 0);
+    }
     zsock_destroy(&self->monitor);
     zhashx_destroy(&self->uids);
     free(self->conns);
