@@ -5,6 +5,7 @@
 
 #include <grp.h>
 #include <pwd.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 int gs_admin_is_admin(uid_t uid, gid_t admin_gid)
@@ -42,4 +43,22 @@ int gs_admin_is_admin(uid_t uid, gid_t admin_gid)
 int gs_admin_may_touch(uid_t uid, uid_t owner_uid, gid_t admin_gid)
 {
     return uid == owner_uid || gs_admin_is_admin(uid, admin_gid);
+}
+
+int gs_admin_sender_may_touch(int has_creds, uid_t uid, int owner_known, uid_t owner_uid,
+                              gid_t admin_gid)
+{
+    if (!has_creds)
+        return 0;
+    return !owner_known || gs_admin_may_touch(uid, owner_uid, admin_gid);
+}
+
+void gs_admin_account_name(uid_t uid, char *out, size_t outlen)
+{
+    struct passwd pw, *found = NULL;
+    char buf[1024];
+    if (getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found && found->pw_name[0])
+        snprintf(out, outlen, "%s", found->pw_name);
+    else
+        snprintf(out, outlen, "uid %u", (unsigned)uid);
 }

@@ -21,6 +21,7 @@
 #include "config.h"
 #include "control.h"
 #include "endpoint.h"
+#include "fd_limit.h"
 #include "log.h"
 #include "reply.h"
 #include "sched/park_policy.h"
@@ -113,6 +114,9 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
     self->opt.overrides.entries = NULL; /* the caller keeps its copy */
     self->opt.overrides.count = 0;
     self->admin_gid = (gid_t)-1;
+    self->max_conns_per_uid = GS_CONN_DEFAULT_PER_UID;
+    /* Before any socket: each connection is a descriptor (conn_guard.h). */
+    self->fd_limit = gs_fd_limit_raise();
     self->sessions = gs_sessions_new();
     self->started_unix = (long long)time(NULL);
 
@@ -194,6 +198,9 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
     zsock_set_router_mandatory(self->router, 1); /* a vanished peer is an error, not a hang */
     zsock_set_sndtimeo(self->router, 0);
     zsock_set_linger(self->router, 0);
+    /* libzmq drops a connection whose frame announces more than this before
+     * reading it, instead of buffering it whole (a 1.5 GB frame once did). */
+    zsock_set_maxmsgsize(self->router, GS_PROTO_MAX_SIZE);
     if (zsock_bind(self->router, "%s", self->opt.endpoint) < 0) {
         snprintf(err, errlen, "cannot listen on %s: %s", self->opt.endpoint,
                  zmq_strerror(zmq_errno()));
@@ -208,8 +215,11 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
                            : chmod(path, 0666) != 0)
             gs_warn("cannot set the permissions of %s: %s", path, strerror(errno));
     }
-    self->liveness =
-        gs_liveness_new(self->router, self->opt.heartbeat_ms, gs_clock_now_us(), err, errlen);
+    self->conns = gs_conn_guard_new(self->router, path, self->fd_limit, err, errlen);
+    if (!self->conns)
+        goto fail;
+    gs_conn_guard_set_per_uid(self->conns, self->max_conns_per_uid);
+    self->liveness = gs_liveness_new(self->opt.heartbeat_ms, gs_clock_now_us(), err, errlen);
     if (!self->liveness)
         goto fail;
     return self;
@@ -226,6 +236,7 @@ void gs_broker_destroy(gs_broker_t **self_p)
         return;
     gs_park_destroy(&self->park); /* brings parked sessions back first */
     gs_liveness_destroy(&self->liveness);
+    gs_conn_guard_destroy(&self->conns);
     zsock_destroy(&self->router);
     gs_sessions_destroy(&self->sessions);
     gs_eventlog_close(&self->eventlog);
@@ -269,6 +280,7 @@ static json_t *status(gs_broker_t *self)
     in.sessions = self->sessions;
     json_t *st = gs_status_build(&in);
     gs_park_status_add(self->park, st, now);
+    json_object_set_new(st, "connections", gs_conn_guard_status(self->conns));
     return st;
 }
 
@@ -278,6 +290,37 @@ static void on_status(gs_broker_t *self, zframe_t *peer, const json_t *req)
     json_object_set_new(r, "status", status(self));
     gs_reply_echo_seq(r, req);
     gs_reply_send(self->router, peer, r);
+}
+
+/* The monitor's events: connections counted, and ended ones for liveness. */
+static void read_connection_events(gs_broker_t *self)
+{
+    int64_t now = gs_clock_now_us();
+    if (gs_conn_guard_on_monitor(self->conns, now) > 0)
+        gs_liveness_on_disconnect(self->liveness, now);
+}
+
+/* 1 when the message is refused before anyone reads it: a routing id
+ * too long to key a client by, or a hello on a connection over its uid's
+ * limit (conn_guard.h). */
+static int refused(gs_broker_t *self, zframe_t *peer, gs_msg_type_t type, const json_t *msg)
+{
+    char text[300];
+    if (zframe_size(peer) > GS_MAX_ROUTING_ID) {
+        snprintf(text, sizeof text,
+                 "routing id of %zu bytes: the broker accepts at most %d (leave ZMQ_ROUTING_ID "
+                 "unset)",
+                 zframe_size(peer), GS_MAX_ROUTING_ID);
+        gs_reply_error(self->router, peer, msg, "bad_value", text);
+        return 1;
+    }
+    if (type != GS_MSG_HELLO || !self->peer.valid)
+        return 0;
+    read_connection_events(self); /* its ACCEPTED is in the queue by now */
+    if (!gs_conn_guard_refusing(self->conns, self->peer.uid, text, sizeof text))
+        return 0;
+    gs_reply_error(self->router, peer, msg, "too_many_connections", text);
+    return 1;
 }
 
 static void handle_message(gs_broker_t *self)
@@ -293,6 +336,11 @@ static void handle_message(gs_broker_t *self)
             gs_reply_error(self->router, peer, rejected, gs_perr_code_name(perr.code), perr.text);
         }
         json_decref(rejected);
+        zframe_destroy(&peer);
+        return;
+    }
+    if (refused(self, peer, type, msg)) {
+        json_decref(msg);
         zframe_destroy(&peer);
         return;
     }
@@ -398,6 +446,9 @@ static long poll_timeout_ms(const gs_broker_t *self)
     int64_t park = gs_park_next_deadline(self->park);
     if (park < due)
         due = park;
+    int64_t cut = gs_conn_guard_next_deadline(self->conns);
+    if (cut < due)
+        due = cut;
     if (due == GS_SCHED_NEVER)
         return -1;
     int64_t left = due - gs_clock_now_us();
@@ -427,6 +478,7 @@ static void run_timers(gs_broker_t *self)
     } else if (now >= gs_park_next_deadline(self->park)) {
         gs_settle(self); /* parking's own timers (idle thresholds, retries) */
     }
+    gs_conn_guard_tick(self->conns, now);
     int check_silence;
     if (gs_liveness_due(self->liveness, now, &check_silence))
         drop_dead_clients(self, now, check_silence);
@@ -448,7 +500,7 @@ int gs_broker_run(gs_broker_t *self)
     zmq_pollitem_t items[MAX_ITEMS] = {
         {zsock_resolve(self->router), 0, ZMQ_POLLIN, 0},
         {NULL, self->signal_fd, ZMQ_POLLIN, 0},
-        {gs_liveness_socket(self->liveness), 0, ZMQ_POLLIN, 0},
+        {gs_conn_guard_socket(self->conns), 0, ZMQ_POLLIN, 0},
         {NULL, park_fd, park_fd >= 0 ? ZMQ_POLLIN : 0, 0}, /* park jobs finished */
     };
     for (;;) {
@@ -467,7 +519,7 @@ int gs_broker_run(gs_broker_t *self)
         if (items[1].revents & ZMQ_POLLIN && !handle_signal(self))
             break;
         if (items[2].revents & ZMQ_POLLIN)
-            gs_liveness_on_monitor(self->liveness, gs_clock_now_us());
+            read_connection_events(self);
         if (items[3].revents & ZMQ_POLLIN) {
             gs_park_on_jobs(self->park, gs_clock_now_us());
             gs_settle(self);

@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "broker_options.h"
+#include "conn_guard.h"
 #include "eventlog.h"
 #include "gpu_inventory.h"
 #include "liveness.h"
@@ -33,6 +34,9 @@ struct gs_broker {
     gs_sched_t *sched;       /* grants: policy, scheduler on/off and settings live here */
     gs_park_t *park;         /* memory parking (park.h); its settings live there */
     gs_liveness_t *liveness; /* finds dead clients (liveness.h) */
+    gs_conn_guard_t *conns;  /* connections per uid (conn_guard.h) */
+    long fd_limit;           /* the open-file limit in force */
+    int max_conns_per_uid;   /* max_connections_per_uid */
     gs_peer_t peer;          /* credentials of the message being handled */
     /* settings.c */
     gid_t admin_gid;         /* may change settings and others' sessions; -1 = root only */

@@ -3,8 +3,9 @@
  * memory go back to the others at once (see liveness.h).
  *
  * Three signs, because none is enough alone:
- *  - ZeroMQ disconnect events (czmq's zmonitor on the ROUTER).  Debian's
- *    libzmq 4.3.4 is built without the draft API, so ZMQ_ROUTER_NOTIFY is
+ *  - ZeroMQ disconnect events (the ROUTER's monitor, read by conn_guard.c).
+ *    Debian's libzmq 4.3.4 is built without the draft API, so
+ *    ZMQ_ROUTER_NOTIFY is
  *    not available and monitor events carry an fd, not a routing id.  A
  *    disconnect therefore triggers checks of every client's process: now
  *    and a few times in the next 150 ms (a killed process closes its sockets
@@ -29,24 +30,18 @@
 static const int64_t recheck_after_us[4] = {0, 20000, 60000, 150000};
 
 struct gs_liveness {
-    zactor_t *monitor;     /* zmonitor: the ROUTER's disconnect events */
     int64_t heartbeat_us;  /* the clients' heartbeat interval */
     int64_t next_sweep_us; /* periodic check of every client */
     int64_t recheck_us[4]; /* checks soon after a disconnect, 0 = unused */
 };
 
-gs_liveness_t *gs_liveness_new(zsock_t *router, int heartbeat_ms, int64_t now, char *err,
-                               size_t errlen)
+gs_liveness_t *gs_liveness_new(int heartbeat_ms, int64_t now, char *err, size_t errlen)
 {
     gs_liveness_t *self = calloc(1, sizeof *self);
-    if (!self || !(self->monitor = zactor_new(zmonitor, router))) {
-        snprintf(err, errlen, "cannot monitor the socket");
-        free(self);
+    if (!self) {
+        snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    zstr_sendx(self->monitor, "LISTEN", "DISCONNECTED", NULL);
-    zstr_sendx(self->monitor, "START", NULL);
-    zsock_wait(self->monitor);
     self->heartbeat_us = (int64_t)heartbeat_ms * 1000;
     self->next_sweep_us = now + self->heartbeat_us;
     return self;
@@ -57,32 +52,12 @@ void gs_liveness_destroy(gs_liveness_t **self_p)
     gs_liveness_t *self = *self_p;
     if (!self)
         return;
-    zactor_destroy(&self->monitor); /* stops monitoring the ROUTER */
     free(self);
     *self_p = NULL;
 }
 
-void *gs_liveness_socket(gs_liveness_t *self)
+void gs_liveness_on_disconnect(gs_liveness_t *self, int64_t now)
 {
-    return zsock_resolve(self->monitor);
-}
-
-/* Drain the monitor's events (name, value, address); any disconnect
- * schedules checks of every client. */
-void gs_liveness_on_monitor(gs_liveness_t *self, int64_t now)
-{
-    int disconnects = 0;
-    while (zsock_events(self->monitor) & ZMQ_POLLIN) {
-        zmsg_t *event = zmsg_recv(self->monitor);
-        if (!event)
-            break;
-        char *name = zmsg_popstr(event);
-        disconnects += name && streq(name, "DISCONNECTED");
-        zstr_free(&name);
-        zmsg_destroy(&event);
-    }
-    if (!disconnects)
-        return;
     for (int i = 0; i < 4; i++)
         self->recheck_us[i] = now + recheck_after_us[i];
 }

@@ -1,5 +1,6 @@
 /*
- * liveness.h - which clients are dead: ZeroMQ disconnect events, heartbeats
+ * liveness.h - which clients are dead: ZeroMQ disconnect events (read by
+ * conn_guard.h, which watches the connections, and passed on), heartbeats
  * (a client silent for 3 heartbeat intervals is dead) and whether the
  * peer's process still exists (checked every heartbeat interval and right
  * after each disconnect, so a killed process' grant is reclaimed within
@@ -10,7 +11,6 @@
 #ifndef GS_LIVENESS_H
 #define GS_LIVENESS_H
 
-#include <czmq.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,17 +24,14 @@ typedef struct {
     const char *why;
 } gs_liveness_dead_t;
 
-/* Watch router (which must outlive it) for disconnects, with czmq's
- * zmonitor; clients send a heartbeat every heartbeat_ms.  NULL with err set
- * when it cannot. */
-gs_liveness_t *gs_liveness_new(zsock_t *router, int heartbeat_ms, int64_t now, char *err,
-                               size_t errlen);
+/* Clients send a heartbeat every heartbeat_ms.  NULL with err set when out
+ * of memory. */
+gs_liveness_t *gs_liveness_new(int heartbeat_ms, int64_t now, char *err, size_t errlen);
 void gs_liveness_destroy(gs_liveness_t **self_p);
 
-/* The socket of disconnect events, for zmq_poll; when it is readable, call
- * gs_liveness_on_monitor. */
-void *gs_liveness_socket(gs_liveness_t *self);
-void gs_liveness_on_monitor(gs_liveness_t *self, int64_t now);
+/* A connection to the broker ended (a ZeroMQ disconnect event): check
+ * every client now and a few times soon. */
+void gs_liveness_on_disconnect(gs_liveness_t *self, int64_t now);
 
 /* 1 when the clients are to be checked now: soon after a disconnect, or
  * every heartbeat interval (then *check_silence is 1: silent clients are

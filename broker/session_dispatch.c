@@ -27,19 +27,42 @@ static void reply_ok(gs_broker_t *self, zframe_t *peer, const json_t *req, const
     gs_reply_send(self->router, peer, ok);
 }
 
-/* The sender (by its socket credentials) owns s or is an admin. */
+/* The sender (by its socket credentials) owns s or is an admin; a sender
+ * without credentials touches nothing. */
 static int may_touch(const gs_broker_t *self, const gs_session_t *s)
 {
-    return !self->peer.valid || gs_admin_may_touch(self->peer.uid, s->owner_uid, self->admin_gid);
+    return gs_admin_sender_may_touch(self->peer.valid, self->peer.uid, s->owner_known, s->owner_uid,
+                                     self->admin_gid);
+}
+
+/* Sessions are made only for senders with credentials: their owner. */
+static int refuse_without_credentials(gs_broker_t *self, zframe_t *peer, const json_t *msg)
+{
+    if (self->peer.valid)
+        return 0;
+    gs_reply_error(self->router, peer, msg, "permission_denied",
+                   "no peer credentials: the broker serves only local (ipc) connections");
+    return 1;
+}
+
+/* The sender owns s from now on: its uid, and its account's name for
+ * display (never the name a message claims). */
+static void take_ownership(gs_broker_t *self, gs_session_t *s)
+{
+    s->owner_uid = self->peer.uid;
+    s->owner_known = 1;
+    gs_admin_account_name(s->owner_uid, s->user, sizeof s->user);
 }
 
 /* ---- launcher messages ----------------------------------------------------- */
 
 static void on_register(gs_broker_t *self, zframe_t *peer, const json_t *msg)
 {
+    if (refuse_without_credentials(self, peer, msg))
+        return;
     const char *kernel_id = gs_msg_str(msg, "kernel_id", "");
     gs_session_t *s = gs_sessions_session(self->sessions, kernel_id, 0);
-    if (s && s->owner_known && !may_touch(self, s)) {
+    if (s && !may_touch(self, s)) {
         gs_reply_error(self->router, peer, msg, "permission_denied",
                        "this kernel id belongs to another user's session");
         return;
@@ -51,21 +74,26 @@ static void on_register(gs_broker_t *self, zframe_t *peer, const json_t *msg)
         return;
     }
     s->registered = 1;
-    s->registrar_pid = self->peer.valid ? self->peer.pid : 0;
-    if (self->peer.valid && !s->owner_known) {
-        s->owner_uid = self->peer.uid;
-        s->owner_known = 1;
-    }
+    s->registrar_pid = self->peer.pid;
+    if (!s->owner_known)
+        take_ownership(self, s);
     snprintf(s->kernel_id, sizeof s->kernel_id, "%s", kernel_id);
-    snprintf(s->user, sizeof s->user, "%s", gs_msg_str(msg, "user", ""));
-    snprintf(s->notebook, sizeof s->notebook, "%s", gs_msg_str(msg, "notebook", ""));
+    /* The user a launcher names is only a claim (JupyterHub's user name may
+     * differ from the account): kept, and shown as claimed, when it is not
+     * the owner's account. */
+    const char *claimed = gs_msg_str(msg, "user", "");
+    gs_sessions_copy_text(s->claimed, sizeof s->claimed, strcmp(claimed, s->user) ? claimed : "");
+    gs_sessions_copy_text(s->notebook, sizeof s->notebook, gs_msg_str(msg, "notebook", ""));
     s->kernel_pid = (long)gs_msg_int(msg, "pid", 0);
     gs_sched_register(self->sched, s->id, gs_clock_now_us());
-    gs_info("session %s registered: user %s, notebook \"%s\", kernel pid %ld", s->id, s->user,
+    gs_info("session %s registered: user %s%s%s%s, notebook \"%s\", kernel pid %ld", s->id, s->user,
+            s->claimed[0] ? " (registered as \"" : "", s->claimed, s->claimed[0] ? "\")" : "",
             s->notebook, s->kernel_pid);
-    gs_eventlog_write(self->eventlog, "register",
-                      json_pack("{s:s, s:s, s:s, s:i}", "session", s->id, "user", s->user,
-                                "notebook", s->notebook, "pid", (int)s->kernel_pid));
+    json_t *ev = json_pack("{s:s, s:s, s:i, s:s, s:i}", "session", s->id, "user", s->user, "uid",
+                           (int)s->owner_uid, "notebook", s->notebook, "pid", (int)s->kernel_pid);
+    if (ev && s->claimed[0])
+        json_object_set_new(ev, "claimed_user", json_string(s->claimed));
+    gs_eventlog_write(self->eventlog, "register", ev);
     json_t *r = gs_msg_new(GS_MSG_REGISTERED);
     json_object_set_new(r, "session", json_string(s->id));
     gs_reply_echo_seq(r, msg);
@@ -84,7 +112,7 @@ static gs_session_t *known_session(gs_broker_t *self, zframe_t *peer, const json
         gs_reply_error(self->router, peer, msg, "unknown_session", text);
         return NULL;
     }
-    if (s->owner_known && !may_touch(self, s)) {
+    if (!may_touch(self, s)) {
         gs_reply_error(self->router, peer, msg, "permission_denied",
                        "the session belongs to another user");
         return NULL;
@@ -141,14 +169,16 @@ static void on_cell(gs_broker_t *self, zframe_t *peer, const json_t *msg)
 
 static void on_join(gs_broker_t *self, zframe_t *peer, const json_t *msg)
 {
+    if (refuse_without_credentials(self, peer, msg))
+        return;
     gs_client_t *c = gs_sessions_client(self->sessions, peer);
     if (!c) {
         gs_reply_error(self->router, peer, msg, "internal", "out of memory");
         return;
     }
     c->pid = (long)gs_msg_int(msg, "pid", 0);
-    if (self->peer.valid)
-        c->peer_pid = (long)self->peer.pid;
+    c->peer_pid = (long)self->peer.pid;
+    c->peer_uid = self->peer.uid;
     c->last_seen_us = gs_clock_now_us();
     const char *session = gs_msg_str(msg, "session", NULL);
     char made[32];
@@ -157,15 +187,13 @@ static void on_join(gs_broker_t *self, zframe_t *peer, const json_t *msg)
         session = made;
     }
     gs_session_t *s = gs_sessions_session(self->sessions, session, 0);
-    if (s && s->owner_known && !may_touch(self, s)) {
+    if (s && !may_touch(self, s)) {
         gs_reply_error(self->router, peer, msg, "permission_denied",
                        "the session belongs to another user");
         return;
     }
-    if (!s && (s = gs_sessions_session(self->sessions, session, 1)) && self->peer.valid) {
-        s->owner_uid = self->peer.uid;
-        s->owner_known = 1;
-    }
+    if (!s && (s = gs_sessions_session(self->sessions, session, 1)))
+        take_ownership(self, s);
     if (!s) {
         gs_reply_error(self->router, peer, msg, "internal", "out of memory");
         return;
@@ -176,8 +204,7 @@ static void on_join(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     snprintf(c->role, sizeof c->role, "hook");
     int64_t now = gs_clock_now_us();
     gs_sched_join(self->sched, c->key, s->id, now);
-    gs_park_on_join(self->park, c->key, s->id, c->peer_pid,
-                    self->peer.valid ? (long)self->peer.uid : -1,
+    gs_park_on_join(self->park, c->key, s->id, c->peer_pid, (long)self->peer.uid,
                     strcmp(gs_msg_str(msg, "memory_mode", "device"), "managed") == 0,
                     json_is_true(json_object_get(msg, "swap")), now);
     if (old[0] && strcmp(old, s->id) != 0)
@@ -220,8 +247,11 @@ static void wait_text(gs_broker_t *self, const gs_sched_wait_t *w, char *out, si
     const char *nb = h && h->notebook[0] ? h->notebook : w->holder;
     const char *slash = strrchr(nb, '/');
     nb = slash && slash[1] ? slash + 1 : nb;
-    char who[400], more[32] = "";
-    if (h && h->user[0])
+    char who[480], more[32] = "";
+    if (h && h->user[0] && h->claimed[0]) /* the account, and what its launcher claimed */
+        snprintf(who, sizeof who, "%.64s's notebook %.256s (registered as user \"%.64s\")", h->user,
+                 nb, h->claimed);
+    else if (h && h->user[0])
         snprintf(who, sizeof who, "%.64s's notebook %.256s", h->user, nb);
     else
         snprintf(who, sizeof who, "notebook %.256s", nb);
@@ -249,7 +279,7 @@ static void on_acquire(gs_broker_t *self, zframe_t *peer, const json_t *msg)
      * for the line the waiting cell shows. */
     gs_sched_wait_t w;
     if (gs_sched_wait_info(self->sched, c->key, i, now, &w)) {
-        char text[600];
+        char text[700];
         wait_text(self, &w, text, sizeof text);
         json_t *r = gs_msg_new(GS_MSG_OK);
         json_object_set_new(r, "info", json_string(text));
@@ -326,6 +356,14 @@ static void on_make_room(gs_broker_t *self, zframe_t *peer, const json_t *msg)
 int gs_session_dispatch(gs_broker_t *self, zframe_t *peer, gs_msg_type_t type, const json_t *msg)
 {
     gs_client_t *known = gs_sessions_client_lookup(self->sessions, peer);
+    /* A routing id is chosen by the peer; the uid is not.  A client's
+     * messages must keep coming from the uid that joined, so nobody can
+     * speak for another user's hook by taking its routing id. */
+    if (known && (!self->peer.valid || self->peer.uid != known->peer_uid)) {
+        gs_reply_error(self->router, peer, msg, "permission_denied",
+                       "this routing id belongs to another user's client");
+        return 1;
+    }
     if (known)
         known->last_seen_us = gs_clock_now_us(); /* any message is a sign of life */
     switch (type) {

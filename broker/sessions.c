@@ -3,6 +3,8 @@
  */
 #include "sessions.h"
 
+#include <string.h>
+
 struct gs_sessions {
     zhashx_t *clients;  /* key -> gs_client_t */
     zhashx_t *sessions; /* id -> gs_session_t */
@@ -68,6 +70,8 @@ gs_client_t *gs_sessions_client_by_key(gs_sessions_t *self, const char *key)
 
 gs_client_t *gs_sessions_client(gs_sessions_t *self, zframe_t *identity)
 {
+    if (zframe_size(identity) > GS_MAX_ROUTING_ID)
+        return NULL; /* its key would be cut, and could name another client */
     gs_client_t *c = gs_sessions_client_lookup(self, identity);
     if (c)
         return c;
@@ -79,7 +83,11 @@ gs_client_t *gs_sessions_client(gs_sessions_t *self, zframe_t *identity)
     snprintf(c->role, sizeof c->role, "unknown");
     for (int i = 0; i < GS_MAX_GPUS; i++)
         c->acquire_seq[i] = -1;
-    zhashx_insert(self->clients, c->key, c);
+    if (!c->identity || zhashx_insert(self->clients, c->key, c) != 0) {
+        zframe_destroy(&c->identity);
+        free(c);
+        return NULL;
+    }
     return c;
 }
 
@@ -93,11 +101,16 @@ gs_session_t *gs_sessions_session(gs_sessions_t *self, const char *id, int creat
     gs_session_t *s = zhashx_lookup(self->sessions, id);
     if (s || !create)
         return s;
+    if (strlen(id) >= sizeof s->id)
+        return NULL;
     s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    snprintf(s->id, sizeof s->id, "%s", id);
-    zhashx_insert(self->sessions, s->id, s);
+    memcpy(s->id, id, strlen(id) + 1);
+    if (zhashx_insert(self->sessions, s->id, s) != 0) {
+        free(s);
+        return NULL;
+    }
     return s;
 }
 
@@ -129,4 +142,19 @@ gs_session_t *gs_sessions_next_session(gs_sessions_t *self)
 size_t gs_sessions_client_count(gs_sessions_t *self)
 {
     return zhashx_size(self->clients);
+}
+
+void gs_sessions_copy_text(char *dst, size_t size, const char *src)
+{
+    if (size == 0)
+        return;
+    size_t n = strlen(src);
+    if (n >= size) {
+        n = size - 1;
+        /* back off over continuation bytes to the start of the cut character */
+        while (n > 0 && ((unsigned char)src[n] & 0xc0) == 0x80)
+            n--;
+    }
+    memcpy(dst, src, n);
+    dst[n] = '\0';
 }

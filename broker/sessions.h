@@ -16,12 +16,18 @@
 
 #include "gpu_inventory.h"
 
+/* The longest routing id the broker accepts (its hex is a client's key).
+ * libzmq makes 5-byte ids; a peer may set its own of up to 255 bytes,
+ * which would not fit: the broker refuses those (broker.c). */
+#define GS_MAX_ROUTING_ID 31
+
 typedef struct {
     char key[64];       /* hex of the ZeroMQ routing id; the scheduler's client id */
     zframe_t *identity; /* routing id, for replies */
     char role[16];
     long pid;          /* from join (informational) */
     long peer_pid;     /* from the connection's credentials, 0 = unknown */
+    uid_t peer_uid;    /* from the credentials of its first message; later ones must match */
     char session[129]; /* empty until join */
     int64_t last_seen_us;
     long long acquire_seq[GS_MAX_GPUS]; /* seq of its last acquire, echoed in grants */
@@ -29,7 +35,8 @@ typedef struct {
 
 typedef struct {
     char id[129];
-    char user[64];
+    char user[64];    /* the owner's account name (from owner_uid), for display */
+    char claimed[64]; /* the user name register sent, when it is not the account's */
     char kernel_id[129];
     char notebook[512];
     long kernel_pid;
@@ -46,13 +53,17 @@ typedef struct gs_sessions gs_sessions_t;
 gs_sessions_t *gs_sessions_new(void);
 void gs_sessions_destroy(gs_sessions_t **self_p);
 
-/* Client by routing id; created (role "unknown") when absent. */
+/* Client by routing id; created (role "unknown") when absent.  NULL when
+ * out of memory or the id is longer than GS_MAX_ROUTING_ID. */
 gs_client_t *gs_sessions_client(gs_sessions_t *self, zframe_t *identity);
 gs_client_t *gs_sessions_client_lookup(gs_sessions_t *self, zframe_t *identity);
 gs_client_t *gs_sessions_client_by_key(gs_sessions_t *self, const char *key);
 void gs_sessions_client_remove(gs_sessions_t *self, gs_client_t *client);
 
-/* Session by id; created when create is set and absent. */
+/* Session by id; created when create is set and absent.  NULL when out of
+ * memory or when id does not fit (ids are checked by the protocol, see
+ * GS_PROTO_MAX_ID: nothing here ever cuts one, which once let a long id
+ * name another user's session). */
 gs_session_t *gs_sessions_session(gs_sessions_t *self, const char *id, int create);
 void gs_sessions_session_remove(gs_sessions_t *self, const char *id);
 
@@ -62,5 +73,9 @@ gs_client_t *gs_sessions_next_client(gs_sessions_t *self);
 gs_session_t *gs_sessions_first_session(gs_sessions_t *self);
 gs_session_t *gs_sessions_next_session(gs_sessions_t *self);
 size_t gs_sessions_client_count(gs_sessions_t *self);
+
+/* Copy display text (a user or notebook name) into dst, cut on a UTF-8
+ * character boundary so that what the status shows stays valid JSON. */
+void gs_sessions_copy_text(char *dst, size_t size, const char *src);
 
 #endif

@@ -54,8 +54,8 @@ static int daemon_key(gs_broker_t *self, const char *key, const json_t *value, i
         return 1;
     }
     int file_only = !strcmp(key, "admin_group") || !strcmp(key, "event_log") ||
-                    !strcmp(key, "metrics_port") || !strcmp(key, "metrics_address") ||
-                    is_start_only(key);
+                    !strcmp(key, "max_connections_per_uid") || !strcmp(key, "metrics_port") ||
+                    !strcmp(key, "metrics_address") || is_start_only(key);
     if (from_set) {
         if (!file_only)
             return 0; /* a scheduling key */
@@ -69,6 +69,17 @@ static int daemon_key(gs_broker_t *self, const char *key, const json_t *value, i
             return -1;
         }
         self->admin_gid = gr ? gr->gr_gid : (gid_t)-1;
+        return 1;
+    }
+    if (!strcmp(key, "max_connections_per_uid")) {
+        if (!json_is_integer(value) || json_integer_value(value) < 1 ||
+            json_integer_value(value) > 1000000) {
+            snprintf(err, errlen, "max_connections_per_uid: must be 1 to 1000000, not %.60s", text);
+            return -1;
+        }
+        self->max_conns_per_uid = (int)json_integer_value(value);
+        if (self->conns) /* a reload; at start the guard is made later, with it */
+            gs_conn_guard_set_per_uid(self->conns, self->max_conns_per_uid);
         return 1;
     }
     if (!strcmp(key, "event_log")) {

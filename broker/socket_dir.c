@@ -11,6 +11,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "endpoint.h"
+#include "socket_trust.h"
+
 static int mkdir_p(char *dir, mode_t mode)
 {
     for (char *p = dir + 1; *p; p++) {
@@ -50,7 +53,8 @@ int gs_socket_dir_prepare(const char *path, int system, gid_t group, char *err, 
         return -1;
     }
     *slash = '\0';
-    mode_t mode = system ? (group != (gid_t)-1 ? 0770 : 0755) : 0700;
+    /* The group may enter the directory, never write to it. */
+    mode_t mode = system ? (group != (gid_t)-1 ? 0750 : 0755) : 0700;
     struct stat st;
     int existed = stat(dir, &st) == 0;
     if (!existed && mkdir_p(dir, mode) != 0) {
@@ -58,12 +62,18 @@ int gs_socket_dir_prepare(const char *path, int system, gid_t group, char *err, 
         return -1;
     }
     /* Only a directory we made gets our mode; an admin's existing one (say
-     * systemd's RuntimeDirectory) keeps the mode they chose. */
-    if (!existed) {
+     * systemd's RuntimeDirectory) keeps the mode they chose, if it is safe.
+     * One that someone else made in the meantime is not ours to change. */
+    if (!existed && lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid()) {
         if (chmod(dir, mode) != 0 || (group != (gid_t)-1 && chown(dir, (uid_t)-1, group) != 0)) {
             snprintf(err, errlen, "cannot set permissions on %s: %s", dir, strerror(errno));
             return -1;
         }
+    }
+    char why[400];
+    if (gs_trust_path(path, !system && gs_endpoint_is_user_socket(path), why, sizeof why) != 0) {
+        snprintf(err, errlen, "refusing to listen on %s: %s", path, why);
+        return -1;
     }
     if (lstat(path, &st) == 0) {
         if (socket_is_live(path)) {
@@ -72,6 +82,13 @@ int gs_socket_dir_prepare(const char *path, int system, gid_t group, char *err, 
         }
         if (!S_ISSOCK(st.st_mode)) {
             snprintf(err, errlen, "%s exists and is not a socket; refusing to replace it", path);
+            return -1;
+        }
+        if (st.st_uid != geteuid()) {
+            snprintf(err, errlen,
+                     "refusing to remove the stale socket %s: it belongs to uid %u, not to this "
+                     "broker's user",
+                     path, (unsigned)st.st_uid);
             return -1;
         }
         unlink(path); /* stale: its broker died without cleaning up */

@@ -30,6 +30,12 @@ static json_t *session_on_gpu(const gs_status_input_t *in, const gs_session_t *s
         (json_int_t)si.resident_bytes, "parked_bytes", (json_int_t)0, "gpu_time_s",
         (double)si.gpu_time_us / 1e6, "wait_time_s", (double)si.wait_time_us / 1e6, "grants",
         (json_int_t)si.grants, "revokes", (json_int_t)si.revokes);
+    /* user is the owner's account (socket credentials); what a launcher
+     * claimed is shown beside it when it differs. */
+    if (s->owner_known)
+        json_object_set_new(e, "uid", json_integer((json_int_t)s->owner_uid));
+    if (s->claimed[0])
+        json_object_set_new(e, "claimed_user", json_string(s->claimed));
     json_object_set_new(e, "quantum_s", json_real((double)si.quantum_us / 1e6));
     /* Since its last cell, grant or release: what the deep tier goes by. */
     json_object_set_new(e, "idle_s", json_real((double)(in->now_us - si.last_active_us) / 1e6));

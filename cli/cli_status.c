@@ -53,6 +53,12 @@ void gs_cli_status_print(FILE *out, const json_t *st)
                     gib(gs_msg_int(s, "resident_bytes", 0)), gib(gs_msg_int(s, "parked_bytes", 0)),
                     gs_msg_num(s, "gpu_time_s", 0), gs_msg_num(s, "wait_time_s", 0),
                     gs_msg_str(s, "notebook", ""));
+            /* The user column is the owner's account; a different name its
+             * launcher registered is only a claim, said as such. */
+            const char *claimed = gs_msg_str(s, "claimed_user", NULL);
+            if (claimed)
+                fprintf(out, "  %-36s registered as user \"%s\" (a claim; the owner is %s)\n", "",
+                        claimed, gs_msg_str(s, "user", "?"));
             const char *park = gs_msg_str(s, "parking", "resident");
             if (strcmp(park, "resident") != 0)
                 fprintf(out, "  %-36s parking: %s\n", "", park);

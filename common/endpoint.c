@@ -3,6 +3,8 @@
  */
 #include "endpoint.h"
 
+#include "socket_trust.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,10 +27,17 @@ int gs_endpoint_normalise(const char *in, char *out, size_t outlen, char *err, s
         return -1;
     }
     int n;
-    if (strncmp(in, IPC_PREFIX, strlen(IPC_PREFIX)) == 0 || strncmp(in, "tcp://", 6) == 0)
+    if (strncmp(in, IPC_PREFIX, strlen(IPC_PREFIX)) == 0)
         n = snprintf(out, outlen, "%s", in);
-    else if (strstr(in, "://")) {
-        snprintf(err, errlen, "broker endpoint \"%s\": only ipc:// and tcp:// are supported", in);
+    else if (strncmp(in, "tcp://", 6) == 0) {
+        snprintf(err, errlen,
+                 "broker endpoint \"%s\": tcp:// is not supported: the broker identifies "
+                 "clients by their unix socket credentials, which TCP does not carry; use an "
+                 "ipc:// path (see doc/security.md)",
+                 in);
+        return -1;
+    } else if (strstr(in, "://")) {
+        snprintf(err, errlen, "broker endpoint \"%s\": only ipc:// is supported", in);
         return -1;
     } else
         n = snprintf(out, outlen, IPC_PREFIX "%s", in);
@@ -71,15 +80,31 @@ int gs_endpoint_for_broker(int system, char *out, size_t outlen, char *err, size
     return 0;
 }
 
-int gs_endpoint_for_client(char *out, size_t outlen, char *err, size_t errlen)
+int gs_endpoint_for_client(char *out, size_t outlen, char *note, size_t notelen, char *err,
+                           size_t errlen)
 {
+    if (notelen)
+        note[0] = '\0';
     const char *env = getenv("GPUSHARE_BROKER");
     if (env && *env)
         return gs_endpoint_normalise(env, out, outlen, err, errlen);
     struct stat st;
-    if (user_socket(out, outlen) == 0 && stat(gs_endpoint_ipc_path(out), &st) == 0)
-        return 0;
+    if (user_socket(out, outlen) == 0 && lstat(gs_endpoint_ipc_path(out), &st) == 0) {
+        /* Someone else may have made /tmp/gpushare-<uid> first: a socket
+         * there is not the user's broker. */
+        char why[400];
+        if (gs_trust_path(gs_endpoint_ipc_path(out), 1, why, sizeof why) == 0)
+            return 0;
+        snprintf(note, notelen, "ignoring %s: %s", gs_endpoint_ipc_path(out), why);
+    }
     return gs_endpoint_normalise(GS_SYSTEM_SOCKET, out, outlen, err, errlen);
+}
+
+int gs_endpoint_is_user_socket(const char *path)
+{
+    char ep[512];
+    const char *user = user_socket(ep, sizeof ep) == 0 ? gs_endpoint_ipc_path(ep) : NULL;
+    return path && user && strcmp(path, user) == 0;
 }
 
 int gs_endpoint_pool_path(const char *ep, char *out, size_t outlen)

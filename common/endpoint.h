@@ -3,8 +3,9 @@
  *
  * One rule for every program, so the broker, hook, launcher and CLI can never
  * disagree: GPUSHARE_BROKER wins; otherwise a per-user broker in
- * $XDG_RUNTIME_DIR/gpushare/ (or /tmp/gpushare-<uid>/ without it); otherwise
- * the system service's /run/gpushare/broker.sock.
+ * $XDG_RUNTIME_DIR/gpushare/ (or /tmp/gpushare-<uid>/ without it), when its
+ * directory is the user's own; otherwise the system service's
+ * /run/gpushare/broker.sock.  Only ipc:// endpoints exist.
  */
 #ifndef GS_ENDPOINT_H
 #define GS_ENDPOINT_H
@@ -13,9 +14,11 @@
 
 #define GS_SYSTEM_SOCKET "/run/gpushare/broker.sock"
 
-/* Normalise a user-supplied endpoint: "ipc://PATH" and "tcp://..." pass,
- * a bare path becomes "ipc://PATH".  Returns 0, or -1 when it is empty,
- * too long or of an unsupported transport (message in err). */
+/* Normalise a user-supplied endpoint: "ipc://PATH" passes, a bare path
+ * becomes "ipc://PATH".  Returns 0, or -1 when it is empty, too long or of
+ * another transport (message in err).  tcp:// is refused on purpose: the
+ * broker knows who a client is only from the credentials of a unix socket
+ * (SO_PEERCRED), which TCP does not carry (doc/security.md). */
 int gs_endpoint_normalise(const char *in, char *out, size_t outlen, char *err, size_t errlen);
 
 /* The endpoint a broker binds when none is given: the system socket when
@@ -23,8 +26,16 @@ int gs_endpoint_normalise(const char *in, char *out, size_t outlen, char *err, s
 int gs_endpoint_for_broker(int system, char *out, size_t outlen, char *err, size_t errlen);
 
 /* The endpoint a client connects to: GPUSHARE_BROKER, else the per-user
- * socket if it exists, else the system socket. */
-int gs_endpoint_for_client(char *out, size_t outlen, char *err, size_t errlen);
+ * socket if it exists in a directory that is the user's own (mode 0700),
+ * else the system socket.  A per-user socket passed over for its directory
+ * is named in note, with why (note is "" otherwise), so that the client
+ * can say why it did not use it. */
+int gs_endpoint_for_client(char *out, size_t outlen, char *note, size_t notelen, char *err,
+                           size_t errlen);
+
+/* 1 when path is this user's default per-user socket, whose directory must
+ * be private (mode 0700, the user's own; see socket_trust.h). */
+int gs_endpoint_is_user_socket(const char *path);
 
 /* For an ipc endpoint, the filesystem path (pointer into ep), else NULL. */
 const char *gs_endpoint_ipc_path(const char *ep);

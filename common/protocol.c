@@ -32,13 +32,13 @@ static const char *const direction_values[] = {"out", "in", NULL};
 #define REQ 1
 #define OPT 0
 /* clang-format off */
-#define F_STR(n, r)       {(n), GS_FIELD_STRING, (r), 0, GS_PROTO_MAX_STRING, NULL}
-#define F_STRMAX(n, r, m) {(n), GS_FIELD_STRING, (r), 0, (m), NULL}
-#define F_INT(n, r, mn)   {(n), GS_FIELD_INT, (r), (mn), 0, NULL}
-#define F_BOOL(n, r)      {(n), GS_FIELD_BOOL, (r), 0, 0, NULL}
-#define F_OBJ(n, r)       {(n), GS_FIELD_OBJECT, (r), 0, 0, NULL}
-#define F_STRARR(n, r)    {(n), GS_FIELD_STRING_ARRAY, (r), 0, GS_PROTO_MAX_STRING, NULL}
-#define F_ENUM(n, r, v)   {(n), GS_FIELD_ENUM, (r), 0, 0, (v)}
+#define F_STR(n, r)       {(n), GS_FIELD_STRING, (r), 0, GS_PROTO_MAX_STRING, NULL, 0}
+#define F_INT(n, r, mn)   {(n), GS_FIELD_INT, (r), (mn), 0, NULL, 0}
+#define F_BOOL(n, r)      {(n), GS_FIELD_BOOL, (r), 0, 0, NULL, 0}
+#define F_OBJ(n, r)       {(n), GS_FIELD_OBJECT, (r), 0, 0, NULL, 0}
+#define F_STRARR(n, r)    {(n), GS_FIELD_STRING_ARRAY, (r), 0, GS_PROTO_MAX_STRING, NULL, 0}
+#define F_ENUM(n, r, v)   {(n), GS_FIELD_ENUM, (r), 0, 0, (v), 0}
+#define F_ID(n, r)        {(n), GS_FIELD_STRING, (r), 0, GS_PROTO_MAX_ID, NULL, 1}
 /* clang-format on */
 
 /* One field per line, as the specification reads. */
@@ -46,7 +46,7 @@ static const char *const direction_values[] = {"out", "in", NULL};
 static const gs_field_spec_t hello_fields[] = {
     F_ENUM("role", REQ, role_values),
     F_INT("pid", REQ, 1),
-    F_STR("session", OPT),
+    F_ID("session", OPT),
     F_STR("client_version", OPT),
 };
 static const gs_field_spec_t welcome_fields[] = {
@@ -58,25 +58,25 @@ static const gs_field_spec_t welcome_fields[] = {
     F_BOOL("simulated", REQ),
 };
 static const gs_field_spec_t register_fields[] = {
-    F_STRMAX("kernel_id", REQ, 128),
+    F_ID("kernel_id", REQ),
     F_STR("user", REQ),
     F_STR("notebook", OPT),
     F_INT("pid", REQ, 1),
 };
 static const gs_field_spec_t registered_fields[] = {
-    F_STR("session", REQ),
+    F_ID("session", REQ),
 };
 static const gs_field_spec_t unregister_fields[] = {
-    F_STR("session", REQ),
+    F_ID("session", REQ),
 };
 static const gs_field_spec_t cell_fields[] = {
-    F_STR("session", REQ),
+    F_ID("session", REQ),
     F_ENUM("state", REQ, cell_state_values),
     F_STR("msg_id", REQ),
 };
 static const gs_field_spec_t join_fields[] = {
     F_INT("pid", REQ, 1),
-    F_STR("session", OPT),
+    F_ID("session", OPT),
     F_STRARR("devices", REQ),
     F_ENUM("memory_mode", OPT, memory_mode_values),
     F_BOOL("swap", OPT),
@@ -149,7 +149,7 @@ static const gs_field_spec_t set_fields[] = {
 };
 static const gs_field_spec_t ok_fields[] = {
     F_STR("info", OPT),
-    F_STR("session", OPT),
+    F_ID("session", OPT),
 };
 static const gs_field_spec_t error_fields[] = {
     F_STR("code", REQ),
@@ -411,6 +411,35 @@ static int check_string(const char *mname, const char *what, const json_t *v, si
     return 0;
 }
 
+int gs_proto_id_valid(const char *s, size_t len)
+{
+    if (!s || len == 0 || len > GS_PROTO_MAX_ID)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        if (!alnum && (c == '\0' || !strchr(GS_PROTO_ID_PUNCT, c)))
+            return 0;
+    }
+    return 1;
+}
+
+/* An id field (session, kernel_id): a STRING that passed check_string, in
+ * the id alphabet. */
+static int check_id(const char *mname, const char *what, const json_t *v, gs_perr_t *err)
+{
+    const char *s = json_string_value(v);
+    size_t len = json_string_length(v);
+    if (gs_proto_id_valid(s, len))
+        return 0;
+    char got[QUOTE_MAX + 8];
+    quote(got, sizeof(got), s, len);
+    set_err(err, GS_PERR_BAD_VALUE,
+            "message \"%s\": %s may hold only ASCII letters, digits and \"%s\", got \"%s\"", mname,
+            what, GS_PROTO_ID_PUNCT, got);
+    return -1;
+}
+
 static int check_field(const char *mname, const gs_field_spec_t *f, const json_t *v, gs_perr_t *err)
 {
     char what[96];
@@ -446,7 +475,9 @@ static int check_field(const char *mname, const gs_field_spec_t *f, const json_t
 
     switch (f->kind) {
     case GS_FIELD_STRING:
-        return check_string(mname, what, v, f->max_len, err);
+        if (check_string(mname, what, v, f->max_len, err) < 0)
+            return -1;
+        return f->ident ? check_id(mname, what, v, err) : 0;
 
     case GS_FIELD_INT: {
         json_int_t n = json_integer_value(v);

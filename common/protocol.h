@@ -104,6 +104,12 @@ typedef enum {
 
 #define GS_PROTO_MAX_STRING 4096 /* default max_len of a STRING field, bytes */
 #define GS_PROTO_MAX_ITEMS  64   /* max items of a STRING_ARRAY field */
+/* Session and kernel ids: at most this many bytes, and only ASCII letters,
+ * digits and GS_PROTO_ID_PUNCT.  The broker keys its tables by them, logs
+ * them and shows them to other users, so they are checked here, where a
+ * message enters, rather than truncated or escaped wherever they are used. */
+#define GS_PROTO_MAX_ID   128
+#define GS_PROTO_ID_PUNCT "-_.:@"
 
 typedef struct {
     const char *name;
@@ -112,12 +118,16 @@ typedef struct {
     long long min;             /* INT: smallest allowed value */
     size_t max_len;            /* STRING, STRING_ARRAY items: max bytes */
     const char *const *values; /* ENUM: allowed values, NULL-terminated */
+    int ident;                 /* STRING: an id (GS_PROTO_MAX_ID, letters, digits, punct.) */
 } gs_field_spec_t;
 
 /* Number of fields of a type besides v, type and seq (0 when out of range). */
 size_t gs_msg_field_count(gs_msg_type_t type);
 /* Field i of a type, in schema order; NULL when type or i is out of range. */
 const gs_field_spec_t *gs_msg_field_info(gs_msg_type_t type, size_t i);
+/* 1 when s (len bytes) is a valid id: 1 to GS_PROTO_MAX_ID bytes of ASCII
+ * letters, digits and GS_PROTO_ID_PUNCT. */
+int gs_proto_id_valid(const char *s, size_t len);
 /* "string", "int", "bool", "object", "string_array", "enum"; NULL if out of range. */
 const char *gs_field_kind_name(gs_field_kind_t kind);
 

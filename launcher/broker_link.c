@@ -2,8 +2,11 @@
  * broker_link.c - registration, cell events and heartbeats to the broker
  * (see broker_link.h).
  *
- * One attempt = a fresh DEALER socket: hello and register are queued right
- * after connect, and `registered` must come back within ATTEMPT_MS.  A
+ * One attempt = a fresh DEALER socket: hello is queued right after connect,
+ * register once the welcome came from a broker this user may trust (the
+ * socket is checked before connecting and the welcome's credentials after,
+ * see socket_trust.h: a kernel's id and notebook go to no one else), and
+ * `registered` must come back within ATTEMPT_MS of the connect.  A
  * socket monitor reports the connection dropping (the broker stopped, or
  * ZMTP heartbeats went unanswered because it hangs); the link then throws
  * the socket away, with whatever it had queued, and starts over.  A fresh
@@ -19,6 +22,7 @@
 #include "config.h"
 #include "endpoint.h"
 #include "log.h"
+#include "socket_trust.h"
 #include "wire.h"
 
 #define ATTEMPT_MS    1000 /* hello+register to registered */
@@ -39,9 +43,10 @@ struct gs_broker_link {
     int64_t next_attempt, deadline, next_heartbeat;
     int retry_ms;
     int heartbeat_ms;
-    long long seq, register_seq;
+    long long seq, hello_seq, register_seq;
     unsigned attempts;
-    int warned; /* the one warning about a missing broker was written */
+    int warned;      /* the one warning about a missing broker was written */
+    int note_warned; /* the one warning about an unusable per-user socket */
     int refused_warned;
     char session[129];
     int busy; /* the cell state the broker should know */
@@ -143,17 +148,21 @@ static void send_register(gs_broker_link_t *self)
 
 static void attempt(gs_broker_link_t *self, int64_t now)
 {
-    char err[512];
+    char err[600], note[600];
     self->attempts++;
-    if (gs_endpoint_for_client(self->endpoint, sizeof self->endpoint, err, sizeof err) != 0) {
+    if (gs_endpoint_for_client(self->endpoint, sizeof self->endpoint, note, sizeof note, err,
+                               sizeof err) != 0) {
         fail(self, now, err);
         return;
     }
+    if (note[0] && !self->note_warned) {
+        gs_warn("%s", note);
+        self->note_warned = 1;
+    }
     const char *path = gs_endpoint_ipc_path(self->endpoint);
-    if (path && access(path, F_OK) != 0) {
-        char why[320];
-        snprintf(why, sizeof why, "nothing listens at %s", self->endpoint);
-        fail(self, now, why);
+    if (path &&
+        gs_trust_probe(path, gs_endpoint_is_user_socket(path), err, sizeof err) != GS_PROBE_OK) {
+        fail(self, now, err);
         return;
     }
     self->sock = zsock_new(ZMQ_DEALER);
@@ -162,6 +171,7 @@ static void attempt(gs_broker_link_t *self, int64_t now)
         return;
     }
     zsock_set_linger(self->sock, 0);
+    zsock_set_maxmsgsize(self->sock, GS_PROTO_MAX_SIZE); /* a larger frame drops the link */
     zsock_set_rcvtimeo(self->sock, 0);
     zsock_set_sndtimeo(self->sock, 0);
     zsock_set_heartbeat_ivl(self->sock, ZMTP_HB_IVL);
@@ -179,13 +189,14 @@ static void attempt(gs_broker_link_t *self, int64_t now)
         return;
     }
     json_t *hello = gs_msg_new(GS_MSG_HELLO);
-    json_object_set_new(hello, "seq", json_integer(++self->seq));
+    self->hello_seq = ++self->seq;
+    self->register_seq = -1; /* sent after a trusted welcome */
+    json_object_set_new(hello, "seq", json_integer(self->hello_seq));
     json_object_set_new(hello, "role", json_string("launcher"));
     json_object_set_new(hello, "pid", json_integer(getpid()));
     json_object_set_new(hello, "session", json_string(self->kernel_id));
     json_object_set_new(hello, "client_version", json_string(PACKAGE_VERSION));
     send_msg(self, hello);
-    send_register(self);
     self->state = LINK_WAITING;
     self->deadline = now + ATTEMPT_MS;
 }
@@ -224,10 +235,11 @@ static void on_error(gs_broker_link_t *self, const json_t *msg, int64_t now)
 {
     const char *code = gs_msg_str(msg, "code", "");
     long long seq = gs_msg_int(msg, "seq", -1);
-    if (seq == self->register_seq && self->state == LINK_WAITING) {
+    if ((seq == self->register_seq || seq == self->hello_seq) && self->state == LINK_WAITING) {
         if (!self->refused_warned)
-            gs_warn("the broker at %s refused to register kernel %s: %s (%s); retrying",
-                    self->endpoint, self->kernel_id, gs_msg_str(msg, "message", ""), code);
+            gs_warn("the broker at %s refused %s kernel %s: %s (%s); retrying", self->endpoint,
+                    seq == self->hello_seq ? "the connection of the launcher of" : "to register",
+                    self->kernel_id, gs_msg_str(msg, "message", ""), code);
         self->refused_warned = 1;
         close_socket(self);
         self->state = LINK_DOWN;
@@ -244,12 +256,31 @@ static void on_error(gs_broker_link_t *self, const json_t *msg, int64_t now)
     }
 }
 
+/* The welcome of the current attempt: from a broker we trust, register. */
+static void on_welcome(gs_broker_link_t *self, const json_t *msg, const gs_peer_t *peer,
+                       int64_t now)
+{
+    if (self->state != LINK_WAITING || gs_msg_int(msg, "seq", -1) != self->hello_seq)
+        return;
+    char why[400];
+    if (gs_trust_peer(peer, self->endpoint, why, sizeof why) != 0) {
+        fail(self, now, why);
+        self->next_attempt = now + REFUSED_MS;
+        return;
+    }
+    self->heartbeat_ms = (int)gs_msg_int(msg, "heartbeat_ms", 1000);
+    if (self->heartbeat_ms < 20)
+        self->heartbeat_ms = 20;
+    send_register(self);
+}
+
 static void read_broker(gs_broker_link_t *self, int64_t now)
 {
     for (int i = 0; i < 64 && self->sock; i++) {
         gs_msg_type_t type;
         gs_perr_t perr;
-        json_t *msg = gs_wire_recv(self->sock, NULL, &type, &perr, NULL, NULL);
+        gs_peer_t peer;
+        json_t *msg = gs_wire_recv(self->sock, NULL, &type, &perr, NULL, &peer);
         if (!msg) {
             if (perr.code != GS_PERR_NONE)
                 gs_debug("malformed message from the broker: %s", perr.text);
@@ -259,9 +290,7 @@ static void read_broker(gs_broker_link_t *self, int64_t now)
         }
         switch (type) {
         case GS_MSG_WELCOME:
-            self->heartbeat_ms = (int)gs_msg_int(msg, "heartbeat_ms", 1000);
-            if (self->heartbeat_ms < 20)
-                self->heartbeat_ms = 20;
+            on_welcome(self, msg, &peer, now);
             break;
         case GS_MSG_REGISTERED:
             if (self->state == LINK_WAITING && gs_msg_int(msg, "seq", -1) == self->register_seq)

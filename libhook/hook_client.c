@@ -14,6 +14,12 @@
  * through the functions it registers when it starts (drained_locked,
  * hook_client_kick).
  *
+ * Trust: before connecting, the socket's path and listener are checked
+ * (socket_trust.h; it also turns EACCES and a stale socket into messages
+ * that say so), and the welcome must carry the credentials of root, the
+ * user or the service account: a socket that someone else could have put
+ * there is never used, so no stranger's "broker" can hold a grant back.
+ *
  * Failing open: when there is no socket file, or no welcome within ~200 ms
  * of the first attempt, or the connection drops later (zmq monitor event;
  * ZMTP heartbeats catch a broker that stopped answering), or the broker
@@ -48,6 +54,7 @@
 #include "gs_assert.h"
 #include "log.h"
 #include "protocol.h"
+#include "socket_trust.h"
 
 #define FIRST_WELCOME_MS 200  /* the first attempt decides: gated or fail open */
 #define LATER_WELCOME_MS 2000 /* background attempts wait longer before retrying */
@@ -405,10 +412,18 @@ static void open_socket(void)
 {
     const char *path = gs_endpoint_ipc_path(sh.endpoint);
     uint64_t now = now_ms();
-    if (path && access(path, F_OK) != 0) {
+    char why[600];
+    gs_probe_t probe = path
+                           ? gs_trust_probe(path, gs_endpoint_is_user_socket(path), why, sizeof why)
+                           : GS_PROBE_OK;
+    if (probe == GS_PROBE_ABSENT) {
         if (!sh.decided)
             go_ungated("no socket file", RETRY_MS);
         io.next_attempt = now + RETRY_MS;
+        return;
+    }
+    if (probe != GS_PROBE_OK) { /* named at once, not after a welcome that cannot come */
+        go_ungated(why, probe == GS_PROBE_STALE ? RETRY_MS : REFUSED_RETRY_MS);
         return;
     }
     io.sock = zmq_socket(io.zctx, ZMQ_DEALER);
@@ -417,7 +432,9 @@ static void open_socket(void)
         return;
     }
     int zero = 0, ivl = DEFAULT_HB_MS, tmo = 3 * DEFAULT_HB_MS, rivl = 100;
+    int64_t maxmsg = GS_PROTO_MAX_SIZE; /* a larger frame drops the link, unread */
     zmq_setsockopt(io.sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(io.sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     zmq_setsockopt(io.sock, ZMQ_HEARTBEAT_IVL, &ivl, sizeof ivl);
     zmq_setsockopt(io.sock, ZMQ_HEARTBEAT_TIMEOUT, &tmo, sizeof tmo);
     zmq_setsockopt(io.sock, ZMQ_RECONNECT_IVL, &rivl, sizeof rivl);
@@ -431,7 +448,6 @@ static void open_socket(void)
         }
     }
     if (zmq_connect(io.sock, sh.endpoint) != 0) {
-        char why[160];
         snprintf(why, sizeof why, "connect: %s", zmq_strerror(errno));
         go_ungated(why, REFUSED_RETRY_MS);
         return;
@@ -440,8 +456,13 @@ static void open_socket(void)
     io.hello_deadline = now + (sh.decided ? LATER_WELCOME_MS : FIRST_WELCOME_MS);
 }
 
-static void on_welcome(const json_t *m)
+static void on_welcome(const json_t *m, const gs_peer_t *peer)
 {
+    char why[400];
+    if (gs_trust_peer(peer, sh.endpoint, why, sizeof why) != 0) {
+        go_ungated(why, REFUSED_RETRY_MS);
+        return;
+    }
     io.ready = 1;
     io.heartbeat_ms = (int)gs_msg_int(m, "heartbeat_ms", DEFAULT_HB_MS);
     io.next_heartbeat = now_ms() + (uint64_t)io.heartbeat_ms;
@@ -685,7 +706,7 @@ static void on_error(const json_t *m)
     gs_debug("broker error %s: %s", code, text);
 }
 
-static void on_message(const void *data, size_t size)
+static void on_message(const void *data, size_t size, const gs_peer_t *peer)
 {
     gs_perr_t err;
     gs_msg_type_t type;
@@ -698,7 +719,7 @@ static void on_message(const void *data, size_t size)
         gs_debug("<- %.*s", (int)(size > 300 ? 300 : size), (const char *)data);
     switch (type) {
     case GS_MSG_WELCOME:
-        on_welcome(m);
+        on_welcome(m, peer);
         break;
     case GS_MSG_GRANT:
         if (io.ready)
@@ -782,7 +803,9 @@ static void read_socket(void)
             return;
         }
         int more = zmq_msg_more(&msg);
-        on_message(zmq_msg_data(&msg), zmq_msg_size(&msg));
+        gs_peer_t peer;
+        gs_peer_parse(zmq_msg_gets(&msg, "Peer-Address"), &peer);
+        on_message(zmq_msg_data(&msg), zmq_msg_size(&msg), &peer);
         zmq_msg_close(&msg);
         while (more) { /* one frame per message; skip anything else */
             zmq_msg_init(&msg);
@@ -918,14 +941,17 @@ static void start(void)
     sh.pid = getpid();
     hook_drain_set_report(drained_locked);
     hook_mem_set_notify(hook_client_kick);
-    char err[256];
-    if (gs_endpoint_for_client(sh.endpoint, sizeof sh.endpoint, err, sizeof err) != 0) {
+    char err[256], note[600];
+    if (gs_endpoint_for_client(sh.endpoint, sizeof sh.endpoint, note, sizeof note, err,
+                               sizeof err) != 0) {
         hook_gate_st.client = CS_UNGATED;
         hook_gate_update_locked();
         pthread_mutex_unlock(&hook_gate_mu);
         gs_warn("%s; running without GPU sharing", err);
         return;
     }
+    if (note[0])
+        gs_warn("%s", note);
     sh.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     hook_gate_st.client = CS_CONNECTING;
     int r = sh.efd >= 0 ? hook_thread_spawn(io_main, NULL) : -1;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "protocol.h"
 #include "size.h"
 
 struct hook_config hook_cfg;
@@ -60,6 +61,14 @@ void hook_config_read(void)
     hook_cfg.bursts_off = bursts && strcmp(bursts, "0") == 0;
     hook_cfg.make_room_ms = env_uint("GPUSHARE_MAKE_ROOM_TIMEOUT_MS", DEFAULT_MAKE_ROOM_MS);
     memory_env();
+    /* The broker refuses a session id outside the protocol's id rule; better
+     * to join a session of our own than to send a join it cannot read. */
     const char *sess = getenv("GPUSHARE_SESSION");
+    if (sess && *sess && !gs_proto_id_valid(sess, strlen(sess))) {
+        gs_warn("ignoring GPUSHARE_SESSION=%.60s (a session id is at most %d letters, digits "
+                "and \"%s\")",
+                sess, GS_PROTO_MAX_ID, GS_PROTO_ID_PUNCT);
+        sess = NULL;
+    }
     snprintf(hook_cfg.session, sizeof hook_cfg.session, "%s", sess ? sess : "");
 }

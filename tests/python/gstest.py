@@ -1075,6 +1075,9 @@ def check_unit(path, bindir):
     assert one["ProtectSystem"] == "strict"
     assert one["LogsDirectory"] == "gpushare"  # event_log's writable place
     assert "kill -HUP $MAINPID" in one["ExecReload"]
+    # a descriptor per connection: systemd's default soft limit (1024) let
+    # one user's connections exhaust them (doc/security.md)
+    assert int(one.get("LimitNOFILE", "0")) >= 65536
     assert unit["Install"]["WantedBy"] == ["multi-user.target"]
     for key in FORBIDDEN_IN_UNIT:
         assert key not in svc, "%s would cut the broker off" % key

@@ -2,6 +2,7 @@
 status it reports, malformed input, signals, its socket's life."""
 import json
 import os
+import pwd
 import signal
 import subprocess
 
@@ -54,6 +55,8 @@ def _raw_call(endpoint, frames, timeout_ms=3000):
         s.close()
 
 
+# A frame over 1 MiB is not answered: the connection is dropped before the
+# frame is read (test_security.py).
 @pytest.mark.parametrize("frames, code", [
     ([b"not json"], "not_json"),
     ([b"[1,2]"], "not_object"),
@@ -63,7 +66,6 @@ def _raw_call(endpoint, frames, timeout_ms=3000):
     ([b'{"v":1,"type":"hello","role":"hook"}'], "missing_field"),
     ([b'{"v":1,"type":"hello","role":"hook","pid":"1"}'], "wrong_type"),
     ([b'{"v":1,"type":"hello","role":"wizard","pid":1}'], "bad_value"),
-    ([b"{" + b" " * (1 << 20) + b"}"], "too_large"),
     ([b""], "empty"),
     ([b'{"v":1,"type":"status"}', b"extra"], None),
     ([b'{"v":1,"type":"grant","device":"GPU-x","grant_id":1,"quantum_us":0}'], "wrong_direction"),
@@ -127,7 +129,8 @@ def test_sigusr2_turns_scheduler_off_and_sigusr1_on(broker):
 
 @pytest.mark.parametrize("args, text", [
     (["--bogus"], "unrecognized option"),
-    (["--endpoint", "udp://x"], "only ipc:// and tcp://"),
+    (["--endpoint", "udp://x"], "only ipc:// is supported"),
+    (["--endpoint", "tcp://127.0.0.1:5555"], "tcp:// is not supported"),
     (["--endpoint", "/tmp/" + "x" * 200], "too long"),
     (["--socket-group", "no-such-group-gs"], "no group named"),
     (["stray"], "unexpected argument"),
@@ -164,8 +167,10 @@ def test_sessions_cells_and_grants_appear_in_status(broker):
         assert g["holders"] == ["k-1"]
         assert g["memory_used"] == 123456
         (s,) = g["sessions"]
-        assert (s["id"], s["user"], s["notebook"], s["kernel_id"]) == \
-            ("k-1", "ada", "train.ipynb", "k-1")
+        # user: the owner's account, from the socket; "ada" is only claimed
+        assert (s["id"], s["user"], s["claimed_user"], s["notebook"], s["kernel_id"]) == \
+            ("k-1", pwd.getpwuid(os.getuid()).pw_name, "ada", "train.ipynb", "k-1")
+        assert s["uid"] == os.getuid()
         assert s["pids"] == [4242] and s["cell"] == "busy" and s["state"] == "running"
         assert s["grants"] == 1 and s["resident_bytes"] == 123456
         hook.send({"type": "release", "device": gpu, "grant_id": grant["grant_id"],

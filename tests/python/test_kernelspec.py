@@ -61,7 +61,8 @@ def test_provisioner_variant_names_it_in_metadata(tmp_path, sim):
     (["--name", "bad name!"], "--name"),
     (["--user", "--prefix", "/tmp"], "choose one of"),
     (["--launcher", "gpushare-launch"], "absolute path"),
-    (["--broker", "udp://x"], "only ipc:// and tcp://"),
+    (["--broker", "udp://x"], "only ipc:// is supported"),
+    (["--broker", "tcp://h:1"], "tcp:// is not supported"),
 ])
 def test_bad_install_arguments(tmp_path, sim, args, text):
     r = install(*(args + ["--prefix", str(tmp_path)] if "--user" not in args else args), env=sim)

@@ -47,7 +47,8 @@ def test_exit_status_is_the_commands(sim):
     ([], 2, "no command given"),
     (["--", "/nonexistent/kernel"], 127, 'cannot run "/nonexistent/kernel"'),
     (["--bogus", "--", "true"], 2, "Usage: gpushare-launch"),
-    (["--broker", "udp://x", "--", "true"], 2, "only ipc:// and tcp://"),
+    (["--broker", "udp://x", "--", "true"], 2, "only ipc:// is supported"),
+    (["--broker", "tcp://h:1", "--", "true"], 2, "tcp:// is not supported"),
 ])
 def test_bad_usage(sim, args, rc, text):
     r = launch(args, env=sim)

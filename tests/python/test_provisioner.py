@@ -102,7 +102,7 @@ def test_kernel_gets_id_and_user_and_is_registered(tmp_path, broker, kenv):
         content, out, _ = gstest.run_cell(kc, code)
         assert out.split() == [kid, kid, "carol"]
         s = broker.sessions()[kid]
-        assert (s["user"], s["notebook"], s["kernel_id"]) == ("carol", "dir/nb.ipynb", kid)
+        assert (s["claimed_user"], s["notebook"], s["kernel_id"]) == ("carol", "dir/nb.ipynb", kid)
         content, out, _ = gstest.run_cell(kc, "import gpusim; gpusim.init(); gpusim.launch(us=500);"
                                               " gpusim.synchronize(); print('ok')")
         assert out.strip() == "ok"
@@ -240,13 +240,21 @@ def test_broker_client_deadlines(tmp_path):
 
 def test_broker_endpoint_rule(tmp_path):
     assert broker_endpoint({"GPUSHARE_BROKER": "/x/b.sock"}) == "ipc:///x/b.sock"
-    assert broker_endpoint({"GPUSHARE_BROKER": "tcp://h:1"}) == "tcp://h:1"
-    (tmp_path / "gpushare").mkdir()
+    with pytest.raises(ValueError, match="tcp:// is not supported"):
+        broker_endpoint({"GPUSHARE_BROKER": "tcp://h:1"})
+    os.chmod(tmp_path, 0o700)
+    (tmp_path / "gpushare").mkdir(mode=0o700)
     assert broker_endpoint({"XDG_RUNTIME_DIR": str(tmp_path)}) == \
         "ipc:///run/gpushare/broker.sock"
     (tmp_path / "gpushare" / "broker.sock").write_text("")
     assert broker_endpoint({"XDG_RUNTIME_DIR": str(tmp_path)}) == \
         "ipc://%s/gpushare/broker.sock" % tmp_path
+    # A per-user directory that is not private is passed over, with a note.
+    os.chmod(tmp_path / "gpushare", 0o777)
+    notes = []
+    assert broker_endpoint({"XDG_RUNTIME_DIR": str(tmp_path)}, notes) == \
+        "ipc:///run/gpushare/broker.sock"
+    assert len(notes) == 1 and "writable by others (mode 0777)" in notes[0], notes
     with pytest.raises(ValueError):
         broker_endpoint({"GPUSHARE_BROKER": "udp://x"})
 

@@ -9,6 +9,9 @@ reasons, each grant's quantum, the order of cell, revoke, release and
 grant), what ran from the simulated driver's log; no test measures how
 fast a hand-over is (bench/eval does, on a GPU)."""
 
+import os
+import pwd
+
 import pytest
 
 from gstest import Client, configure, kernels, overlaps, runs, session_of, turns, wait_until
@@ -91,7 +94,9 @@ def test_a_waiting_cell_is_told_who_holds_the_gpu_and_for_how_long(broker, sim, 
         b = workers("b")
         line = wait_until(lambda: re.search(r"waiting for GPU 0 \((.*)\)", b.stderr()),
                           what="b's waiting line")
-        m = re.fullmatch(r"held by tester's notebook nb-a\.ipynb for at most (\d+\.\d) s",
+        # the owner's account from the socket, and the user its launcher claimed
+        m = re.fullmatch(r"held by %s's notebook nb-a\.ipynb \(registered as user \"tester\"\) "
+                         r"for at most (\d+\.\d) s" % re.escape(pwd.getpwuid(os.getuid()).pw_name),
                          line.group(1))
         assert m and 0 < float(m.group(1)) <= 20.0, line.group(0)
         assert b.stderr().count("waiting for") == 1, b.stderr()

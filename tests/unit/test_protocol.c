@@ -234,6 +234,8 @@ static void render_schema(gs_msg_type_t t, char *out, size_t outsz)
 
         if (f->kind == GS_FIELD_INT) {
             snprintf(c, sizeof(c), ">=%lld", f->min);
+        } else if (f->kind == GS_FIELD_STRING && f->ident) {
+            snprintf(c, sizeof(c), "<=%zu,id", f->max_len);
         } else if ((f->kind == GS_FIELD_STRING || f->kind == GS_FIELD_STRING_ARRAY) &&
                    f->max_len != GS_PROTO_MAX_STRING) {
             snprintf(c, sizeof(c), "<=%zu", f->max_len);
@@ -254,16 +256,17 @@ static void render_schema(gs_msg_type_t t, char *out, size_t outsz)
 static void test_schema_matches_spec(void **state)
 {
     static const char *const want[GS_MSG_COUNT] = {
-        [GS_MSG_HELLO] = "role:enum(hook|launcher|cli|provisioner)! pid:int>=1! session:string? "
-                         "client_version:string?",
+        [GS_MSG_HELLO] =
+            "role:enum(hook|launcher|cli|provisioner)! pid:int>=1! session:string<=128,id? "
+            "client_version:string?",
         [GS_MSG_WELCOME] = "client_id:string! broker_version:string! "
                            "policy:enum(exclusive|burst|adaptive)! scheduler:enum(on|off)! "
                            "heartbeat_ms:int>=1! simulated:bool!",
-        [GS_MSG_REGISTER] = "kernel_id:string<=128! user:string! notebook:string? pid:int>=1!",
-        [GS_MSG_REGISTERED] = "session:string!",
-        [GS_MSG_UNREGISTER] = "session:string!",
-        [GS_MSG_CELL] = "session:string! state:enum(busy|idle)! msg_id:string!",
-        [GS_MSG_JOIN] = "pid:int>=1! session:string? devices:string_array! "
+        [GS_MSG_REGISTER] = "kernel_id:string<=128,id! user:string! notebook:string? pid:int>=1!",
+        [GS_MSG_REGISTERED] = "session:string<=128,id!",
+        [GS_MSG_UNREGISTER] = "session:string<=128,id!",
+        [GS_MSG_CELL] = "session:string<=128,id! state:enum(busy|idle)! msg_id:string!",
+        [GS_MSG_JOIN] = "pid:int>=1! session:string<=128,id? devices:string_array! "
                         "memory_mode:enum(device|managed)? swap:bool?",
         [GS_MSG_ACQUIRE] = "device:string! burst_p90_us:int>=0? burst_last_us:int>=0?",
         [GS_MSG_GRANT] = "device:string! grant_id:int>=1! quantum_us:int>=0!",
@@ -284,7 +287,7 @@ static void test_schema_matches_spec(void **state)
         [GS_MSG_STATUS] = "",
         [GS_MSG_STATUS_REPLY] = "status:object!",
         [GS_MSG_SET] = "settings:object!",
-        [GS_MSG_OK] = "info:string? session:string?",
+        [GS_MSG_OK] = "info:string? session:string<=128,id?",
         [GS_MSG_ERROR] = "code:string! message:string! request_type:string?",
     };
     char got[1024];
@@ -653,6 +656,55 @@ static void test_string_limits(void **state)
         json_decref(m);
     }
     free(big);
+}
+
+/* Session and kernel ids: at most 128 bytes of letters, digits and -_.:@,
+ * refused as they arrive (a longer id was once looked up in full, stored
+ * cut to 128 bytes and so joined another user's session). */
+static void test_ids(void **state)
+{
+    static const char *const good[] = {
+        "s-7f3a", "5b1c3e0a-8d2f-4c4e-9a55-0d6c2b9f1e77", "p4242", "a_b.c:d@e", "Z9", NULL};
+    static const char *const bad[] = {"a b",  "a/b", "a\"b", "caf\xc3\xa9",
+                                      "a\nb", "x;y", "%s",   NULL};
+    for (int i = 0; good[i]; i++)
+        assert_true(gs_proto_id_valid(good[i], strlen(good[i])));
+    for (int i = 0; bad[i]; i++)
+        assert_false(gs_proto_id_valid(bad[i], strlen(bad[i])));
+    char id[GS_PROTO_MAX_ID + 2];
+    memset(id, 'A', sizeof id);
+    assert_true(gs_proto_id_valid(id, GS_PROTO_MAX_ID));
+    assert_false(gs_proto_id_valid(id, GS_PROTO_MAX_ID + 1));
+    assert_false(gs_proto_id_valid(id, 0));
+    assert_false(gs_proto_id_valid("a\0b", 3));
+
+    int ids = 0;
+    for (int t = 0; t < GS_MSG_COUNT; t++) {
+        for (size_t i = 0; i < gs_msg_field_count((gs_msg_type_t)t); i++) {
+            const gs_field_spec_t *f = gs_msg_field_info((gs_msg_type_t)t, i);
+            if (!f->ident)
+                continue;
+            assert_int_equal(f->kind, GS_FIELD_STRING);
+            assert_int_equal(f->max_len, GS_PROTO_MAX_ID);
+            json_t *m = build_valid((gs_msg_type_t)t, 1);
+            id[GS_PROTO_MAX_ID] = 'X';
+            json_object_set_new(m, f->name, json_stringn(id, GS_PROTO_MAX_ID + 1));
+            expect_invalid(m, GS_PERR_BAD_VALUE, "longer than the 128-byte limit");
+            json_object_set_new(m, f->name, json_string("../../etc"));
+            char want[200];
+            snprintf(want, sizeof want,
+                     "message \"%s\": field \"%s\" may hold only ASCII letters, digits and "
+                     "\"-_.:@\", got \"../../etc\"",
+                     all_type_names[t], f->name);
+            expect_invalid(m, GS_PERR_BAD_VALUE, want);
+            json_object_set_new(m, f->name, json_string("s-1"));
+            assert_int_equal(gs_msg_validate(m, NULL), t);
+            json_decref(m);
+            ids++;
+        }
+    }
+    /* hello, register, registered, unregister, cell, join, ok */
+    assert_int_equal(ids, 7);
 }
 
 static void test_string_arrays(void **state)
@@ -1252,6 +1304,7 @@ int main(void)
         cmocka_unit_test(test_int_minimums),
         cmocka_unit_test(test_enum_values),
         cmocka_unit_test(test_string_limits),
+        cmocka_unit_test(test_ids),
         cmocka_unit_test(test_string_arrays),
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_type_field),

@@ -3,10 +3,14 @@ hello, register, unregister.
 
 One JSON object per ZeroMQ frame on a DEALER socket, replies matched by
 `seq`.  Every call has a deadline (default 0.5 s), and a broker whose ipc
-socket file does not exist is not waited for at all, so a notebook server
-never stalls on a missing broker.  The endpoint rule is common/endpoint.c's:
-GPUSHARE_BROKER, else the per-user socket when it exists, else the system
-socket.
+socket file does not exist, or is stale, is not waited for at all, so a
+notebook server never stalls on a missing broker.  The endpoint rule is
+common/endpoint.c's: GPUSHARE_BROKER, else the per-user socket when it
+exists in the user's own 0700 directory, else the system socket.  Only
+ipc:// exists: the broker knows who a client is from the unix socket's
+credentials, which TCP does not carry.  Before connecting, the socket is
+checked (socket_trust.py), and the welcome must come from root, the user or
+the service account.
 """
 import asyncio
 import json
@@ -15,8 +19,11 @@ import os
 import zmq
 import zmq.asyncio
 
+from .socket_trust import Untrusted, path_problem, peer_address_trusted, probe
+
 PROTOCOL_VERSION = 1
 SYSTEM_SOCKET = "/run/gpushare/broker.sock"
+MAX_FRAME = 1024 * 1024  # the protocol's frame limit: a larger one drops the link
 
 
 class BrokerError(Exception):
@@ -30,25 +37,41 @@ class BrokerError(Exception):
 
 
 def normalise(endpoint):
-    """ipc:// and tcp:// pass; a bare path becomes ipc://PATH."""
-    if endpoint.startswith(("ipc://", "tcp://")):
+    """ipc:// passes; a bare path becomes ipc://PATH; tcp:// is refused."""
+    if endpoint.startswith("ipc://"):
         return endpoint
+    if endpoint.startswith("tcp://"):
+        raise ValueError("broker endpoint %r: tcp:// is not supported: the broker identifies "
+                         "clients by their unix socket credentials, which TCP does not carry; "
+                         "use an ipc:// path" % endpoint)
     if "://" in endpoint:
-        raise ValueError("broker endpoint %r: only ipc:// and tcp:// are supported" % endpoint)
+        raise ValueError("broker endpoint %r: only ipc:// is supported" % endpoint)
     return "ipc://" + endpoint
 
 
-def broker_endpoint(env=None):
-    """Where the broker listens, for a client with environment env."""
+def user_socket(env=None):
+    """The per-user broker's socket path for environment env."""
+    env = os.environ if env is None else env
+    xdg = env.get("XDG_RUNTIME_DIR")
+    return (os.path.join(xdg, "gpushare", "broker.sock") if xdg
+            else "/tmp/gpushare-%d/broker.sock" % os.getuid())
+
+
+def broker_endpoint(env=None, notes=None):
+    """Where the broker listens, for a client with environment env.  A
+    per-user socket passed over because its directory is not the user's
+    own is explained in the list notes."""
     env = os.environ if env is None else env
     given = env.get("GPUSHARE_BROKER")
     if given:
         return normalise(given)
-    xdg = env.get("XDG_RUNTIME_DIR")
-    user = (os.path.join(xdg, "gpushare", "broker.sock") if xdg
-            else "/tmp/gpushare-%d/broker.sock" % os.getuid())
-    if os.path.exists(user):
-        return "ipc://" + user
+    user = user_socket(env)
+    if os.path.lexists(user):
+        why = path_problem(user, private_dir=True)
+        if not why:
+            return "ipc://" + user
+        if notes is not None:
+            notes.append("ignoring %s: %s" % (user, why))
     return "ipc://" + SYSTEM_SOCKET
 
 
@@ -67,10 +90,11 @@ class BrokerClient:
         self.welcome = None
 
     def _check_reachable(self):
-        if self.endpoint.startswith("ipc://"):
-            path = self.endpoint[len("ipc://"):]
-            if not os.path.exists(path):
-                raise BrokerError("unavailable", "nothing listens at %s" % self.endpoint)
+        path = self.endpoint[len("ipc://"):]
+        try:
+            probe(path, private_dir=path == user_socket())
+        except Untrusted as e:
+            raise BrokerError(e.code, str(e))
 
     def _msg(self, type_, **fields):
         self.seq += 1
@@ -81,20 +105,25 @@ class BrokerClient:
     async def _send(self, msg):
         await self.sock.send(json.dumps(msg, separators=(",", ":")).encode())
 
-    async def _reply(self, seq, deadline):
+    async def _reply(self, seq, deadline, check_peer=False):
         loop = asyncio.get_running_loop()
         while True:
             left = deadline - loop.time()
             if left <= 0 or not await self.sock.poll(left * 1000, zmq.POLLIN):
                 raise BrokerError("timeout", "no reply from the broker at %s within %.1f s" %
                                   (self.endpoint, self.timeout))
-            frame = await self.sock.recv()
+            frame = await self.sock.recv(copy=False)
             try:
-                msg = json.loads(frame)
+                msg = json.loads(frame.bytes)
             except ValueError:
                 continue
             if not isinstance(msg, dict) or msg.get("seq") != seq:
                 continue  # a late reply to an earlier request
+            if check_peer:
+                try:
+                    peer_address_trusted(frame.get("Peer-Address"), self.endpoint)
+                except Untrusted as e:
+                    raise BrokerError(e.code, str(e))
             if msg.get("type") == "error":
                 raise BrokerError(msg.get("code", "error"), msg.get("message", ""))
             return msg
@@ -105,13 +134,14 @@ class BrokerClient:
         ctx = zmq.asyncio.Context.instance()
         self.sock = ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME)
         self.sock.connect(self.endpoint)
         hello = self._msg("hello", role=self.role, pid=os.getpid(), session=self.session,
                           client_version=self.client_version)
         deadline = asyncio.get_running_loop().time() + self.timeout
         await self._send(hello)
         try:
-            self.welcome = await self._reply(hello["seq"], deadline)
+            self.welcome = await self._reply(hello["seq"], deadline, check_peer=True)
         except BaseException:
             self.close()
             raise

@@ -23,7 +23,7 @@ class GpushareProvisioner(LocalProvisioner):
     """Starts a kernel locally, tells gpushare-broker about it."""
 
     broker = Unicode("", config=True,
-                     help="Broker endpoint (ipc://PATH, a path or tcp://...); default: "
+                     help="Broker endpoint (ipc://PATH or a path); default: "
                           "GPUSHARE_BROKER of the kernel's environment, else the "
                           "per-user, then the system broker.")
     broker_timeout = Float(0.5, config=True,
@@ -31,6 +31,7 @@ class GpushareProvisioner(LocalProvisioner):
                                 "broker's socket is not waited for at all).")
 
     _warned = False  # one warning per server process about a missing broker
+    _noted = set()  # the per-user sockets passed over, each said once
     _env = None
     _session = None
 
@@ -55,7 +56,15 @@ class GpushareProvisioner(LocalProvisioner):
     # ---- broker -------------------------------------------------------------
 
     def _endpoint(self):
-        return self.broker or broker_endpoint(self._env or os.environ)
+        if self.broker:
+            return self.broker
+        notes = []
+        endpoint = broker_endpoint(self._env or os.environ, notes)
+        for note in notes:
+            if note not in GpushareProvisioner._noted:
+                GpushareProvisioner._noted.add(note)
+                self.log.warning("gpushare: %s", note)
+        return endpoint
 
     def _client(self):
         from . import __version__
@@ -77,7 +86,7 @@ class GpushareProvisioner(LocalProvisioner):
             session = await client.register(self.kernel_id, _user(env), self.pid,
                                             notebook=env.get("JPY_SESSION_NAME"))
         except BrokerError as e:
-            if e.code in ("unavailable", "timeout"):
+            if e.code in ("unavailable", "timeout", "untrusted"):
                 self._broker_missing(e)
             else:
                 self.log.warning("gpushare: the broker refused to register kernel %s: %s",
