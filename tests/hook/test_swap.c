@@ -299,6 +299,7 @@ static void pooled_window_child(int rd, int wr, void *arg)
     plain.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     plain.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
     CUmemGenericAllocationHandle h;
+    int fd = -1;
     REQ_CU(cuMemCreate(&h, 2 * MIB, &plain, 0));
     REQ_CU_EQ(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
               CUDA_ERROR_INVALID_VALUE);
