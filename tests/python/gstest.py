@@ -624,7 +624,8 @@ def sim_log(env):
     if not os.path.exists(path):
         return []
     with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        # Only whole lines: a process may be writing the last one now.
+        return [json.loads(line) for line in f if line.strip() and line.endswith("\n")]
 
 
 def kernels(env, name=None, pid=None):
