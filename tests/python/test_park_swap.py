@@ -41,6 +41,16 @@ def wait_for(what, check, timeout=20):
     return gstest.wait_until(check, timeout=timeout, what=what, interval=0.05)
 
 
+def a_holds_60_mib(b, a, c, seed):
+    """a fills 60 MiB with pattern seed and goes idle, c holds 20 MiB, and
+    the pool has pinned enough to take a: the next 30 MiB c asks for parks
+    a."""
+    assert a.cell("alloc x %d" % (60 * MIB)) == "ok", a.stderr()
+    assert a.cell("fill x %d" % seed) == "ok"
+    assert c.cell("alloc y %d" % (20 * MIB)) == "ok", c.stderr()
+    wait_for("the pool to pin 60 MiB", lambda: pinned(b) >= 60 * MIB)
+
+
 def test_an_idle_notebook_goes_out_and_back_on_the_swap_tier(swap_notebooks, short_tmp):
     b, make = swap_notebooks("100M", "park_idle_s=0")
     st = b.status()["parking"]
@@ -74,10 +84,7 @@ def test_an_idle_notebook_goes_out_and_back_on_the_swap_tier(swap_notebooks, sho
 def test_a_notebook_parked_on_the_swap_tier_outlives_the_broker(swap_notebooks, short_tmp):
     b, make = swap_notebooks("100M", "park_idle_s=0")
     a, c = make("a"), make("c")
-    assert a.cell("alloc x %d" % (60 * MIB)) == "ok", a.stderr()
-    assert a.cell("fill x 3") == "ok"
-    assert c.cell("alloc y %d" % (20 * MIB)) == "ok"
-    wait_for("the pool to pin 60 MiB", lambda: pinned(b) >= 60 * MIB)
+    a_holds_60_mib(b, a, c, 3)
     assert c.cell("alloc z %d" % (30 * MIB)) == "ok", c.stderr()
     assert entry(b.status(), "a")["park_tier"] == "swap"
     c.kill()  # its memory is free again
@@ -219,10 +226,7 @@ def test_a_notebook_idle_past_park_deep_idle_s_goes_to_the_deep_tier(swap_notebo
     # (which frees its context and pins no host memory), not swapped.
     b, make = swap_notebooks("100M", "park_idle_s=0", "park_deep_idle_s=0.3")
     a, c = make("a"), make("c")
-    assert a.cell("alloc x %d" % (60 * MIB)) == "ok", a.stderr()
-    assert a.cell("fill x 11") == "ok"
-    assert c.cell("alloc y %d" % (20 * MIB)) == "ok"
-    wait_for("the pool to pin 60 MiB", lambda: pinned(b) >= 60 * MIB)
+    a_holds_60_mib(b, a, c, 11)
     wait_for("a to be idle for park_deep_idle_s", lambda: entry(b.status(), "a")["idle_s"] > 0.4)
     assert c.cell("alloc z %d" % (30 * MIB)) == "ok", c.stderr()
     e = entry(b.status(), "a")
@@ -238,10 +242,7 @@ def test_a_notebook_parked_on_the_swap_tier_for_long_moves_to_the_deep_tier(swap
     # memory goes back to the pool; its data comes back from the deep tier.
     b, make = swap_notebooks("100M", "park_idle_s=0")
     a, c = make("a"), make("c")
-    assert a.cell("alloc x %d" % (60 * MIB)) == "ok", a.stderr()
-    assert a.cell("fill x 12") == "ok"
-    assert c.cell("alloc y %d" % (20 * MIB)) == "ok"
-    wait_for("the pool to pin 60 MiB", lambda: pinned(b) >= 60 * MIB)
+    a_holds_60_mib(b, a, c, 12)
     assert c.cell("alloc z %d" % (30 * MIB)) == "ok", c.stderr()
     assert entry(b.status(), "a")["park_tier"] == "swap"
     assert c.cell("free z") == "ok" and c.cell("free y") == "ok"  # room again
@@ -274,10 +275,7 @@ def test_a_failed_swap_out_step_leaves_the_notebook_running_with_its_data(swap_n
     # notebook runs on, bit-exact; the next park succeeds.
     b, make = swap_notebooks("100M", "park_idle_s=0")
     a, c = make("a"), make("c")
-    assert a.cell("alloc x %d" % (60 * MIB)) == "ok", a.stderr()
-    assert a.cell("fill x 13") == "ok"
-    assert c.cell("alloc y %d" % (20 * MIB)) == "ok"
-    wait_for("the pool to pin 60 MiB", lambda: pinned(b) >= 60 * MIB)
+    a_holds_60_mib(b, a, c, 13)
     inject_into(b, a.pid, call)
     got = c.cell("alloc z %d" % (30 * MIB))  # refused, or served by a later park
     failed = [f for f in b.events("park_failed") if f["session"] == "a"]
@@ -303,10 +301,7 @@ def test_a_failed_swap_in_step_is_retried_and_loses_nothing(swap_notebooks, shor
     # broker tries again.
     b, make = swap_notebooks("100M", "park_idle_s=0")
     a, c = make("a"), make("c")
-    assert a.cell("alloc x %d" % (60 * MIB)) == "ok", a.stderr()
-    assert a.cell("fill x 14") == "ok"
-    assert c.cell("alloc y %d" % (20 * MIB)) == "ok"
-    wait_for("the pool to pin 60 MiB", lambda: pinned(b) >= 60 * MIB)
+    a_holds_60_mib(b, a, c, 14)
     assert c.cell("alloc z %d" % (30 * MIB)) == "ok", c.stderr()
     assert entry(b.status(), "a")["parking"] == "parked"
     inject_into(b, a.pid, call)
