@@ -40,7 +40,7 @@ struct gs_broker {
     gs_metrics_t *metrics;   /* NULL = off */
     int metrics_port;
     char metrics_address[64];
-    int metrics_dirty;
+    char state_path[512]; /* state_file.h: where `set --persist` saves; empty = none */
 };
 
 #endif

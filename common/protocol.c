@@ -146,6 +146,7 @@ static const gs_field_spec_t status_reply_fields[] = {
 };
 static const gs_field_spec_t set_fields[] = {
     F_OBJ("settings", REQ),
+    F_BOOL("persist", OPT),
 };
 static const gs_field_spec_t ok_fields[] = {
     F_STR("info", OPT),

@@ -1074,6 +1074,7 @@ def check_unit(path, bindir):
         assert one[key] == "yes", key
     assert one["ProtectSystem"] == "strict"
     assert one["LogsDirectory"] == "gpushare"  # event_log's writable place
+    assert one["StateDirectory"] == "gpushare"  # the state file of `set --persist`
     assert "kill -HUP $MAINPID" in one["ExecReload"]
     assert unit["Install"]["WantedBy"] == ["multi-user.target"]
     for key in FORBIDDEN_IN_UNIT:
@@ -1112,6 +1113,7 @@ def service_conf(tmp_path, example, uncomment=False, port=None):
             key, value = m.groups()
             value = {"socket_group": group, "admin_group": group,
                      "event_log": str(tmp_path / "events.jsonl"),
+                     "state_file": str(tmp_path / "broker.state"),
                      "metrics_port": str(port)}.get(key, value)
             line = "%s = %s\n" % (key, value)
         out.append(line)

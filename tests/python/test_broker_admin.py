@@ -34,6 +34,10 @@ def test_flags_win_over_the_file(tmp_path, sim):
     b = gstest.Broker(tmp_path, sim, ["--config", str(conf), "--policy", "burst"]).start()
     try:
         assert b.status()["policy"] == "burst"
+        b.proc.send_signal(signal.SIGHUP)  # a reload applies the flags again after the file
+        b.status()  # the signal is handled before the next request
+        assert "reloaded" in b.log()
+        assert b.status()["policy"] == "burst"
     finally:
         b.stop()
 
@@ -122,6 +126,140 @@ def test_set_rejects_bad_settings_and_changes_nothing(broker, args, text):
     assert r.returncode == 1
     assert "bad_setting" in r.stderr and text in r.stderr
     assert broker.status()["config"] == before  # all or nothing
+
+
+def test_a_refused_set_changes_nothing_not_even_the_log_level(broker):
+    """Issue 15: `set log_level=debug tq=-1` was refused and still turned
+    debug logging on.  The broker runs at info (-v); at debug it logs every
+    hello, so a status request after the refused set shows the level."""
+    r = broker.cli("set", "log_level=debug", "tq=-1", check=False)
+    assert r.returncode == 1 and "tq:" in r.stderr
+    broker.status()
+    assert "hello from" not in broker.log()
+    broker.cli("set", "log_level=debug")
+    broker.status()  # logged before the broker answers it
+    assert "hello from" in broker.log()
+
+
+def _broker_exit(tmp_path, sim, args):
+    r = subprocess.run([gstest.BROKER, "-e", str(tmp_path / "b.sock")] + list(args), env=sim,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1, r.stderr
+    return r.stderr
+
+
+@pytest.mark.parametrize("key, value, problem", [
+    ("heartbeat_ms", "1000abc", "heartbeat_ms: must be a whole number from 10 to 600000"),
+    ("heartbeat_ms", "5", "heartbeat_ms: must be a whole number from 10 to 600000"),
+    ("endpoint", "", "endpoint: "),
+    ("state_file", "relative/path", "state_file: must be an absolute path"),
+])
+@pytest.mark.parametrize("where", ["flag", "file"])
+def test_start_keys_are_checked_wherever_they_come_from(tmp_path, sim, key, value, problem,
+                                                        where):
+    """Keys read once at start used to be read from the file only: with
+    --set they were accepted and ignored, and heartbeat_ms took atoi's
+    reading of anything."""
+    if where == "flag":
+        err = _broker_exit(tmp_path, sim, ["--set", "%s=%s" % (key, value)])
+        assert "command line: " + problem in err
+    else:
+        conf = tmp_path / "broker.conf"
+        conf.write_text("\n%s = %s\n" % (key, value))
+        err = _broker_exit(tmp_path, sim, ["--config", str(conf)])
+        assert "%s:2: %s" % (conf, problem) in err
+
+
+def test_socket_group_only_for_the_system_service(tmp_path, sim):
+    err = _broker_exit(tmp_path, sim, ["--set", "socket_group=root"])
+    assert "socket_group: only the system service (--system) has a socket group" in err
+    err = _broker_exit(tmp_path, sim, ["--socket-group", "root"])
+    assert "only the system service (--system) has a socket group" in err
+    # The packaged broker.conf names one, and a per-user broker reads it too.
+    conf = tmp_path / "broker.conf"
+    conf.write_text("socket_group = no-such-group-gs\n")
+    b = gstest.Broker(tmp_path, sim, ["--config", str(conf)]).start()
+    try:
+        assert "socket_group applies to the system service only" in b.log()
+    finally:
+        b.stop()
+
+
+def test_start_keys_from_set_flags_take_effect(short_tmp, sim):
+    elsewhere = short_tmp / "elsewhere.sock"
+    b = gstest.Broker(short_tmp, sim, ["--set", "endpoint=%s" % elsewhere,
+                                       "--set", "heartbeat_ms=250"])
+    b.endpoint = "ipc://%s" % elsewhere
+    b.env["GPUSHARE_BROKER"] = b.endpoint
+    b.start()
+    try:
+        c = Client(b.endpoint, "cli")
+        assert c.welcome["heartbeat_ms"] == 250
+        c.close()
+        assert not (short_tmp / "broker.sock").exists()
+    finally:
+        b.stop()
+
+
+def test_set_is_runtime_only_unless_persisted(short_tmp, sim):
+    """Issue 15: `gpushare set` changes were lost on a restart and only
+    doc/kubernetes.md said so.  Now set says so itself, and --persist saves
+    them in the state file, read again at the next start."""
+    state = short_tmp / "broker.state"
+    conf = short_tmp / "broker.conf"
+    conf.write_text("tq = 7\nstate_file = %s\n" % state)
+    args = ["--config", str(conf)]
+    b = gstest.Broker(short_tmp, sim, args).start()
+    try:
+        r = b.cli("set", "boost_ms=123")
+        assert "settings applied until the broker restarts (runtime only" in r.stdout
+        r = b.cli("set", "--persist", "tq=4", "policy=exclusive")
+        assert "settings applied and saved in %s" % state in r.stdout
+        assert "tq = 4" in state.read_text()
+        r = b.cli("set", "--persist", "tq=5", "tq2=1", check=False)  # all or nothing
+        assert r.returncode == 1 and "bad_setting" in r.stderr
+        assert "tq = 4" in state.read_text() and "tq2" not in state.read_text()
+    finally:
+        b.stop()
+    b = gstest.Broker(short_tmp, sim, args).start()
+    try:
+        st = b.status()
+        assert st["policy"] == "exclusive"
+        assert st["config"]["tq_s"] == 4  # the state file wins over the file's 7
+        assert st["config"]["boost_ms"] == 500  # not persisted: the default again
+    finally:
+        b.stop()
+    b = gstest.Broker(short_tmp, sim, args + ["--tq", "9"]).start()
+    try:
+        assert b.status()["config"]["tq_s"] == 9  # flags win over both
+        r = b.cli("set", "--persist", "tq=3")
+        assert "the broker's command line sets tq too" in r.stdout
+    finally:
+        b.stop()
+
+
+def test_a_set_that_cannot_be_saved_changes_nothing(short_tmp, sim):
+    state = short_tmp / "missing-dir" / "broker.state"
+    b = gstest.Broker(short_tmp, sim, ["--set", "state_file=%s" % state]).start()
+    try:
+        before = b.status()["config"]
+        r = b.cli("set", "--persist", "tq=3", "log_level=debug", check=False)
+        assert r.returncode == 1 and "cannot_persist" in r.stderr
+        assert "nothing was changed" in r.stderr
+        assert b.status()["config"] == before
+        assert "hello from" not in b.log()  # still at info
+    finally:
+        b.stop()
+
+
+def test_persist_needs_a_state_file(broker):
+    before = broker.status()["config"]
+    r = broker.cli("set", "--persist", "tq=3", check=False)
+    assert r.returncode == 1 and "cannot_persist" in r.stderr
+    assert "keeps no state file" in r.stderr
+    assert broker.status()["config"] == before
+    r = broker.cli("set", "tq=3")
+    assert "once the broker has a state_file" in r.stdout
 
 
 def test_set_usage_errors(broker):

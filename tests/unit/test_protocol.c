@@ -283,7 +283,7 @@ static void test_schema_matches_spec(void **state)
         [GS_MSG_HEARTBEAT] = "",
         [GS_MSG_STATUS] = "",
         [GS_MSG_STATUS_REPLY] = "status:object!",
-        [GS_MSG_SET] = "settings:object!",
+        [GS_MSG_SET] = "settings:object! persist:bool?",
         [GS_MSG_OK] = "info:string? session:string?",
         [GS_MSG_ERROR] = "code:string! message:string! request_type:string?",
     };
