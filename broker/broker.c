@@ -32,6 +32,8 @@
 #include "status.h"
 #include "wire.h"
 
+static json_t *current_status(void *arg);
+
 static void handled_signals(sigset_t *set)
 {
     sigemptyset(set);
@@ -206,6 +208,7 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
         }
     }
     self->admin_gid = (gid_t)-1;
+    self->metrics_status = current_status;
     self->sessions = gs_sessions_new();
     self->started_unix = (long long)time(NULL);
 
@@ -349,6 +352,13 @@ static json_t *status(gs_broker_t *self)
     return st;
 }
 
+/* What the metrics server serves (metrics.h), on this thread. */
+static json_t *current_status(void *arg)
+{
+    gs_broker_t *self = arg;
+    return status(self);
+}
+
 static void on_status(gs_broker_t *self, zframe_t *peer, const json_t *req)
 {
     json_t *r = gs_msg_new(GS_MSG_STATUS_REPLY);
@@ -475,10 +485,12 @@ static long poll_timeout_ms(const gs_broker_t *self)
     int64_t park = gs_park_next_deadline(self->park);
     if (park < due)
         due = park;
+    long metrics = self->metrics ? gs_metrics_timeout_ms(self->metrics) : -1;
     if (due == GS_SCHED_NEVER)
-        return -1;
+        return metrics;
     int64_t left = due - gs_clock_now_us();
-    return left <= 0 ? 0 : (long)((left + 999) / 1000);
+    long ms = left <= 0 ? 0 : (long)((left + 999) / 1000);
+    return metrics >= 0 && metrics < ms ? metrics : ms;
 }
 
 /* Dead clients leave; dropping them changes the table, so look again
@@ -509,18 +521,11 @@ static void run_timers(gs_broker_t *self)
         drop_dead_clients(self, now, check_silence);
 }
 
-/* The metrics server's status source. */
-static json_t *current_status(void *arg)
-{
-    gs_broker_t *self = arg;
-    return status(self);
-}
-
 int gs_broker_run(gs_broker_t *self)
 {
     announce(self);
     gs_sd_notify("READY=1\nSTATUS=serving");
-    enum { FIXED = 4, METRICS = 16, MAX_ITEMS = FIXED + METRICS + GS_PARK_MAX_POLL_ITEMS };
+    enum { FIXED = 4, METRICS = 1, MAX_ITEMS = FIXED + METRICS + GS_PARK_MAX_POLL_ITEMS };
     int park_fd = gs_park_fd(self->park);
     zmq_pollitem_t items[MAX_ITEMS] = {
         {zsock_resolve(self->router), 0, ZMQ_POLLIN, 0},
@@ -529,9 +534,9 @@ int gs_broker_run(gs_broker_t *self)
         {NULL, park_fd, park_fd >= 0 ? ZMQ_POLLIN : 0, 0}, /* park jobs finished */
     };
     for (;;) {
-        int n = FIXED, nmetrics = 0;
-        if (self->metrics)
-            n += nmetrics = gs_metrics_poll_items(self->metrics, items + FIXED, METRICS);
+        int n = FIXED;
+        if (self->metrics) /* one descriptor: libmicrohttpd's epoll set */
+            items[n++] = (zmq_pollitem_t){NULL, gs_metrics_fd(self->metrics), ZMQ_POLLIN, 0};
         int park_first = n;
         n += gs_park_poll_items(self->park, items + n, MAX_ITEMS - n);
         int rc = zmq_poll(items, n, poll_timeout_ms(self));
@@ -552,8 +557,12 @@ int gs_broker_run(gs_broker_t *self)
         /* Drain what is queued, bounded so signals stay responsive. */
         for (int i = 0; i < 1000 && (zsock_events(self->router) & ZMQ_POLLIN); i++)
             handle_message(self);
-        if (self->metrics && nmetrics > 0)
-            gs_metrics_handle(self->metrics, items + FIXED, nmetrics, current_status, self);
+        /* Always: it returns at once when nothing is ready, and it is also
+         * due without an event (timeouts, data it has already read).  (A
+         * signal may have replaced the server since the poll: the new one
+         * just finds nothing to do.) */
+        if (self->metrics)
+            gs_metrics_run(self->metrics);
         int park_events = 0;
         for (int i = park_first; i < n; i++)
             park_events |= items[i].revents != 0;

@@ -38,6 +38,7 @@ struct gs_broker {
     gid_t admin_gid;         /* may change settings and others' sessions; -1 = root only */
     gs_eventlog_t *eventlog; /* NULL = off */
     gs_metrics_t *metrics;   /* NULL = off */
+    gs_metrics_status_fn metrics_status; /* what it serves (broker.c's status object) */
     int metrics_port;
     char metrics_address[64];
     char state_path[512]; /* state_file.h: where `set --persist` saves; empty = none */

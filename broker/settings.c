@@ -58,7 +58,8 @@ typedef struct {
     int metrics_set;
     int metrics_port;
     char metrics_address[64];
-    gs_metrics_t *metrics; /* the new server, when the port or the address changed */
+    gs_metrics_t *metrics;        /* the new server, when the port or the address changed */
+    const setting_t *metrics_key; /* the last metrics key, named when it cannot serve */
 } staged_t;
 
 static const char *value_text(const json_t *v, char *buf, size_t len)
@@ -124,6 +125,7 @@ static int stage_daemon_key(gs_broker_t *self, staged_t *st, const setting_t *s,
             return -1;
         }
         st->metrics_set = 1;
+        st->metrics_key = s;
         st->metrics_port = (int)json_integer_value(s->value);
         return 1;
     }
@@ -133,6 +135,7 @@ static int stage_daemon_key(gs_broker_t *self, staged_t *st, const setting_t *s,
         return -1;
     }
     st->metrics_set = 1;
+    st->metrics_key = s;
     memcpy(st->metrics_address, text, strlen(text) + 1);
     return 1;
 }
@@ -161,7 +164,8 @@ static int stage_metrics(gs_broker_t *self, staged_t *st, char *err, size_t errl
     }
     if (st->metrics_port <= 0)
         return 0; /* off */
-    st->metrics = gs_metrics_new(st->metrics_address, st->metrics_port, err, errlen);
+    st->metrics = gs_metrics_new(st->metrics_address, st->metrics_port, self->metrics_status, self,
+                                 err, errlen);
     return st->metrics ? 0 : -1;
 }
 
@@ -196,6 +200,17 @@ static void commit(gs_broker_t *self, staged_t *st)
     }
 }
 
+/* err = why, after FILE:LINE when the setting came from a file. */
+static void located(const setting_t *s, const char *why, char *err, size_t errlen)
+{
+    if (s && s->path && s->line > 0)
+        snprintf(err, errlen, "%s:%d: %s", s->path, s->line, why);
+    else if (s && s->path)
+        snprintf(err, errlen, "%s: %s", s->path, why);
+    else
+        snprintf(err, errlen, "%s", why);
+}
+
 int gs_settings_apply(gs_broker_t *self, const setting_t *settings, size_t n,
                       const char *persist_path, char *err, size_t errlen)
 {
@@ -206,20 +221,14 @@ int gs_settings_apply(gs_broker_t *self, const setting_t *settings, size_t n,
     st.metrics_port = self->metrics_port;
     char why[400];
     int bad = 0;
-    for (size_t i = 0; i < n && !bad; i++) {
-        if (stage_one(self, &st, &settings[i], why, sizeof why) == 0)
-            continue;
-        bad = 1;
-        if (settings[i].path && settings[i].line > 0)
-            snprintf(err, errlen, "%s:%d: %s", settings[i].path, settings[i].line, why);
-        else if (settings[i].path)
-            snprintf(err, errlen, "%s: %s", settings[i].path, why);
-        else
-            snprintf(err, errlen, "%s", why);
-    }
+    for (size_t i = 0; i < n && !bad; i++)
+        if (stage_one(self, &st, &settings[i], why, sizeof why) != 0) {
+            bad = 1;
+            located(&settings[i], why, err, errlen);
+        }
     if (!bad && stage_metrics(self, &st, why, sizeof why) != 0) {
         bad = 1;
-        snprintf(err, errlen, "%s", why);
+        located(st.metrics_key, why, err, errlen);
     }
     if (!bad && persist_path && gs_state_file_save(persist_path, settings, n, why, sizeof why)) {
         bad = 2;

@@ -49,6 +49,8 @@ def test_flags_win_over_the_file(tmp_path, sim):
     ("just words\n", ":1: expected \"key = value\""),
     ("admin_group = no-such-group-gs\n", ":1: admin_group: no group named"),
     ("metrics_port = 99999\n", ":1: metrics_port: must be a port number"),
+    ("metrics_port = 9\nmetrics_address = localhost\n", ":2: metrics_address \"localhost\" is not "
+     "an IPv4 or IPv6 address"),
     ("\ngpu_memory = lots\n", ":2: gpu_memory: must be bytes"),
 ])
 def test_bad_config_names_file_and_line(tmp_path, sim, text, problem):
@@ -312,11 +314,110 @@ def test_prometheus_metrics(tmp_path, sim):
         with pytest.raises(urllib.error.HTTPError) as e:
             urllib.request.urlopen("http://127.0.0.1:%d/other" % port, timeout=5)
         assert e.value.code == 404
-        # Garbage does not hurt the broker.
+        # Garbage does not hurt the broker (libmicrohttpd answers it, or
+        # hangs up on it after its idle timeout): the broker and the
+        # endpoint go on serving meanwhile.
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
             s.sendall(b"\x00\xff garbage\r\n\r\n")
-            assert s.recv(100).startswith(b"HTTP/1.0 405")
-        assert b.status()["gpus"]
+            assert b.status()["gpus"]
+            assert "gpushare_scheduler_on 1" in urllib.request.urlopen(
+                "http://127.0.0.1:%d/metrics" % port, timeout=5).read().decode()
+    finally:
+        b.stop()
+
+
+@pytest.fixture
+def metrics_broker(tmp_path, sim):
+    """A broker serving metrics on a reserved port: (broker, port)."""
+    def start(port):
+        return gstest.Broker(tmp_path, sim, ["--metrics-port", str(port)]).start(), port
+
+    b, port = gstest.with_ports(start)
+    yield b, port
+    b.stop()
+
+
+def test_metrics_speak_http_1_1(metrics_broker):
+    """libmicrohttpd serves the endpoint (issue 15): keep-alive, HEAD, and
+    405 with Allow for other methods.  The hand-written HTTP/1.0 server
+    closed every connection after one answer and refused HEAD."""
+    import http.client
+    _, port = metrics_broker
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request("GET", "/metrics")
+        r = conn.getresponse()
+        assert r.status == 200 and b"gpushare_scheduler_on" in r.read()
+        assert r.getheader("Content-Type") == "text/plain; version=0.0.4"
+        sock = conn.sock
+        assert sock is not None, "the server closed the connection after one answer"
+        conn.request("GET", "/metrics?scrape=2")  # the query string is not the path
+        r = conn.getresponse()
+        assert r.status == 200 and b"gpushare_scheduler_on" in r.read()
+        assert conn.sock is sock  # the same connection
+        conn.request("HEAD", "/metrics")
+        r = conn.getresponse()
+        assert r.status == 200 and r.read() == b""
+        conn.request("POST", "/metrics", body=b"x" * 1000)
+        r = conn.getresponse()
+        r.read()
+        assert r.status == 405 and r.getheader("Allow") == "GET, HEAD"
+    finally:
+        conn.close()
+
+
+def test_idle_connections_do_not_lock_scrapes_out(metrics_broker):
+    """The hand-written server had 8 connection slots and no timeout: 8
+    connections that never sent a request shut every scrape out."""
+    _, port = metrics_broker
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(12)]
+    try:
+        text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read()
+        assert b"gpushare_scheduler_on 1" in text
+    finally:
+        for s in idle:
+            s.close()
+
+
+def _listening(port):
+    """The local addresses listening on TCP port (/proc/net/tcp, tcp6)."""
+    found = []
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = open("/proc/net/%s" % name).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            local, state = line.split()[1], line.split()[3]
+            addr, p = local.split(":")
+            if state == "0A" and int(p, 16) == port:  # 0A: LISTEN
+                found.append(addr)
+    return found
+
+
+def test_metrics_listen_on_localhost_unless_told(metrics_broker, tmp_path, sim):
+    _, port = metrics_broker
+    assert _listening(port) == ["0100007F"]  # 127.0.0.1, nothing else
+    if not socket.has_ipv6 or not os.path.exists("/proc/net/tcp6"):
+        return
+
+    def start(port):
+        args = ["--metrics-port", str(port), "--set", "metrics_address=::1"]
+        return gstest.Broker(tmp_path / "v6", sim, args).start(), port
+
+    (tmp_path / "v6").mkdir()
+    try:
+        b, port6 = gstest.with_ports(start)
+    except gstest.BrokerExited as e:
+        if "Cannot assign requested address" in str(e):
+            return  # no ::1 on this machine
+        raise
+    try:
+        assert _listening(port6) == ["00000000000000000000000001000000"]  # ::1
+        conn = socket.create_connection(("::1", port6), timeout=5)
+        conn.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+        assert conn.recv(12) == b"HTTP/1.1 200"
+        conn.close()
     finally:
         b.stop()
 
