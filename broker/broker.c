@@ -493,8 +493,9 @@ static long poll_timeout_ms(const gs_broker_t *self)
     return metrics >= 0 && metrics < ms ? metrics : ms;
 }
 
-/* Dead clients leave; dropping them changes the table, so look again
- * while a batch came back full. */
+/* Dead clients leave, then sessions whose launcher or every process is
+ * gone are dealt with; each changes the tables, so look again while a
+ * batch came back full. */
 static void drop_dead_clients(gs_broker_t *self, int64_t now, int check_silence)
 {
     enum { BATCH = 64 };
@@ -505,6 +506,21 @@ static void drop_dead_clients(gs_broker_t *self, int64_t now, int check_silence)
         for (int i = 0; i < n; i++)
             gs_settle_client_gone(self, dead[i].key, dead[i].why);
     } while (n == BATCH);
+    gs_liveness_orphan_t orphan[BATCH / 4];
+    do {
+        n = gs_liveness_find_orphans(self->liveness, self->sessions, orphan, BATCH / 4);
+        for (int i = 0; i < n; i++) {
+            if (!orphan[i].ended) {
+                gs_settle_launcher_gone(self, orphan[i].id, orphan[i].why);
+                continue;
+            }
+            gs_info("session %s ended: %s", orphan[i].id, orphan[i].why);
+            gs_eventlog_write(
+                self->eventlog, "session_gone",
+                json_pack("{s:s, s:s}", "session", orphan[i].id, "why", orphan[i].why));
+            gs_settle_end_session(self, orphan[i].id);
+        }
+    } while (n == BATCH / 4);
 }
 
 static void run_timers(gs_broker_t *self)

@@ -15,6 +15,7 @@
 #include "admin.h"
 #include "clock.h"
 #include "log.h"
+#include "proc_alive.h"
 #include "reply.h"
 #include "settle.h"
 
@@ -52,6 +53,7 @@ static void on_register(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     }
     s->registered = 1;
     s->registrar_pid = self->peer.valid ? self->peer.pid : 0;
+    s->registrar_gone = 0;
     if (self->peer.valid && !s->owner_known) {
         s->owner_uid = self->peer.uid;
         s->owner_known = 1;
@@ -60,6 +62,11 @@ static void on_register(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     snprintf(s->user, sizeof s->user, "%s", gs_msg_str(msg, "user", ""));
     snprintf(s->notebook, sizeof s->notebook, "%s", gs_msg_str(msg, "notebook", ""));
     s->kernel_pid = (long)gs_msg_int(msg, "pid", 0);
+    /* Start times, so that liveness (liveness.h) tells a reused pid from
+     * the process it knew.  The kernel's pid is taken on the registrar's
+     * word only when the registrar is a local process (credentials). */
+    s->registrar_start = gs_proc_start(s->registrar_pid);
+    s->kernel_start = s->registrar_pid ? gs_proc_start(s->kernel_pid) : 0;
     gs_sched_register(self->sched, s->id, gs_clock_now_us());
     gs_info("session %s registered: user %s, notebook \"%s\", kernel pid %ld", s->id, s->user,
             s->notebook, s->kernel_pid);
@@ -114,12 +121,8 @@ static void on_unregister(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     gs_eventlog_write(self->eventlog, "unregister", json_pack("{s:s}", "session", s->id));
     char id[sizeof s->id];
     snprintf(id, sizeof id, "%s", s->id);
-    s->registered = 0;
-    s->cell_busy = 0;
-    gs_sched_unregister(self->sched, id, gs_clock_now_us());
-    gs_settle_forget_session(self, id);
     reply_ok(self, peer, msg, NULL);
-    gs_settle(self);
+    gs_settle_end_session(self, id);
 }
 
 static void on_cell(gs_broker_t *self, zframe_t *peer, const json_t *msg)

@@ -111,3 +111,35 @@ void gs_settle_client_gone(gs_broker_t *b, const char *key, const char *why)
         gs_settle_forget_session(b, session);
     gs_settle(b);
 }
+
+void gs_settle_end_session(gs_broker_t *b, const char *id)
+{
+    gs_session_t *s = gs_sessions_session(b->sessions, id, 0);
+    if (!s)
+        return;
+    char copy[sizeof s->id];
+    snprintf(copy, sizeof copy, "%s", id); /* id may be s->id, freed below */
+    s->registered = 0;
+    s->cell_busy = 0;
+    gs_sched_unregister(b->sched, copy, gs_clock_now_us());
+    gs_settle_forget_session(b, copy);
+    gs_settle(b);
+}
+
+void gs_settle_launcher_gone(gs_broker_t *b, const char *id, const char *why)
+{
+    gs_session_t *s = gs_sessions_session(b->sessions, id, 0);
+    if (!s)
+        return;
+    s->registrar_gone = 1;
+    gs_info("session %s: %s; its cells are no longer reported%s", s->id, why,
+            s->cell_busy ? ": its cell counts as over" : "");
+    if (!s->cell_busy)
+        return;
+    s->cell_busy = 0;
+    gs_eventlog_write(b->eventlog, "cell",
+                      json_pack("{s:s, s:s, s:s, s:s}", "session", s->id, "state", "idle", "msg_id",
+                                s->cell_msg_id, "why", why));
+    gs_sched_cell(b->sched, s->id, 0, gs_clock_now_us());
+    gs_settle(b);
+}
