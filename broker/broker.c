@@ -395,8 +395,6 @@ static void handle_message(gs_broker_t *self)
     case GS_MSG_STATUS:
         on_status(self, peer, msg);
         break;
-    case GS_MSG_HEARTBEAT:
-        break;
     case GS_MSG_SET:
         gs_control_on_set(self, peer, msg);
         break;

@@ -29,6 +29,7 @@ struct gs_broker {
     int signal_fd;
     long long started_unix;
     unsigned long long next_client_id;
+    long long next_epoch; /* the last membership number given to a joining hook */
     gs_sessions_t *sessions;
     gs_sched_t *sched;       /* grants: policy, scheduler on/off and settings live here */
     gs_park_t *park;         /* memory parking (park.h); its settings live there */

@@ -25,6 +25,7 @@ typedef struct {
     char session[129]; /* empty until join */
     int64_t last_seen_us;
     long long acquire_seq[GS_MAX_GPUS]; /* seq of its last acquire, echoed in grants */
+    long long epoch; /* its membership since its last join (0: none yet), in its grants */
 } gs_client_t;
 
 typedef struct {

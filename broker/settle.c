@@ -26,6 +26,8 @@ static void send_actions(gs_broker_t *b)
             json_object_set_new(m, "quantum_us", json_integer((json_int_t)a.quantum_us));
             if (c->acquire_seq[a.gpu] >= 0)
                 json_object_set_new(m, "seq", json_integer(c->acquire_seq[a.gpu]));
+            if (c->epoch > 0) /* the hook refuses a grant of a membership it left */
+                json_object_set_new(m, "epoch", json_integer(c->epoch));
         } else {
             m = gs_msg_new(GS_MSG_REVOKE);
             json_object_set_new(m, "reason", json_string(a.reason));

@@ -190,3 +190,50 @@ def test_a_session_lives_while_a_process_of_it_does(broker, tmp_path):
         hook.close()
         w.kill()
         kernel.kill()
+
+
+@pytest.mark.broker("--policy", "exclusive", config="heartbeat_ms = 200")
+def test_a_stalled_holder_finds_its_grant_gone_and_joins_again(broker, sim, workers):
+    """Issue 15: a holder stopped for longer than the broker waits for a
+    heartbeat (SIGSTOP here; a debugger, a frozen cgroup, a swap storm) is
+    dropped and the waiter granted.  Once it runs again it must not go on
+    under its old grant: it fences itself (gate closed, drained), joins
+    again with its memory, and runs only under a new grant."""
+    a = workers("a", mode="commands", GPUSHARE_IDLE_RELEASE_MS=0)  # keeps its grant while idle
+    a.send("alloc x %d" % (64 << 20))
+    a.wait_count("ok", 1)
+    a.send("run 3")
+    a.wait_count("ok", 2)
+    a_session = session_of(broker.status(), a.pid)["id"]
+    assert broker.status()["gpus"][0]["holders"] == [a_session]
+    b = workers("b")
+    wait_until(lambda: broker.status()["gpus"][0]["waiting"], what="b waiting")
+    t_stop = time.monotonic_ns()
+    a.proc.send_signal(signal.SIGSTOP)  # a sits idle in its stdin: nothing of it is on the way
+    try:
+        gone = _event(broker, "client_gone", a_session, "a dropped for its silence")
+        assert gone["pid"] == a.pid and gone["why"] == "silent for 3 heartbeat intervals"
+        b.expect("first")  # the GPU went to b
+    finally:
+        a.proc.send_signal(signal.SIGCONT)
+    # It notices by itself (its own silence), drains, and joins again.
+    joined = wait_until(lambda: [e for e in broker.events("join")
+                                 if e["pid"] == a.pid and e["ts"] > gone["ts"]],
+                        what="a joining again")
+    assert joined[0]["epoch"] > 1
+    assert "this process did not run for" in a.stderr()
+    assert "the GPU grant is gone: draining and joining the gpushare broker again" in a.stderr()
+    back = wait_until(lambda: (session_of(broker.status(), a.pid) or {}).get("resident_bytes"),
+                      what="a's memory counted again")
+    assert back >= 64 << 20
+    # It needs the GPU again, which b holds: it waits (it ran before the
+    # stop only), and runs once b is gone.
+    a.send("run 3")
+    wait_until(lambda: len(broker.status()["gpus"][0]["waiting"]) == 1, what="a waiting")
+    b.kill()
+    a.wait_count("ok", 3)
+    b_kernels = kernels(sim, pid=b.pid)
+    a_late = [k for k in kernels(sim, pid=a.pid) if k["start_ns"] > t_stop]
+    assert len(a_late) == 3
+    assert all(k["start_ns"] > b_kernels[-1]["start_ns"] for k in a_late), \
+        "a ran while b held the GPU"
