@@ -192,7 +192,7 @@ def test_a_session_lives_while_a_process_of_it_does(broker, tmp_path):
         kernel.kill()
 
 
-@pytest.mark.broker("--policy", "exclusive", config="heartbeat_ms = 200")
+@pytest.mark.broker("--policy", "exclusive", config="heartbeat_ms = 300")
 def test_a_stalled_holder_finds_its_grant_gone_and_joins_again(broker, sim, workers):
     """Issue 15: a holder stopped for longer than the broker waits for a
     heartbeat (SIGSTOP here; a debugger, a frozen cgroup, a swap storm) is
