@@ -33,6 +33,8 @@
 #include "status.h"
 #include "wire.h"
 
+static json_t *current_status(void *arg);
+
 static void handled_signals(sigset_t *set)
 {
     sigemptyset(set);
@@ -50,18 +52,32 @@ static int open_signal_fd(void)
     return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
+/* A key read once at start: the command line's --set first, then the
+ * file.  *where says which, for errors ("FILE:LINE" or "command line"). */
+static const gs_config_entry_t *start_key(const gs_config_t *flags, const gs_config_t *file,
+                                          const char *key, char *where, size_t wlen)
+{
+    const gs_config_entry_t *e = gs_config_get(flags, key);
+    const gs_config_t *from = flags;
+    if (!e) {
+        e = gs_config_get(file, key);
+        from = file;
+    }
+    if (e && e->line > 0)
+        snprintf(where, wlen, "%.400s:%d", from->path, e->line);
+    else if (e)
+        snprintf(where, wlen, "%.400s", from->path);
+    return e;
+}
+
 /* gpu_memory: count at most this much memory on each GPU (scheduling,
  * parking, status), for a GPU part of which is used by programs outside
  * gpushare, which the broker cannot see (it never creates a context). */
 static int apply_gpu_memory(gs_broker_t *self, const gs_config_t *flags, const gs_config_t *file,
                             char *err, size_t errlen)
 {
-    const gs_config_entry_t *e = gs_config_get(flags, "gpu_memory");
-    const gs_config_t *from = flags;
-    if (!e) {
-        e = gs_config_get(file, "gpu_memory");
-        from = file;
-    }
+    char where[420];
+    const gs_config_entry_t *e = start_key(flags, file, "gpu_memory", where, sizeof where);
     if (!e || !strcmp(e->value, "auto"))
         return 0;
     json_t *v = gs_config_value_json(e->value);
@@ -69,11 +85,6 @@ static int apply_gpu_memory(gs_broker_t *self, const gs_config_t *flags, const g
     int bad = gs_park_policy_parse_bytes(v, &limit) != 0 || limit == 0;
     json_decref(v);
     if (bad) {
-        char where[300];
-        if (e->line > 0)
-            snprintf(where, sizeof where, "%.280s:%d", from->path, e->line);
-        else
-            snprintf(where, sizeof where, "%.280s", from->path);
         snprintf(err, errlen,
                  "%s: gpu_memory: must be bytes (a number, or with a K/M/G/T suffix) or "
                  "\"auto\", not \"%.60s\"",
@@ -87,6 +98,80 @@ static int apply_gpu_memory(gs_broker_t *self, const gs_config_t *flags, const g
                     limit / 1073741824.0, g->memory_total / 1073741824.0);
             g->memory_total = limit;
         }
+    }
+    return 0;
+}
+
+/* The keys read once, before the socket is bound: endpoint, heartbeat_ms,
+ * socket_group, state_file.  A dedicated flag (--endpoint, --socket-group)
+ * wins over --set, which wins over the file; every value is checked, so
+ * that none is accepted and then ignored. */
+static int read_start_keys(gs_broker_t *self, const gs_config_t *flags, const gs_config_t *file,
+                           char *err, size_t errlen)
+{
+    char where[420];
+    const gs_config_entry_t *e;
+    if ((e = start_key(flags, file, "endpoint", where, sizeof where))) {
+        char ep[sizeof self->opt.endpoint], why[256];
+        if (gs_endpoint_normalise(e->value, ep, sizeof ep, why, sizeof why) != 0) {
+            snprintf(err, errlen, "%s: endpoint: %s", where, why);
+            return -1;
+        }
+        if (!self->opt.endpoint[0]) /* -e wins */
+            memcpy(self->opt.endpoint, ep, sizeof ep);
+    }
+    if ((e = start_key(flags, file, "heartbeat_ms", where, sizeof where))) {
+        json_t *v = gs_config_value_json(e->value);
+        json_int_t ms = json_is_integer(v) ? json_integer_value(v) : -1;
+        json_decref(v);
+        if (ms < 10 || ms > 600000) {
+            snprintf(err, errlen,
+                     "%s: heartbeat_ms: must be a whole number from 10 to 600000, "
+                     "not \"%.60s\"",
+                     where, e->value);
+            return -1;
+        }
+        if (!self->opt.heartbeat_ms)
+            self->opt.heartbeat_ms = (int)ms;
+    }
+    /* Only the system service's socket has a group: a per-user broker's
+     * directory is its user's alone.  The packaged /etc/gpushare/broker.conf
+     * names one, and a per-user broker reads that file too, so there it is
+     * only a note; on the command line it is an error. */
+    if (!self->opt.system && self->opt.socket_group != (gid_t)-1) {
+        snprintf(err, errlen,
+                 "--socket-group: only the system service (--system) has a socket "
+                 "group");
+        return -1;
+    }
+    if ((e = start_key(flags, file, "socket_group", where, sizeof where))) {
+        struct group *gr = e->value[0] ? getgrnam(e->value) : NULL;
+        if (!self->opt.system && e == gs_config_get(flags, "socket_group")) {
+            snprintf(err, errlen,
+                     "%s: socket_group: only the system service (--system) has a "
+                     "socket group",
+                     where);
+            return -1;
+        }
+        if (!self->opt.system)
+            gs_info("%s: socket_group applies to the system service only; this broker's socket "
+                    "is its user's alone",
+                    where);
+        else if (!gr) {
+            snprintf(err, errlen, "%s: socket_group: no group named \"%.60s\"", where, e->value);
+            return -1;
+        } else if (self->opt.socket_group == (gid_t)-1) /* --socket-group wins */
+            self->opt.socket_group = gr->gr_gid;
+    }
+    if ((e = start_key(flags, file, "state_file", where, sizeof where))) {
+        if (e->value[0] && e->value[0] != '/') {
+            snprintf(err, errlen, "%s: state_file: must be an absolute path, not \"%.60s\"", where,
+                     e->value);
+            return -1;
+        }
+        snprintf(self->state_path, sizeof self->state_path, "%s", e->value);
+    } else if (self->opt.system) {
+        snprintf(self->state_path, sizeof self->state_path, "%s", GS_SYSTEM_STATE_FILE);
     }
     return 0;
 }
@@ -111,45 +196,36 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
         return NULL;
     }
     self->opt = *opt;
-    self->opt.overrides.entries = NULL; /* the caller keeps its copy */
+    /* A copy of the flags, which a reload applies again after the file:
+     * flags win over the file on SIGHUP too. */
+    self->opt.overrides.entries = NULL;
     self->opt.overrides.count = 0;
+    for (size_t i = 0; i < opt->overrides.count; i++) {
+        const gs_config_entry_t *o = &opt->overrides.entries[i];
+        if (gs_config_add(&self->opt.overrides, o->key, o->value, o->line, err, errlen) != 0) {
+            gs_config_free(&self->opt.overrides);
+            free(self);
+            return NULL;
+        }
+    }
     self->admin_gid = (gid_t)-1;
     self->max_conns_per_uid = GS_CONN_DEFAULT_PER_UID;
     /* Before any socket: each connection is a descriptor (conn_guard.h). */
     self->fd_limit = gs_fd_limit_raise();
+    self->metrics_status = current_status;
     self->sessions = gs_sessions_new();
     self->started_unix = (long long)time(NULL);
 
     /* The configuration file: the start-only keys now, the rest once the
      * scheduler exists.  Flags win over the file. */
-    gs_config_t file = {{0}, NULL, 0};
+    gs_config_t file = {{0}, NULL, 0}, state = {{0}, NULL, 0};
     int explicit_config = self->opt.config_path[0] != '\0';
     if (!explicit_config)
         snprintf(self->opt.config_path, sizeof self->opt.config_path, "%s", GS_DEFAULT_CONFIG);
     if (gs_config_load(self->opt.config_path, !explicit_config, &file, err, errlen) != 0)
         goto fail;
-    const gs_config_entry_t *e;
-    if (!self->opt.endpoint[0] && (e = gs_config_get(&file, "endpoint")) &&
-        gs_endpoint_normalise(e->value, self->opt.endpoint, sizeof self->opt.endpoint, err,
-                              errlen) != 0)
+    if (read_start_keys(self, &opt->overrides, &file, err, errlen) != 0)
         goto fail;
-    if (!self->opt.heartbeat_ms && (e = gs_config_get(&file, "heartbeat_ms"))) {
-        self->opt.heartbeat_ms = atoi(e->value);
-        if (self->opt.heartbeat_ms < 10 || self->opt.heartbeat_ms > 600000) {
-            snprintf(err, errlen, "%s:%d: heartbeat_ms: must be 10 to 600000, not \"%s\"",
-                     file.path, e->line, e->value);
-            goto fail;
-        }
-    }
-    if (self->opt.socket_group == (gid_t)-1 && (e = gs_config_get(&file, "socket_group"))) {
-        struct group *gr = getgrnam(e->value);
-        if (!gr) {
-            snprintf(err, errlen, "%s:%d: socket_group: no group named \"%s\"", file.path, e->line,
-                     e->value);
-            goto fail;
-        }
-        self->opt.socket_group = gr->gr_gid;
-    }
     if (!self->opt.heartbeat_ms)
         self->opt.heartbeat_ms = 1000;
     if (!self->opt.endpoint[0] &&
@@ -176,10 +252,12 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    if (gs_settings_apply_config(self, &file, err, errlen) != 0 ||
-        gs_settings_apply_config(self, &opt->overrides, err, errlen) != 0)
+    if (self->state_path[0] && gs_state_file_load(self->state_path, &state, err, errlen) != 0)
+        goto fail;
+    if (gs_settings_apply_files(self, &file, &state, &opt->overrides, 0, err, errlen) != 0)
         goto fail;
     gs_config_free(&file);
+    gs_config_free(&state);
     if (!explicit_config && access(self->opt.config_path, F_OK) != 0)
         self->opt.config_path[0] = '\0'; /* nothing to reload */
 
@@ -225,6 +303,7 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
     return self;
 fail:
     gs_config_free(&file);
+    gs_config_free(&state);
     gs_broker_destroy(&self);
     return NULL;
 }
@@ -242,6 +321,7 @@ void gs_broker_destroy(gs_broker_t **self_p)
     gs_eventlog_close(&self->eventlog);
     gs_metrics_destroy(&self->metrics);
     gs_sched_destroy(&self->sched);
+    gs_config_free(&self->opt.overrides);
     const char *path = gs_endpoint_ipc_path(self->opt.endpoint);
     if (path && self->signal_fd > 0)
         unlink(path); /* only a broker that got as far as binding owns it */
@@ -282,6 +362,13 @@ static json_t *status(gs_broker_t *self)
     gs_park_status_add(self->park, st, now);
     json_object_set_new(st, "connections", gs_conn_guard_status(self->conns));
     return st;
+}
+
+/* What the metrics server serves (metrics.h), on this thread. */
+static json_t *current_status(void *arg)
+{
+    gs_broker_t *self = arg;
+    return status(self);
 }
 
 static void on_status(gs_broker_t *self, zframe_t *peer, const json_t *req)
@@ -355,8 +442,6 @@ static void handle_message(gs_broker_t *self)
         break;
     case GS_MSG_STATUS:
         on_status(self, peer, msg);
-        break;
-    case GS_MSG_HEARTBEAT:
         break;
     case GS_MSG_SET:
         gs_control_on_set(self, peer, msg);
@@ -449,14 +534,17 @@ static long poll_timeout_ms(const gs_broker_t *self)
     int64_t cut = gs_conn_guard_next_deadline(self->conns);
     if (cut < due)
         due = cut;
+    long metrics = self->metrics ? gs_metrics_timeout_ms(self->metrics) : -1;
     if (due == GS_SCHED_NEVER)
-        return -1;
+        return metrics;
     int64_t left = due - gs_clock_now_us();
-    return left <= 0 ? 0 : (long)((left + 999) / 1000);
+    long ms = left <= 0 ? 0 : (long)((left + 999) / 1000);
+    return metrics >= 0 && metrics < ms ? metrics : ms;
 }
 
-/* Dead clients leave; dropping them changes the table, so look again
- * while a batch came back full. */
+/* Dead clients leave, then sessions whose launcher or every process is
+ * gone are dealt with; each changes the tables, so look again while a
+ * batch came back full. */
 static void drop_dead_clients(gs_broker_t *self, int64_t now, int check_silence)
 {
     enum { BATCH = 64 };
@@ -467,6 +555,21 @@ static void drop_dead_clients(gs_broker_t *self, int64_t now, int check_silence)
         for (int i = 0; i < n; i++)
             gs_settle_client_gone(self, dead[i].key, dead[i].why);
     } while (n == BATCH);
+    gs_liveness_orphan_t orphan[BATCH / 4];
+    do {
+        n = gs_liveness_find_orphans(self->liveness, self->sessions, orphan, BATCH / 4);
+        for (int i = 0; i < n; i++) {
+            if (!orphan[i].ended) {
+                gs_settle_launcher_gone(self, orphan[i].id, orphan[i].why);
+                continue;
+            }
+            gs_info("session %s ended: %s", orphan[i].id, orphan[i].why);
+            gs_eventlog_write(
+                self->eventlog, "session_gone",
+                json_pack("{s:s, s:s}", "session", orphan[i].id, "why", orphan[i].why));
+            gs_settle_end_session(self, orphan[i].id);
+        }
+    } while (n == BATCH / 4);
 }
 
 static void run_timers(gs_broker_t *self)
@@ -484,18 +587,11 @@ static void run_timers(gs_broker_t *self)
         drop_dead_clients(self, now, check_silence);
 }
 
-/* The metrics server's status source. */
-static json_t *current_status(void *arg)
-{
-    gs_broker_t *self = arg;
-    return status(self);
-}
-
 int gs_broker_run(gs_broker_t *self)
 {
     announce(self);
     gs_sd_notify("READY=1\nSTATUS=serving");
-    enum { FIXED = 4, METRICS = 16, MAX_ITEMS = FIXED + METRICS + GS_PARK_MAX_POLL_ITEMS };
+    enum { FIXED = 4, METRICS = 1, MAX_ITEMS = FIXED + METRICS + GS_PARK_MAX_POLL_ITEMS };
     int park_fd = gs_park_fd(self->park);
     zmq_pollitem_t items[MAX_ITEMS] = {
         {zsock_resolve(self->router), 0, ZMQ_POLLIN, 0},
@@ -504,9 +600,9 @@ int gs_broker_run(gs_broker_t *self)
         {NULL, park_fd, park_fd >= 0 ? ZMQ_POLLIN : 0, 0}, /* park jobs finished */
     };
     for (;;) {
-        int n = FIXED, nmetrics = 0;
-        if (self->metrics)
-            n += nmetrics = gs_metrics_poll_items(self->metrics, items + FIXED, METRICS);
+        int n = FIXED;
+        if (self->metrics) /* one descriptor: libmicrohttpd's epoll set */
+            items[n++] = (zmq_pollitem_t){NULL, gs_metrics_fd(self->metrics), ZMQ_POLLIN, 0};
         int park_first = n;
         n += gs_park_poll_items(self->park, items + n, MAX_ITEMS - n);
         int rc = zmq_poll(items, n, poll_timeout_ms(self));
@@ -527,8 +623,12 @@ int gs_broker_run(gs_broker_t *self)
         /* Drain what is queued, bounded so signals stay responsive. */
         for (int i = 0; i < 1000 && (zsock_events(self->router) & ZMQ_POLLIN); i++)
             handle_message(self);
-        if (self->metrics && nmetrics > 0)
-            gs_metrics_handle(self->metrics, items + FIXED, nmetrics, current_status, self);
+        /* Always: it returns at once when nothing is ready, and it is also
+         * due without an event (timeouts, data it has already read).  (A
+         * signal may have replaced the server since the poll: the new one
+         * just finds nothing to do.) */
+        if (self->metrics)
+            gs_metrics_run(self->metrics);
         int park_events = 0;
         for (int i = park_first; i < n; i++)
             park_events |= items[i].revents != 0;

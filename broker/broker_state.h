@@ -30,6 +30,7 @@ struct gs_broker {
     int signal_fd;
     long long started_unix;
     unsigned long long next_client_id;
+    long long next_epoch; /* the last membership number given to a joining hook */
     gs_sessions_t *sessions;
     gs_sched_t *sched;       /* grants: policy, scheduler on/off and settings live here */
     gs_park_t *park;         /* memory parking (park.h); its settings live there */
@@ -42,9 +43,10 @@ struct gs_broker {
     gid_t admin_gid;         /* may change settings and others' sessions; -1 = root only */
     gs_eventlog_t *eventlog; /* NULL = off */
     gs_metrics_t *metrics;   /* NULL = off */
+    gs_metrics_status_fn metrics_status; /* what it serves (broker.c's status object) */
     int metrics_port;
     char metrics_address[64];
-    int metrics_dirty;
+    char state_path[512]; /* state_file.h: where `set --persist` saves; empty = none */
 };
 
 #endif

@@ -17,15 +17,24 @@
  *  - heartbeats: a client silent for 3 heartbeat intervals is dead (a hung
  *    or stopped process, a lost connection without an event).
  * The periodic check runs every heartbeat interval.
+ *
+ * Sessions too: a launcher's watcher killed with SIGKILL never sends its
+ * cell idle or unregister, and left its session "cell busy" for ever, even
+ * after the kernel was gone.  A registered session's known processes are
+ * its registrar (credentials), its kernel (the registrar's word, taken
+ * only from a local registrar) and its hooks (credentials).  When the
+ * registrar is gone its cells are no longer reported; when none is left,
+ * the session ends.  Start times tell a reused pid from the process that
+ * had it.  A session registered without credentials (another host) is
+ * never judged: nothing of it can be checked here.
  */
 #include "liveness.h"
 
-#include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/types.h>
+
+#include "proc_alive.h"
 
 static const int64_t recheck_after_us[4] = {0, 20000, 60000, 150000};
 
@@ -62,26 +71,6 @@ void gs_liveness_on_disconnect(gs_liveness_t *self, int64_t now)
         self->recheck_us[i] = now + recheck_after_us[i];
 }
 
-/* 0 when the process is gone or a zombie; 1 when it exists (or we cannot
- * tell). */
-static int process_alive(long pid)
-{
-    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
-        return 0;
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return errno == ENOENT ? 0 : 1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *close_paren = strrchr(buf, ')'); /* the name may contain anything */
-    if (!close_paren || close_paren[1] != ' ')
-        return 1;
-    return close_paren[2] != 'Z' && close_paren[2] != 'X';
-}
-
 int gs_liveness_due(gs_liveness_t *self, int64_t now, int *check_silence)
 {
     int due = 0;
@@ -104,7 +93,7 @@ int gs_liveness_find_dead(const gs_liveness_t *self, gs_sessions_t *sessions, in
     int n = 0;
     for (gs_client_t *c = gs_sessions_first_client(sessions); c && n < max;
          c = gs_sessions_next_client(sessions)) {
-        if (c->peer_pid > 0 && !process_alive(c->peer_pid))
+        if (c->peer_pid > 0 && !gs_proc_alive(c->peer_pid, 0))
             dead[n].why = "its process died";
         else if (check_silence && c->last_seen_us && now - c->last_seen_us > silent_us)
             dead[n].why = "silent for 3 heartbeat intervals";
@@ -122,4 +111,46 @@ int64_t gs_liveness_next_deadline(const gs_liveness_t *self)
         if (self->recheck_us[i] && self->recheck_us[i] < t)
             t = self->recheck_us[i];
     return t;
+}
+
+/* 1 when a hook client of session id is in the table (the dead ones were
+ * dropped first: gs_liveness_find_dead). */
+static int has_clients(gs_sessions_t *sessions, const char *id)
+{
+    for (gs_client_t *c = gs_sessions_first_client(sessions); c;
+         c = gs_sessions_next_client(sessions))
+        if (!strcmp(c->session, id))
+            return 1;
+    return 0;
+}
+
+int gs_liveness_find_orphans(const gs_liveness_t *self, gs_sessions_t *sessions,
+                             gs_liveness_orphan_t *out, int max)
+{
+    (void)self;
+    int n = 0;
+    for (gs_session_t *s = gs_sessions_first_session(sessions); s && n < max;
+         s = gs_sessions_next_session(sessions)) {
+        if (!s->registered || s->registrar_pid <= 0)
+            continue; /* made for a hook (ends with its clients), or not judged */
+        int registrar = !s->registrar_gone && gs_proc_alive(s->registrar_pid, s->registrar_start);
+        if (registrar)
+            continue;
+        int kernel = s->kernel_pid > 0 && gs_proc_alive(s->kernel_pid, s->kernel_start);
+        gs_liveness_orphan_t *o = &out[n];
+        if (!kernel && !has_clients(sessions, s->id)) {
+            o->ended = 1;
+            snprintf(o->why, sizeof o->why,
+                     "no process of it is left (launcher pid %ld, kernel pid %ld)",
+                     (long)s->registrar_pid, s->kernel_pid);
+        } else if (!s->registrar_gone) {
+            o->ended = 0;
+            snprintf(o->why, sizeof o->why, "its launcher (pid %ld) is gone",
+                     (long)s->registrar_pid);
+        } else
+            continue; /* already told; its kernel or hooks live on */
+        snprintf(o->id, sizeof o->id, "%s", s->id);
+        n++;
+    }
+    return n;
 }

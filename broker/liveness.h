@@ -6,6 +6,9 @@
  * after each disconnect, so a killed process' grant is reclaimed within
  * ~150 ms).
  *
+ * The same checks find registered sessions whose launcher, or every
+ * process, is gone (gs_liveness_find_orphans).
+ *
  * It only finds them; the broker's loop drops them (settle.h).
  */
 #ifndef GS_LIVENESS_H
@@ -42,6 +45,22 @@ int gs_liveness_due(gs_liveness_t *self, int64_t now, int *check_silence);
  * them changes the table: drop them, then ask again while it returns max. */
 int gs_liveness_find_dead(const gs_liveness_t *self, gs_sessions_t *sessions, int64_t now,
                           int check_silence, gs_liveness_dead_t *dead, int max);
+
+/* A registered session whose launcher (the process that registered it)
+ * is gone: ended, when no process of it is left (its kernel nor any
+ * hook); else only its cells are no longer reported. */
+typedef struct {
+    char id[129];
+    int ended;
+    char why[160];
+} gs_liveness_orphan_t;
+
+/* Up to max such sessions into out (each launcher found gone is reported
+ * once; the caller sets registrar_gone or ends the session); returns how
+ * many.  Call after the dead clients were dropped, at the same moments,
+ * and again while it returns max. */
+int gs_liveness_find_orphans(const gs_liveness_t *self, gs_sessions_t *sessions,
+                             gs_liveness_orphan_t *out, int max);
 
 /* When gs_liveness_due next says yes (INT64_MAX: never). */
 int64_t gs_liveness_next_deadline(const gs_liveness_t *self);

@@ -15,14 +15,13 @@
 #include "admin.h"
 #include "clock.h"
 #include "log.h"
+#include "proc_alive.h"
 #include "reply.h"
 #include "settle.h"
 
-static void reply_ok(gs_broker_t *self, zframe_t *peer, const json_t *req, const char *session)
+static void reply_ok(gs_broker_t *self, zframe_t *peer, const json_t *req)
 {
     json_t *ok = gs_msg_new(GS_MSG_OK);
-    if (session)
-        json_object_set_new(ok, "session", json_string(session));
     gs_reply_echo_seq(ok, req);
     gs_reply_send(self->router, peer, ok);
 }
@@ -75,6 +74,7 @@ static void on_register(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     }
     s->registered = 1;
     s->registrar_pid = self->peer.pid;
+    s->registrar_gone = 0;
     if (!s->owner_known)
         take_ownership(self, s);
     snprintf(s->kernel_id, sizeof s->kernel_id, "%s", kernel_id);
@@ -85,6 +85,11 @@ static void on_register(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     gs_sessions_copy_text(s->claimed, sizeof s->claimed, strcmp(claimed, s->user) ? claimed : "");
     gs_sessions_copy_text(s->notebook, sizeof s->notebook, gs_msg_str(msg, "notebook", ""));
     s->kernel_pid = (long)gs_msg_int(msg, "pid", 0);
+    /* Start times, so that liveness (liveness.h) tells a reused pid from
+     * the process it knew.  The kernel's pid is taken on the registrar's
+     * word only when the registrar is a local process (credentials). */
+    s->registrar_start = gs_proc_start(s->registrar_pid);
+    s->kernel_start = s->registrar_pid ? gs_proc_start(s->kernel_pid) : 0;
     gs_sched_register(self->sched, s->id, gs_clock_now_us());
     gs_info("session %s registered: user %s%s%s%s, notebook \"%s\", kernel pid %ld", s->id, s->user,
             s->claimed[0] ? " (registered as \"" : "", s->claimed, s->claimed[0] ? "\")" : "",
@@ -142,12 +147,8 @@ static void on_unregister(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     gs_eventlog_write(self->eventlog, "unregister", json_pack("{s:s}", "session", s->id));
     char id[sizeof s->id];
     snprintf(id, sizeof id, "%s", s->id);
-    s->registered = 0;
-    s->cell_busy = 0;
-    gs_sched_unregister(self->sched, id, gs_clock_now_us());
-    gs_settle_forget_session(self, id);
-    reply_ok(self, peer, msg, NULL);
-    gs_settle(self);
+    reply_ok(self, peer, msg);
+    gs_settle_end_session(self, id);
 }
 
 static void on_cell(gs_broker_t *self, zframe_t *peer, const json_t *msg)
@@ -171,7 +172,18 @@ static void on_join(gs_broker_t *self, zframe_t *peer, const json_t *msg)
 {
     if (refuse_without_credentials(self, peer, msg))
         return;
-    gs_client_t *c = gs_sessions_client(self->sessions, peer);
+    /* A hook joins again when it found that this broker had dropped it, or
+     * may have (its process was stopped for longer than the silence
+     * limit): it has forgotten its grants and will release none of them,
+     * so whatever the broker still holds for it goes now, and it starts
+     * over under a new epoch (protocol.md, "Fencing"). */
+    gs_client_t *c = gs_sessions_client_lookup(self->sessions, peer);
+    if (c && c->epoch) {
+        char key[sizeof c->key];
+        snprintf(key, sizeof key, "%s", c->key);
+        gs_settle_client_gone(self, key, "it joined again");
+    }
+    c = gs_sessions_client(self->sessions, peer);
     if (!c) {
         gs_reply_error(self->router, peer, msg, "internal", "out of memory");
         return;
@@ -209,8 +221,16 @@ static void on_join(gs_broker_t *self, zframe_t *peer, const json_t *msg)
                     json_is_true(json_object_get(msg, "swap")), now);
     if (old[0] && strcmp(old, s->id) != 0)
         gs_settle_forget_session(self, old);
-    gs_debug("pid %ld joined session %s", c->pid, s->id);
-    reply_ok(self, peer, msg, s->id);
+    c->epoch = ++self->next_epoch;
+    gs_debug("pid %ld joined session %s (epoch %lld)", c->pid, s->id, c->epoch);
+    gs_eventlog_write(self->eventlog, "join",
+                      json_pack("{s:s, s:i, s:I}", "session", s->id, "pid", (int)c->pid, "epoch",
+                                (json_int_t)c->epoch));
+    json_t *ok = gs_msg_new(GS_MSG_OK);
+    json_object_set_new(ok, "session", json_string(s->id));
+    json_object_set_new(ok, "epoch", json_integer(c->epoch));
+    gs_reply_echo_seq(ok, msg);
+    gs_reply_send(self->router, peer, ok);
     gs_settle(self);
 }
 
@@ -322,7 +342,8 @@ static void on_memory(gs_broker_t *self, zframe_t *peer, const json_t *msg)
         return;
     uint64_t used = (uint64_t)gs_msg_int(msg, "used_bytes", 0);
     gs_sched_memory(self->sched, c->key, i, used, gs_clock_now_us());
-    gs_park_on_memory(self->park, c->key, i, used, (uint64_t)gs_msg_int(msg, "movable_bytes", 0));
+    gs_park_on_memory(self->park, c->key, i, used, (uint64_t)gs_msg_int(msg, "movable_bytes", 0),
+                      (uint64_t)gs_msg_int(msg, "swapped_bytes", 0), gs_clock_now_us());
     gs_settle(self);
 }
 
@@ -353,6 +374,24 @@ static void on_make_room(gs_broker_t *self, zframe_t *peer, const json_t *msg)
         gs_settle_answers(self); /* refused at once */
 }
 
+/* A hook's heartbeat names its membership (epoch): one this broker no
+ * longer has means that it dropped the hook (silent for 3 heartbeat
+ * intervals, say, while its process was stopped), which then still
+ * believes in its grants.  The answer tells it to stop and join again. */
+static void on_heartbeat(gs_broker_t *self, zframe_t *peer, const json_t *msg,
+                         const gs_client_t *known)
+{
+    long long epoch = gs_msg_int(msg, "epoch", 0);
+    if (epoch <= 0 || (known && known->epoch == epoch))
+        return; /* no membership named (launchers, the CLI), or the current one */
+    char text[200];
+    snprintf(text, sizeof text,
+             "this broker no longer knows this client (epoch %lld%s): its grants are gone; "
+             "join again",
+             epoch, known ? ", joined again since" : ": dropped, e.g. for its silence");
+    gs_reply_error(self->router, peer, msg, "unknown_client", text);
+}
+
 int gs_session_dispatch(gs_broker_t *self, zframe_t *peer, gs_msg_type_t type, const json_t *msg)
 {
     gs_client_t *known = gs_sessions_client_lookup(self->sessions, peer);
@@ -367,6 +406,9 @@ int gs_session_dispatch(gs_broker_t *self, zframe_t *peer, gs_msg_type_t type, c
     if (known)
         known->last_seen_us = gs_clock_now_us(); /* any message is a sign of life */
     switch (type) {
+    case GS_MSG_HEARTBEAT:
+        on_heartbeat(self, peer, msg, known);
+        return 1;
     case GS_MSG_REGISTER:
         on_register(self, peer, msg);
         return 1;

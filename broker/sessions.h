@@ -31,6 +31,7 @@ typedef struct {
     char session[129]; /* empty until join */
     int64_t last_seen_us;
     long long acquire_seq[GS_MAX_GPUS]; /* seq of its last acquire, echoed in grants */
+    long long epoch; /* its membership since its last join (0: none yet), in its grants */
 } gs_client_t;
 
 typedef struct {
@@ -43,7 +44,11 @@ typedef struct {
     int registered;      /* by a launcher (else made for a hook's process) */
     int owner_known;     /* owner_uid came from the socket credentials */
     pid_t registrar_pid; /* process that registered it last (socket credentials), 0 unknown */
-    uid_t owner_uid;     /* who registered (or first joined) it: only they and admins act on it */
+    /* For liveness.h: the start times of the registrar and of kernel_pid
+     * (0: unknown), and whether the registrar was found gone. */
+    unsigned long long registrar_start, kernel_start;
+    int registrar_gone;
+    uid_t owner_uid; /* who registered (or first joined) it: only they and admins act on it */
     int cell_busy;
     char cell_msg_id[129];
 } gs_session_t;

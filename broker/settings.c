@@ -1,11 +1,19 @@
 /*
  * settings.c - one path for every setting, whether it comes from the
- * configuration file (at start and on SIGHUP), a command-line flag or
+ * configuration file (at start and on SIGHUP), the state file that
+ * `gpushare set --persist` writes (state_file.h), a command-line flag or
  * `gpushare set`: daemon keys are handled here, parking keys (park*) go to
  * parking (gs_park_set), scheduling keys to the scheduler (gs_sched_set),
- * and anything else is an error naming the key.  A batch is all-or-nothing
- * for the scheduler and parking: on the first bad key their previous
- * configurations are restored.
+ * and anything else is an error naming the key.
+ *
+ * A batch is all or nothing.  The scheduler and parking take each key on
+ * their configurations, which are restored on the first bad key; the
+ * daemon's own keys (log level, admin group, event log, metrics) are only
+ * staged: checked, their files opened and their socket bound, and put in
+ * place once every key of the batch is good.  `set --persist` saves the
+ * batch between the two, so a batch that cannot be saved changes nothing
+ * either.  (Applying log_level at once made `set log_level=debug tq=-1`
+ * refuse the batch and still turn debug logging on.)
  */
 #include "settings.h"
 
@@ -15,18 +23,45 @@
 #include "log.h"
 #include "sched/park_policy.h"
 #include "settle.h"
+#include "state_file.h"
 
-/* Keys read once, before the socket is bound; a reload that changes them
- * is told to restart. */
-static const char *start_only[] = {"endpoint", "socket_group", "heartbeat_ms", "gpu_memory", NULL};
+/* Keys read once, before the socket is bound (broker.c); a reload that
+ * changes them is told to restart. */
+static const char *start_only[] = {"endpoint",   "socket_group", "heartbeat_ms",
+                                   "gpu_memory", "state_file",   NULL};
+/* Keys of the daemon that only the configuration file and the command line
+ * may set: who may change settings, and what the broker writes or serves. */
+static const char *file_only[] = {
+    "admin_group", "event_log", "metrics_port", "metrics_address", "max_connections_per_uid", NULL};
 
-static int is_start_only(const char *key)
+static int listed(const char *const *list, const char *key)
 {
-    for (int i = 0; start_only[i]; i++)
-        if (!strcmp(key, start_only[i]))
+    for (int i = 0; list[i]; i++)
+        if (!strcmp(key, list[i]))
             return 1;
     return 0;
 }
+
+int gs_settings_is_start_only(const char *key)
+{
+    return listed(start_only, key);
+}
+
+/* A batch's changes to the daemon's own state, held back until every key
+ * of the batch is good. */
+typedef struct {
+    int log_level; /* -1: unchanged */
+    int admin_set;
+    gid_t admin_gid;
+    int eventlog_set;
+    gs_eventlog_t *eventlog; /* opened for the batch; NULL with eventlog_set: off */
+    int max_conns;           /* 0: unchanged */
+    int metrics_set;
+    int metrics_port;
+    char metrics_address[64];
+    gs_metrics_t *metrics;        /* the new server, when the port or the address changed */
+    const setting_t *metrics_key; /* the last metrics key, named when it cannot serve */
+} staged_t;
 
 static const char *value_text(const json_t *v, char *buf, size_t len)
 {
@@ -38,11 +73,12 @@ static const char *value_text(const json_t *v, char *buf, size_t len)
     return buf;
 }
 
-static int daemon_key(gs_broker_t *self, const char *key, const json_t *value, int from_set,
-                      char *err, size_t errlen)
+/* 1: a daemon key, staged; 0: not one of the daemon's keys; -1: refused. */
+static int stage_daemon_key(gs_broker_t *self, staged_t *st, const setting_t *s, char *err,
+                            size_t errlen)
 {
     char buf[512];
-    const char *text = value_text(value, buf, sizeof buf);
+    const char *key = s->key, *text = value_text(s->value, buf, sizeof buf);
     if (!strcmp(key, "log_level")) {
         int lvl = gs_log_level_parse(text);
         if (lvl < 0) {
@@ -50,179 +86,253 @@ static int daemon_key(gs_broker_t *self, const char *key, const json_t *value, i
                      text);
             return -1;
         }
-        gs_log_set_level((gs_log_level_t)lvl);
+        st->log_level = lvl;
         return 1;
     }
-    int file_only = !strcmp(key, "admin_group") || !strcmp(key, "event_log") ||
-                    !strcmp(key, "max_connections_per_uid") || !strcmp(key, "metrics_port") ||
-                    !strcmp(key, "metrics_address") || is_start_only(key);
-    if (from_set) {
-        if (!file_only)
-            return 0; /* a scheduling key */
+    int is_file_only = listed(file_only, key), is_start_only = listed(start_only, key);
+    if (!is_file_only && !is_start_only)
+        return 0; /* a scheduling or parking key */
+    if (s->runtime_only) {
         snprintf(err, errlen, "%s belongs in the configuration file; set cannot change it", key);
         return -1;
     }
+    if (is_start_only)
+        return 1; /* read in gs_broker_new; a reload leaves them out and says so */
     if (!strcmp(key, "admin_group")) {
         struct group *gr = text[0] ? getgrnam(text) : NULL;
         if (text[0] && !gr) {
             snprintf(err, errlen, "admin_group: no group named \"%.60s\"", text);
             return -1;
         }
-        self->admin_gid = gr ? gr->gr_gid : (gid_t)-1;
+        st->admin_set = 1;
+        st->admin_gid = gr ? gr->gr_gid : (gid_t)-1;
         return 1;
     }
     if (!strcmp(key, "max_connections_per_uid")) {
-        if (!json_is_integer(value) || json_integer_value(value) < 1 ||
-            json_integer_value(value) > 1000000) {
+        if (!json_is_integer(s->value) || json_integer_value(s->value) < 1 ||
+            json_integer_value(s->value) > 1000000) {
             snprintf(err, errlen, "max_connections_per_uid: must be 1 to 1000000, not %.60s", text);
             return -1;
         }
-        self->max_conns_per_uid = (int)json_integer_value(value);
-        if (self->conns) /* a reload; at start the guard is made later, with it */
-            gs_conn_guard_set_per_uid(self->conns, self->max_conns_per_uid);
+        st->max_conns = (int)json_integer_value(s->value);
         return 1;
     }
     if (!strcmp(key, "event_log")) {
+        if (st->eventlog_set)
+            gs_eventlog_close(&st->eventlog); /* named twice: the last wins */
+        st->eventlog_set = 0;
         if (self->eventlog && !strcmp(gs_eventlog_path(self->eventlog), text))
-            return 1;
-        gs_eventlog_t *log = NULL;
-        if (text[0] && !(log = gs_eventlog_open(text, err, errlen)))
+            return 1; /* the log already open */
+        if (text[0] && !(st->eventlog = gs_eventlog_open(text, err, errlen)))
             return -1;
-        gs_eventlog_close(&self->eventlog);
-        self->eventlog = log;
-        gs_park_set_eventlog(self->park, log);
+        st->eventlog_set = 1;
         return 1;
     }
-    if (!strcmp(key, "metrics_port") || !strcmp(key, "metrics_address")) {
-        int is_port = !strcmp(key, "metrics_port");
-        if (is_port && (!json_is_integer(value) || json_integer_value(value) < 0 ||
-                        json_integer_value(value) > 65535)) {
+    if (!strcmp(key, "metrics_port")) {
+        if (!json_is_integer(s->value) || json_integer_value(s->value) < 0 ||
+            json_integer_value(s->value) > 65535) {
             snprintf(err, errlen, "metrics_port: must be a port number (0 = off), not %.60s", text);
             return -1;
         }
-        if (is_port)
-            self->metrics_port = (int)json_integer_value(value);
-        else if (strlen(text) >= sizeof self->metrics_address) {
-            snprintf(err, errlen, "metrics_address: too long");
-            return -1;
-        } else
-            memcpy(self->metrics_address, text, strlen(text) + 1);
-        self->metrics_dirty = 1; /* (re)opened after the batch, see gs_settings_apply */
+        st->metrics_set = 1;
+        st->metrics_key = s;
+        st->metrics_port = (int)json_integer_value(s->value);
         return 1;
     }
-    if (is_start_only(key))
-        return 1; /* read in gs_broker_new; a reload compares and warns */
-    return 0;
+    /* metrics_address */
+    if (strlen(text) >= sizeof st->metrics_address) {
+        snprintf(err, errlen, "metrics_address: too long");
+        return -1;
+    }
+    st->metrics_set = 1;
+    st->metrics_key = s;
+    memcpy(st->metrics_address, text, strlen(text) + 1);
+    return 1;
 }
 
-static int apply_one(gs_broker_t *self, const char *key, const json_t *value, int from_set,
-                     char *err, size_t errlen)
+static int stage_one(gs_broker_t *self, staged_t *st, const setting_t *s, char *err, size_t errlen)
 {
-    int r = daemon_key(self, key, value, from_set, err, errlen);
+    int r = stage_daemon_key(self, st, s, err, errlen);
     if (r != 0)
         return r < 0 ? -1 : 0;
-    if (gs_park_policy_is_key(key))
-        return gs_park_set(self->park, key, value, err, errlen) == 0 ? 0 : -1;
-    return gs_sched_set(self->sched, key, value, err, errlen) == 0 ? 0 : -1;
+    if (gs_park_policy_is_key(s->key))
+        return gs_park_set(self->park, s->key, s->value, err, errlen) == 0 ? 0 : -1;
+    return gs_sched_set(self->sched, s->key, s->value, err, errlen) == 0 ? 0 : -1;
 }
 
-static int reopen_metrics(gs_broker_t *self, char *err, size_t errlen)
+/* After the keys: a metrics server on the new port or address is opened
+ * now, so that one that cannot bind refuses the batch. */
+static int stage_metrics(gs_broker_t *self, staged_t *st, char *err, size_t errlen)
 {
-    if (!self->metrics_dirty)
+    if (!st->metrics_set)
         return 0;
-    self->metrics_dirty = 0;
-    gs_metrics_destroy(&self->metrics);
-    if (self->metrics_port <= 0)
+    if (st->metrics_port == self->metrics_port &&
+        !strcmp(st->metrics_address, self->metrics_address) &&
+        (self->metrics != NULL) == (st->metrics_port > 0)) {
+        st->metrics_set = 0; /* as it is */
         return 0;
-    self->metrics = gs_metrics_new(self->metrics_address, self->metrics_port, err, errlen);
-    if (!self->metrics)
-        return -1;
-    gs_info("Prometheus metrics on http://%s:%d/metrics",
-            self->metrics_address[0] ? self->metrics_address : "127.0.0.1",
-            gs_metrics_port(self->metrics));
-    return 0;
+    }
+    if (st->metrics_port <= 0)
+        return 0; /* off */
+    st->metrics = gs_metrics_new(st->metrics_address, st->metrics_port, self->metrics_status, self,
+                                 err, errlen);
+    return st->metrics ? 0 : -1;
 }
 
-int gs_settings_apply(gs_broker_t *self, const json_t *settings, int from_set, char *err,
-                      size_t errlen)
+static void discard(staged_t *st)
+{
+    gs_eventlog_close(&st->eventlog);
+    gs_metrics_destroy(&st->metrics);
+}
+
+static void commit(gs_broker_t *self, staged_t *st)
+{
+    if (st->log_level >= 0)
+        gs_log_set_level((gs_log_level_t)st->log_level);
+    if (st->admin_set)
+        self->admin_gid = st->admin_gid;
+    if (st->max_conns) {
+        self->max_conns_per_uid = st->max_conns;
+        if (self->conns) /* a reload; at start the guard is made later, with it */
+            gs_conn_guard_set_per_uid(self->conns, self->max_conns_per_uid);
+    }
+    if (st->eventlog_set) {
+        gs_eventlog_close(&self->eventlog);
+        self->eventlog = st->eventlog;
+        st->eventlog = NULL;
+        gs_park_set_eventlog(self->park, self->eventlog);
+    }
+    if (st->metrics_set) {
+        gs_metrics_destroy(&self->metrics);
+        self->metrics = st->metrics;
+        st->metrics = NULL;
+        self->metrics_port = st->metrics_port;
+        memcpy(self->metrics_address, st->metrics_address, sizeof self->metrics_address);
+        if (self->metrics)
+            gs_info("Prometheus metrics on http://%s:%d/metrics",
+                    self->metrics_address[0] ? self->metrics_address : "127.0.0.1",
+                    gs_metrics_port(self->metrics));
+    }
+}
+
+/* err = why, after FILE:LINE when the setting came from a file. */
+static void located(const setting_t *s, const char *why, char *err, size_t errlen)
+{
+    if (s && s->path && s->line > 0)
+        snprintf(err, errlen, "%s:%d: %s", s->path, s->line, why);
+    else if (s && s->path)
+        snprintf(err, errlen, "%s: %s", s->path, why);
+    else
+        snprintf(err, errlen, "%s", why);
+}
+
+int gs_settings_apply(gs_broker_t *self, const setting_t *settings, size_t n,
+                      const char *persist_path, char *err, size_t errlen)
 {
     gs_sched_config_t saved = *gs_sched_config(self->sched);
     void *park_saved = gs_park_config_save(self->park);
-    const char *key;
-    json_t *value;
-    json_object_foreach((json_t *)settings, key, value)
-    {
-        char why[256];
-        if (apply_one(self, key, value, from_set, why, sizeof why) != 0) {
-            snprintf(err, errlen, "%s", why);
-            char ignore[64];
-            gs_sched_set_config(self->sched, &saved, ignore, sizeof ignore);
-            gs_park_config_restore(self->park, park_saved);
-            return -1;
+    staged_t st = {.log_level = -1};
+    memcpy(st.metrics_address, self->metrics_address, sizeof st.metrics_address);
+    st.metrics_port = self->metrics_port;
+    char why[400];
+    int bad = 0;
+    for (size_t i = 0; i < n && !bad; i++)
+        if (stage_one(self, &st, &settings[i], why, sizeof why) != 0) {
+            bad = 1;
+            located(&settings[i], why, err, errlen);
         }
+    if (!bad && stage_metrics(self, &st, why, sizeof why) != 0) {
+        bad = 1;
+        located(st.metrics_key, why, err, errlen);
+    }
+    if (!bad && persist_path && gs_state_file_save(persist_path, settings, n, why, sizeof why)) {
+        bad = 2;
+        snprintf(err, errlen, "cannot save the settings: %s; nothing was changed", why);
+    }
+    if (bad) {
+        char ignore[64];
+        gs_sched_set_config(self->sched, &saved, ignore, sizeof ignore);
+        gs_park_config_restore(self->park, park_saved);
+        discard(&st);
+        return -bad;
     }
     free(park_saved);
-    if (reopen_metrics(self, err, errlen) != 0)
-        return -1;
+    commit(self, &st);
     gs_settle(self);
     return 0;
 }
 
-int gs_settings_apply_config(gs_broker_t *self, const gs_config_t *cfg, char *err, size_t errlen)
+/* The entries of cfg appended to list (values converted; the caller
+ * decrefs them). */
+static int append_config(setting_t **list, size_t *n, const gs_config_t *cfg, int runtime_only,
+                         int skip_start_only)
 {
-    for (size_t i = 0; i < cfg->count; i++) {
+    for (size_t i = 0; cfg && i < cfg->count; i++) {
         const gs_config_entry_t *e = &cfg->entries[i];
-        json_t *v = gs_config_value_json(e->value);
-        char why[256];
-        int rc = apply_one(self, e->key, v, 0, why, sizeof why);
-        json_decref(v);
-        if (rc != 0) {
-            if (e->line > 0)
-                snprintf(err, errlen, "%s:%d: %s", cfg->path, e->line, why);
-            else
-                snprintf(err, errlen, "%s: %s", cfg->path, why);
+        if (skip_start_only && gs_settings_is_start_only(e->key))
+            continue;
+        setting_t *grown = realloc(*list, (*n + 1) * sizeof **list);
+        if (!grown)
             return -1;
-        }
+        *list = grown;
+        grown[(*n)++] = (setting_t){.key = e->key,
+                                    .value = gs_config_value_json(e->value),
+                                    .path = cfg->path,
+                                    .line = e->line,
+                                    .runtime_only = runtime_only};
     }
-    return reopen_metrics(self, err, errlen);
+    return 0;
 }
 
-/* The file's entries then the overrides, as one {key: value} object. */
-static json_t *config_settings(const gs_config_t *cfg, const gs_config_t *overrides)
+int gs_settings_apply_files(gs_broker_t *self, const gs_config_t *file, const gs_config_t *state,
+                            const gs_config_t *flags, int skip_start_only, char *err, size_t errlen)
 {
-    json_t *s = json_object();
-    const gs_config_t *both[] = {cfg, overrides};
-    for (int k = 0; k < 2; k++)
-        for (size_t i = 0; both[k] && i < both[k]->count; i++)
-            json_object_set_new(s, both[k]->entries[i].key,
-                                gs_config_value_json(both[k]->entries[i].value));
-    return s;
+    setting_t *list = NULL;
+    size_t n = 0;
+    /* In this order, so that the state file wins over the configuration
+     * file and the command line over both. */
+    int rc = append_config(&list, &n, file, 0, skip_start_only) != 0 ||
+                     append_config(&list, &n, state, 1, skip_start_only) != 0 ||
+                     append_config(&list, &n, flags, 0, skip_start_only) != 0
+                 ? -1
+                 : 0;
+    if (rc != 0)
+        snprintf(err, errlen, "out of memory");
+    else
+        rc = gs_settings_apply(self, list, n, NULL, err, errlen);
+    for (size_t i = 0; i < n; i++)
+        json_decref(list[i].value);
+    free(list);
+    return rc;
 }
 
 int gs_settings_reload(gs_broker_t *self)
 {
-    if (!self->opt.config_path[0])
-        return 0;
-    gs_config_t cfg;
+    gs_config_t cfg = {{0}, NULL, 0}, state = {{0}, NULL, 0};
     char err[512];
-    if (gs_config_load(self->opt.config_path, 1, &cfg, err, sizeof err) != 0) {
+    if (self->opt.config_path[0] &&
+        gs_config_load(self->opt.config_path, 1, &cfg, err, sizeof err) != 0) {
         gs_error("reload: %s; keeping the running configuration", err);
         return -1;
     }
+    if (self->state_path[0] && gs_state_file_load(self->state_path, &state, err, sizeof err)) {
+        gs_error("reload: %s; keeping the running configuration", err);
+        gs_config_free(&cfg);
+        return -1;
+    }
     for (size_t i = 0; i < cfg.count; i++)
-        if (is_start_only(cfg.entries[i].key))
+        if (gs_settings_is_start_only(cfg.entries[i].key))
             gs_info("reload: %s:%d: %s takes effect at the next start", cfg.path,
                     cfg.entries[i].line, cfg.entries[i].key);
-    json_t *settings = config_settings(&cfg, &self->opt.overrides);
-    for (int i = 0; start_only[i]; i++)
-        json_object_del(settings, start_only[i]);
-    int rc = gs_settings_apply(self, settings, 0, err, sizeof err);
-    json_decref(settings);
+    int rc = gs_settings_apply_files(self, &cfg, &state, &self->opt.overrides, 1, err, sizeof err);
     gs_config_free(&cfg);
+    gs_config_free(&state);
     if (rc != 0)
-        gs_error("reload of %s: %s; keeping the running configuration", self->opt.config_path, err);
+        gs_error("reload: %s; keeping the running configuration", err);
     else
-        gs_info("reloaded %s", self->opt.config_path);
+        gs_info("reloaded %s%s%s", self->opt.config_path[0] ? self->opt.config_path : "",
+                self->opt.config_path[0] && self->state_path[0] ? " and " : "",
+                self->state_path[0] ? self->state_path : "");
     if (gs_eventlog_reopen(self->eventlog) != 0)
         gs_warn("cannot reopen the event log %s", gs_eventlog_path(self->eventlog));
     return rc;

@@ -1,7 +1,7 @@
 /*
  * settings.h - one path for every setting, whether it comes from the
- * configuration file (at start and on SIGHUP), a command-line flag or
- * `gpushare set`.
+ * configuration file (at start and on SIGHUP), the state file of
+ * `gpushare set --persist`, a command-line flag or `gpushare set`.
  */
 #ifndef GS_SETTINGS_H
 #define GS_SETTINGS_H
@@ -11,17 +11,30 @@
 
 #include "broker_config.h"
 #include "broker_state.h"
+#include "state_file.h"
 
-/* Apply a {key: value} batch from `set` (from_set: only run-time keys) or
- * a reload; scheduling and parking keys all-or-nothing.  The broker then
- * settles (settle.h).  0, or -1 with the first problem in err. */
-int gs_settings_apply(gs_broker_t *b, const json_t *settings, int from_set, char *err,
-                      size_t errlen);
+/* Apply a batch, all or nothing: the scheduler's and parking's keys,
+ * then the daemon's own.  persist_path: `set --persist` saves the batch
+ * there (state_file.h) before anything takes effect, and a batch that
+ * cannot be saved changes nothing.  The broker then settles (settle.h).
+ * 0; -1 with the first bad setting in err (FILE:LINE: first when it
+ * names its file); -2 when the batch was good but could not be saved. */
+int gs_settings_apply(gs_broker_t *b, const setting_t *settings, size_t n, const char *persist_path,
+                      char *err, size_t errlen);
 
-/* Apply a configuration file's entries one by one (errors name FILE:LINE). */
-int gs_settings_apply_config(gs_broker_t *b, const gs_config_t *cfg, char *err, size_t errlen);
+/* The configuration file, then the state file (runtime keys only: what
+ * `set` may change), then the command line's flags, as one batch: later
+ * sources win.  skip_start_only: leave out the keys read only at start (a
+ * reload).  Any of them may be NULL. */
+int gs_settings_apply_files(gs_broker_t *b, const gs_config_t *file, const gs_config_t *state,
+                            const gs_config_t *flags, int skip_start_only, char *err,
+                            size_t errlen);
 
-/* SIGHUP: re-read the configuration file; on error keep the running one. */
+/* 1 for the keys gs_broker_new reads once, before the socket is bound. */
+int gs_settings_is_start_only(const char *key);
+
+/* SIGHUP: re-read the configuration file and the state file; on an error
+ * keep the running configuration. */
 int gs_settings_reload(gs_broker_t *b);
 
 #endif

@@ -26,6 +26,8 @@ static void send_actions(gs_broker_t *b)
             json_object_set_new(m, "quantum_us", json_integer((json_int_t)a.quantum_us));
             if (c->acquire_seq[a.gpu] >= 0)
                 json_object_set_new(m, "seq", json_integer(c->acquire_seq[a.gpu]));
+            if (c->epoch > 0) /* the hook refuses a grant of a membership it left */
+                json_object_set_new(m, "epoch", json_integer(c->epoch));
         } else {
             m = gs_msg_new(GS_MSG_REVOKE);
             json_object_set_new(m, "reason", json_string(a.reason));
@@ -109,5 +111,37 @@ void gs_settle_client_gone(gs_broker_t *b, const char *key, const char *why)
     gs_sessions_client_remove(b->sessions, c);
     if (session[0])
         gs_settle_forget_session(b, session);
+    gs_settle(b);
+}
+
+void gs_settle_end_session(gs_broker_t *b, const char *id)
+{
+    gs_session_t *s = gs_sessions_session(b->sessions, id, 0);
+    if (!s)
+        return;
+    char copy[sizeof s->id];
+    snprintf(copy, sizeof copy, "%s", id); /* id may be s->id, freed below */
+    s->registered = 0;
+    s->cell_busy = 0;
+    gs_sched_unregister(b->sched, copy, gs_clock_now_us());
+    gs_settle_forget_session(b, copy);
+    gs_settle(b);
+}
+
+void gs_settle_launcher_gone(gs_broker_t *b, const char *id, const char *why)
+{
+    gs_session_t *s = gs_sessions_session(b->sessions, id, 0);
+    if (!s)
+        return;
+    s->registrar_gone = 1;
+    gs_info("session %s: %s; its cells are no longer reported%s", s->id, why,
+            s->cell_busy ? ": its cell counts as over" : "");
+    if (!s->cell_busy)
+        return;
+    s->cell_busy = 0;
+    gs_eventlog_write(b->eventlog, "cell",
+                      json_pack("{s:s, s:s, s:s, s:s}", "session", s->id, "state", "idle", "msg_id",
+                                s->cell_msg_id, "why", why));
+    gs_sched_cell(b->sched, s->id, 0, gs_clock_now_us());
     gs_settle(b);
 }

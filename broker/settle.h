@@ -29,4 +29,14 @@ void gs_settle_client_gone(gs_broker_t *b, const char *key, const char *why);
  * the scheduler has forgotten it. */
 void gs_settle_forget_session(gs_broker_t *b, const char *id);
 
+/* A registered session is over (unregistered, or no process of it is
+ * left): it is no longer registered, its cell is over, the scheduler
+ * revokes its grants, and the broker settles. */
+void gs_settle_end_session(gs_broker_t *b, const char *id);
+
+/* The launcher that reported session id's cells is gone while processes
+ * of the session live on: no cell boundary will come, so a busy cell is
+ * over (the session is scheduled like a program outside Jupyter). */
+void gs_settle_launcher_gone(gs_broker_t *b, const char *id, const char *why);
+
 #endif

@@ -4,7 +4,7 @@
 set -eu
 
 PACKAGES="build-essential autoconf automake libtool pkg-config clang-format
-libzmq3-dev libczmq-dev libjansson-dev libsodium-dev libcmocka-dev
+libzmq3-dev libczmq-dev libjansson-dev libsodium-dev libmicrohttpd-dev libcmocka-dev
 python3 python3-pytest python3-zmq python3-jupyter-client python3-ipykernel
 python3-nbclient python3-nbformat python3-notebook
 debhelper dh-python systemd

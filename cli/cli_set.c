@@ -14,23 +14,34 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "Usage: gpushare set KEY=VALUE...\n"
+    fprintf(out, "Usage: gpushare set [--persist] KEY=VALUE...\n"
                  "Keys: policy=exclusive|burst|adaptive, scheduler=on|off, tq=SECONDS,\n"
-                 "      boost_ms=MS, and the others listed in gpushare-broker(8).\n");
+                 "      boost_ms=MS, and the others listed in gpushare-broker(8).\n"
+                 "Changes last until the broker restarts; --persist also saves them in\n"
+                 "the broker's state file, read again at its next start.\n");
 }
 
 int gs_cli_set_main(int argc, char **argv, const char *endpoint)
 {
-    if (argc < 2) {
+    int persist = 0, first = 1;
+    for (; first < argc && argv[first][0] == '-'; first++) {
+        if (!strcmp(argv[first], "-h") || !strcmp(argv[first], "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (strcmp(argv[first], "--persist") != 0) {
+            fprintf(stderr, "gpushare set: unknown option \"%s\"\n", argv[first]);
+            usage(stderr);
+            return 2;
+        }
+        persist = 1;
+    }
+    if (first >= argc) {
         usage(stderr);
         return 2;
     }
-    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-        usage(stdout);
-        return 0;
-    }
     json_t *settings = json_object();
-    for (int i = 1; i < argc; i++) {
+    for (int i = first; i < argc; i++) {
         const char *eq = strchr(argv[i], '=');
         if (!eq || eq == argv[i]) {
             fprintf(stderr, "gpushare set: \"%s\" is not KEY=VALUE\n", argv[i]);
@@ -50,6 +61,8 @@ int gs_cli_set_main(int argc, char **argv, const char *endpoint)
     }
     json_t *req = gs_msg_new(GS_MSG_SET);
     json_object_set_new(req, "settings", settings);
+    if (persist)
+        json_object_set_new(req, "persist", json_true());
     json_t *reply = gs_cli_client_call(client, req, err, sizeof err);
     gs_cli_client_destroy(&client);
     if (!reply) {

@@ -5,9 +5,12 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static char *trim(char *s)
 {
@@ -135,6 +138,105 @@ json_t *gs_config_value_json(const char *value)
             return json_real(d);
     }
     return json_string(value);
+}
+
+int gs_config_value_text(const json_t *v, char *out, size_t outlen, char *err, size_t errlen)
+{
+    int n;
+    if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        if (strpbrk(s, "#\n\r")) {
+            snprintf(err, errlen,
+                     "\"%.60s\" cannot be written to a file: it holds '#' or a line "
+                     "break",
+                     s);
+            return -1;
+        }
+        /* The reader types what it reads (gs_config_value_json): text
+         * that looks like a number or a boolean would come back as one. */
+        json_t *back = gs_config_value_json(s);
+        int same = json_is_string(back);
+        json_decref(back);
+        if (!same) {
+            snprintf(err, errlen, "the text \"%.60s\" would read back as a number or boolean", s);
+            return -1;
+        }
+        /* Quoted when the reader would trim blanks at either end, or strip
+         * a pair of quotes that belongs to the text. */
+        size_t len = strlen(s);
+        int quote = len && (isspace((unsigned char)s[0]) || isspace((unsigned char)s[len - 1]) ||
+                            (s[0] == '"' && s[len - 1] == '"'));
+        n = quote ? snprintf(out, outlen, "\"%s\"", s) : snprintf(out, outlen, "%s", s);
+    } else if (json_is_integer(v))
+        n = snprintf(out, outlen, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+    else if (json_is_real(v))
+        n = snprintf(out, outlen, "%.17g", json_real_value(v));
+    else if (json_is_boolean(v))
+        n = snprintf(out, outlen, "%s", json_is_true(v) ? "true" : "false");
+    else {
+        snprintf(err, errlen, "only strings, numbers and true/false can be written to a file");
+        return -1;
+    }
+    if (n < 0 || (size_t)n >= outlen || (size_t)n >= sizeof((gs_config_entry_t *)0)->value) {
+        snprintf(err, errlen, "the value is too long");
+        return -1;
+    }
+    return 0;
+}
+
+int gs_config_put(gs_config_t *cfg, const char *key, const char *value, char *err, size_t errlen)
+{
+    for (size_t i = cfg->count; i > 0; i--) {
+        gs_config_entry_t *e = &cfg->entries[i - 1];
+        if (strcmp(e->key, key) != 0)
+            continue;
+        if (strlen(value) >= sizeof e->value) {
+            snprintf(err, errlen, "the value of %s is too long", key);
+            return -1;
+        }
+        snprintf(e->value, sizeof e->value, "%s", value);
+        return 0;
+    }
+    return gs_config_add(cfg, key, value, 0, err, errlen);
+}
+
+int gs_config_write(const char *path, const gs_config_t *cfg, const char *header, char *err,
+                    size_t errlen)
+{
+    char tmp[sizeof cfg->path + 16];
+    if (snprintf(tmp, sizeof tmp, "%s.XXXXXX", path) >= (int)sizeof tmp) {
+        snprintf(err, errlen, "%s: path too long", path);
+        return -1;
+    }
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: cannot create a file beside it: %s", path, strerror(errno));
+        return -1;
+    }
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        close(fd);
+        unlink(tmp);
+        return -1;
+    }
+    if (header)
+        fputs(header, f);
+    for (size_t i = 0; i < cfg->count; i++)
+        fprintf(f, "%s = %s\n", cfg->entries[i].key, cfg->entries[i].value);
+    /* mkstemp made it 0600; the configuration is no secret, like the file. */
+    int bad = fchmod(fd, 0644) != 0 || fflush(f) != 0 || fsync(fd) != 0;
+    int saved = errno;
+    if (fclose(f) != 0 && !bad) {
+        bad = 1;
+        saved = errno;
+    }
+    if (bad || rename(tmp, path) != 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(bad ? saved : errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
 }
 
 void gs_config_free(gs_config_t *cfg)

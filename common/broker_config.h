@@ -44,6 +44,22 @@ const gs_config_entry_t *gs_config_get(const gs_config_t *cfg, const char *key);
  * the words, else a string.  New reference. */
 json_t *gs_config_value_json(const char *value);
 
+/* The inverse: the text that gs_config_value_json reads back as v (a
+ * string, number or boolean).  0, or -1 with err set when no line of the
+ * file can hold it (another JSON type, '#' or a line break, too long). */
+int gs_config_value_text(const json_t *v, char *out, size_t outlen, char *err, size_t errlen);
+
+/* Set key to value: the last entry of key changes (line kept), else one is
+ * appended (line 0).  0, or -1 with err set. */
+int gs_config_put(gs_config_t *cfg, const char *key, const char *value, char *err, size_t errlen);
+
+/* Write cfg's entries as `key = value` lines after header (comment lines,
+ * each starting with '#'), replacing path atomically: a temporary file in
+ * the same directory, fsync, rename.  A reader sees the old file or the new
+ * one, never a part.  0, or -1 with "path: problem" in err. */
+int gs_config_write(const char *path, const gs_config_t *cfg, const char *header, char *err,
+                    size_t errlen);
+
 void gs_config_free(gs_config_t *cfg);
 
 #endif

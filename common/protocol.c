@@ -90,6 +90,7 @@ static const gs_field_spec_t grant_fields[] = {
     F_STR("device", REQ),
     F_INT("grant_id", REQ, 1),
     F_INT("quantum_us", REQ, 0),
+    F_INT("epoch", OPT, 1),
 };
 static const gs_field_spec_t revoke_fields[] = {
     F_STR("device", REQ),
@@ -146,10 +147,15 @@ static const gs_field_spec_t status_reply_fields[] = {
 };
 static const gs_field_spec_t set_fields[] = {
     F_OBJ("settings", REQ),
+    F_BOOL("persist", OPT),
 };
 static const gs_field_spec_t ok_fields[] = {
     F_STR("info", OPT),
     F_ID("session", OPT),
+    F_INT("epoch", OPT, 1),
+};
+static const gs_field_spec_t heartbeat_fields[] = {
+    F_INT("epoch", OPT, 1),
 };
 static const gs_field_spec_t error_fields[] = {
     F_STR("code", REQ),
@@ -188,7 +194,7 @@ static const gs_msg_schema_t schema[GS_MSG_COUNT] = {
     [GS_MSG_SWAP_OUT] = SCHEMA("swap_out", swap_out_fields),
     [GS_MSG_SWAP_IN] = SCHEMA("swap_in", swap_in_fields),
     [GS_MSG_SWAPPED] = SCHEMA("swapped", swapped_fields),
-    [GS_MSG_HEARTBEAT] = SCHEMA_EMPTY("heartbeat"),
+    [GS_MSG_HEARTBEAT] = SCHEMA("heartbeat", heartbeat_fields),
     [GS_MSG_STATUS] = SCHEMA_EMPTY("status"),
     [GS_MSG_STATUS_REPLY] = SCHEMA("status_reply", status_reply_fields),
     [GS_MSG_SET] = SCHEMA("set", set_fields),

@@ -27,6 +27,17 @@
  * (hook_gate_word = UNGATED: nothing waits).  It keeps trying in the
  * background with a fresh socket, and when a broker answers it registers
  * again (hello, join) and gates from the next submission on.
+ *
+ * Fencing (protocol.md): a process stopped for longer than the broker
+ * waits for a heartbeat (SIGSTOP, a debugger, a frozen cgroup) is dropped
+ * by the broker, which grants the GPU to someone else and cannot tell this
+ * process.  When it runs again the hook must not go on under its old
+ * grant: every join is answered with an epoch, grants carry the epoch they
+ * belong to, heartbeats name it, and the hook joins again (closing its
+ * gate and draining first) when the broker says it does not know that
+ * epoch, when a request is refused as not joined, or when it sees itself
+ * that it was silent for longer than the broker waits.  A grant of an
+ * earlier epoch, still on its way, is refused.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -104,6 +115,11 @@ static struct {
     long long join_seq;
     int join_without_session;
     int heartbeat_ms;
+    /* The membership of the last join, from its answer: 0 until then (a
+     * grant is refused meanwhile), -1 when the broker gives none (older
+     * brokers: no fencing). */
+    long long epoch;
+    uint64_t last_sent; /* when the broker was last sent anything (ms) */
     uint64_t hello_deadline, next_attempt, next_heartbeat, next_idle_tick, last_activity;
     uint64_t next_mem[HOOK_MAX_DEVICES]; /* earliest time of the next memory message */
     int lost_reported;
@@ -145,6 +161,8 @@ static void send_msg(json_t *m)
             gs_debug("-> %s", buf);
         if (io.sock && zmq_send(io.sock, buf, len, ZMQ_DONTWAIT) < 0)
             gs_debug("send failed: %s", zmq_strerror(errno));
+        else if (io.sock)
+            io.last_sent = now_ms(); /* the broker's silence clock starts again */
         free(buf);
     }
     json_decref(m);
@@ -456,6 +474,86 @@ static void open_socket(void)
     io.hello_deadline = now + (sh.decided ? LATER_WELCOME_MS : FIRST_WELCOME_MS);
 }
 
+/* With a seq, so that an unknown_client answer can be told from one to a
+ * heartbeat of before the last join; and the epoch the hook believes in. */
+static void send_heartbeat(void)
+{
+    json_t *m = msg_seq(GS_MSG_HEARTBEAT);
+    if (m && io.epoch > 0)
+        json_object_set_new(m, "epoch", json_integer(io.epoch));
+    send_msg(m);
+}
+
+/* The broker no longer knows this process (it said so), or may not (the
+ * process did not run for longer than the broker waits for a heartbeat):
+ * what it granted is gone and another session may hold the GPU now.  The
+ * gate closes on every device and what was submitted drains, with no
+ * release (the broker has forgotten those grants); what was queued for the
+ * old membership is dropped or asked again; the hook joins again, and a
+ * grant of the old membership still on its way is refused (epoch 0 until
+ * the new join is answered).  New work waits for a grant of the new one. */
+static void rejoin(const char *why)
+{
+    int drain[HOOK_MAX_DEVICES], ndrain = 0, held = 0;
+    pthread_mutex_lock(&hook_gate_mu);
+    for (int i = 0; i < sh.nreleases; i++)
+        json_decref(sh.releases[i]); /* they name grants of the old membership */
+    sh.nreleases = 0;
+    for (int i = 0; i < HOOK_MAX_DEVICES; i++) {
+        struct hook_dev *d = &hook_gate_st.dev[i];
+        if (!d->touched)
+            continue;
+        held |= d->state == DS_GRANTED || d->state == DS_DRAINING;
+        if (d->state == DS_GRANTED) {
+            d->grant_id = 0; /* nothing to release when the drain is done */
+            hook_drain_start_locked(i, DRAIN_REVOKED, 0);
+            drain[ndrain++] = i;
+        } else if (d->state == DS_DRAINING) {
+            d->grant_id = 0;
+            d->drain_reason = DRAIN_REVOKED; /* new work must not call it off */
+        } else if (d->state == DS_REQUESTED) {
+            d->state = DS_WANT; /* asked of the old membership: ask again */
+        }
+    }
+    for (struct room_req *q = sh.rooms; q; q = q->next)
+        if (!q->done)
+            q->seq = 0; /* asked again after the join */
+    hook_gate_update_locked();
+    pthread_cond_broadcast(&hook_gate_cv);
+    pthread_mutex_unlock(&hook_gate_mu);
+    for (int i = 0; i < ndrain; i++)
+        hook_drain_now_or_later(drain[i]);
+    gs_warn("%s; %s the gpushare broker again", why,
+            held ? "the GPU grant is gone: draining and joining" : "joining");
+    io.epoch = 0;
+    send_join();
+    /* the broker forgot our memory along with the grants */
+    hook_mem_mark_all();
+    memset(io.next_mem, 0, sizeof io.next_mem);
+}
+
+/* The broker drops a client it has heard nothing from for 3 heartbeat
+ * intervals.  When this process has sent nothing for that long (it was
+ * stopped: SIGSTOP, a debugger, a frozen cgroup, a swap storm), the broker
+ * may have dropped it and granted its GPU to someone else, without a word
+ * that could reach it: it fences itself and joins again.  Below the limit
+ * the broker cannot have dropped it (it heard from it more recently than
+ * the hook last sent). */
+static void check_stall(uint64_t now)
+{
+    if (!io.ready || io.epoch <= 0 || io.heartbeat_ms <= 0)
+        return;
+    uint64_t limit = 3 * (uint64_t)io.heartbeat_ms;
+    if (now - io.last_sent <= limit)
+        return;
+    char why[200];
+    snprintf(why, sizeof why,
+             "this process did not run for %llu ms (the broker drops a client silent for %llu "
+             "ms)",
+             (unsigned long long)(now - io.last_sent), (unsigned long long)limit);
+    rejoin(why);
+}
+
 static void on_welcome(const json_t *m, const gs_peer_t *peer)
 {
     char why[400];
@@ -466,6 +564,8 @@ static void on_welcome(const json_t *m, const gs_peer_t *peer)
     io.ready = 1;
     io.heartbeat_ms = (int)gs_msg_int(m, "heartbeat_ms", DEFAULT_HB_MS);
     io.next_heartbeat = now_ms() + (uint64_t)io.heartbeat_ms;
+    io.epoch = 0; /* a new connection: no membership until the join is answered */
+    io.last_sent = now_ms();
     pthread_mutex_lock(&hook_gate_mu);
     int was_ungated = hook_gate_st.client == CS_UNGATED;
     if (hook_gate_st.client != CS_STOPPED)
@@ -520,6 +620,18 @@ static void on_room(const json_t *m)
 static void on_grant(const json_t *m)
 {
     const char *uuid = gs_msg_str(m, "device", "");
+    /* Not after a stall the broker may have dropped this process for: the
+     * grant may be older than the stall. */
+    check_stall(now_ms());
+    /* A grant names the membership it was given to; one without (a broker
+     * without epochs) is taken only while no epoch was ever given. */
+    long long epoch = gs_msg_int(m, "epoch", 0);
+    if (epoch > 0 ? epoch != io.epoch : io.epoch > 0) {
+        gs_debug("grant %lld of epoch %lld refused: this process's membership is %lld "
+                 "(a grant of before it joined again)",
+                 gs_msg_int(m, "grant_id", 0), epoch, io.epoch);
+        return;
+    }
     pthread_mutex_lock(&hook_gate_mu);
     struct hook_dev *d = hook_gate_dev_by_uuid_locked(uuid);
     if (!d)
@@ -665,7 +777,8 @@ static void on_ok(const json_t *m)
 {
     long long seq = gs_msg_int(m, "seq", -1);
     if (seq == io.join_seq) {
-        gs_debug("joined session %s", gs_msg_str(m, "session", "(none)"));
+        io.epoch = gs_msg_int(m, "epoch", -1);
+        gs_debug("joined session %s (epoch %lld)", gs_msg_str(m, "session", "(none)"), io.epoch);
         return;
     }
     const char *info = gs_msg_str(m, "info", NULL);
@@ -679,6 +792,25 @@ static void on_ok(const json_t *m)
     pthread_mutex_unlock(&hook_gate_mu);
 }
 
+/* An acquire or make_room (request seq) refused as not joined was sent
+ * before the latest join: ask again, under the new membership. */
+static void ask_again(long long seq)
+{
+    if (seq < 0)
+        return;
+    pthread_mutex_lock(&hook_gate_mu);
+    for (int i = 0; i < HOOK_MAX_DEVICES; i++) {
+        struct hook_dev *d = &hook_gate_st.dev[i];
+        if (d->touched && d->state == DS_REQUESTED && d->acquire_seq == seq)
+            d->state = DS_WANT;
+    }
+    for (struct room_req *q = sh.rooms; q; q = q->next)
+        if (q->seq == seq && !q->done)
+            q->seq = 0;
+    pthread_mutex_unlock(&hook_gate_mu);
+    hook_client_kick();
+}
+
 static void on_error(const json_t *m)
 {
     const char *code = gs_msg_str(m, "code", "?");
@@ -689,6 +821,24 @@ static void on_error(const json_t *m)
         gs_warn("the broker does not know session %s; joining without it", hook_cfg.session);
         io.join_without_session = 1;
         send_join();
+        return;
+    }
+    /* The broker dropped this process: join again, unless the request
+     * was sent before the latest join (its answer is old news: ask again).
+     * Errors to messages without seq (memory, release) cannot be told
+     * apart: the next heartbeat, which has one, is answered the same.  A
+     * broker without epochs (io.epoch -1) is left to the old ways. */
+    if ((strcmp(code, "unknown_client") == 0 || strcmp(code, "not_joined") == 0) &&
+        strcmp(req, "join") != 0 && io.epoch != -1) {
+        long long seq = gs_msg_int(m, "seq", -1);
+        if (seq > io.join_seq) {
+            char why[400];
+            snprintf(why, sizeof why, "the broker answered %s with %s: %s", req, code, text);
+            rejoin(why);
+        } else {
+            gs_debug("broker error %s to %s: %s (sent before the last join)", code, req, text);
+            ask_again(seq);
+        }
         return;
     }
     if (strcmp(req, "hello") == 0 || strcmp(req, "join") == 0 || strcmp(req, "acquire") == 0) {
@@ -856,6 +1006,7 @@ static void *io_main(void *arg)
         if (stopping || !io.zctx)
             break;
         uint64_t now = now_ms();
+        check_stall(now); /* before this round sends anything */
         if (!io.sock && now >= io.next_attempt)
             open_socket();
         now = now_ms();
@@ -863,7 +1014,7 @@ static void *io_main(void *arg)
             go_ungated("no welcome", RETRY_MS);
         if (io.ready) {
             if (now >= io.next_heartbeat) {
-                send_msg(gs_msg_new(GS_MSG_HEARTBEAT));
+                send_heartbeat();
                 io.next_heartbeat = now + (uint64_t)io.heartbeat_ms;
             }
             idle_tick(now);
@@ -902,6 +1053,9 @@ static void *io_main(void *arg)
             ssize_t r = read(sh.efd, &v, sizeof v);
             (void)r;
         }
+        /* A process stopped while this thread waited resumes here: before
+         * it reads what came meanwhile (a grant of before the stop). */
+        check_stall(now_ms());
         for (int i = 1; i < n; i++) {
             if (!(items[i].revents & ZMQ_POLLIN))
                 continue;

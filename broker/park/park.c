@@ -20,6 +20,7 @@
 #include "endpoint.h"
 #include "log.h"
 #include "park_internal.h"
+#include "proc_alive.h"
 #include "size.h"
 
 #define SEC 1000000LL
@@ -169,6 +170,7 @@ void gs_park_destroy(gs_park_t **self_p)
     }
     zhashx_destroy(&p->sess);
     zhashx_destroy(&p->clients);
+    park_swap_free_held(p);
     gs_park_cuda_free(&p->api);
     free(p);
     *self_p = NULL;
@@ -290,6 +292,9 @@ void gs_park_on_join(gs_park_t *p, const char *client, const char *session, long
     c->uid = peer_uid;
     c->managed = managed;
     c->swap = swap && !managed;
+    c->start = peer_pid > 0 ? gs_proc_start(peer_pid) : 0;
+    if (p->pools)
+        park_swap_client_back(p, c, now); /* it joined again: its held lease is its own */
     if (!p->api || peer_pid <= 0)
         return;
     /* A previous broker may have exited or died with this process parked:
@@ -303,7 +308,7 @@ void gs_park_on_join(gs_park_t *p, const char *client, const char *session, long
         ps->npids == GS_PARK_MAX_PIDS || (ps->st != PS_RESIDENT && ps->st != PS_PARKED))
         return;
     ps->pids[ps->npids] = (int)peer_pid;
-    ps->start[ps->npids++] = gs_park_worker_proc_start((int)peer_pid);
+    ps->start[ps->npids++] = gs_proc_start((int)peer_pid);
     ps->st = PS_PARKED;
     ps->failed = ps->stuck = 1;
     snprintf(ps->why, sizeof ps->why, "pid %ld joined %s (left so by a previous broker)", peer_pid,
@@ -332,7 +337,7 @@ void gs_park_on_client_gone(gs_park_t *p, const char *client, int64_t now)
                 ps->start[n++] = ps->start[i];
             }
         ps->npids = n;
-        if (n == 0) {
+        if (n == 0 && !park_swap_session_holds(p, ps->id)) {
             ps->st = PS_RESIDENT;
             ps->failed = ps->stuck = 0;
             memset(ps->bytes, 0, sizeof ps->bytes);
@@ -342,13 +347,15 @@ void gs_park_on_client_gone(gs_park_t *p, const char *client, int64_t now)
     zhashx_delete(p->clients, client);
 }
 
-void gs_park_on_memory(gs_park_t *p, const char *client, int gpu, uint64_t used, uint64_t movable)
+void gs_park_on_memory(gs_park_t *p, const char *client, int gpu, uint64_t used, uint64_t movable,
+                       uint64_t swapped, int64_t now)
 {
     pclient_t *c = p ? zhashx_lookup(p->clients, client) : NULL;
     if (!c || gpu < 0 || gpu >= GS_MAX_GPUS)
         return;
     c->used[gpu] = used;
     c->movable[gpu] = movable;
+    park_swap_reported_out(p, c, gpu, swapped, now);
 }
 
 void gs_park_on_swapped(gs_park_t *p, const char *client, int gpu, const json_t *msg, int64_t now)
@@ -522,7 +529,7 @@ int park_start(gs_park_t *p, psess_t *ps, const char *why, int64_t now)
     ps->npids = n;
     for (int i = 0; i < n; i++) {
         ps->pids[i] = pids[i];
-        ps->start[i] = gs_park_worker_proc_start(pids[i]); /* 0: gone, the worker skips it */
+        ps->start[i] = gs_proc_start(pids[i]); /* 0: gone, the worker skips it */
     }
     for (int g = 0; g < p->ngpus; g++) {
         gs_sched_info_t si;

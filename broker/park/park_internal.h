@@ -69,8 +69,9 @@ enum { CW_NONE = 0, CW_OUT, CW_IN };
 typedef struct {
     char key[64];
     char session[GS_SCHED_ID_MAX];
-    long pid; /* from the socket credentials; 0 unknown */
-    long uid; /* likewise; -1 unknown */
+    long pid;                 /* from the socket credentials; 0 unknown */
+    long uid;                 /* likewise; -1 unknown */
+    unsigned long long start; /* when pid started (proc_alive.h), 0 unknown */
     int managed;
     int swap;                      /* its hook can swap (join) */
     uint64_t used[GS_MAX_GPUS];    /* its memory report */
@@ -80,6 +81,19 @@ typedef struct {
     int swap_wait;  /* CW_*: the answer awaited */
     int swap_moved; /* its swap_out moved something (a rollback must bring it back) */
 } pclient_t;
+
+/* A lease whose process the broker dropped while it ran on (stopped past
+ * the heartbeat limit, or joining again): the process still maps the
+ * chunks and may hold its memory in them, so they stay lent to it until
+ * it joins again (its new client takes the lease over) or dies. */
+typedef struct held_lease {
+    long pid;
+    unsigned long long start;
+    char session[GS_SCHED_ID_MAX];
+    uint64_t lease;
+    int chunks, gpu, moved;
+    struct held_lease *next;
+} held_lease_t;
 
 /* A make_room waiting for victims. */
 typedef struct room {
@@ -139,6 +153,8 @@ struct gs_park {
     int64_t wake;
     int changed;                      /* the scheduler's state changed (gs_park_poll's result) */
     answer_t *answers, **answers_end; /* FIFO, for gs_park_next_answer */
+    held_lease_t *held;               /* park_swap.c */
+    int64_t held_check_at;            /* when to look whether their processes still live */
 };
 
 /* park.c */
@@ -176,7 +192,18 @@ int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now);
 void park_swap_unpark(gs_park_t *p, psess_t *ps, int64_t now);
 /* Deadlines of the conversations under way. */
 void park_swap_check(gs_park_t *p, int64_t now);
+/* c goes; a lease of a live process is held for it (held_lease_t). */
 void park_swap_client_gone(gs_park_t *p, pclient_t *c, int64_t now);
+/* c (just joined) takes over a lease held for its process. */
+void park_swap_client_back(gs_park_t *p, pclient_t *c, int64_t now);
+/* Whether a process of the session still holds host memory (a lease, or
+ * one held for it). */
+int park_swap_session_holds(const gs_park_t *p, const char *session);
+/* A hook reports memory still in host memory while its session is not
+ * parked on the swap tier (a swap its broker lost track of): the session
+ * counts as parked there, so that its next unpark brings it back. */
+void park_swap_reported_out(gs_park_t *p, pclient_t *c, int gpu, uint64_t swapped, int64_t now);
+void park_swap_free_held(gs_park_t *p);
 /* A hook's `swapped` (gs_park_on_swapped). */
 void park_swap_answered(gs_park_t *p, pclient_t *c, int gpu, const json_t *msg, int64_t now);
 /* Bytes of GPU gpu that swap-tier parks under way are giving back. */

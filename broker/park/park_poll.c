@@ -271,6 +271,13 @@ int64_t gs_park_next_deadline(const gs_park_t *p)
 {
     if (!p || !p->api)
         return INT64_MAX;
-    int64_t pools = p->pools ? gs_swap_pools_next_deadline(p->pools) : INT64_MAX;
-    return pools < p->wake ? pools : p->wake;
+    int64_t due = p->wake;
+    if (p->pools) {
+        int64_t pools = gs_swap_pools_next_deadline(p->pools);
+        if (pools < due)
+            due = pools;
+        if (p->held && p->held_check_at < due)
+            due = p->held_check_at; /* held leases: are their processes still there? */
+    }
+    return due;
 }

@@ -17,7 +17,10 @@
  * anything (swap_in) before the park counts as failed and the session
  * runs on; a failed swap_in leaves the session parked and is retried like
  * any unpark; a process that dies returns its lease; a hook that does not
- * answer by the deadline counts as failed.
+ * answer by the deadline counts as failed.  A process the broker drops
+ * while it still runs (stopped for longer than the heartbeat limit, then
+ * fenced: it joins again) keeps its lease, held for it by pid and start
+ * time: its chunks hold its memory and must not go to anyone else.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,12 +29,16 @@
 #include "gs_assert.h"
 #include "log.h"
 #include "park_internal.h"
+#include "proc_alive.h"
 #include "protocol.h"
 
 #define SEC            1000000LL
 #define SWAP_DEADLINE  (60 * SEC)
 #define UNMOVABLE_MIN  (256ull << 20) /* resident bytes that may stay behind ... */
 #define UNMOVABLE_FRAC 10             /* ... or a tenth of the footprint */
+#define HELD_CHECK     SEC            /* how often held leases' processes are looked at */
+
+static void check_held(gs_park_t *p, int64_t now);
 
 static void free_sum(void **item)
 {
@@ -255,6 +262,7 @@ void park_swap_answered(gs_park_t *p, pclient_t *c, int gpu, const json_t *msg, 
 
 void park_swap_check(gs_park_t *p, int64_t now)
 {
+    check_held(p, now);
     int moving = 0;
     for (psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess))
         moving |= ps->tier == TIER_SWAP && ps->swap_phase != SWAP_NONE;
@@ -295,19 +303,139 @@ uint64_t park_swap_leaving(const gs_park_t *p, int gpu)
     return sum;
 }
 
+/* The process of c (alive, it was dropped) keeps its lease: held. */
+static int hold_lease(gs_park_t *p, const pclient_t *c, int gpu)
+{
+    held_lease_t *h = calloc(1, sizeof *h);
+    if (!h)
+        return -1;
+    h->pid = c->pid;
+    h->start = c->start;
+    snprintf(h->session, sizeof h->session, "%s", c->session);
+    h->lease = c->lease;
+    h->chunks = c->lease_chunks;
+    h->gpu = gpu;
+    h->moved = c->swap_moved;
+    h->next = p->held;
+    p->held = h;
+    gs_info("pid %ld of session %s was dropped while it runs: its host memory (lease %llu) is "
+            "kept for it",
+            c->pid, c->session, (unsigned long long)c->lease);
+    return 0;
+}
+
 void park_swap_client_gone(gs_park_t *p, pclient_t *c, int64_t now)
 {
     if (!p->pools)
         return;
-    if (c->lease) { /* its mappings died with it: the chunks go back */
-        gs_swap_pools_return(p->pools, c->lease, now);
+    psess_t *ps = park_sess(p, c->session, 0);
+    int alive = c->pid > 0 && c->start && gs_proc_alive(c->pid, c->start);
+    int swapping = ps && ps->tier == TIER_SWAP;
+    int awaited = swapping && ps->swap_phase != SWAP_NONE && c->swap_wait != CW_NONE;
+    if (awaited && alive) { /* it will not answer; its data is wherever it got to */
+        snprintf(ps->swap_error, sizeof ps->swap_error,
+                 "pid %ld was dropped by the broker before it answered", c->pid);
+        if (!ps->swap_failed)
+            snprintf(ps->swap_first_error, sizeof ps->swap_first_error, "%s", ps->swap_error);
+        if (ps->swap_phase == SWAP_ROLLBACK)
+            ps->swap_rollback_failed = 1;
+        ps->swap_failed = 1;
+        c->swap_moved = 1;
+    }
+    if (c->lease) {
+        if (!(alive && hold_lease(p, c, swapping ? ps->swap_gpu : 0) == 0))
+            gs_swap_pools_return(p->pools, c->lease, now); /* its mappings died with it */
         c->lease = 0;
     }
-    psess_t *ps = park_sess(p, c->session, 0);
-    if (ps && ps->tier == TIER_SWAP && ps->swap_phase != SWAP_NONE && c->swap_wait != CW_NONE) {
+    if (awaited) {
         c->swap_wait = CW_NONE;
         if (--ps->swap_waiting <= 0)
             phase_done(p, ps, now);
+    }
+}
+
+void park_swap_client_back(gs_park_t *p, pclient_t *c, int64_t now)
+{
+    for (held_lease_t **hp = &p->held; *hp; hp = &(*hp)->next) {
+        held_lease_t *h = *hp;
+        if (h->pid != c->pid || h->start != c->start || !c->start)
+            continue;
+        *hp = h->next;
+        if (c->lease) /* cannot be: a new client holds nothing yet */
+            gs_swap_pools_return(p->pools, c->lease, now);
+        c->lease = h->lease;
+        c->lease_chunks = h->chunks;
+        c->swap_moved = h->moved;
+        gs_info("pid %ld joined session %s again and takes back its host memory (lease %llu)",
+                c->pid, c->session, (unsigned long long)c->lease);
+        psess_t *ps = park_sess(p, c->session, 0);
+        if (ps && ps->tier == TIER_SWAP &&
+            (ps->swap_phase == SWAP_IN || ps->swap_phase == SWAP_ROLLBACK) &&
+            h->gpu == ps->swap_gpu) {
+            send_swap(p, c, ps->swap_gpu, 0); /* coming back with the rest */
+            ps->swap_waiting++;
+        }
+        free(h);
+        return;
+    }
+}
+
+int park_swap_session_holds(const gs_park_t *p, const char *session)
+{
+    for (held_lease_t *h = p->held; h; h = h->next)
+        if (!strcmp(h->session, session))
+            return 1;
+    for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
+        if (c->lease && !strcmp(c->session, session))
+            return 1;
+    return 0;
+}
+
+void park_swap_reported_out(gs_park_t *p, pclient_t *c, int gpu, uint64_t swapped, int64_t now)
+{
+    psess_t *ps = park_sess(p, c->session, 0);
+    if (!swapped || !p->pools || (ps && (ps->st != PS_RESIDENT || ps->job)))
+        return;
+    if (!ps && !(ps = park_sess(p, c->session, 1)))
+        return;
+    ps->st = PS_PARKED;
+    ps->tier = TIER_SWAP;
+    ps->swap_gpu = gpu;
+    ps->failed = ps->stuck = 1;
+    ps->bytes[gpu] = swapped;
+    snprintf(ps->why, sizeof ps->why, "pid %ld reports %llu bytes still in host memory", c->pid,
+             (unsigned long long)swapped);
+    gs_warn("session %s: %s: it is brought back when it needs the GPU", ps->id, ps->why);
+    gs_sched_set_residency(p->sched, ps->id, GS_SCHED_PARKED, now);
+    p->changed = 1;
+}
+
+/* Held leases of processes that are gone return to the pool. */
+static void check_held(gs_park_t *p, int64_t now)
+{
+    if (!p->held || now < p->held_check_at)
+        return;
+    for (held_lease_t **hp = &p->held; *hp;) {
+        held_lease_t *h = *hp;
+        if (gs_proc_alive(h->pid, h->start)) {
+            hp = &h->next;
+            continue;
+        }
+        gs_info("pid %ld of session %s is gone: its host memory returns to the pool", h->pid,
+                h->session);
+        gs_swap_pools_return(p->pools, h->lease, now);
+        *hp = h->next;
+        free(h);
+    }
+    p->held_check_at = now + HELD_CHECK; /* gs_park_next_deadline */
+}
+
+void park_swap_free_held(gs_park_t *p)
+{
+    while (p->held) {
+        held_lease_t *h = p->held;
+        p->held = h->next;
+        free(h);
     }
 }
 

@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proc_alive.h"
+
 #define MAX_THREADS 8
 #define TRIES       4 /* restore/unlock attempts when bringing a process back */
 
@@ -34,27 +36,6 @@ static int64_t now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-unsigned long long gs_park_worker_proc_start(int pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* the name may contain anything */
-    if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
-        return 0;
-    /* fields after the name start at 3 (state); starttime is field 22 */
-    p += 2;
-    for (int field = 3; field < 22 && *p; p++)
-        if (*p == ' ')
-            field++;
-    return strtoull(p, NULL, 10);
-}
-
 /* The job's process i still exists and is the same process. */
 static int same_process(gs_park_job_t *j, int i)
 {
@@ -62,7 +43,7 @@ static int same_process(gs_park_job_t *j, int i)
         return 0;
     if (kill((pid_t)j->pids[i], 0) != 0 && errno == ESRCH)
         return 0;
-    return gs_park_worker_proc_start(j->pids[i]) == j->start[i];
+    return gs_proc_start(j->pids[i]) == j->start[i];
 }
 
 static void note(gs_park_job_t *j, const char *fmt, int pid, const char *text)

@@ -69,7 +69,4 @@ gs_park_job_t *gs_park_worker_done(gs_park_worker_t *self);
  * back before the broker exits). */
 void gs_park_worker_run(gs_park_cuda_t *api, gs_park_job_t *job);
 
-/* The start time of pid (field 22 of /proc/<pid>/stat), 0 when it is gone. */
-unsigned long long gs_park_worker_proc_start(int pid);
-
 #endif

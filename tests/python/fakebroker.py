@@ -24,7 +24,7 @@ import zmq.utils.monitor
 
 class FakeBroker:
     def __init__(self, endpoint, welcome=True, auto_grant=False, heartbeat_ms=1000,
-                 quantum_us=0, on_make_room=None):
+                 quantum_us=0, on_make_room=None, epochs=False):
         self.endpoint = endpoint
         # make_room -> on_make_room(msg): the room reply's fields (ok, ...),
         # or None for no reply
@@ -37,6 +37,10 @@ class FakeBroker:
         self.cond = threading.Condition()
         self.outbox = queue.Queue()
         self.next_grant_id = 1
+        # epochs=True: joins are answered with an epoch (1, 2, ...) and
+        # grants carry their client's latest one, as the real broker does
+        self.epochs = epochs
+        self.epoch_of = {}  # ident -> epoch of its latest join
         self.ack_info = None  # when set, acquire is answered with ok + info
         self._stop = threading.Event()
         self._thread = None
@@ -113,8 +117,11 @@ class FakeBroker:
                      "heartbeat_ms": self.heartbeat_ms, "simulated": True}
         elif t == "join" and self.welcome:
             reply = {"v": 1, "type": "ok", "session": msg.get("session") or "s-fake"}
+            if self.epochs:
+                self.epoch_of[ident] = reply["epoch"] = sum(
+                    1 for r in self.records if r["msg"].get("type") == "join")
         elif t == "acquire" and self.auto_grant:
-            reply = self._grant_msg(msg["device"], None, self.quantum_us)
+            reply = self._grant_msg(msg["device"], None, self.quantum_us, ident)
         elif t == "acquire" and self.ack_info:
             reply = {"v": 1, "type": "ok", "info": self.ack_info}
         elif t == "register" and self.welcome:
@@ -130,12 +137,17 @@ class FakeBroker:
                 reply["seq"] = msg["seq"]
             self._send_now(ident, reply)
 
-    def _grant_msg(self, device, grant_id, quantum_us):
+    def _grant_msg(self, device, grant_id, quantum_us, ident, epoch=None):
         if grant_id is None:
             grant_id = self.next_grant_id
             self.next_grant_id += 1
-        return {"v": 1, "type": "grant", "device": device, "grant_id": grant_id,
-                "quantum_us": quantum_us}
+        msg = {"v": 1, "type": "grant", "device": device, "grant_id": grant_id,
+               "quantum_us": quantum_us}
+        if epoch is None and self.epochs:
+            epoch = self.epoch_of.get(ident)
+        if epoch is not None:
+            msg["epoch"] = epoch
+        return msg
 
     # ---- what the test sees -------------------------------------------------
 
@@ -188,14 +200,17 @@ class FakeBroker:
     def send(self, ident, msg):
         self.outbox.put((ident, msg))
 
-    def grant(self, acquire=None, grant_id=None, quantum_us=0, timeout=30.0):
+    def grant(self, acquire=None, grant_id=None, quantum_us=0, timeout=30.0, epoch=None):
         """Grants the device of `acquire` (a record; default: the latest
-        acquire) to its sender.  Returns the grant's record once sent."""
+        acquire) to its sender (with epoch: of that membership, else of its
+        latest join when epochs are on).  Returns the grant's record once
+        sent."""
         if acquire is None:
             acquire = self.wait_for("acquire", timeout)
             acquire = self.messages("acquire")[-1]
         n = self.count()
-        msg = self._grant_msg(acquire["msg"]["device"], grant_id, quantum_us)
+        msg = self._grant_msg(acquire["msg"]["device"], grant_id, quantum_us, acquire["ident"],
+                              epoch)
         self.send(acquire["ident"], msg)
         return self.wait_for("grant", timeout, after=n, direction="out")
 

@@ -1075,6 +1075,7 @@ def check_unit(path, bindir):
         assert one[key] == "yes", key
     assert one["ProtectSystem"] == "strict"
     assert one["LogsDirectory"] == "gpushare"  # event_log's writable place
+    assert one["StateDirectory"] == "gpushare"  # the state file of `set --persist`
     assert "kill -HUP $MAINPID" in one["ExecReload"]
     # a descriptor per connection: systemd's default soft limit (1024) let
     # one user's connections exhaust them (doc/security.md)
@@ -1116,6 +1117,7 @@ def service_conf(tmp_path, example, uncomment=False, port=None):
             key, value = m.groups()
             value = {"socket_group": group, "admin_group": group,
                      "event_log": str(tmp_path / "events.jsonl"),
+                     "state_file": str(tmp_path / "broker.state"),
                      "metrics_port": str(port)}.get(key, value)
             line = "%s = %s\n" % (key, value)
         out.append(line)

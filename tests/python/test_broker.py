@@ -227,3 +227,36 @@ def test_a_late_unregister_from_an_old_launcher_keeps_the_new_registration(broke
     finally:
         old.kill()
         new.close()
+
+
+def test_joins_get_epochs_and_a_forgotten_one_is_named(broker):
+    """Fencing (protocol.md): a join's answer and the client's grants carry
+    its epoch; a heartbeat naming an epoch the broker no longer has is
+    answered unknown_client; joining again starts the client over (its old
+    grant goes) under a new epoch."""
+    gpu = broker.status()["gpus"][0]["uuid"]
+    h = Client(broker.endpoint, "hook")
+    try:
+        e1 = h.call({"type": "join", "pid": os.getpid(), "devices": [gpu]})["epoch"]
+        g = h.call({"type": "acquire", "device": gpu})
+        assert g["type"] == "grant" and g["epoch"] == e1
+        r = h.call({"type": "heartbeat", "epoch": e1 + 100})
+        assert r["type"] == "error" and r["code"] == "unknown_client", r
+        assert r["request_type"] == "heartbeat"
+        # The current epoch (or none) is not answered: the next reply on
+        # this socket is the status request's.
+        h.send({"type": "heartbeat", "epoch": e1})
+        h.send({"type": "heartbeat"})
+        h.send({"type": "status"})
+        assert h.recv()["type"] == "status_reply"
+        e2 = h.call({"type": "join", "pid": os.getpid(), "devices": [gpu]})["epoch"]
+        assert e2 > e1
+        gone = [e for e in broker.synced_events("client_gone") if e["pid"] == os.getpid()]
+        assert [e["why"] for e in gone] == ["it joined again"]
+        assert not broker.status()["gpus"][0]["holders"]  # the old grant went with it
+        r = h.call({"type": "heartbeat", "epoch": e1})
+        assert r["code"] == "unknown_client" and "joined again since" in r["message"]
+        g2 = h.call({"type": "acquire", "device": gpu})
+        assert g2["type"] == "grant" and g2["epoch"] == e2 and g2["grant_id"] != g["grant_id"]
+    finally:
+        h.close()

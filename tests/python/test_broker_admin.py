@@ -34,6 +34,10 @@ def test_flags_win_over_the_file(tmp_path, sim):
     b = gstest.Broker(tmp_path, sim, ["--config", str(conf), "--policy", "burst"]).start()
     try:
         assert b.status()["policy"] == "burst"
+        b.proc.send_signal(signal.SIGHUP)  # a reload applies the flags again after the file
+        b.status()  # the signal is handled before the next request
+        assert "reloaded" in b.log()
+        assert b.status()["policy"] == "burst"
     finally:
         b.stop()
 
@@ -45,6 +49,8 @@ def test_flags_win_over_the_file(tmp_path, sim):
     ("just words\n", ":1: expected \"key = value\""),
     ("admin_group = no-such-group-gs\n", ":1: admin_group: no group named"),
     ("metrics_port = 99999\n", ":1: metrics_port: must be a port number"),
+    ("metrics_port = 9\nmetrics_address = localhost\n", ":2: metrics_address \"localhost\" is not "
+     "an IPv4 or IPv6 address"),
     ("\ngpu_memory = lots\n", ":2: gpu_memory: must be bytes"),
 ])
 def test_bad_config_names_file_and_line(tmp_path, sim, text, problem):
@@ -124,6 +130,140 @@ def test_set_rejects_bad_settings_and_changes_nothing(broker, args, text):
     assert broker.status()["config"] == before  # all or nothing
 
 
+def test_a_refused_set_changes_nothing_not_even_the_log_level(broker):
+    """Issue 15: `set log_level=debug tq=-1` was refused and still turned
+    debug logging on.  The broker runs at info (-v); at debug it logs every
+    hello, so a status request after the refused set shows the level."""
+    r = broker.cli("set", "log_level=debug", "tq=-1", check=False)
+    assert r.returncode == 1 and "tq:" in r.stderr
+    broker.status()
+    assert "hello from" not in broker.log()
+    broker.cli("set", "log_level=debug")
+    broker.status()  # logged before the broker answers it
+    assert "hello from" in broker.log()
+
+
+def _broker_exit(tmp_path, sim, args):
+    r = subprocess.run([gstest.BROKER, "-e", str(tmp_path / "b.sock")] + list(args), env=sim,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1, r.stderr
+    return r.stderr
+
+
+@pytest.mark.parametrize("key, value, problem", [
+    ("heartbeat_ms", "1000abc", "heartbeat_ms: must be a whole number from 10 to 600000"),
+    ("heartbeat_ms", "5", "heartbeat_ms: must be a whole number from 10 to 600000"),
+    ("endpoint", "", "endpoint: "),
+    ("state_file", "relative/path", "state_file: must be an absolute path"),
+])
+@pytest.mark.parametrize("where", ["flag", "file"])
+def test_start_keys_are_checked_wherever_they_come_from(tmp_path, sim, key, value, problem,
+                                                        where):
+    """Keys read once at start used to be read from the file only: with
+    --set they were accepted and ignored, and heartbeat_ms took atoi's
+    reading of anything."""
+    if where == "flag":
+        err = _broker_exit(tmp_path, sim, ["--set", "%s=%s" % (key, value)])
+        assert "command line: " + problem in err
+    else:
+        conf = tmp_path / "broker.conf"
+        conf.write_text("\n%s = %s\n" % (key, value))
+        err = _broker_exit(tmp_path, sim, ["--config", str(conf)])
+        assert "%s:2: %s" % (conf, problem) in err
+
+
+def test_socket_group_only_for_the_system_service(tmp_path, sim):
+    err = _broker_exit(tmp_path, sim, ["--set", "socket_group=root"])
+    assert "socket_group: only the system service (--system) has a socket group" in err
+    err = _broker_exit(tmp_path, sim, ["--socket-group", "root"])
+    assert "only the system service (--system) has a socket group" in err
+    # The packaged broker.conf names one, and a per-user broker reads it too.
+    conf = tmp_path / "broker.conf"
+    conf.write_text("socket_group = no-such-group-gs\n")
+    b = gstest.Broker(tmp_path, sim, ["--config", str(conf)]).start()
+    try:
+        assert "socket_group applies to the system service only" in b.log()
+    finally:
+        b.stop()
+
+
+def test_start_keys_from_set_flags_take_effect(short_tmp, sim):
+    elsewhere = short_tmp / "elsewhere.sock"
+    b = gstest.Broker(short_tmp, sim, ["--set", "endpoint=%s" % elsewhere,
+                                       "--set", "heartbeat_ms=250"])
+    b.endpoint = "ipc://%s" % elsewhere
+    b.env["GPUSHARE_BROKER"] = b.endpoint
+    b.start()
+    try:
+        c = Client(b.endpoint, "cli")
+        assert c.welcome["heartbeat_ms"] == 250
+        c.close()
+        assert not (short_tmp / "broker.sock").exists()
+    finally:
+        b.stop()
+
+
+def test_set_is_runtime_only_unless_persisted(short_tmp, sim):
+    """Issue 15: `gpushare set` changes were lost on a restart and only
+    doc/kubernetes.md said so.  Now set says so itself, and --persist saves
+    them in the state file, read again at the next start."""
+    state = short_tmp / "broker.state"
+    conf = short_tmp / "broker.conf"
+    conf.write_text("tq = 7\nstate_file = %s\n" % state)
+    args = ["--config", str(conf)]
+    b = gstest.Broker(short_tmp, sim, args).start()
+    try:
+        r = b.cli("set", "boost_ms=123")
+        assert "settings applied until the broker restarts (runtime only" in r.stdout
+        r = b.cli("set", "--persist", "tq=4", "policy=exclusive")
+        assert "settings applied and saved in %s" % state in r.stdout
+        assert "tq = 4" in state.read_text()
+        r = b.cli("set", "--persist", "tq=5", "tq2=1", check=False)  # all or nothing
+        assert r.returncode == 1 and "bad_setting" in r.stderr
+        assert "tq = 4" in state.read_text() and "tq2" not in state.read_text()
+    finally:
+        b.stop()
+    b = gstest.Broker(short_tmp, sim, args).start()
+    try:
+        st = b.status()
+        assert st["policy"] == "exclusive"
+        assert st["config"]["tq_s"] == 4  # the state file wins over the file's 7
+        assert st["config"]["boost_ms"] == 500  # not persisted: the default again
+    finally:
+        b.stop()
+    b = gstest.Broker(short_tmp, sim, args + ["--tq", "9"]).start()
+    try:
+        assert b.status()["config"]["tq_s"] == 9  # flags win over both
+        r = b.cli("set", "--persist", "tq=3")
+        assert "the broker's command line sets tq too" in r.stdout
+    finally:
+        b.stop()
+
+
+def test_a_set_that_cannot_be_saved_changes_nothing(short_tmp, sim):
+    state = short_tmp / "missing-dir" / "broker.state"
+    b = gstest.Broker(short_tmp, sim, ["--set", "state_file=%s" % state]).start()
+    try:
+        before = b.status()["config"]
+        r = b.cli("set", "--persist", "tq=3", "log_level=debug", check=False)
+        assert r.returncode == 1 and "cannot_persist" in r.stderr
+        assert "nothing was changed" in r.stderr
+        assert b.status()["config"] == before
+        assert "hello from" not in b.log()  # still at info
+    finally:
+        b.stop()
+
+
+def test_persist_needs_a_state_file(broker):
+    before = broker.status()["config"]
+    r = broker.cli("set", "--persist", "tq=3", check=False)
+    assert r.returncode == 1 and "cannot_persist" in r.stderr
+    assert "keeps no state file" in r.stderr
+    assert broker.status()["config"] == before
+    r = broker.cli("set", "tq=3")
+    assert "once the broker has a state_file" in r.stdout
+
+
 def test_set_usage_errors(broker):
     r = broker.cli("set", check=False)
     assert r.returncode == 2
@@ -174,11 +314,110 @@ def test_prometheus_metrics(tmp_path, sim):
         with pytest.raises(urllib.error.HTTPError) as e:
             urllib.request.urlopen("http://127.0.0.1:%d/other" % port, timeout=5)
         assert e.value.code == 404
-        # Garbage does not hurt the broker.
+        # Garbage does not hurt the broker (libmicrohttpd answers it, or
+        # hangs up on it after its idle timeout): the broker and the
+        # endpoint go on serving meanwhile.
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
             s.sendall(b"\x00\xff garbage\r\n\r\n")
-            assert s.recv(100).startswith(b"HTTP/1.0 405")
-        assert b.status()["gpus"]
+            assert b.status()["gpus"]
+            assert "gpushare_scheduler_on 1" in urllib.request.urlopen(
+                "http://127.0.0.1:%d/metrics" % port, timeout=5).read().decode()
+    finally:
+        b.stop()
+
+
+@pytest.fixture
+def metrics_broker(tmp_path, sim):
+    """A broker serving metrics on a reserved port: (broker, port)."""
+    def start(port):
+        return gstest.Broker(tmp_path, sim, ["--metrics-port", str(port)]).start(), port
+
+    b, port = gstest.with_ports(start)
+    yield b, port
+    b.stop()
+
+
+def test_metrics_speak_http_1_1(metrics_broker):
+    """libmicrohttpd serves the endpoint (issue 15): keep-alive, HEAD, and
+    405 with Allow for other methods.  The hand-written HTTP/1.0 server
+    closed every connection after one answer and refused HEAD."""
+    import http.client
+    _, port = metrics_broker
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request("GET", "/metrics")
+        r = conn.getresponse()
+        assert r.status == 200 and b"gpushare_scheduler_on" in r.read()
+        assert r.getheader("Content-Type") == "text/plain; version=0.0.4"
+        sock = conn.sock
+        assert sock is not None, "the server closed the connection after one answer"
+        conn.request("GET", "/metrics?scrape=2")  # the query string is not the path
+        r = conn.getresponse()
+        assert r.status == 200 and b"gpushare_scheduler_on" in r.read()
+        assert conn.sock is sock  # the same connection
+        conn.request("HEAD", "/metrics")
+        r = conn.getresponse()
+        assert r.status == 200 and r.read() == b""
+        conn.request("POST", "/metrics", body=b"x" * 1000)
+        r = conn.getresponse()
+        r.read()
+        assert r.status == 405 and r.getheader("Allow") == "GET, HEAD"
+    finally:
+        conn.close()
+
+
+def test_idle_connections_do_not_lock_scrapes_out(metrics_broker):
+    """The hand-written server had 8 connection slots and no timeout: 8
+    connections that never sent a request shut every scrape out."""
+    _, port = metrics_broker
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(12)]
+    try:
+        text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10).read()
+        assert b"gpushare_scheduler_on 1" in text
+    finally:
+        for s in idle:
+            s.close()
+
+
+def _listening(port):
+    """The local addresses listening on TCP port (/proc/net/tcp, tcp6)."""
+    found = []
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = open("/proc/net/%s" % name).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            local, state = line.split()[1], line.split()[3]
+            addr, p = local.split(":")
+            if state == "0A" and int(p, 16) == port:  # 0A: LISTEN
+                found.append(addr)
+    return found
+
+
+def test_metrics_listen_on_localhost_unless_told(metrics_broker, tmp_path, sim):
+    _, port = metrics_broker
+    assert _listening(port) == ["0100007F"]  # 127.0.0.1, nothing else
+    if not socket.has_ipv6 or not os.path.exists("/proc/net/tcp6"):
+        return
+
+    def start(port):
+        args = ["--metrics-port", str(port), "--set", "metrics_address=::1"]
+        return gstest.Broker(tmp_path / "v6", sim, args).start(), port
+
+    (tmp_path / "v6").mkdir()
+    try:
+        b, port6 = gstest.with_ports(start)
+    except gstest.BrokerExited as e:
+        if "Cannot assign requested address" in str(e):
+            return  # no ::1 on this machine
+        raise
+    try:
+        assert _listening(port6) == ["00000000000000000000000001000000"]  # ::1
+        conn = socket.create_connection(("::1", port6), timeout=5)
+        conn.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+        assert conn.recv(12) == b"HTTP/1.1 200"
+        conn.close()
     finally:
         b.stop()
 

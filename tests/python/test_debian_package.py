@@ -298,10 +298,14 @@ def test_remove_then_purge_leaves_nothing(debs, tmp_path):
     assert list((root / SITE).rglob("*.pyc"))
     (root / "/var/log/gpushare").mkdir()
     (root / "/var/log/gpushare/events.jsonl").write_text("{}\n")
+    (root / "/var/lib/gpushare").mkdir(parents=True)
+    (root / "/var/lib/gpushare/broker.state").write_text("tq = 5\n")
     root.dpkg("--remove", *PACKAGES)
     left = set(root.files()) - set(root.ours)
-    # The conffile, the logs and the service's enablement stay until a purge.
+    # The conffile, the logs, the saved settings and the service's
+    # enablement stay until a purge.
     assert left == {"/etc/gpushare/broker.conf", "/var/log/gpushare/events.jsonl",
+                    "/var/lib/gpushare/broker.state",
                     WANTS,
                     "/var/lib/systemd/deb-systemd-helper-enabled/gpushare-broker.service.dsh-also",
                     "/var/lib/systemd/deb-systemd-helper-enabled" + WANTS[len("/etc/systemd/system"):]
@@ -310,6 +314,7 @@ def test_remove_then_purge_leaves_nothing(debs, tmp_path):
     left = set(root.files()) - set(root.ours)
     assert not left, left
     assert not (root / "/etc/gpushare").exists() and not (root / "/var/log/gpushare").exists()
+    assert not (root / "/var/lib/gpushare").exists()
     assert shipped and not shipped & set(root.files())
     # Debian keeps system groups after a purge (files may still name them).
     assert "gpushare:" in (root / "/etc/group").read_text()

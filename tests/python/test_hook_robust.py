@@ -286,3 +286,58 @@ def test_unknown_session_joins_without_it(fake_brokers, probe, sim, endpoint):
     assert joins[0]["session"] == "s-gone" and "session" not in joins[1]
     assert b.messages("acquire"), "gated after joining without the session"
     assert "s-gone" in p.stderr()
+
+
+# ---- fencing: a broker that dropped this process ------------------------------
+
+
+def test_a_dropped_hook_drains_joins_again_and_refuses_old_grants(fake_brokers, probe, sim,
+                                                                   endpoint):
+    """The broker answers a heartbeat of a membership (epoch) it no longer
+    has with unknown_client (it dropped the hook, say while its process was
+    stopped).  The hook closes its gate, drains, joins again without
+    releasing what the broker has forgotten, refuses a grant of the old
+    membership still on its way, and runs only under a new one."""
+    b = fake_brokers(endpoint, epochs=True, heartbeat_ms=50)
+    p = probe(["init", "launch", "L", "1000", "k1", "sync", "wait",
+               "launch", "L", "1000", "k2", "sync", "end"])
+    acq = b.wait_for("acquire")
+    old = b.grant(acq)
+    assert old["msg"]["epoch"] == 1
+    p.expect("wait")
+    hb = b.wait_for("heartbeat", after=b.count(), pred=lambda m: m.get("epoch") == 1)
+    n = b.count()
+    b.send(hb["ident"], {"v": 1, "type": "error", "seq": hb["msg"]["seq"],
+                         "code": "unknown_client", "request_type": "heartbeat",
+                         "message": "this broker no longer knows this client"})
+    join = b.wait_for("join", after=n)
+    b.grant(acq, epoch=1)  # the old membership's, after the new join on the same connection
+    p.go()  # k2 needs the GPU: the gate is closed
+    acq2 = b.wait_for("acquire", after=n)
+    new = b.grant(acq2)
+    assert new["msg"]["epoch"] == 2
+    _, t = p.expect("launched k2 CUDA_SUCCESS")
+    assert t > new["t"], "k2 ran under a grant of the old membership"
+    assert p.wait() == 0
+    assert not [r for r in b.messages("release", after=n)
+                if r["msg"]["grant_id"] == old["msg"]["grant_id"] and r["t"] > join["t"]], \
+        "released a grant the broker had forgotten"
+    assert "the broker answered heartbeat with unknown_client" in p.stderr()
+    assert "the GPU grant is gone: draining and joining the gpushare broker again" in p.stderr()
+
+
+def test_a_grant_of_before_the_join_is_refused(fake_brokers, probe, sim, endpoint):
+    """Epochs are checked from the first join on: a grant naming another
+    membership never opens the gate."""
+    b = fake_brokers(endpoint, epochs=True, heartbeat_ms=50)
+    p = probe(["init", "launch", "L", "1000", "k1", "sync", "end"])
+    acq = b.wait_for("acquire")
+    wrong = b.grant(acq, epoch=7)
+    # Two rounds of the hook's I/O thread later (its heartbeats) it has
+    # read the wrong grant; had it taken it, k1 would have run by then.
+    b.wait_heartbeats(2, since=wrong["t"])
+    assert not p.printed("launched k1")
+    right = b.grant(acq)
+    _, t = p.expect("launched k1 CUDA_SUCCESS")
+    assert t > right["t"]
+    assert p.wait() == 0

@@ -310,3 +310,51 @@ def test_a_failed_swap_in_step_is_retried_and_loses_nothing(swap_notebooks, shor
     assert bool(failed) == (call == "cuMemcpy"), failed
     e = entry(b.status(), "a")
     assert e["parking"] == "resident" and e["unparks"] == 1, e
+
+
+def _dropped_while_parked(b, a, c, seed):
+    """a parked on the swap tier, then stopped (SIGSTOP) for longer than
+    the broker waits for a heartbeat: the broker drops it.  Returns what
+    the pool had lent before the drop."""
+    a_holds_60_mib(b, a, c, seed)
+    assert c.cell("alloc z %d" % (30 * MIB)) == "ok", c.stderr()
+    assert entry(b.status(), "a")["park_tier"] == "swap"
+    lent = b.status()["parking"]["pool"][0]["lent_bytes"]
+    assert lent >= 60 * MIB
+    a.proc.send_signal(signal.SIGSTOP)
+    gstest.wait_until(lambda: [e for e in b.events("client_gone") if e["pid"] == a.pid],
+                      what="a dropped for its silence")
+    return lent
+
+
+def test_a_parked_process_dropped_while_stopped_keeps_its_host_memory(swap_notebooks,
+                                                                       short_tmp):
+    """Issue 15 (fencing) with the swap tier: a process dropped while it
+    still runs maps its chunks, which hold its memory.  They stay lent to it
+    (no one else may get them) and it takes them back when it joins again;
+    its next cell brings its memory back bit-exact."""
+    b, make = swap_notebooks("100M", "park_idle_s=0", "heartbeat_ms=300")
+    a, c = make("a"), make("c")
+    try:
+        lent = _dropped_while_parked(b, a, c, 8)
+        assert b.status()["parking"]["pool"][0]["lent_bytes"] == lent
+        assert "is kept for it" in b.log()
+    finally:
+        a.proc.send_signal(signal.SIGCONT)
+    gstest.wait_until(lambda: "takes back its host memory" in b.log(),
+                      what="a joining again with its lease")
+    assert a.cell("check x 8") == "ok", a.stderr()
+    assert entry(b.status(), "a")["parking"] == "resident"
+    assert c.cell("run 1") == "ok", c.stderr()
+
+
+def test_a_held_lease_returns_to_the_pool_when_its_process_dies(swap_notebooks, short_tmp):
+    b, make = swap_notebooks("100M", "park_idle_s=0", "heartbeat_ms=300")
+    a, c = make("a"), make("c")
+    lent = _dropped_while_parked(b, a, c, 9)
+    a.proc.send_signal(signal.SIGKILL)
+    a.proc.wait(10)
+    gstest.wait_until(lambda: b.status()["parking"]["pool"][0]["lent_bytes"] <= lent - 60 * MIB,
+                      what="a's chunks back in the pool")
+    assert "its host memory returns to the pool" in b.log()
+    assert c.cell("run 1") == "ok", c.stderr()

@@ -405,12 +405,19 @@ def test_6_a_session_registered_as_someone_else_is_shown_under_its_real_owner(sh
                 "s.send(json.dumps({'v': 1, 'type': 'register', 'seq': 1, 'kernel_id': 'k-m',"
                 " 'user': 'alice', 'notebook': 'alice/secret.ipynb', 'pid': os.getpid()})"
                 ".encode())\n"
-                "print(json.loads(s.recv())['type'])\n" % b.endpoint)
-        r = subprocess.run(as_nobody([gstest.PYTHON, "-c", code]), capture_output=True,
-                           text=True, timeout=60, cwd="/")
-        assert r.stdout.strip() == "registered", r.stderr
-        s = b.sessions()["k-m"]
-        assert (s["user"], s["uid"], s["claimed_user"]) == ("nobody", NOBODY, "alice"), s
+                "print(json.loads(s.recv())['type'], flush=True)\n"
+                "input()\n" % b.endpoint)
+        # It stays until status is read: a session whose registrar is gone
+        # ends (liveness).
+        p = subprocess.Popen(as_nobody([gstest.PYTHON, "-c", code]), stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, cwd="/")
+        try:
+            assert p.stdout.readline().strip() == "registered"
+            s = b.sessions()["k-m"]
+            assert (s["user"], s["uid"], s["claimed_user"]) == ("nobody", NOBODY, "alice"), s
+        finally:
+            p.stdin.close()
+            p.wait(60)
     finally:
         b.stop()
         shutil.rmtree(d, ignore_errors=True)
