@@ -181,7 +181,7 @@ static void on_join(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     if (c && c->epoch) {
         char key[sizeof c->key];
         snprintf(key, sizeof key, "%s", c->key);
-        gs_settle_client_gone(self, key, "it joined again");
+        gs_settle_client_gone(self, key, GS_GONE_DROPPED, "it joined again");
     }
     c = gs_sessions_client(self->sessions, peer);
     if (!c) {
@@ -328,7 +328,7 @@ static void on_release(gs_broker_t *self, zframe_t *peer, const json_t *msg)
         gs_sched_client_grants(self->sched, c->key) == 0) {
         char key[sizeof c->key];
         snprintf(key, sizeof key, "%s", c->key);
-        gs_settle_client_gone(self, key, "exited");
+        gs_settle_client_gone(self, key, GS_GONE_EXITED, "exited");
         return;
     }
     gs_settle(self);

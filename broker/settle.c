@@ -56,7 +56,7 @@ static void send_actions(gs_broker_t *b)
         json_decref(m);
     }
     for (int i = 0; i < ndead; i++)
-        gs_settle_client_gone(b, dead[i], "its connection is gone");
+        gs_settle_client_gone(b, dead[i], GS_GONE_DROPPED, "its connection is gone");
 }
 
 void gs_settle_answers(gs_broker_t *b)
@@ -90,7 +90,7 @@ void gs_settle_forget_session(gs_broker_t *b, const char *id)
         gs_sessions_session_remove(b->sessions, id);
 }
 
-void gs_settle_client_gone(gs_broker_t *b, const char *key, const char *why)
+void gs_settle_client_gone(gs_broker_t *b, const char *key, gs_gone_t how, const char *why)
 {
     gs_client_t *c = gs_sessions_client_by_key(b->sessions, key);
     if (!c)
@@ -107,7 +107,7 @@ void gs_settle_client_gone(gs_broker_t *b, const char *key, const char *why)
             b->eventlog, "client_gone",
             json_pack("{s:s, s:i, s:s}", "session", session, "pid", (int)c->pid, "why", why));
     }
-    gs_park_on_client_gone(b->park, key, now);
+    gs_park_on_client_gone(b->park, key, how == GS_GONE_EXITED, now);
     gs_sessions_client_remove(b->sessions, c);
     if (session[0])
         gs_settle_forget_session(b, session);

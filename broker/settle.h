@@ -20,10 +20,14 @@ void gs_settle(gs_broker_t *b);
 /* Send the answers parking has ready (make_room's `room`). */
 void gs_settle_answers(gs_broker_t *b);
 
-/* A client is gone (disconnected, dead, silent, exited): its grants and
- * memory go back to the scheduler at once, it leaves the tables, and the
- * broker settles. */
-void gs_settle_client_gone(gs_broker_t *b, const char *key, const char *why);
+/* How a client went: it said it exits, or the broker dropped it (dead,
+ * silent, disconnected, joining again), whose process may live on. */
+typedef enum { GS_GONE_EXITED, GS_GONE_DROPPED } gs_gone_t;
+
+/* A client is gone: its grants and memory go back to the scheduler at
+ * once (parking keeps the memory of a dropped process that lives on in its
+ * estimate), it leaves the tables, and the broker settles. */
+void gs_settle_client_gone(gs_broker_t *b, const char *key, gs_gone_t how, const char *why);
 
 /* Drop the broker's record of session id when no launcher registered it and
  * the scheduler has forgotten it. */

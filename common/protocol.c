@@ -128,13 +128,15 @@ static const gs_field_spec_t swap_out_fields[] = {
     F_INT("chunks", REQ, 1),
     F_INT("chunk_bytes", REQ, 1),
 };
+/* lease 0 in swap_in and swapped: the process maps chunks a broker that
+ * is gone lent it (it reports swapped_bytes after a restart). */
 static const gs_field_spec_t swap_in_fields[] = {
     F_STR("device", REQ),
-    F_INT("lease", REQ, 1),
+    F_INT("lease", REQ, 0),
 };
 static const gs_field_spec_t swapped_fields[] = {
     F_STR("device", REQ),
-    F_INT("lease", REQ, 1),
+    F_INT("lease", REQ, 0),
     F_ENUM("direction", REQ, direction_values),
     F_BOOL("ok", REQ),
     F_INT("bytes", REQ, 0),

@@ -322,12 +322,12 @@ void gs_park_on_join(gs_park_t *p, const char *client, const char *session, long
 
 /* A parked process that is gone has nothing to bring back; a session
  * whose parked processes are all gone has nothing parked any more. */
-void gs_park_on_client_gone(gs_park_t *p, const char *client, int64_t now)
+void gs_park_on_client_gone(gs_park_t *p, const char *client, int exited, int64_t now)
 {
     pclient_t *c = p ? zhashx_lookup(p->clients, client) : NULL;
     if (!c)
         return;
-    park_swap_client_gone(p, c, now);
+    park_swap_client_gone(p, c, exited, now);
     psess_t *ps = park_sess(p, c->session, 0);
     if (ps && ps->st == PS_PARKED && !ps->job) {
         int n = 0;
@@ -355,6 +355,7 @@ void gs_park_on_memory(gs_park_t *p, const char *client, int gpu, uint64_t used,
         return;
     c->used[gpu] = used;
     c->movable[gpu] = movable;
+    c->swapped[gpu] = swapped;
     park_swap_reported_out(p, c, gpu, swapped, now);
 }
 

@@ -95,7 +95,10 @@ void gs_park_on_memory(gs_park_t *self, const char *client, int gpu, uint64_t us
 /* A hook's answer to swap_out / swap_in (a `swapped` message). */
 void gs_park_on_swapped(gs_park_t *self, const char *client, int gpu, const json_t *msg,
                         int64_t now);
-void gs_park_on_client_gone(gs_park_t *self, const char *client, int64_t now);
+/* A client is gone.  exited: it said so, its memory goes with it; else a
+ * process that lives on (stopped, its connection closed) keeps what it
+ * holds, on the GPU and in host memory, until it joins again or dies. */
+void gs_park_on_client_gone(gs_park_t *self, const char *client, int exited, int64_t now);
 
 /* make_room from a hook of session: answered now (ok:false, returns 0) or,
  * when it returns 1, once gs_park_poll has parked victims (room); either

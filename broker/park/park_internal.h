@@ -76,24 +76,27 @@ typedef struct {
     int swap;                      /* its hook can swap (join) */
     uint64_t used[GS_MAX_GPUS];    /* its memory report */
     uint64_t movable[GS_MAX_GPUS]; /* of which it can swap out */
+    uint64_t swapped[GS_MAX_GPUS]; /* out in host memory, as its hook reports */
     uint64_t lease;                /* host memory lent to it (swap tier), 0 none */
     int lease_chunks;
     int swap_wait;  /* CW_*: the answer awaited */
     int swap_moved; /* its swap_out moved something (a rollback must bring it back) */
 } pclient_t;
 
-/* A lease whose process the broker dropped while it ran on (stopped past
- * the heartbeat limit, or joining again): the process still maps the
- * chunks and may hold its memory in them, so they stay lent to it until
- * it joins again (its new client takes the lease over) or dies. */
-typedef struct held_lease {
+/* What a process the broker dropped while it ran on (stopped past the
+ * heartbeat limit, its connection closed, joining again) still holds: its
+ * device memory, which no one else may be promised, and its lease, whose
+ * chunks it still maps and may keep its memory in.  Both stay its own until
+ * it joins again (its new client takes them over) or dies. */
+typedef struct held_proc {
     long pid;
     unsigned long long start;
     char session[GS_SCHED_ID_MAX];
+    uint64_t used[GS_MAX_GPUS]; /* its last memory report */
     uint64_t lease;
     int chunks, gpu, moved;
-    struct held_lease *next;
-} held_lease_t;
+    struct held_proc *next;
+} held_proc_t;
 
 /* A make_room waiting for victims. */
 typedef struct room {
@@ -153,7 +156,7 @@ struct gs_park {
     int64_t wake;
     int changed;                      /* the scheduler's state changed (gs_park_poll's result) */
     answer_t *answers, **answers_end; /* FIFO, for gs_park_next_answer */
-    held_lease_t *held;               /* park_swap.c */
+    held_proc_t *held;                /* park_swap.c */
     int64_t held_check_at;            /* when to look whether their processes still live */
 };
 
@@ -192,9 +195,10 @@ int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now);
 void park_swap_unpark(gs_park_t *p, psess_t *ps, int64_t now);
 /* Deadlines of the conversations under way. */
 void park_swap_check(gs_park_t *p, int64_t now);
-/* c goes; a lease of a live process is held for it (held_lease_t). */
-void park_swap_client_gone(gs_park_t *p, pclient_t *c, int64_t now);
-/* c (just joined) takes over a lease held for its process. */
+/* c goes; unless it exited, what its process holds while it lives on is
+ * held for it (held_proc_t). */
+void park_swap_client_gone(gs_park_t *p, pclient_t *c, int exited, int64_t now);
+/* c (just joined) takes over what is held for its process. */
 void park_swap_client_back(gs_park_t *p, pclient_t *c, int64_t now);
 /* Whether a process of the session still holds host memory (a lease, or
  * one held for it). */
@@ -204,6 +208,10 @@ int park_swap_session_holds(const gs_park_t *p, const char *session);
  * counts as parked there, so that its next unpark brings it back. */
 void park_swap_reported_out(gs_park_t *p, pclient_t *c, int gpu, uint64_t swapped, int64_t now);
 void park_swap_free_held(gs_park_t *p);
+/* Device memory of GPU g held by dropped processes that live on. */
+uint64_t park_swap_held_used(const gs_park_t *p, int g);
+/* Return what dropped processes that are gone held (every second). */
+void park_swap_check_held(gs_park_t *p, int64_t now);
 /* A hook's `swapped` (gs_park_on_swapped). */
 void park_swap_answered(gs_park_t *p, pclient_t *c, int gpu, const json_t *msg, int64_t now);
 /* Bytes of GPU gpu that swap-tier parks under way are giving back. */
@@ -231,7 +239,10 @@ typedef struct {
 park_views_t park_views(gs_park_t *p, int64_t now);
 /* Forget the records of sessions the broker has forgotten. */
 void park_prune(gs_park_t *p, const park_views_t *vs);
-/* Estimated free memory of GPU g, and the margin kept for rounding. */
+/* Estimated free memory of GPU g (below zero when more is promised than
+ * the GPU has, which a switch's pipeline does while memory leaves), and
+ * the margin kept for rounding. */
+int64_t park_free_signed(const gs_park_t *p, const park_views_t *vs, int g);
 uint64_t park_free(const gs_park_t *p, const park_views_t *vs, int g);
 uint64_t park_margin(const gs_park_t *p, int g);
 /* A park that frees memory of GPU g is under way. */

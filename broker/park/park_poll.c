@@ -135,8 +135,11 @@ static int serve_unpark(gs_park_t *p, park_views_t *vs, park_view_t *v, int g, i
      * frees it (its hook waits for memory), so the link carries both
      * directions together instead of one after the other. */
     if (ps->tier == TIER_SWAP && !ps->stuck) {
-        uint64_t leaving = park_swap_leaving(p, g);
-        if (leaving && park_free(p, vs, g) + leaving >= ps->bytes[g] + park_margin(p, g)) {
+        /* Unclamped: what is leaving may be promised already to another
+         * session coming in this way (free is then below zero). */
+        int64_t leaving = (int64_t)park_swap_leaving(p, g);
+        if (leaving &&
+            park_free_signed(p, vs, g) + leaving >= (int64_t)(ps->bytes[g] + park_margin(p, g))) {
             park_start_unpark(p, ps, "its cell started (while another session goes out)", now);
             return 1;
         }
@@ -253,6 +256,7 @@ int gs_park_poll(gs_park_t *p, int64_t now)
 {
     if (!p || !p->api)
         return 0;
+    park_swap_check_held(p, now);
     if (p->pools) { /* the pools follow what may be parked soon, parked or not */
         park_swap_targets(p);
         gs_swap_pools_poll(p->pools, now);
@@ -276,8 +280,8 @@ int64_t gs_park_next_deadline(const gs_park_t *p)
         int64_t pools = gs_swap_pools_next_deadline(p->pools);
         if (pools < due)
             due = pools;
-        if (p->held && p->held_check_at < due)
-            due = p->held_check_at; /* held leases: are their processes still there? */
     }
+    if (p->held && p->held_check_at < due)
+        due = p->held_check_at; /* held memory: are its processes still there? */
     return due;
 }

@@ -19,8 +19,10 @@
  * any unpark; a process that dies returns its lease; a hook that does not
  * answer by the deadline counts as failed.  A process the broker drops
  * while it still runs (stopped for longer than the heartbeat limit, then
- * fenced: it joins again) keeps its lease, held for it by pid and start
- * time: its chunks hold its memory and must not go to anyone else.
+ * fenced: it joins again; or its connection closed) keeps its lease and
+ * its device memory, held for it by pid and start time: its chunks hold
+ * its data and must not go to anyone else, and its device memory must not
+ * be promised to a session coming back.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,8 +39,6 @@
 #define UNMOVABLE_MIN  (256ull << 20) /* resident bytes that may stay behind ... */
 #define UNMOVABLE_FRAC 10             /* ... or a tenth of the footprint */
 #define HELD_CHECK     SEC            /* how often held leases' processes are looked at */
-
-static void check_held(gs_park_t *p, int64_t now);
 
 static void free_sum(void **item)
 {
@@ -97,7 +97,9 @@ static void return_leases(gs_park_t *p, const char *session, int64_t now)
 }
 
 /* A swap_out (SWAP_OUT) or swap_in (SWAP_IN) to every process of ps that
- * holds a lease; pinning waits meanwhile. */
+ * holds a lease, and a swap_in also to one that reports memory out without
+ * one (parked by a broker that is gone: its chunks are its own now);
+ * pinning waits meanwhile. */
 static void begin_phase(gs_park_t *p, psess_t *ps, int phase, int64_t now)
 {
     gs_swap_pools_hold(p->pools, 1);
@@ -109,7 +111,8 @@ static void begin_phase(gs_park_t *p, psess_t *ps, int phase, int64_t now)
     ps->job = ++p->next_job;
     ps->swap_waiting = 0;
     for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
-        if (!strcmp(c->session, ps->id) && c->lease) {
+        if (!strcmp(c->session, ps->id) &&
+            (c->lease || (phase == SWAP_IN && c->swapped[ps->swap_gpu]))) {
             send_swap(p, c, ps->swap_gpu, phase == SWAP_OUT);
             ps->swap_waiting++;
         }
@@ -251,7 +254,8 @@ void park_swap_answered(gs_park_t *p, pclient_t *c, int gpu, const json_t *msg, 
             ps->swap_rollback_failed = 1;
         ps->swap_failed = 1;
     } else if (!out) {
-        gs_swap_pools_return(p->pools, c->lease, now); /* back: its host memory is free */
+        if (c->lease) /* back: its host memory is free */
+            gs_swap_pools_return(p->pools, c->lease, now);
         c->lease = 0;
         c->swap_moved = 0;
     }
@@ -262,7 +266,6 @@ void park_swap_answered(gs_park_t *p, pclient_t *c, int gpu, const json_t *msg, 
 
 void park_swap_check(gs_park_t *p, int64_t now)
 {
-    check_held(p, now);
     int moving = 0;
     for (psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess))
         moving |= ps->tier == TIER_SWAP && ps->swap_phase != SWAP_NONE;
@@ -303,34 +306,43 @@ uint64_t park_swap_leaving(const gs_park_t *p, int gpu)
     return sum;
 }
 
-/* The process of c (alive, it was dropped) keeps its lease: held. */
-static int hold_lease(gs_park_t *p, const pclient_t *c, int gpu)
+/* The process of c (alive, it was dropped) keeps its memory: held. */
+static int hold_proc(gs_park_t *p, const pclient_t *c, int gpu)
 {
-    held_lease_t *h = calloc(1, sizeof *h);
+    held_proc_t *h = calloc(1, sizeof *h);
     if (!h)
         return -1;
     h->pid = c->pid;
     h->start = c->start;
     snprintf(h->session, sizeof h->session, "%s", c->session);
+    uint64_t used = 0;
+    for (int g = 0; g < GS_MAX_GPUS; g++)
+        used += h->used[g] = c->used[g];
     h->lease = c->lease;
     h->chunks = c->lease_chunks;
     h->gpu = gpu;
     h->moved = c->swap_moved;
     h->next = p->held;
     p->held = h;
-    gs_info("pid %ld of session %s was dropped while it runs: its host memory (lease %llu) is "
-            "kept for it",
-            c->pid, c->session, (unsigned long long)c->lease);
+    gs_info("pid %ld of session %s was dropped while it runs: its memory (%llu bytes on the GPU, "
+            "lease %llu in host memory) is kept for it",
+            c->pid, c->session, (unsigned long long)used, (unsigned long long)c->lease);
     return 0;
 }
 
-void park_swap_client_gone(gs_park_t *p, pclient_t *c, int64_t now)
+static int holds_anything(const pclient_t *c)
 {
-    if (!p->pools)
-        return;
+    for (int g = 0; g < GS_MAX_GPUS; g++)
+        if (c->used[g])
+            return 1;
+    return c->lease != 0;
+}
+
+void park_swap_client_gone(gs_park_t *p, pclient_t *c, int exited, int64_t now)
+{
     psess_t *ps = park_sess(p, c->session, 0);
     int alive = c->pid > 0 && c->start && gs_proc_alive(c->pid, c->start);
-    int swapping = ps && ps->tier == TIER_SWAP;
+    int swapping = p->pools && ps && ps->tier == TIER_SWAP;
     int awaited = swapping && ps->swap_phase != SWAP_NONE && c->swap_wait != CW_NONE;
     if (awaited && alive) { /* it will not answer; its data is wherever it got to */
         snprintf(ps->swap_error, sizeof ps->swap_error,
@@ -342,11 +354,13 @@ void park_swap_client_gone(gs_park_t *p, pclient_t *c, int64_t now)
         ps->swap_failed = 1;
         c->swap_moved = 1;
     }
-    if (c->lease) {
-        if (!(alive && hold_lease(p, c, swapping ? ps->swap_gpu : 0) == 0))
-            gs_swap_pools_return(p->pools, c->lease, now); /* its mappings died with it */
-        c->lease = 0;
-    }
+    /* One that said it exits frees its memory as it goes; its mappings of
+     * the chunks die with it. */
+    int held =
+        alive && !exited && holds_anything(c) && hold_proc(p, c, swapping ? ps->swap_gpu : 0) == 0;
+    if (c->lease && !held)
+        gs_swap_pools_return(p->pools, c->lease, now);
+    c->lease = 0;
     if (awaited) {
         c->swap_wait = CW_NONE;
         if (--ps->swap_waiting <= 0)
@@ -356,20 +370,22 @@ void park_swap_client_gone(gs_park_t *p, pclient_t *c, int64_t now)
 
 void park_swap_client_back(gs_park_t *p, pclient_t *c, int64_t now)
 {
-    for (held_lease_t **hp = &p->held; *hp; hp = &(*hp)->next) {
-        held_lease_t *h = *hp;
+    for (held_proc_t **hp = &p->held; *hp; hp = &(*hp)->next) {
+        held_proc_t *h = *hp;
         if (h->pid != c->pid || h->start != c->start || !c->start)
             continue;
         *hp = h->next;
         if (c->lease) /* cannot be: a new client holds nothing yet */
             gs_swap_pools_return(p->pools, c->lease, now);
+        for (int g = 0; g < GS_MAX_GPUS; g++)
+            c->used[g] = h->used[g]; /* until its hook reports again */
         c->lease = h->lease;
         c->lease_chunks = h->chunks;
         c->swap_moved = h->moved;
-        gs_info("pid %ld joined session %s again and takes back its host memory (lease %llu)",
-                c->pid, c->session, (unsigned long long)c->lease);
+        gs_info("pid %ld joined session %s again and takes back its memory (lease %llu)", c->pid,
+                c->session, (unsigned long long)c->lease);
         psess_t *ps = park_sess(p, c->session, 0);
-        if (ps && ps->tier == TIER_SWAP &&
+        if (c->lease && ps && ps->tier == TIER_SWAP &&
             (ps->swap_phase == SWAP_IN || ps->swap_phase == SWAP_ROLLBACK) &&
             h->gpu == ps->swap_gpu) {
             send_swap(p, c, ps->swap_gpu, 0); /* coming back with the rest */
@@ -380,10 +396,18 @@ void park_swap_client_back(gs_park_t *p, pclient_t *c, int64_t now)
     }
 }
 
+uint64_t park_swap_held_used(const gs_park_t *p, int g)
+{
+    uint64_t sum = 0;
+    for (const held_proc_t *h = p->held; h; h = h->next)
+        sum += h->used[g];
+    return sum;
+}
+
 int park_swap_session_holds(const gs_park_t *p, const char *session)
 {
-    for (held_lease_t *h = p->held; h; h = h->next)
-        if (!strcmp(h->session, session))
+    for (held_proc_t *h = p->held; h; h = h->next)
+        if (h->lease && !strcmp(h->session, session))
             return 1;
     for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
         if (c->lease && !strcmp(c->session, session))
@@ -410,20 +434,21 @@ void park_swap_reported_out(gs_park_t *p, pclient_t *c, int gpu, uint64_t swappe
     p->changed = 1;
 }
 
-/* Held leases of processes that are gone return to the pool. */
-static void check_held(gs_park_t *p, int64_t now)
+/* What processes that are gone held returns: leases to the pool. */
+void park_swap_check_held(gs_park_t *p, int64_t now)
 {
     if (!p->held || now < p->held_check_at)
         return;
-    for (held_lease_t **hp = &p->held; *hp;) {
-        held_lease_t *h = *hp;
+    for (held_proc_t **hp = &p->held; *hp;) {
+        held_proc_t *h = *hp;
         if (gs_proc_alive(h->pid, h->start)) {
             hp = &h->next;
             continue;
         }
-        gs_info("pid %ld of session %s is gone: its host memory returns to the pool", h->pid,
+        gs_info("pid %ld of session %s is gone: the memory held for it is free", h->pid,
                 h->session);
-        gs_swap_pools_return(p->pools, h->lease, now);
+        if (h->lease)
+            gs_swap_pools_return(p->pools, h->lease, now);
         *hp = h->next;
         free(h);
     }
@@ -433,7 +458,7 @@ static void check_held(gs_park_t *p, int64_t now)
 void park_swap_free_held(gs_park_t *p)
 {
     while (p->held) {
-        held_lease_t *h = p->held;
+        held_proc_t *h = p->held;
         p->held = h->next;
         free(h);
     }

@@ -6,8 +6,9 @@
  * gs_park_policy_choose, park_policy.h).
  *
  * Free memory is estimated from the hooks' reports: the GPU's size less
- * the footprints of sessions not parked and the room promised to requests
- * answered in the last second.  The broker never creates a CUDA context, so
+ * the footprints of sessions not parked, the room promised to requests
+ * answered in the last second and the memory of processes dropped while
+ * they run on.  The broker never creates a CUDA context, so
  * it cannot ask the driver; memory outside gpushare is not seen (a request
  * whose estimate says it already fits is given its full size by parking).
  */
@@ -82,15 +83,33 @@ void park_prune(gs_park_t *p, const park_views_t *vs)
     zlistx_destroy(&gone);
 }
 
-uint64_t park_free(const gs_park_t *p, const park_views_t *vs, int g)
+int64_t park_free_signed(const gs_park_t *p, const park_views_t *vs, int g)
 {
     int64_t left = (int64_t)p->total[g];
-    for (int i = 0; i < vs->n; i++)
-        if (vs->v[i].ps->st != PS_PARKED)
-            left -= (int64_t)vs->v[i].foot[g];
+    for (int i = 0; i < vs->n; i++) {
+        const psess_t *ps = vs->v[i].ps;
+        if (ps->st == PS_PARKED)
+            continue;
+        /* One coming back counts with all it brings, not with what its
+         * hook reported so far: two sessions let in on the same room (one
+         * of them through a switch's pipeline) ran out of memory. */
+        uint64_t foot = vs->v[i].foot[g];
+        if (ps->st == PS_UNPARKING && ps->bytes[g] > foot)
+            foot = ps->bytes[g];
+        left -= (int64_t)foot;
+    }
     for (int i = 0; i < p->nresv; i++)
         if (p->resv[i].gpu == g)
             left -= (int64_t)p->resv[i].bytes;
+    /* A process dropped while it runs on still holds its memory; the
+     * scheduler no longer counts it. */
+    left -= (int64_t)park_swap_held_used(p, g);
+    return left;
+}
+
+uint64_t park_free(const gs_park_t *p, const park_views_t *vs, int g)
+{
+    int64_t left = park_free_signed(p, vs, g);
     return left > 0 ? (uint64_t)left : 0;
 }
 
@@ -208,10 +227,15 @@ void park_explain(gs_park_t *p, const park_views_t *vs, int g, uint64_t need, co
         else if (now - v->last_active < p->cfg.idle_us)
             young += v->foot[g];
     }
-    snprintf(out, len,
-             "not enough memory can be parked (%s more needed): %s in busy sessions (running "
-             "cells or grants), %s idle for less than park_idle_s, %s in sessions that cannot "
-             "be parked",
-             park_mib(a, sizeof a, need), park_mib(bb, sizeof bb, busy),
-             park_mib(c, sizeof c, young), park_mib(d, sizeof d, cannot));
+    int n = snprintf(out, len,
+                     "not enough memory can be parked (%s more needed): %s in busy sessions "
+                     "(running cells or grants), %s idle for less than park_idle_s, %s in "
+                     "sessions that cannot be parked",
+                     park_mib(a, sizeof a, need), park_mib(bb, sizeof bb, busy),
+                     park_mib(c, sizeof c, young), park_mib(d, sizeof d, cannot));
+    uint64_t held = park_swap_held_used(p, g);
+    if (held && n > 0 && (size_t)n < len)
+        snprintf(out + n, len - (size_t)n,
+                 ", %s held by processes dropped while they run (until they join again or exit)",
+                 park_mib(a, sizeof a, held));
 }

@@ -279,8 +279,8 @@ static void test_schema_matches_spec(void **state)
         [GS_MSG_MAKE_ROOM] = "device:string! bytes:int>=1!",
         [GS_MSG_ROOM] = "device:string! ok:bool! free_bytes:int>=0? reason:string?",
         [GS_MSG_SWAP_OUT] = "device:string! lease:int>=1! chunks:int>=1! chunk_bytes:int>=1!",
-        [GS_MSG_SWAP_IN] = "device:string! lease:int>=1!",
-        [GS_MSG_SWAPPED] = "device:string! lease:int>=1! direction:enum(out|in)! ok:bool! "
+        [GS_MSG_SWAP_IN] = "device:string! lease:int>=0!",
+        [GS_MSG_SWAPPED] = "device:string! lease:int>=0! direction:enum(out|in)! ok:bool! "
                            "bytes:int>=0! elapsed_us:int>=0! resident_bytes:int>=0! "
                            "error:string?",
         [GS_MSG_HEARTBEAT] = "epoch:int>=1?",
