@@ -133,6 +133,7 @@ static const gs_field_spec_t swap_out_fields[] = {
 static const gs_field_spec_t swap_in_fields[] = {
     F_STR("device", REQ),
     F_INT("lease", REQ, 0),
+    F_INT("wait_ms", OPT, 1),
 };
 static const gs_field_spec_t swapped_fields[] = {
     F_STR("device", REQ),

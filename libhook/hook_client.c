@@ -727,6 +727,7 @@ static void on_swap(const json_t *m, int out)
 {
     const char *uuid = gs_msg_str(m, "device", "");
     uint64_t lease = (uint64_t)gs_msg_int(m, "lease", 0);
+    unsigned wait_ms = (unsigned)gs_msg_int(m, "wait_ms", 0);
     char pool[128] = "";
     pthread_mutex_lock(&hook_gate_mu);
     struct hook_dev *d = hook_gate_dev_by_uuid_locked(uuid);
@@ -748,7 +749,7 @@ static void on_swap(const json_t *m, int out)
         return;
     }
     gs_endpoint_pool_path(sh.endpoint, pool, sizeof pool);
-    hook_swap_command(dev, out, lease, pool, on_swap_done);
+    hook_swap_command(dev, out, lease, wait_ms, pool, on_swap_done);
 }
 
 /* Without a broker, memory in host memory comes back by itself (the

@@ -22,10 +22,12 @@
 #include "swap_engine.h"
 #include "swap_fetch.h"
 
-#define MAX_DEVS        64
-#define MAX_CHUNKS      4096
-#define FETCH_MS        5000
-#define SWAP_IN_WAIT_MS 30000 /* the other side of a switch frees memory meanwhile */
+#define MAX_DEVS   64
+#define MAX_CHUNKS 4096
+#define FETCH_MS   5000
+#define SWAP_IN_WAIT_MS                                                                            \
+    30000 /* the other side of a switch frees memory meanwhile (the                                \
+           * broker's swap_in says how long, from what is leaving) */
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int enabled;
@@ -37,6 +39,7 @@ static size_t granularity = 2u << 20;
 struct command {
     int dev, out;
     uint64_t lease;
+    unsigned wait_ms;
     char pool[108];
     hook_swap_done_fn done;
     struct command *next;
@@ -232,7 +235,7 @@ static void run_in(const struct command *c, hook_swap_report_t *rep)
         return;
     }
     gs_swap_result_t res;
-    rep->ok = gs_swap_in(engine, c->dev, &w, SWAP_IN_WAIT_MS, NULL, NULL, &res) == 0;
+    rep->ok = gs_swap_in(engine, c->dev, &w, c->wait_ms, NULL, NULL, &res) == 0;
     rep->bytes = res.bytes;
     rep->elapsed_us = res.elapsed_ns / 1000;
     if (!rep->ok) {
@@ -279,7 +282,7 @@ static void *swap_thread(void *arg)
     return NULL;
 }
 
-void hook_swap_command(int dev, int out, uint64_t lease, const char *pool_path,
+void hook_swap_command(int dev, int out, uint64_t lease, unsigned wait_ms, const char *pool_path,
                        hook_swap_done_fn done)
 {
     struct command *c = calloc(1, sizeof *c);
@@ -291,7 +294,7 @@ void hook_swap_command(int dev, int out, uint64_t lease, const char *pool_path,
             done(&rep);
         return;
     }
-    *c = (struct command){dev, out, lease, "", done, NULL};
+    *c = (struct command){dev, out, lease, wait_ms ? wait_ms : SWAP_IN_WAIT_MS, "", done, NULL};
     snprintf(c->pool, sizeof c->pool, "%s", pool_path ? pool_path : "");
     pthread_mutex_lock(&mu);
     if (!thread_started) {

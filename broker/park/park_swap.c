@@ -34,11 +34,14 @@
 #include "proc_alive.h"
 #include "protocol.h"
 
-#define SEC            1000000LL
-#define SWAP_DEADLINE  (60 * SEC)
-#define UNMOVABLE_MIN  (256ull << 20) /* resident bytes that may stay behind ... */
-#define UNMOVABLE_FRAC 10             /* ... or a tenth of the footprint */
-#define HELD_CHECK     SEC            /* how often held leases' processes are looked at */
+#define SEC                  1000000LL
+#define SWAP_DEADLINE        (60 * SEC)
+#define UNMOVABLE_MIN        (256ull << 20) /* resident bytes that may stay behind ... */
+#define UNMOVABLE_FRAC       10             /* ... or a tenth of the footprint */
+#define HELD_CHECK           SEC            /* how often held leases' processes are looked at */
+#define IN_WAIT_BASE_MS      2000           /* a swap_in waits for memory: this, plus ... */
+#define IN_WAIT_BYTES_PER_MS 1048576u       /* ... what is leaving at 1 GB/s ... */
+#define IN_WAIT_MAX_MS       30000          /* ... at most */
 
 static void free_sum(void **item)
 {
@@ -63,6 +66,14 @@ static void send_swap(gs_park_t *p, pclient_t *c, int gpu, int out)
         json_object_set_new(m, "chunks", json_integer(c->lease_chunks));
         json_object_set_new(m, "chunk_bytes",
                             json_integer((json_int_t)gs_swap_pools_chunk_bytes(p->pools)));
+    } else {
+        /* Memory that is still leaving (a switch's pipeline) is waited for
+         * about as long as it takes at a slow link; if that park fails the
+         * hook gives up soon and the unpark is retried, instead of waiting
+         * for memory that will not come. */
+        uint64_t ms = IN_WAIT_BASE_MS + park_swap_leaving(p, gpu) / IN_WAIT_BYTES_PER_MS;
+        json_object_set_new(m, "wait_ms",
+                            json_integer((json_int_t)(ms < IN_WAIT_MAX_MS ? ms : IN_WAIT_MAX_MS)));
     }
     c->swap_wait = out ? CW_OUT : CW_IN;
     if (!client || !client->identity) { /* its deadline (or its end) settles it */
