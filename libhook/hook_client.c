@@ -752,19 +752,10 @@ static void on_swap(const json_t *m, int out)
     hook_swap_command(dev, out, lease, wait_ms, pool, on_swap_done);
 }
 
-/* Without a broker, memory in host memory comes back by itself (the
- * mappings of the broker's chunks stay valid in this process); the gate
- * opens for a device once its memory is back. */
-static void recover_swapped(void)
+/* The gate opens for a device once its memory is back (on the swap
+ * thread). */
+static void swapped_back(void)
 {
-    int any = 0;
-    pthread_mutex_lock(&hook_gate_mu);
-    for (int i = 0; i < HOOK_MAX_DEVICES; i++)
-        any |= hook_gate_st.dev[i].touched && hook_gate_st.dev[i].swapped;
-    pthread_mutex_unlock(&hook_gate_mu);
-    if (!any)
-        return;
-    hook_swap_recover(RECOVER_WAIT_MS);
     pthread_mutex_lock(&hook_gate_mu);
     for (int i = 0; i < HOOK_MAX_DEVICES; i++)
         if (hook_gate_st.dev[i].swapped && !hook_swap_parked(i))
@@ -772,6 +763,21 @@ static void recover_swapped(void)
     hook_gate_update_locked();
     pthread_cond_broadcast(&hook_gate_cv);
     pthread_mutex_unlock(&hook_gate_mu);
+}
+
+/* Without a broker, memory in host memory comes back by itself (the
+ * mappings of the broker's chunks stay valid in this process).  Not on
+ * this thread: the driver may block it (a process a dead broker left
+ * locked), and this thread must reach the next broker, which unlocks it. */
+static void recover_swapped(void)
+{
+    int any = 0;
+    pthread_mutex_lock(&hook_gate_mu);
+    for (int i = 0; i < HOOK_MAX_DEVICES; i++)
+        any |= hook_gate_st.dev[i].touched && hook_gate_st.dev[i].swapped;
+    pthread_mutex_unlock(&hook_gate_mu);
+    if (any)
+        hook_swap_recover(RECOVER_WAIT_MS, swapped_back);
 }
 
 static void on_ok(const json_t *m)

@@ -37,17 +37,20 @@ static gs_swap_engine_t *engine;
 static size_t granularity = 2u << 20;
 
 struct command {
-    int dev, out;
+    int dev, out; /* dev -1: bring every GPU back (hook_swap_recover) */
     uint64_t lease;
     unsigned wait_ms;
     char pool[108];
     hook_swap_done_fn done;
+    void (*recovered)(void);
     struct command *next;
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* the queue, windows, busy flags */
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static struct command *queue_head, *queue_tail;
+static int recover_queued; /* a hook_swap_recover waits in the queue or runs */
+static void enqueue_locked(struct command *c);
 static int thread_started;
 static gs_swap_window_t window[MAX_DEVS];
 static int busy[MAX_DEVS];
@@ -249,6 +252,35 @@ static void run_in(const struct command *c, hook_swap_report_t *rep)
     pthread_mutex_unlock(&mu);
 }
 
+/* On the swap thread, never the client's: a process left locked or
+ * checkpointed by a broker that died blocks in the driver here until a new
+ * broker, which learns of it when the client joins, brings it back. */
+static int recover_all(unsigned wait_ms)
+{
+    int left = 0;
+    for (int dev = 0; dev < MAX_DEVS; dev++) {
+        pthread_mutex_lock(&mu);
+        gs_swap_window_t w = window[dev];
+        pthread_mutex_unlock(&mu);
+        if (!w.va)
+            continue;
+        gs_swap_result_t res;
+        if (gs_swap_in(engine, dev, &w, wait_ms, NULL, NULL, &res) == 0) {
+            pthread_mutex_lock(&mu);
+            gs_swap_window_close(&drv, &window[dev]);
+            pthread_mutex_unlock(&mu);
+            gs_warn("the broker is gone: GPU %d's memory is back from host memory (%.1f GB in "
+                    "%.2f s)",
+                    dev, res.bytes / 1e9, res.elapsed_ns / 1e9);
+        } else {
+            gs_warn("the broker is gone and GPU %d's memory could not come back yet: %s", dev,
+                    res.error);
+            left++;
+        }
+    }
+    return left;
+}
+
 static void *swap_thread(void *arg)
 {
     (void)arg;
@@ -261,6 +293,16 @@ static void *swap_thread(void *arg)
         if (!queue_head)
             queue_tail = NULL;
         pthread_mutex_unlock(&mu);
+        if (c->dev < 0) {
+            recover_all(c->wait_ms);
+            pthread_mutex_lock(&mu);
+            recover_queued = 0;
+            pthread_mutex_unlock(&mu);
+            if (c->recovered)
+                c->recovered();
+            free(c);
+            continue;
+        }
 
         hook_swap_report_t rep = {.dev = c->dev, .out = c->out, .lease = c->lease};
         if (!ready())
@@ -294,9 +336,34 @@ void hook_swap_command(int dev, int out, uint64_t lease, unsigned wait_ms, const
             done(&rep);
         return;
     }
-    *c = (struct command){dev, out, lease, wait_ms ? wait_ms : SWAP_IN_WAIT_MS, "", done, NULL};
+    *c = (struct command){dev, out,  lease, wait_ms ? wait_ms : SWAP_IN_WAIT_MS,
+                          "",  done, NULL,  NULL};
     snprintf(c->pool, sizeof c->pool, "%s", pool_path ? pool_path : "");
     pthread_mutex_lock(&mu);
+    busy[dev]++;
+    enqueue_locked(c);
+    pthread_mutex_unlock(&mu);
+}
+
+void hook_swap_recover(unsigned wait_ms, void (*recovered)(void))
+{
+    struct command *c = calloc(1, sizeof *c);
+    if (!c)
+        return; /* tried again on the client's next round */
+    *c = (struct command){.dev = -1, .wait_ms = wait_ms, .recovered = recovered};
+    pthread_mutex_lock(&mu);
+    if (recover_queued) {
+        free(c);
+    } else {
+        recover_queued = 1;
+        enqueue_locked(c);
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+/* The swap thread is started on first use. */
+static void enqueue_locked(struct command *c)
+{
     if (!thread_started) {
         /* No signals on this thread: they belong to the program. */
         sigset_t all, old;
@@ -309,14 +376,12 @@ void hook_swap_command(int dev, int out, uint64_t lease, unsigned wait_ms, const
         }
         pthread_sigmask(SIG_SETMASK, &old, NULL);
     }
-    busy[dev]++;
     if (queue_tail)
         queue_tail->next = c;
     else
         queue_head = c;
     queue_tail = c;
     pthread_cond_signal(&cv);
-    pthread_mutex_unlock(&mu);
 }
 
 int hook_swap_parked(int dev)
@@ -327,30 +392,4 @@ int hook_swap_parked(int dev)
     int b = busy[dev] > 0 || window[dev].va != 0;
     pthread_mutex_unlock(&mu);
     return b;
-}
-
-int hook_swap_recover(unsigned wait_ms)
-{
-    int left = 0;
-    for (int dev = 0; dev < MAX_DEVS; dev++) {
-        pthread_mutex_lock(&mu);
-        gs_swap_window_t w = window[dev];
-        pthread_mutex_unlock(&mu);
-        if (!w.va)
-            continue;
-        gs_swap_result_t res;
-        if (gs_swap_in(engine, dev, &w, wait_ms, NULL, NULL, &res) == 0) {
-            pthread_mutex_lock(&mu);
-            gs_swap_window_close(&drv, &window[dev]);
-            pthread_mutex_unlock(&mu);
-            gs_warn("the broker is gone: GPU %d's memory is back from host memory (%.1f GB in "
-                    "%.2f s)",
-                    dev, res.bytes / 1e9, res.elapsed_ns / 1e9);
-        } else {
-            gs_warn("the broker is gone and GPU %d's memory could not come back yet: %s", dev,
-                    res.error);
-            left++;
-        }
-    }
-    return left;
 }

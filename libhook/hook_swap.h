@@ -74,9 +74,9 @@ void hook_swap_command(int dev, int out, uint64_t lease, unsigned wait_ms, const
                        hook_swap_done_fn done);
 /* 1 while GPU dev has parked memory or a command under way. */
 int hook_swap_parked(int dev);
-/* The broker is gone: bring every parked GPU back on the calling thread
- * (the windows stay valid without the broker), waiting for memory up to
- * wait_ms each.  Returns how many GPUs are still parked. */
-int hook_swap_recover(unsigned wait_ms);
+/* The broker is gone: bring every parked GPU back (the windows stay valid
+ * without the broker), waiting for memory up to wait_ms each, on the swap
+ * thread; recovered() runs there afterwards.  Queued once at a time. */
+void hook_swap_recover(unsigned wait_ms, void (*recovered)(void));
 
 #endif

@@ -23,7 +23,8 @@
 #include "proc_alive.h"
 #include "size.h"
 
-#define SEC 1000000LL
+#define SEC                1000000LL
+#define POOL_REFUSED_PAUSE SEC /* a swap-only session the pool refused is not picked again */
 
 static void sess_free(void **item)
 {
@@ -426,6 +427,14 @@ int park_unparkable(const gs_park_t *p, const char *session, int64_t now, char *
         snprintf(out, len,
                  "not a notebook (park_plain is off, and its memory cannot go to the swap "
                  "tier)");
+    /* Picked again at once, it would be refused again in a loop while the
+     * pool pins or zeroes. */
+    const psess_t *ps = zhashx_lookup(p->sess, session);
+    if (!out[0] && !registered && !p->cfg.plain && ps && ps->pool_refused_at &&
+        now - ps->pool_refused_at < POOL_REFUSED_PAUSE)
+        snprintf(out, len,
+                 "not a notebook (park_plain is off), and the host pool could not take its "
+                 "memory a moment ago");
     return out[0] != '\0';
 }
 
@@ -490,6 +499,7 @@ static void submit(gs_park_t *p, psess_t *ps, int unpark, int64_t now)
                  "a program outside Jupyter parks on the swap tier only (park_plain is off), "
                  "and the host pool cannot take it now");
         ps->tier = TIER_SWAP;
+        ps->pool_refused_at = now; /* not chosen again at once (park_unparkable) */
         park_finish_park(p, ps, &j, now);
         ps->job = 0;
         return;

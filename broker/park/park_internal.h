@@ -57,6 +57,7 @@ typedef struct {
     int64_t parked_at; /* the last park ended then */
     int demoting;      /* brought back from the swap tier to go to the deep tier */
     int deep_next;     /* its next park goes to the checkpoint tier */
+    int64_t pool_refused_at; /* swap-only, and the pool could not take it then */
     /* swap tier (park_swap.c) */
     int swap_gpu, swap_phase, swap_waiting, swap_failed, swap_rollback_failed;
     int64_t swap_deadline, swap_elapsed_us;
