@@ -27,14 +27,16 @@
 typedef struct {
     const char *endpoint;
     int clients, sessions, threads;
-    double duration_s; /* the storm, warm-up included */
-    double warmup_s;   /* latencies and the RSS baseline start after it */
-    double drain_s;    /* the most the clients wait for their last grant */
-    int64_t hold_us;   /* a grant is held 0..hold_us (uniform) */
-    int64_t think_us;  /* then 0..think_us before the next acquire */
-    uint64_t memory;   /* each client's memory report, bytes (0: none) */
-    long broker_pid;   /* whose RSS and CPU time to sample (0: none) */
-    double sample_s;   /* RSS sampling interval */
+    double measure_s;    /* the measured phase */
+    double warmup_s;     /* the warm-up lasts at least this ... */
+    int warmup_grants;   /* ... and until every client was granted this often ... */
+    double warmup_max_s; /* ... or this long at most */
+    double drain_s;      /* the most the clients wait for their last grant */
+    int64_t hold_us;     /* a grant is held 0..hold_us (uniform) */
+    int64_t think_us;    /* then 0..think_us before the next acquire */
+    uint64_t memory;     /* each client's memory report, bytes (0: none) */
+    long broker_pid;     /* whose RSS and CPU time to sample (0: none) */
+    double sample_s;     /* RSS sampling interval */
     unsigned seed;
     char gpu[64];    /* the UUID of the broker's GPU 0 (from its status) */
     char policy[16]; /* the broker's policy then */
@@ -100,6 +102,7 @@ typedef struct {
     atomic_int joined; /* clients past their join */
     atomic_int done;   /* clients that left */
     atomic_int failed; /* a worker could not go on */
+    atomic_int warmed; /* clients granted warmup_grants times */
 } load_shared_t;
 
 /* ---- one client (load_client.c) ------------------------------------------------ */
@@ -153,7 +156,8 @@ typedef struct {
 } load_sample_t;
 
 typedef struct {
-    double connect_s, storm_s, drain_s, measured_s;
+    double connect_s, warmup_s, storm_s, drain_s, measured_s;
+    int warmup_complete; /* every client reached warmup_grants in time */
     long rss_start_kib, rss_connected_kib, rss_warm_kib, rss_end_kib, rss_left_kib;
     long rss_max_measured_kib;
     double cpu_measured_s; /* the broker's CPU time in the measured phase */

@@ -167,7 +167,8 @@ static void on_grant(load_client_t *c, load_shared_t *sh, load_counters_t *k, co
         load_hist_add(&k->latency, now - c->asked_at);
     k->grants++;
     k->grants_measured += c->measured;
-    c->grants++;
+    if (++c->grants == (uint64_t)sh->cfg->warmup_grants)
+        atomic_fetch_add(&sh->warmed, 1);
     c->grant_id = gs_msg_int(msg, "grant_id", 0);
     c->granted_at = now;
     c->st = LC_HOLDING;

@@ -98,6 +98,12 @@ static int all_joined(load_shared_t *sh)
     return atomic_load(&sh->joined) >= sh->cfg->clients || atomic_load(&sh->failed);
 }
 
+static int all_warmed(load_shared_t *sh)
+{
+    return atomic_load(&sh->warmed) >= sh->cfg->clients || sh->cfg->warmup_grants <= 0 ||
+           atomic_load(&sh->failed);
+}
+
 static int all_done(load_shared_t *sh)
 {
     return atomic_load(&sh->done) >= sh->cfg->clients || atomic_load(&sh->failed);
@@ -211,14 +217,19 @@ int load_control_run(load_shared_t *sh, load_worker_t *workers, int nworkers, lo
     r->rss_connected_kib = load_rss_kib(cfg->broker_pid);
     if (ok && !atomic_load(&sh->failed)) {
         atomic_store(&sh->phase, LOAD_WARMUP);
-        int64_t warm_end = storm + (int64_t)(cfg->warmup_s * SEC);
-        wait_sampling(sh, r, t0, warm_end, NULL, &next_sample);
+        /* Long enough for the broker's per-connection buffers to reach
+         * their working size (doc/load-test.md): a time, and a number of
+         * grants of every client. */
+        wait_sampling(sh, r, t0, storm + (int64_t)(cfg->warmup_s * SEC), NULL, &next_sample);
+        r->warmup_complete = wait_sampling(sh, r, t0, storm + (int64_t)(cfg->warmup_max_s * SEC),
+                                           all_warmed, &next_sample) == 0;
         r->rss_warm_kib = load_rss_kib(cfg->broker_pid);
         double cpu0 = load_cpu_s(cfg->broker_pid);
         int64_t m0 = load_now_us();
+        r->warmup_s = (double)(m0 - storm) / SEC;
         atomic_store(&sh->phase, LOAD_MEASURE);
         int first = r->nsamples;
-        wait_sampling(sh, r, t0, storm + (int64_t)(cfg->duration_s * SEC), NULL, &next_sample);
+        wait_sampling(sh, r, t0, m0 + (int64_t)(cfg->measure_s * SEC), NULL, &next_sample);
         r->rss_end_kib = load_rss_kib(cfg->broker_pid);
         r->cpu_measured_s = load_cpu_s(cfg->broker_pid) - cpu0;
         int64_t m1 = load_now_us();

@@ -5,9 +5,13 @@
  * broker's RSS over time).  bench/load/run_load.sh starts a broker for it.
  *
  *   load_storm --endpoint EP --broker-pid PID [--clients 1000] [--sessions 200]
- *              [--duration 60] [--warmup 10] [--drain 10] [--hold-us 1000]
- *              [--think-us 1000] [--memory-mib 0] [--threads 1] [--sample-s 1]
- *              [--seed 1] [--out FILE]
+ *              [--warmup 10] [--warmup-grants 0] [--warmup-max 600] [--measure 50]
+ *              [--drain 10] [--hold-us 1000] [--think-us 1000] [--memory-mib 0]
+ *              [--threads 1] [--sample-s 1] [--seed 1] [--out FILE]
+ *
+ * The warm-up lasts --warmup seconds and until every client was granted
+ * --warmup-grants times (at most --warmup-max seconds); then the measured
+ * phase, --measure seconds; then the drain, at most --drain seconds.
  *
  * Exits 0 when the storm ran (whatever it found: the caller judges the
  * numbers), 1 when it could not run, 2 on bad options.
@@ -24,9 +28,9 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: load_storm --endpoint EP [--broker-pid PID] [--clients N] [--sessions N]\n"
-            "                  [--duration S] [--warmup S] [--drain S] [--hold-us US]\n"
-            "                  [--think-us US] [--memory-mib M] [--threads N] [--sample-s S]\n"
-            "                  [--seed N] [--out FILE]\n");
+            "                  [--warmup S] [--warmup-grants N] [--warmup-max S] [--measure S]\n"
+            "                  [--drain S] [--hold-us US] [--think-us US] [--memory-mib M]\n"
+            "                  [--threads N] [--sample-s S] [--seed N] [--out FILE]\n");
 }
 
 static int parse(int argc, char **argv, load_config_t *cfg, const char **out)
@@ -35,7 +39,7 @@ static int parse(int argc, char **argv, load_config_t *cfg, const char **out)
                                          {"broker-pid", required_argument, 0, 'p'},
                                          {"clients", required_argument, 0, 'c'},
                                          {"sessions", required_argument, 0, 's'},
-                                         {"duration", required_argument, 0, 'd'},
+                                         {"measure", required_argument, 0, 'M'},
                                          {"warmup", required_argument, 0, 'w'},
                                          {"drain", required_argument, 0, 'D'},
                                          {"hold-us", required_argument, 0, 'H'},
@@ -44,6 +48,8 @@ static int parse(int argc, char **argv, load_config_t *cfg, const char **out)
                                          {"threads", required_argument, 0, 't'},
                                          {"sample-s", required_argument, 0, 'S'},
                                          {"seed", required_argument, 0, 'r'},
+                                         {"warmup-grants", required_argument, 0, 'g'},
+                                         {"warmup-max", required_argument, 0, 'x'},
                                          {"out", required_argument, 0, 'o'},
                                          {0, 0, 0, 0}};
     int o;
@@ -61,8 +67,14 @@ static int parse(int argc, char **argv, load_config_t *cfg, const char **out)
         case 's':
             cfg->sessions = atoi(optarg);
             break;
-        case 'd':
-            cfg->duration_s = atof(optarg);
+        case 'M':
+            cfg->measure_s = atof(optarg);
+            break;
+        case 'g':
+            cfg->warmup_grants = atoi(optarg);
+            break;
+        case 'x':
+            cfg->warmup_max_s = atof(optarg);
             break;
         case 'w':
             cfg->warmup_s = atof(optarg);
@@ -98,9 +110,9 @@ static int parse(int argc, char **argv, load_config_t *cfg, const char **out)
     if (!cfg->endpoint)
         cfg->endpoint = getenv("GPUSHARE_BROKER");
     if (optind != argc || !cfg->endpoint || cfg->clients < 1 || cfg->sessions < 1 ||
-        cfg->threads < 1 || cfg->threads > cfg->clients || cfg->duration_s <= cfg->warmup_s ||
-        cfg->warmup_s < 0 || cfg->drain_s <= 0 || cfg->hold_us < 0 || cfg->think_us < 0 ||
-        cfg->sample_s <= 0)
+        cfg->threads < 1 || cfg->threads > cfg->clients || cfg->measure_s <= 0 ||
+        cfg->warmup_s < 0 || cfg->warmup_max_s < cfg->warmup_s || cfg->warmup_grants < 0 ||
+        cfg->drain_s <= 0 || cfg->hold_us < 0 || cfg->think_us < 0 || cfg->sample_s <= 0)
         return -1;
     return 0;
 }
@@ -158,14 +170,17 @@ static json_t *report(const load_config_t *cfg, const load_counters_t *k, const 
     json_t *o = json_object();
     json_object_set_new(
         o, "config",
-        json_pack("{s:i, s:i, s:i, s:f, s:f, s:f, s:I, s:I, s:I, s:s, s:s}", "clients",
-                  cfg->clients, "sessions", cfg->sessions, "threads", cfg->threads, "duration_s",
-                  cfg->duration_s, "warmup_s", cfg->warmup_s, "drain_s", cfg->drain_s, "hold_us",
+        json_pack("{s:i, s:i, s:i, s:f, s:i, s:f, s:f, s:f, s:I, s:I, s:I, s:s, s:s}", "clients",
+                  cfg->clients, "sessions", cfg->sessions, "threads", cfg->threads, "warmup_s",
+                  cfg->warmup_s, "warmup_grants", cfg->warmup_grants, "measure_s", cfg->measure_s,
+                  "drain_s", cfg->drain_s, "sample_s", cfg->sample_s, "hold_us",
                   (json_int_t)cfg->hold_us, "think_us", (json_int_t)cfg->think_us, "memory_bytes",
                   (json_int_t)cfg->memory, "policy", cfg->policy, "gpu", cfg->gpu));
     json_object_set_new(o, "seconds",
-                        json_pack("{s:f, s:f, s:f, s:f}", "connect", r->connect_s, "storm",
-                                  r->storm_s, "measured", r->measured_s, "drain", r->drain_s));
+                        json_pack("{s:f, s:f, s:b, s:f, s:f, s:f}", "connect", r->connect_s,
+                                  "warmup", r->warmup_s, "warmup_complete", r->warmup_complete,
+                                  "measured", r->measured_s, "storm", r->storm_s, "drain",
+                                  r->drain_s));
     json_object_set_new(
         o, "messages",
         json_pack("{s:I, s:I, s:I, s:I, s:f, s:o, s:o}", "sent", (json_int_t)sent, "received",
@@ -216,7 +231,8 @@ int main(int argc, char **argv)
     load_config_t cfg = {.clients = 1000,
                          .sessions = 200,
                          .threads = 1,
-                         .duration_s = 60,
+                         .measure_s = 50,
+                         .warmup_max_s = 600,
                          .warmup_s = 10,
                          .drain_s = 10,
                          .hold_us = 1000,

@@ -4,7 +4,8 @@
 # runs bench/load/load_storm against it and prints load_storm's JSON.
 #
 #   bench/load/run_load.sh BUILDDIR [load_storm options...]
-#   e.g. bench/load/run_load.sh _build --clients 1000 --sessions 200 --duration 600
+#   e.g. bench/load/run_load.sh _build --clients 1000 --sessions 200 --warmup 60 \
+#            --warmup-grants 600 --measure 300
 #
 # Environment: LOAD_BROKER_ARGS (more broker arguments, e.g.
 # "--policy exclusive --set tq=0.05"), LOAD_KEEP=1 (keep the temporary
