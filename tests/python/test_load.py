@@ -104,7 +104,11 @@ def test_a_thousand_clients_storm(short_tmp, sim):
         st = broker.status()
         gpu = st["gpus"][0]
         assert gpu["sessions"] == [] and gpu["holders"] == [] and gpu["waiting"] == [], gpu
-        assert st["connections"]["open"] <= 2, st["connections"]  # the CLI's own
+        # Its connections counted down as the 1000 closed (read from
+        # libzmq's monitor events, in the broker's own time): only the
+        # CLI's own is left.
+        gstest.wait_until(lambda: broker.status()["connections"]["open"] <= 1,
+                          what="the broker counting the storm's connections closed")
 
         b = r["broker"]
         assert b["rss_growth_after_warmup_kib"] <= MAX_GROWTH_KIB, (
