@@ -121,21 +121,35 @@ static sched_client_t *client_find(const gs_sched_t *s, const char *id)
     return NULL;
 }
 
+/* The only writers of a client's wants and used_bytes: they keep the
+ * session's running totals (sess_gpu_t) in step. */
+static void set_wants(sched_client_t *c, int gpu, int on)
+{
+    client_gpu_t *cg = &c->g[gpu];
+    on = on != 0;
+    if (cg->wants != on)
+        c->session->g[gpu].nwants += on ? 1 : -1;
+    cg->wants = on;
+}
+
+static void set_used(sched_client_t *c, int gpu, uint64_t bytes)
+{
+    client_gpu_t *cg = &c->g[gpu];
+    sess_gpu_t *g = &c->session->g[gpu];
+    g->footprint = g->footprint - cg->used_bytes + bytes;
+    cg->used_bytes = bytes;
+}
+
 uint64_t sched_footprint(const gs_sched_t *s, const sched_session_t *ss, int gpu)
 {
-    uint64_t sum = 0;
-    for (int i = 0; i < s->nclients; i++)
-        if (s->clients[i]->session == ss)
-            sum += s->clients[i]->g[gpu].used_bytes;
-    return sum;
+    (void)s;
+    return ss->g[gpu].footprint;
 }
 
 static int session_wants(const gs_sched_t *s, const sched_session_t *ss, int gpu)
 {
-    for (int i = 0; i < s->nclients; i++)
-        if (s->clients[i]->session == ss && s->clients[i]->g[gpu].wants)
-            return 1;
-    return 0;
+    (void)s;
+    return ss->g[gpu].nwants > 0;
 }
 
 int sched_session_wants(const gs_sched_t *s, const sched_session_t *ss, int gpu)
@@ -193,7 +207,7 @@ static void grant_client(gs_sched_t *s, sched_client_t *c, int gpu, int64_t now)
 {
     sess_gpu_t *g = &c->session->g[gpu];
     client_gpu_t *cg = &c->g[gpu];
-    cg->wants = 0;
+    set_wants(c, gpu, 0);
     if (!cg->grant_id) {
         cg->grant_id = ++s->next_grant_id;
         cg->revoked = 0;
@@ -456,8 +470,8 @@ static void client_detach(gs_sched_t *s, sched_client_t *c, int64_t now)
     sched_session_t *ss = c->session;
     for (int i = 0; i < s->ngpus; i++) {
         client_gpu_t *cg = &c->g[i];
-        cg->wants = 0;
-        cg->used_bytes = 0;
+        set_wants(c, i, 0);
+        set_used(c, i, 0);
         if (cg->grant_id)
             client_release_gpu(s, c, i, now);
         if (ss->g[i].waiting && !ss->g[i].demand && !session_wants(s, ss, i)) {
@@ -536,7 +550,7 @@ int gs_sched_acquire(gs_sched_t *s, const char *client, int gpu, int64_t p90, in
         grant_client(s, c, gpu, now); /* asked again while holding: same grant */
         return 0;
     }
-    cg->wants = 1;
+    set_wants(c, gpu, 1);
     if (g->holding && !g->revoking && !cg->grant_id && c->session->residency == GS_SCHED_RESIDENT)
         grant_client(s, c, gpu, now); /* its session holds the GPU */
     else
@@ -563,7 +577,7 @@ int gs_sched_memory(gs_sched_t *s, const char *client, int gpu, uint64_t used_by
     sched_client_t *c = client_find(s, client);
     if (!c || gpu < 0 || gpu >= s->ngpus)
         return -1;
-    c->g[gpu].used_bytes = used_bytes;
+    set_used(c, gpu, used_bytes);
     if (used_bytes)
         c->session->g[gpu].used = 1;
     decide_all(s, now);
