@@ -395,6 +395,14 @@ int park_session_pids(const gs_park_t *p, const char *session, int *pids, int ma
     return n;
 }
 
+/* A notebook whose launcher (its cell watcher) is gone while its kernel
+ * lives on: no cell event will come, as for a program outside Jupyter. */
+static int watcher_gone(const gs_park_t *p, const char *session)
+{
+    const gs_session_t *s = gs_sessions_session(p->sessions, session, 0);
+    return s && s->registrar_gone;
+}
+
 int park_unparkable(const gs_park_t *p, const char *session, int64_t now, char *out, size_t len)
 {
     int pids[GS_PARK_MAX_PIDS];
@@ -420,6 +428,8 @@ int park_unparkable(const gs_park_t *p, const char *session, int64_t now, char *
         if (si.resident_bytes && p->cfg.gpu_off[g])
             snprintf(out, len, "parking is off on GPU %d", g);
     }
+    if (watcher_gone(p, session))
+        registered = 0; /* no cell event comes either */
     /* A program outside Jupyter has no cell to bring it back: on the swap
      * tier its hook's gate does it at its next CUDA call; a checkpointed
      * process cannot ask (doc/parking.md), so that tier needs park_plain. */
@@ -444,6 +454,8 @@ static int swap_only(const gs_park_t *p, const char *session, int64_t now)
     gs_sched_info_t si;
     if (p->cfg.plain)
         return 0;
+    if (watcher_gone(p, session))
+        return 1;
     for (int g = 0; g < p->ngpus; g++)
         if (gs_sched_info(p->sched, session, g, now, &si) == 0 && si.registered)
             return 0;
@@ -641,8 +653,10 @@ void park_finish_park(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t
                       json_pack("{s:s, s:s, s:b}", "session", ps->id, "error", j->error,
                                 "left_running", !j->stuck));
     room_failures(p, ps, j->error);
-    if (!j->stuck)
+    if (!j->stuck) {
         memset(ps->bytes, 0, sizeof ps->bytes);
+        park_swap_still_out(p, ps, now);
+    }
 }
 
 void park_finish_unpark(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t now)
@@ -704,6 +718,7 @@ void park_finish_unpark(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64
                                   now) != 0)
             ps->deep_next = 0;
     }
+    park_swap_still_out(p, ps, now);
 }
 
 void gs_park_on_jobs(gs_park_t *p, int64_t now)

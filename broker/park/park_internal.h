@@ -208,6 +208,10 @@ int park_swap_session_holds(const gs_park_t *p, const char *session);
  * parked on the swap tier (a swap its broker lost track of): the session
  * counts as parked there, so that its next unpark brings it back. */
 void park_swap_reported_out(gs_park_t *p, pclient_t *c, int gpu, uint64_t swapped, int64_t now);
+/* The same for every process of ps that last reported memory out, once a
+ * park or unpark of ps ends with it resident: a checkpoint restore brings
+ * back what was on the GPU, not what a hook had moved to host memory. */
+void park_swap_still_out(gs_park_t *p, psess_t *ps, int64_t now);
 void park_swap_free_held(gs_park_t *p);
 /* Device memory of GPU g held by dropped processes that live on. */
 uint64_t park_swap_held_used(const gs_park_t *p, int g);

@@ -46,6 +46,10 @@ static void update_demand(gs_park_t *p, park_views_t *vs, int64_t now)
         /* The scheduler queues a parked session for its cell; one left
          * stuck by a failure is brought back too, but holds nobody up. */
         int want = parked && ((v->registered && v->cell_busy) || v->wants);
+        /* A checkpointed process cannot ask, and without its watcher no
+         * cell says it needs the GPU: it may be in one (frozen). */
+        if (parked && ps->tier == TIER_CHECKPOINT && v->s->registrar_gone)
+            want = 1;
         if (parked && ps->stuck && !want && !ps->demand_since)
             ps->demand_since = now;
         if (want && !ps->demand_since) {

@@ -269,6 +269,7 @@ void park_swap_answered(gs_park_t *p, pclient_t *c, int gpu, const json_t *msg, 
             gs_swap_pools_return(p->pools, c->lease, now);
         c->lease = 0;
         c->swap_moved = 0;
+        c->swapped[gpu] = 0; /* until its hook reports again */
     }
     GS_ASSERT(ps->swap_waiting > 0);
     if (--ps->swap_waiting <= 0)
@@ -443,6 +444,18 @@ void park_swap_reported_out(gs_park_t *p, pclient_t *c, int gpu, uint64_t swappe
     gs_warn("session %s: %s: it is brought back when it needs the GPU", ps->id, ps->why);
     gs_sched_set_residency(p->sched, ps->id, GS_SCHED_PARKED, now);
     p->changed = 1;
+}
+
+void park_swap_still_out(gs_park_t *p, psess_t *ps, int64_t now)
+{
+    for (pclient_t *c = zhashx_first(p->clients); c && ps->st == PS_RESIDENT;
+         c = zhashx_next(p->clients))
+        if (!strcmp(c->session, ps->id))
+            for (int g = 0; g < p->ngpus; g++)
+                if (c->swapped[g]) {
+                    park_swap_reported_out(p, c, g, c->swapped[g], now);
+                    break;
+                }
 }
 
 /* What processes that are gone held returns: leases to the pool. */
