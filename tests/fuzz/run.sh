@@ -31,14 +31,16 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-# Each target: its harness and the product sources it needs.
-COMMON="common/protocol.c common/size.c common/broker_config.c"
-LAUNCH="launcher/connection_file.c launcher/iopub.c launcher/hmac.c"
+# Each target: the product sources it needs beside its harness.
 SCHED="broker/sched/scheduler.c broker/sched/scheduler_config.c broker/sched/scheduler_policy.c
 broker/sched/park_policy.c"
 sources() {
     case "$1" in
     fuzz_protocol) echo common/protocol.c ;;
+    fuzz_config) echo common/broker_config.c ;;
+    fuzz_settings) echo common/broker_config.c common/size.c $SCHED ;;
+    fuzz_connection_file | fuzz_launch_argv) echo launcher/connection_file.c ;;
+    fuzz_iopub) echo launcher/iopub.c launcher/hmac.c ;;
     *) echo "run.sh: no sources listed for $1" >&2; return 1 ;;
     esac
 }
@@ -70,7 +72,7 @@ mkdir -p "$dir/bin" "$dir/corpus" "$dir/artifacts" "$dir/log"
 
 # The harnesses are checked like the product (-Werror); -O1 -g for usable
 # stacks; every sanitizer report is fatal.
-CFLAGS="-std=c11 -D_GNU_SOURCE -DGS_ASSERTIONS -O1 -g -fno-omit-frame-pointer
+CFLAGS="-std=c11 -D_DEFAULT_SOURCE -DGS_ASSERTIONS -O1 -g -fno-omit-frame-pointer
 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter -Werror"
 echo "run.sh: building$targets in $dir/bin"
@@ -78,7 +80,7 @@ failed=""
 for t in $targets; do
     srcs=$(sources "$t") || { failed="$failed $t(build)"; continue; }
     # shellcheck disable=SC2086
-    (cd "$src" && $CC $CFLAGS -Icommon -Ilauncher -Ibroker -Ibroker/sched \
+    (cd "$src" && $CC $CFLAGS -Itests/fuzz -Icommon -Ilauncher -Ibroker/sched \
         "tests/fuzz/$t.c" $srcs $pc -lm -o "$dir/bin/$t") >"$dir/log/$t.build" 2>&1 ||
         { cat "$dir/log/$t.build"; failed="$failed $t(build)"; }
 done
