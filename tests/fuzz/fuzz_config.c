@@ -22,10 +22,7 @@
 #include "broker_config.h"
 #include "fuzz_file.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static char dir[64], rewritten[96];
 
 static void fail(const char *what, const gs_config_entry_t *e)
 {
@@ -34,28 +31,6 @@ static void fail(const char *what, const gs_config_entry_t *e)
         fprintf(stderr, " (line %d: key \"%s\", value \"%s\")", e->line, e->key, e->value);
     fputc('\n', stderr);
     abort();
-}
-
-static void cleanup(void)
-{
-    unlink(rewritten);
-    rmdir(dir);
-}
-
-/* gs_config_write needs a directory (a temporary file beside the target,
- * then rename): one of its own, removed at exit. */
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    /* In memory where there is /dev/shm: the write syncs every time. */
-    const char *tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/fuzz_config.XXXXXX", tmp && strlen(tmp) < 32 ? tmp : "/tmp");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        abort();
-    }
-    snprintf(rewritten, sizeof rewritten, "%s/broker.state", dir);
-    atexit(cleanup);
-    return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -84,6 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     /* The state file rewritten, as `set --persist` does with the entries
      * it leaves alone, then read back. */
+    const char *rewritten = fuzz_dir_file();
     if (gs_config_write(rewritten, &cfg, "# fuzz\n", err, sizeof err) != 0)
         fail(err, NULL);
     if (gs_config_load(rewritten, 0, &again, err, sizeof err) != 0) {

@@ -2,7 +2,9 @@
  * fuzz_file.h - for the targets whose decoder reads a file by its path
  * (the configuration file, a Jupyter connection file): the input becomes
  * the contents of one in-memory file (memfd), named /proc/self/fd/N, so
- * that no run touches the disk and nothing is left behind.
+ * that no run touches the disk and nothing is left behind.  And a path in
+ * a private directory for code that writes a file (gs_config_write: a
+ * temporary file beside it, then rename), removed at exit.
  */
 #ifndef GS_FUZZ_FILE_H
 #define GS_FUZZ_FILE_H
@@ -10,11 +12,12 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 /* The path of a file that holds exactly data[0..size). */
-static const char *fuzz_file(const uint8_t *data, size_t size)
+static inline const char *fuzz_file(const uint8_t *data, size_t size)
 {
     static int fd = -1;
     static char path[64];
@@ -31,6 +34,32 @@ static const char *fuzz_file(const uint8_t *data, size_t size)
         abort();
     }
     return path;
+}
+
+static char fuzz_dir_[64], fuzz_dir_file_[96];
+
+static inline void fuzz_dir_cleanup(void)
+{
+    unlink(fuzz_dir_file_);
+    rmdir(fuzz_dir_);
+}
+
+/* dir/state in a directory of this process's own, in memory where there is
+ * /dev/shm (the writer syncs every time). */
+static inline const char *fuzz_dir_file(void)
+{
+    if (!fuzz_dir_[0]) {
+        const char *tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR");
+        snprintf(fuzz_dir_, sizeof fuzz_dir_, "%s/gpushare-fuzz.XXXXXX",
+                 tmp && strlen(tmp) < 32 ? tmp : "/tmp");
+        if (!mkdtemp(fuzz_dir_)) {
+            perror("mkdtemp");
+            abort();
+        }
+        snprintf(fuzz_dir_file_, sizeof fuzz_dir_file_, "%s/state", fuzz_dir_);
+        atexit(fuzz_dir_cleanup);
+    }
+    return fuzz_dir_file_;
 }
 
 #endif

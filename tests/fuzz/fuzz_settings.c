@@ -19,7 +19,6 @@
  */
 #define _GNU_SOURCE
 #include <jansson.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,26 +61,28 @@ static int same_value(const json_t *a, const json_t *b)
     return json_equal((json_t *)a, (json_t *)b);
 }
 
-/* `set --persist`: the value's text in the state file, read back. */
+/* `set --persist`: the value saved as gs_state_file_save does (text,
+ * put, write), then read back as the broker does at its next start. */
 static void persist(gs_sched_t *s, gs_park_config_t *park, const char *key, const json_t *v)
 {
-    char text[1024], why[256], line[1200];
+    char text[1024], why[256];
     gs_config_t cfg = {{0}, NULL, 0};
     /* gs_state_file_save refuses the batch (and changes nothing) when the
      * file cannot hold the value or the key (a share of a session whose
      * id has ':' or '@'). */
-    int refused = gs_config_value_text(v, text, sizeof text, why, sizeof why) != 0 ||
-                  gs_config_put(&cfg, key, text, why, sizeof why) != 0;
-    gs_config_free(&cfg);
-    if (refused)
+    if (gs_config_value_text(v, text, sizeof text, why, sizeof why) != 0 ||
+        gs_config_put(&cfg, key, text, why, sizeof why) != 0) {
+        gs_config_free(&cfg);
         return;
-    int n = snprintf(line, sizeof line, "%s = %s\n", key, text);
-    if (n < 0 || (size_t)n >= sizeof line)
-        fail("a line too long for the test", key, v, NULL);
-    if (gs_config_load(fuzz_file((const uint8_t *)line, (size_t)n), 0, &cfg, why, sizeof why) != 0)
-        fail("the state file line does not load", key, v, why);
+    }
+    const char *path = fuzz_dir_file();
+    if (gs_config_write(path, &cfg, NULL, why, sizeof why) != 0)
+        fail("the state file cannot be written", key, v, why);
+    gs_config_free(&cfg);
+    if (gs_config_load(path, 0, &cfg, why, sizeof why) != 0)
+        fail("the state file does not load", key, v, why);
     if (cfg.count != 1 || strcmp(cfg.entries[0].key, key) != 0)
-        fail("the state file line reads back as another key", key, v, NULL);
+        fail("the state file reads back as another key", key, v, NULL);
     json_t *back = gs_config_value_json(cfg.entries[0].value);
     if (!same_value(v, back))
         fail("a persisted value reads back as another", key, v, cfg.entries[0].value);

@@ -1,8 +1,8 @@
 #!/bin/sh
 # Build every libFuzzer target of tests/fuzz with clang (-fsanitize=fuzzer,
 # address,undefined), straight from the sources: automake's gcc build is not
-# involved.  Then run each from a copy of its seed corpus in
-# tests/fuzz/corpus/<name>/ (fuzz_<name>.c's) for a bounded time, and fail when one crashes,
+# involved.  Then run each for a bounded time from a copy of its seed corpus,
+# tests/fuzz/corpus/<name>/ for fuzz_<name>.c, and fail when one crashes,
 # leaks, hits undefined behaviour or breaks a property its harness checks.
 #
 #   tests/fuzz/run.sh [SECONDS]       SECONDS per target (or GPUSHARE_FUZZ_SECONDS);
