@@ -7,6 +7,9 @@
  *   - the key is one gs_config_add accepts, and fits;
  *   - gs_config_value_json gives a value (a number, true/false or a
  *     string, as its header says): the broker applies it to a setting;
+ *   - the value as the endpoint key and as log_level, which the broker
+ *     reads with gs_endpoint_normalise (and the pool socket's path beside
+ *     it) and gs_log_level_parse;
  *   - what `set --persist` does to the entries it does not change
  *     (gs_state_file_save: load, gs_config_write, and the broker loads it
  *     at the next start) keeps every key and value as it was read.
@@ -20,6 +23,8 @@
 #include <unistd.h>
 
 #include "broker_config.h"
+#include "endpoint.h"
+#include "log.h"
 #include "fuzz_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -31,6 +36,23 @@ static void fail(const char *what, const gs_config_entry_t *e)
         fprintf(stderr, " (line %d: key \"%s\", value \"%s\")", e->line, e->key, e->value);
     fputc('\n', stderr);
     abort();
+}
+
+/* As broker.c reads the endpoint key, into a buffer of the broker's size
+ * (allocated alone: ASan sees a write past it). */
+static void endpoint(const gs_config_entry_t *e)
+{
+    enum { SIZE = 256 };
+    char *ep = malloc(SIZE), *pool = malloc(108), why[512];
+    if (!ep || !pool)
+        abort();
+    if (gs_endpoint_normalise(e->value, ep, SIZE, why, sizeof why) == 0) {
+        if (!gs_endpoint_ipc_path(ep) || !memchr(ep, '\0', SIZE))
+            fail("a normalised endpoint is no ipc:// path", e);
+        (void)gs_endpoint_pool_path(ep, pool, 108);
+    }
+    free(ep);
+    free(pool);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -55,6 +77,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!json_is_number(v) && !json_is_boolean(v) && !json_is_string(v))
             fail("gs_config_value_json gives no value", e);
         json_decref(v);
+        endpoint(e);
+        (void)gs_log_level_parse(e->value);
     }
 
     /* The state file rewritten, as `set --persist` does with the entries

@@ -37,7 +37,7 @@ broker/sched/park_policy.c"
 sources() {
     case "$1" in
     fuzz_protocol) echo common/protocol.c ;;
-    fuzz_config) echo common/broker_config.c ;;
+    fuzz_config) echo common/broker_config.c common/endpoint.c common/socket_trust.c common/log.c ;;
     fuzz_settings) echo common/broker_config.c common/size.c $SCHED ;;
     fuzz_connection_file | fuzz_launch_argv) echo launcher/connection_file.c ;;
     fuzz_iopub) echo launcher/iopub.c launcher/hmac.c ;;
