@@ -75,15 +75,38 @@ mkdir -p "$dir/bin" "$dir/corpus" "$dir/artifacts" "$dir/log"
 CFLAGS="-std=c11 -D_DEFAULT_SOURCE -DGS_ASSERTIONS -O1 -g -fno-omit-frame-pointer
 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter -Werror"
-echo "run.sh: building$targets in $dir/bin"
-failed=""
-for t in $targets; do
-    srcs=$(sources "$t") || { failed="$failed $t(build)"; continue; }
+
+build_one() {
+    t=$1
+    srcs=$(sources "$t") || return 1
     # shellcheck disable=SC2086
     (cd "$src" && $CC $CFLAGS -Itests/fuzz -Icommon -Ilauncher -Ibroker/sched \
-        "tests/fuzz/$t.c" $srcs $pc -lm -o "$dir/bin/$t") >"$dir/log/$t.build" 2>&1 ||
-        { cat "$dir/log/$t.build"; failed="$failed $t(build)"; }
-done
+        "tests/fuzz/$t.c" $srcs $pc -lm -o "$dir/bin/$t") >"$dir/log/$t.build" 2>&1
+}
+
+# Run "$@" (targets) through function $1, $jobs at a time; $failed gets
+# the targets whose run failed, with ($2) after their name when $2 is set.
+each() {
+    fn=$1 tag=$2
+    shift 2
+    while [ $# -gt 0 ]; do
+        batch=""
+        while [ $# -gt 0 ] && [ "$(echo $batch | wc -w)" -lt "$jobs" ]; do
+            $fn "$1" &
+            batch="$batch $1:$!"
+            shift
+        done
+        for tp in $batch; do
+            wait "${tp#*:}"
+            rc=$?
+            if [ -n "$tag" ]; then
+                [ $rc = 0 ] || { cat "$dir/log/${tp%%:*}.build"; failed="$failed ${tp%%:*}$tag"; }
+            else
+                report "${tp%%:*}" $rc
+            fi
+        done
+    done
+}
 
 run_one() {
     t=$1
@@ -103,39 +126,30 @@ run_one() {
 report() {
     t=$1 rc=$2
     if [ "$rc" = 0 ]; then
-        runs=$(sed -n 's/^stat::number_of_executed_units: //p' "$dir/log/$t.log")
-        cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$dir/log/$t.log" | tail -1)
+        runs=$(sed -n "s/^stat::number_of_executed_units: //p" "$dir/log/$t.log")
+        cov=$(grep -ao 'cov: [0-9]* ft: [0-9]*' "$dir/log/$t.log" | tail -1)
         echo "run.sh: $t: ok, $runs runs, $cov, corpus $(ls "$dir/corpus/$t" | wc -l) inputs"
         return
     fi
     failed="$failed $t"
     echo "run.sh: $t: FAILED (exit $rc); its log: $dir/log/$t.log"
-    grep -E '^(==[0-9]+==ERROR|SUMMARY|fuzz_[a-z_]*:)|runtime error' "$dir/log/$t.log" | head -5
+    grep -aE '^(==[0-9]+==ERROR|SUMMARY|fuzz_[a-z_]*:)|runtime error' "$dir/log/$t.log" | head -5
     for a in "$dir/artifacts/$t"/*; do
         [ -e "$a" ] && echo "run.sh: reproduce with: $dir/bin/$t $a"
     done
 }
 
+echo "run.sh: building$targets in $dir/bin"
+failed=""
+# shellcheck disable=SC2086
+each build_one "(build)" $targets
 built=""
 for t in $targets; do
     case "$failed" in *" $t("*) ;; *) built="$built $t" ;; esac
 done
 echo "run.sh: fuzzing each target for $seconds s, $jobs at a time"
 # shellcheck disable=SC2086
-set -- $built
-while [ $# -gt 0 ]; do
-    # A batch of $jobs targets at once; wait for each of them.
-    batch=""
-    while [ $# -gt 0 ] && [ "$(echo $batch | wc -w)" -lt "$jobs" ]; do
-        run_one "$1" &
-        batch="$batch $1:$!"
-        shift
-    done
-    for tp in $batch; do
-        wait "${tp#*:}"
-        report "${tp%%:*}" $?
-    done
-done
+each run_one "" $built
 
 if [ -n "$failed" ]; then
     echo "run.sh: FAILED:$failed (binaries, logs and artifacts kept in $dir)"
