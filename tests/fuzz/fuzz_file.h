@@ -36,7 +36,7 @@ static inline const char *fuzz_file(const uint8_t *data, size_t size)
     return path;
 }
 
-static char fuzz_dir_[64], fuzz_dir_file_[96];
+static char fuzz_dir_[256], fuzz_dir_file_[300];
 
 static inline void fuzz_dir_cleanup(void)
 {
@@ -44,14 +44,17 @@ static inline void fuzz_dir_cleanup(void)
     rmdir(fuzz_dir_);
 }
 
-/* dir/state in a directory of this process's own, in memory where there is
- * /dev/shm (the writer syncs every time). */
+/* dir/state in a directory of this process's own: under GPUSHARE_FUZZ_TMP
+ * (run.sh's scratch, removed even after a crash), else in memory where
+ * there is /dev/shm (the writer syncs every time), else under TMPDIR. */
 static inline const char *fuzz_dir_file(void)
 {
     if (!fuzz_dir_[0]) {
-        const char *tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR");
+        const char *tmp = getenv("GPUSHARE_FUZZ_TMP");
+        if (!tmp || !*tmp)
+            tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR");
         snprintf(fuzz_dir_, sizeof fuzz_dir_, "%s/gpushare-fuzz.XXXXXX",
-                 tmp && strlen(tmp) < 32 ? tmp : "/tmp");
+                 tmp && *tmp && strlen(tmp) < 200 ? tmp : "/tmp");
         if (!mkdtemp(fuzz_dir_)) {
             perror("mkdtemp");
             abort();

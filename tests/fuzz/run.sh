@@ -13,6 +13,7 @@
 # artifacts go (default: a new directory under ${TMPDIR:-/tmp}, kept when
 # something failed); GPUSHARE_FUZZ_JOBS  targets run at once (default: the
 # number of CPUs, at most 2); CC  the compiler (default clang).
+# GPUSHARE_FUZZ_TMP (set here) is where the targets write files.
 # The source tree is never written: the seed corpus is copied before
 # libFuzzer adds to it.  A crash prints its reproducer, which runs as
 #   <dir>/bin/<target> <dir>/artifacts/<target>/crash-...
@@ -69,6 +70,11 @@ fi
 dir=${GPUSHARE_FUZZ_DIR:-}
 [ -n "$dir" ] || dir=$(mktemp -d "${TMPDIR:-/tmp}/gpushare-fuzz.XXXXXX") || exit 2
 mkdir -p "$dir/bin" "$dir/corpus" "$dir/artifacts" "$dir/log"
+# Where the targets write files (fuzz_file.h): in memory if possible, and
+# removed at the end even when a target crashed before its own cleanup.
+scratch=$(mktemp -d /dev/shm/gpushare-fuzz.XXXXXX 2>/dev/null) || scratch=$(mktemp -d "$dir/tmp.XXXXXX") || exit 2
+trap 'rm -rf "$scratch"' EXIT
+export GPUSHARE_FUZZ_TMP="$scratch"
 
 # The harnesses are checked like the product (-Werror); -O1 -g for usable
 # stacks; every sanitizer report is fatal.
