@@ -725,6 +725,29 @@ static void default_request_never_exceeds_a_sessions_limit(void **state)
     json_decref(j);
 }
 
+/* A refused batch of settings puts the shares back too (they live outside
+ * gs_sched_config_t, which was all that gs_settings_apply restored). */
+static void shares_save_and_restore(void **state)
+{
+    setup_with(GS_POLICY_BURST, 0);
+    set("share.a.request", "0.25");
+    void *saved = gs_sched_shares_save(S);
+    assert_non_null(saved);
+    set("share.a.request", "null");
+    for (int i = 0; i < 20; i++) { /* the array grows meanwhile */
+        char key[64];
+        snprintf(key, sizeof key, "share.s%d.limit", i);
+        set(key, "0.5");
+    }
+    gs_sched_shares_restore(S, saved);
+    json_t *j = gs_sched_config_json(S);
+    json_t *shares = json_object_get(j, "shares");
+    assert_int_equal(json_object_size(shares), 1);
+    assert_true(json_real_value(json_object_get(json_object_get(shares, "a"), "request")) == 0.25);
+    json_decref(j);
+    gs_sched_shares_restore(S, NULL); /* out of memory when saved: nothing changes */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -749,6 +772,7 @@ int main(void)
         cmocka_unit_test_teardown(set_rejects_bad_settings_with_a_reason, teardown),
         cmocka_unit_test_teardown(settings_round_trip_through_json, teardown),
         cmocka_unit_test_teardown(default_request_never_exceeds_a_sessions_limit, teardown),
+        cmocka_unit_test_teardown(shares_save_and_restore, teardown),
     };
     return cmocka_run_group_tests_name("scheduler", tests, NULL, NULL);
 }
