@@ -6,12 +6,14 @@
  * `set --persist` saves of them (broker/state_file.c).
  *
  * The input is the "settings" object of a set message: JSON, read as the
- * broker reads a frame (duplicate keys refused).  Each key is applied in
- * order, as one batch would be.  Checked:
+ * broker reads a frame (duplicate keys refused).  The keys are applied in
+ * order, first as one batch, then each on its own.  Checked:
  *   - a value that was accepted and that gs_config_value_text can write
  *     to the state file reads back (gs_config_load, gs_config_value_json)
  *     as the same value, which is accepted again: a persisted setting is
  *     the same setting after a restart;
+ *   - the object as one batch (gs_settings_apply): when a key is refused,
+ *     what is put back is what was there before, shares included;
  *   - the scheduler's and parking's settings as JSON (what status shows)
  *     are accepted back, key by key, as their headers say;
  *   - gs_size_parse and gs_park_policy_parse_bytes on every string value
@@ -92,6 +94,48 @@ static void persist(gs_sched_t *s, gs_park_config_t *park, const char *key, cons
     gs_config_free(&cfg);
 }
 
+/* The scheduler's and parking's settings, as status shows them. */
+static json_t *snapshot(const gs_sched_t *s, const gs_park_config_t *park)
+{
+    return json_pack("{s:o, s:o}", "sched", gs_sched_config_json(s), "park",
+                     gs_park_policy_config_json(park));
+}
+
+/* The whole object as one batch, all or nothing, as gs_settings_apply
+ * takes it: on the first refused key, the configuration, the shares and
+ * parking's settings are put back, and nothing may have changed. */
+static void batch(gs_sched_t *s, gs_park_config_t *park, const json_t *settings)
+{
+    json_t *before = snapshot(s, park);
+    gs_sched_config_t saved = *gs_sched_config(s);
+    void *shares = gs_sched_shares_save(s);
+    gs_park_config_t park_saved = *park;
+    const char *key;
+    json_t *v;
+    char err[512];
+    int bad = 0;
+    json_object_foreach((json_t *)settings, key, v)
+    {
+        if (apply(s, park, key, v, err, sizeof err) != 0) {
+            bad = 1;
+            break;
+        }
+    }
+    if (!bad) {
+        free(shares);
+        json_decref(before);
+        return;
+    }
+    gs_sched_set_config(s, &saved, err, sizeof err);
+    gs_sched_shares_restore(s, shares);
+    *park = park_saved;
+    json_t *after = snapshot(s, park);
+    if (!json_equal(before, after))
+        fail("a refused batch changed the settings", key, v, NULL);
+    json_decref(before);
+    json_decref(after);
+}
+
 static void sizes(const json_t *v)
 {
     uint64_t b;
@@ -119,6 +163,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *key;
     json_t *v;
     char err[512];
+    batch(s, &park, settings);
     json_object_foreach(settings, key, v)
     {
         sizes(v);
