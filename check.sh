@@ -3,7 +3,8 @@
 #   1. the normal build (-Werror) and `make check` (C unit tests, the
 #      simulated driver's tests, the Python/Jupyter integration tests);
 #   2. an ASan+UBSan build running the C tests;
-#   3. `make distcheck` (the release tarball builds and passes its tests);
+#   3. the libFuzzer targets of tests/fuzz, about a minute (tests/fuzz/run.sh);
+#   4. `make distcheck` (the release tarball builds and passes its tests);
 #   and before all, every C file formatted as .clang-format says.
 # The last line is "N passed, N failed, N skipped".  .ci/run runs this.
 set -u
@@ -43,6 +44,9 @@ if (cd _build-asan && ../configure -q --enable-werror --enable-assertions ${CUDA
 else
     step_failed "sanitizer build"
 fi
+
+echo "== fuzzing (libFuzzer, tests/fuzz/run.sh)"
+tests/fuzz/run.sh || step_failed "fuzz"
 
 if [ "${GPUSHARE_SKIP_DISTCHECK:-0}" != 1 ]; then
     echo "== make distcheck"

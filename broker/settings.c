@@ -230,6 +230,7 @@ int gs_settings_apply(gs_broker_t *self, const setting_t *settings, size_t n,
                       const char *persist_path, char *err, size_t errlen)
 {
     gs_sched_config_t saved = *gs_sched_config(self->sched);
+    void *shares_saved = gs_sched_shares_save(self->sched);
     void *park_saved = gs_park_config_save(self->park);
     staged_t st = {.log_level = -1};
     memcpy(st.metrics_address, self->metrics_address, sizeof st.metrics_address);
@@ -252,10 +253,12 @@ int gs_settings_apply(gs_broker_t *self, const setting_t *settings, size_t n,
     if (bad) {
         char ignore[64];
         gs_sched_set_config(self->sched, &saved, ignore, sizeof ignore);
+        gs_sched_shares_restore(self->sched, shares_saved);
         gs_park_config_restore(self->park, park_saved);
         discard(&st);
         return -bad;
     }
+    free(shares_saved);
     free(park_saved);
     commit(self, &st);
     gs_settle(self);

@@ -6,7 +6,7 @@
 cd "$(dirname "$0")/.." || exit 1
 command -v clang-format >/dev/null || { echo "check-format: clang-format is missing" >&2; exit 1; }
 bad=0
-for f in $(find broker cli common libhook launcher bench tests/simcuda tests/unit tests/hook \
+for f in $(find broker cli common libhook launcher bench tests/simcuda tests/unit tests/hook tests/fuzz \
         -name '*.[ch]' | sort); do
     if ! clang-format --dry-run --Werror "$f" >/dev/null 2>&1; then
         echo "check-format: $f is not formatted (clang-format -i $f):"

@@ -9,11 +9,13 @@ python3 python3-pytest python3-zmq python3-jupyter-client python3-ipykernel
 python3-nbclient python3-nbformat python3-notebook
 debhelper dh-python systemd
 python3-yaml kubernetes-client
+clang libclang-rt-14-dev
 jupyterhub node-configurable-http-proxy python3-requests
 chromium chromium-driver python3-selenium python3-matplotlib"
 # debhelper, dh-python: test_debian_package.py builds the .debs; systemd:
 # systemd-analyze checks the unit; python3-yaml, kubernetes-client (kubectl):
-# test_kubernetes_manifests.py; jupyterhub ... python3-selenium:
+# test_kubernetes_manifests.py; clang, libclang-rt-14-dev (libFuzzer):
+# tests/fuzz/run.sh; jupyterhub ... python3-selenium:
 # test_jupyterhub.py (a hub, offline) and test_browser.py (headless Chromium).
 
 missing=""

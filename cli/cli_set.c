@@ -50,7 +50,13 @@ int gs_cli_set_main(int argc, char **argv, const char *endpoint)
         }
         char key[64];
         snprintf(key, sizeof key, "%.*s", (int)(eq - argv[i]), argv[i]);
-        json_object_set_new(settings, key, gs_config_value_json(eq + 1));
+        json_t *value = gs_config_value_json(eq + 1);
+        if (!value) {
+            fprintf(stderr, "gpushare set: the value of %s is not UTF-8 text\n", key);
+            json_decref(settings);
+            return 2;
+        }
+        json_object_set_new(settings, key, value);
     }
     char err[256];
     gs_cli_client_t *client = gs_cli_client_connect(endpoint, 2000, err, sizeof err);

@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,15 @@ static int valid_key(const char *k)
         if (!isalnum((unsigned char)*k) && *k != '_' && *k != '.' && *k != '-')
             return 0;
     return 1;
+}
+
+/* A value the reader would change unless it is quoted: it trims blanks
+ * at either end and strips a pair of quotes around the value. */
+static int needs_quotes(const char *s)
+{
+    size_t len = strlen(s);
+    return len && (isspace((unsigned char)s[0]) || isspace((unsigned char)s[len - 1]) ||
+                   (len >= 2 && s[0] == '"' && s[len - 1] == '"'));
 }
 
 int gs_config_load(const char *path, int missing_ok, gs_config_t *out, char *err, size_t errlen)
@@ -100,6 +110,14 @@ int gs_config_add(gs_config_t *cfg, const char *key, const char *value, int line
         snprintf(err, errlen, "the value of %s is too long", key);
         return -1;
     }
+    /* Every value becomes JSON (gs_config_value_json), which holds UTF-8
+     * only: refused here, where the line is named, rather than lost later. */
+    json_t *text = json_string(value);
+    if (!text) {
+        snprintf(err, errlen, "the value of %s is not UTF-8 text", key);
+        return -1;
+    }
+    json_decref(text);
     gs_config_entry_t *grown = realloc(cfg->entries, (cfg->count + 1) * sizeof *cfg->entries);
     if (!grown) {
         snprintf(err, errlen, "out of memory");
@@ -134,7 +152,7 @@ json_t *gs_config_value_json(const char *value)
         if (!*end && errno == 0)
             return json_integer(i);
         double d = strtod(value, &end);
-        if (!*end && errno == 0)
+        if (!*end && errno == 0 && isfinite(d)) /* "nan" and "inf" stay text */
             return json_real(d);
     }
     return json_string(value);
@@ -161,12 +179,7 @@ int gs_config_value_text(const json_t *v, char *out, size_t outlen, char *err, s
             snprintf(err, errlen, "the text \"%.60s\" would read back as a number or boolean", s);
             return -1;
         }
-        /* Quoted when the reader would trim blanks at either end, or strip
-         * a pair of quotes that belongs to the text. */
-        size_t len = strlen(s);
-        int quote = len && (isspace((unsigned char)s[0]) || isspace((unsigned char)s[len - 1]) ||
-                            (s[0] == '"' && s[len - 1] == '"'));
-        n = quote ? snprintf(out, outlen, "\"%s\"", s) : snprintf(out, outlen, "%s", s);
+        n = snprintf(out, outlen, "%s", s); /* gs_config_write quotes it if need be */
     } else if (json_is_integer(v))
         n = snprintf(out, outlen, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
     else if (json_is_real(v))
@@ -222,8 +235,11 @@ int gs_config_write(const char *path, const gs_config_t *cfg, const char *header
     }
     if (header)
         fputs(header, f);
-    for (size_t i = 0; i < cfg->count; i++)
-        fprintf(f, "%s = %s\n", cfg->entries[i].key, cfg->entries[i].value);
+    for (size_t i = 0; i < cfg->count; i++) {
+        const char *v = cfg->entries[i].value;
+        const char *q = needs_quotes(v) ? "\"" : "";
+        fprintf(f, "%s = %s%s%s\n", cfg->entries[i].key, q, v, q);
+    }
     /* mkstemp made it 0600; the configuration is no secret, like the file. */
     int bad = fchmod(fd, 0644) != 0 || fflush(f) != 0 || fsync(fd) != 0;
     int saved = errno;

@@ -33,20 +33,22 @@ typedef struct {
 int gs_config_load(const char *path, int missing_ok, gs_config_t *out, char *err, size_t errlen);
 
 /* Append key = value (line 0: it came from a flag).  Returns 0, or -1
- * with err set (bad key, too long, out of memory). */
+ * with err set (bad key, too long, not UTF-8, out of memory). */
 int gs_config_add(gs_config_t *cfg, const char *key, const char *value, int line, char *err,
                   size_t errlen);
 
 /* Last value of key, or NULL. */
 const gs_config_entry_t *gs_config_get(const gs_config_t *cfg, const char *key);
 
-/* A value as JSON: an integer or real when it is a number, true/false for
- * the words, else a string.  New reference. */
+/* A value as JSON: an integer or real when it is a finite number,
+ * true/false for the words, else a string.  New reference; NULL only for
+ * text that is not UTF-8 (no entry holds such: gs_config_add refuses it). */
 json_t *gs_config_value_json(const char *value);
 
 /* The inverse: the text that gs_config_value_json reads back as v (a
- * string, number or boolean).  0, or -1 with err set when no line of the
- * file can hold it (another JSON type, '#' or a line break, too long). */
+ * string, number or boolean), as an entry holds it (gs_config_write adds
+ * the quotes that the file needs).  0, or -1 with err set when no line of
+ * the file can hold it (another JSON type, '#' or a line break, too long). */
 int gs_config_value_text(const json_t *v, char *out, size_t outlen, char *err, size_t errlen);
 
 /* Set key to value: the last entry of key changes (line kept), else one is
@@ -54,9 +56,10 @@ int gs_config_value_text(const json_t *v, char *out, size_t outlen, char *err, s
 int gs_config_put(gs_config_t *cfg, const char *key, const char *value, char *err, size_t errlen);
 
 /* Write cfg's entries as `key = value` lines after header (comment lines,
- * each starting with '#'), replacing path atomically: a temporary file in
- * the same directory, fsync, rename.  A reader sees the old file or the new
- * one, never a part.  0, or -1 with "path: problem" in err. */
+ * each starting with '#'), quoting a value that gs_config_load would
+ * otherwise trim or unquote, and replace path atomically: a temporary file
+ * in the same directory, fsync, rename.  A reader sees the old file or the
+ * new one, never a part.  0, or -1 with "path: problem" in err. */
 int gs_config_write(const char *path, const gs_config_t *cfg, const char *header, char *err,
                     size_t errlen);
 

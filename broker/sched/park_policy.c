@@ -33,6 +33,10 @@ int gs_park_policy_is_key(const char *key)
     return !strcmp(key, "park") || !strncmp(key, "park.", 5) || !strncmp(key, "park_", 5);
 }
 
+/* Sizes are shown as JSON integers (status, metrics): at most INT64_MAX,
+ * 8 EiB, far more than any host has. */
+#define BYTES_LIMIT 9223372036854775808.0 /* 2^63 */
+
 int gs_park_policy_parse_bytes(const json_t *v, uint64_t *out)
 {
     if (json_is_integer(v)) {
@@ -43,7 +47,7 @@ int gs_park_policy_parse_bytes(const json_t *v, uint64_t *out)
     }
     if (json_is_real(v)) {
         double d = json_real_value(v);
-        if (!(d >= 0 && d < 1.8e19))
+        if (!(d >= 0 && d < BYTES_LIMIT))
             return -1;
         *out = (uint64_t)d;
         return 0;
@@ -82,7 +86,7 @@ int gs_park_policy_parse_bytes(const json_t *v, uint64_t *out)
         end++;
     if (*end == 'B' || *end == 'b')
         end++;
-    if (*end || d * mult >= 1.8e19)
+    if (*end || d * mult >= BYTES_LIMIT)
         return -1;
     *out = (uint64_t)(d * mult);
     return 0;

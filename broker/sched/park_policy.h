@@ -58,10 +58,13 @@ int gs_park_policy_is_key(const char *key);
 int gs_park_policy_config_set(gs_park_config_t *c, const char *key, const json_t *value,
                               uint64_t host_ram, char *err, size_t errlen);
 
-/* The settings as {key: value} that gs_park_policy_config_set takes back. */
+/* The settings as {key: value} that gs_park_policy_config_set takes back,
+ * and park_host_budget_bytes (the budget in bytes, "auto" or not), which
+ * it does not. */
 json_t *gs_park_policy_config_json(const gs_park_config_t *c);
 
-/* "12G", 1073741824, "512 MiB" -> bytes.  0, or -1. */
+/* "12G", 1073741824, "512 MiB" -> bytes, less than 8 EiB (2^63: a JSON
+ * integer).  0, or -1. */
 int gs_park_policy_parse_bytes(const json_t *v, uint64_t *out);
 
 /* ---- victims ------------------------------------------------------------ */

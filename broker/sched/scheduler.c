@@ -173,6 +173,11 @@ void sched_shares(const gs_sched_t *s, const char *session, double *request, dou
             if (s->shares[i].limit >= 0)
                 *limit = s->shares[i].limit;
         }
+    /* A default request raised above a session's own limit (set_share
+     * checks only the share being set): the limit is hard, so the request
+     * is the limit. */
+    if (*request > *limit)
+        *request = *limit;
 }
 
 /* ---- actions -------------------------------------------------------------- */

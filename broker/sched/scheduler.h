@@ -127,10 +127,18 @@ const gs_sched_config_t *gs_sched_config(const gs_sched_t *self);
  *   headroom in [0, 0.9] (fraction of each GPU's memory)
  *   request, limit in [0, 1] (defaults for every session)
  *   share.<session>.request, share.<session>.limit in [0, 1]
- *     (the session need not exist yet; kept until it is changed)
+ *     (the session need not exist yet; kept until it is changed; a
+ *     default request above a session's own limit counts as that limit)
  * Returns 0, or -1 with err set ("tq: must be a number of seconds > 0, not
  * \"x\"").  Same timing as gs_sched_set_config. */
 int gs_sched_set(gs_sched_t *self, const char *key, const json_t *value, char *err, size_t errlen);
+
+/* The shares (share.<session>.*), which live outside gs_sched_config_t, as
+ * they are now: a batch of settings that is refused puts them back with
+ * gs_sched_shares_restore (which frees saved) along with the configuration.
+ * NULL when out of memory; restoring NULL changes nothing. */
+void *gs_sched_shares_save(const gs_sched_t *self);
+void gs_sched_shares_restore(gs_sched_t *self, void *saved);
 
 /* The current settings as an object whose keys gs_sched_set accepts back:
  * {"scheduler":"on","policy":"adaptive","tq_s":20.0,"boost_ms":500,...,

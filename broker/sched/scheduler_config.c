@@ -280,6 +280,35 @@ int gs_sched_set(gs_sched_t *s, const char *key, const json_t *v, char *err, siz
     return -1;
 }
 
+typedef struct {
+    int n;
+    share_t shares[];
+} saved_shares_t;
+
+void *gs_sched_shares_save(const gs_sched_t *s)
+{
+    saved_shares_t *v = malloc(sizeof *v + (size_t)s->nshares * sizeof *s->shares);
+    if (!v)
+        return NULL;
+    v->n = s->nshares;
+    if (v->n)
+        memcpy(v->shares, s->shares, (size_t)v->n * sizeof *s->shares);
+    return v;
+}
+
+void gs_sched_shares_restore(gs_sched_t *s, void *saved)
+{
+    saved_shares_t *v = saved;
+    /* capshares only grows: the array still holds what it held then. */
+    if (v && v->n <= s->capshares) {
+        if (v->n)
+            memcpy(s->shares, v->shares, (size_t)v->n * sizeof *s->shares);
+        s->nshares = v->n;
+        s->dirty = 1;
+    }
+    free(v);
+}
+
 json_t *gs_sched_config_json(const gs_sched_t *s)
 {
     const gs_sched_config_t *c = &s->cfg;

@@ -121,6 +121,7 @@ def test_set_changes_settings_at_run_time(broker):
     (["tq=0"], "tq:"),
     (["endpoint=/tmp/x"], "belongs in the configuration file"),
     (["nonsense=1"], "no such setting"),
+    (["share.nb.request=0.5", "nonsense=1"], "no such setting"),  # shares were kept
 ])
 def test_set_rejects_bad_settings_and_changes_nothing(broker, args, text):
     before = broker.status()["config"]

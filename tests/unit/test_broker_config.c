@@ -137,6 +137,67 @@ static void test_write_fails_whole(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A file of the given text at dir/name; its path into path. */
+static void write_file(char *path, size_t len, const char *name, const char *text)
+{
+    snprintf(path, len, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Found by tests/fuzz/fuzz_config: a value that is not UTF-8 made no JSON
+ * value (NULL; the broker then opened an event log named "?"), and neither
+ * did "nan" or "inf" (jansson holds finite numbers only). */
+static void test_every_value_is_json(void **state)
+{
+    (void)state;
+    char path[128], err[200];
+    gs_config_t cfg;
+    write_file(path, sizeof path, "latin1.conf", "policy = burst\nevent_log = /var/log/caf\xe9\n");
+    assert_int_equal(gs_config_load(path, 0, &cfg, err, sizeof err), -1);
+    assert_non_null(strstr(err, "latin1.conf:2: the value of event_log is not UTF-8 text"));
+    assert_null(cfg.entries);
+    /* A comment may hold any bytes: only the value becomes JSON. */
+    write_file(path, sizeof path, "comment.conf", "policy = burst # caf\xe9\n");
+    assert_int_equal(gs_config_load(path, 0, &cfg, err, sizeof err), 0);
+    gs_config_free(&cfg);
+    const char *words[] = {"nan", "inf", "-Infinity", "NAN(1)"};
+    for (size_t i = 0; i < sizeof words / sizeof *words; i++) {
+        json_t *v = gs_config_value_json(words[i]);
+        assert_true(json_is_string(v));
+        assert_string_equal(json_string_value(v), words[i]);
+        json_decref(v);
+    }
+}
+
+/* Found by tests/fuzz/fuzz_config: `set --persist` rewrites the state file
+ * with the entries it does not change as they were read, unquoted, so a
+ * quoted value lost its blanks or its own quotes. */
+static void test_rewrite_keeps_quoted_values(void **state)
+{
+    (void)state;
+    char path[128], err[200];
+    gs_config_t cfg, again;
+    write_file(path, sizeof path, "quoted.state",
+               "a = \" padded \"\nb = \"\"q\"\"\nc = plain\nd = \"\n");
+    assert_int_equal(gs_config_load(path, 0, &cfg, err, sizeof err), 0);
+    assert_string_equal(gs_config_get(&cfg, "a")->value, " padded ");
+    assert_string_equal(gs_config_get(&cfg, "b")->value, "\"q\"");
+    assert_string_equal(gs_config_get(&cfg, "d")->value, "\"");
+    assert_int_equal(gs_config_put(&cfg, "c", "other", err, sizeof err), 0);
+    assert_int_equal(gs_config_write(path, &cfg, NULL, err, sizeof err), 0);
+    assert_int_equal(gs_config_load(path, 0, &again, err, sizeof err), 0);
+    assert_int_equal(again.count, cfg.count);
+    for (size_t i = 0; i < cfg.count; i++) {
+        assert_string_equal(again.entries[i].key, cfg.entries[i].key);
+        assert_string_equal(again.entries[i].value, cfg.entries[i].value);
+    }
+    gs_config_free(&cfg);
+    gs_config_free(&again);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -144,6 +205,8 @@ int main(void)
         cmocka_unit_test(test_values_a_file_cannot_hold_are_refused),
         cmocka_unit_test(test_put_replaces_and_write_keeps_order),
         cmocka_unit_test(test_write_fails_whole),
+        cmocka_unit_test(test_every_value_is_json),
+        cmocka_unit_test(test_rewrite_keeps_quoted_values),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -258,6 +258,13 @@ static void settings_parse_and_round_trip(void **state)
     set_ok(&c, "park", "\"off\"");
     assert_false(c.enabled);
     assert_non_null(strstr(set_bad(&c, "park_host_budget", "\"lots\""), "park_host_budget"));
+    /* Found by tests/fuzz/fuzz_settings: 1.46e19 bytes passed, and status
+     * then showed a negative budget, which was refused back. */
+    assert_non_null(set_bad(&c, "park_host_budget", "\"14610062020259610616\""));
+    assert_non_null(set_bad(&c, "park_host_budget", "\"8388608T\"")); /* 2^63 */
+    assert_non_null(set_bad(&c, "park_host_budget", "9.3e18"));
+    set_ok(&c, "park_host_budget", "\"8388607T\"");
+    assert_int_equal(c.host_budget, 8388607ull << 40);
     assert_non_null(strstr(set_bad(&c, "park_idle_s", "-1"), "seconds"));
     assert_non_null(strstr(set_bad(&c, "park_lock_timeout_s", "0"), "> 0"));
     assert_non_null(strstr(set_bad(&c, "park_deep_idle_s", "\"soon\""), "park_deep_idle_s"));

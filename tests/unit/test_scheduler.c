@@ -707,6 +707,47 @@ static void settings_round_trip_through_json(void **state)
     assert_int_equal(gs_sched_config(S)->tq_us, 250 * MS);
 }
 
+/* Found by tests/fuzz/fuzz_settings: a default request raised above a
+ * session's own limit gave that session a request over its limit, which
+ * status then showed and `set` refused back.  The limit is hard. */
+static void default_request_never_exceeds_a_sessions_limit(void **state)
+{
+    setup_with(GS_POLICY_BURST, 0);
+    set("share.nb.limit", "0.75");
+    set("request", "1");
+    json_t *j = gs_sched_config_json(S);
+    json_t *nb = json_object_get(json_object_get(j, "shares"), "nb");
+    assert_true(json_real_value(json_object_get(nb, "request")) == 0.75);
+    assert_true(json_real_value(json_object_get(nb, "limit")) == 0.75);
+    char err[300];
+    if (gs_sched_set(S, "share.nb.request", json_object_get(nb, "request"), err, sizeof err) != 0)
+        fail_msg("%s", err);
+    json_decref(j);
+}
+
+/* A refused batch of settings puts the shares back too (they live outside
+ * gs_sched_config_t, which was all that gs_settings_apply restored). */
+static void shares_save_and_restore(void **state)
+{
+    setup_with(GS_POLICY_BURST, 0);
+    set("share.a.request", "0.25");
+    void *saved = gs_sched_shares_save(S);
+    assert_non_null(saved);
+    set("share.a.request", "null");
+    for (int i = 0; i < 20; i++) { /* the array grows meanwhile */
+        char key[64];
+        snprintf(key, sizeof key, "share.s%d.limit", i);
+        set(key, "0.5");
+    }
+    gs_sched_shares_restore(S, saved);
+    json_t *j = gs_sched_config_json(S);
+    json_t *shares = json_object_get(j, "shares");
+    assert_int_equal(json_object_size(shares), 1);
+    assert_true(json_real_value(json_object_get(json_object_get(shares, "a"), "request")) == 0.25);
+    json_decref(j);
+    gs_sched_shares_restore(S, NULL); /* out of memory when saved: nothing changes */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -730,6 +771,8 @@ int main(void)
         cmocka_unit_test_teardown(policy_change_applies_at_the_next_tick, teardown),
         cmocka_unit_test_teardown(set_rejects_bad_settings_with_a_reason, teardown),
         cmocka_unit_test_teardown(settings_round_trip_through_json, teardown),
+        cmocka_unit_test_teardown(default_request_never_exceeds_a_sessions_limit, teardown),
+        cmocka_unit_test_teardown(shares_save_and_restore, teardown),
     };
     return cmocka_run_group_tests_name("scheduler", tests, NULL, NULL);
 }
