@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli_kernelspec.h"
+#include "cli_run.h"
 #include "cli_set.h"
 #include "cli_status.h"
 #include "config.h"
@@ -17,6 +18,8 @@ static void usage(FILE *out)
                  "Commands:\n"
                  "  status [--json]        sessions, grants and memory per GPU\n"
                  "  set KEY=VALUE...       change policy, tq, boost, shares (admins)\n"
+                 "  run [--name NAME] -- COMMAND [ARGS]\n"
+                 "                         run any program sharing the GPU, as its own session\n"
                  "  kernelspec install     install the \"Shared GPU\" Jupyter kernel\n"
                  "  version                show the version\n"
                  "The broker is found through --broker, $GPUSHARE_BROKER, the per-user\n"
@@ -72,6 +75,8 @@ int main(int argc, char **argv)
         return gs_cli_status_main(argc - i, argv + i, endpoint);
     if (!strcmp(cmd, "set"))
         return gs_cli_set_main(argc - i, argv + i, endpoint);
+    if (!strcmp(cmd, "run"))
+        return gs_cli_run_main(argc - i, argv + i, endpoint);
     if (!strcmp(cmd, "kernelspec"))
         return gs_cli_kernelspec_main(argc - i, argv + i);
     if (!strcmp(cmd, "version")) {

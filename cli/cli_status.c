@@ -14,6 +14,14 @@ static double gib(json_int_t bytes)
     return (double)bytes / (1024.0 * 1024.0 * 1024.0);
 }
 
+const char *gs_cli_status_what(const json_t *session)
+{
+    const char *nb = gs_msg_str(session, "notebook", "");
+    if (!*nb && strcmp(gs_msg_str(session, "kind", ""), "program") == 0)
+        return "(program)";
+    return nb;
+}
+
 void gs_cli_status_print(FILE *out, const json_t *st)
 {
     fprintf(out, "gpushare broker %s at %s\n", gs_msg_str(st, "broker_version", "?"),
@@ -49,10 +57,11 @@ void gs_cli_status_print(FILE *out, const json_t *st)
         {
             fprintf(out, "  %-36.36s %-10.10s %-8s %-5s %8.2fG %8.2fG %8.1f %8.1f  %s\n",
                     gs_msg_str(s, "id", "?"), gs_msg_str(s, "user", "?"),
-                    gs_msg_str(s, "state", "?"), gs_msg_str(s, "cell", "?"),
+                    gs_msg_str(s, "state", "?"),
+                    strcmp(gs_msg_str(s, "kind", ""), "program") ? gs_msg_str(s, "cell", "?") : "-",
                     gib(gs_msg_int(s, "resident_bytes", 0)), gib(gs_msg_int(s, "parked_bytes", 0)),
                     gs_msg_num(s, "gpu_time_s", 0), gs_msg_num(s, "wait_time_s", 0),
-                    gs_msg_str(s, "notebook", ""));
+                    gs_cli_status_what(s));
             /* The user column is the owner's account; a different name its
              * launcher registered is only a claim, said as such. */
             const char *claimed = gs_msg_str(s, "claimed_user", NULL);

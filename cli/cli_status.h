@@ -7,6 +7,10 @@
 #include <jansson.h>
 #include <stdio.h>
 
+/* What a session entry is, for the NOTEBOOK column: the notebook's path,
+ * "(program)" for a program outside Jupyter, else "". */
+const char *gs_cli_status_what(const json_t *session);
+
 /* Print a status object as a person reads it. */
 void gs_cli_status_print(FILE *out, const json_t *status);
 
