@@ -10,11 +10,12 @@ python3-nbclient python3-nbformat python3-notebook
 debhelper dh-python systemd
 python3-yaml kubernetes-client
 jupyterhub node-configurable-http-proxy python3-requests
-chromium chromium-driver python3-selenium python3-matplotlib"
+chromium chromium-driver python3-selenium python3-matplotlib tmux"
 # debhelper, dh-python: test_debian_package.py builds the .debs; systemd:
 # systemd-analyze checks the unit; python3-yaml, kubernetes-client (kubectl):
 # test_kubernetes_manifests.py; jupyterhub ... python3-selenium:
-# test_jupyterhub.py (a hub, offline) and test_browser.py (headless Chromium).
+# test_jupyterhub.py (a hub, offline) and test_browser.py (headless Chromium);
+# tmux: test_cli_top.py drives `gpushare top` in a terminal.
 
 missing=""
 for p in $PACKAGES; do

@@ -10,6 +10,7 @@
 #include "cli_run.h"
 #include "cli_set.h"
 #include "cli_status.h"
+#include "cli_top.h"
 #include "config.h"
 
 static void usage(FILE *out)
@@ -17,6 +18,7 @@ static void usage(FILE *out)
     fprintf(out, "Usage: gpushare [--broker ENDPOINT] COMMAND [ARGS]\n"
                  "Commands:\n"
                  "  status [--json]        sessions, grants and memory per GPU\n"
+                 "  top [--once]           a live view: a line per session, redrawn every second\n"
                  "  set KEY=VALUE...       change policy, tq, boost, shares (admins)\n"
                  "  run [--name NAME] -- COMMAND [ARGS]\n"
                  "                         run any program sharing the GPU, as its own session\n"
@@ -73,6 +75,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[i];
     if (!strcmp(cmd, "status"))
         return gs_cli_status_main(argc - i, argv + i, endpoint);
+    if (!strcmp(cmd, "top"))
+        return gs_cli_top_main(argc - i, argv + i, endpoint);
     if (!strcmp(cmd, "set"))
         return gs_cli_set_main(argc - i, argv + i, endpoint);
     if (!strcmp(cmd, "run"))
