@@ -131,6 +131,7 @@ int gs_cli_kernelspec_main(int argc, char **argv)
     }
     argc--;
     argv++;
+    argv[0] = "gpushare kernelspec install"; /* what getopt's messages start with */
     enum { SYSTEM, USER, SYS_PREFIX, PREFIX } where = SYSTEM;
     const char *prefix = NULL, *name = "shared-gpu";
     char broker[256] = "";
@@ -222,6 +223,15 @@ int gs_cli_kernelspec_main(int argc, char **argv)
     if (spec.launcher[0] != '/') {
         fprintf(stderr, "gpushare kernelspec install: --launcher \"%s\" must be an absolute path\n",
                 spec.launcher);
+        return 2;
+    }
+    /* A spec naming a launcher that is not there installs fine and fails
+     * only when someone picks the kernel, in the notebook server's log. */
+    if (access(spec.launcher, X_OK) != 0) {
+        fprintf(stderr,
+                "gpushare kernelspec install: the launcher %s: %s (install gpushare, or name "
+                "gpushare-launch with --launcher PATH)\n",
+                spec.launcher, strerror(errno));
         return 2;
     }
     if (with_provisioner)

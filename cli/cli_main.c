@@ -73,6 +73,11 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[i];
+    /* getopt names a bad option after argv[0]: the subcommands' parsers
+     * read "gpushare status: unrecognized option", not "status: ...". */
+    char prog[64];
+    snprintf(prog, sizeof prog, "gpushare %s", cmd);
+    argv[i] = prog;
     if (!strcmp(cmd, "status"))
         return gs_cli_status_main(argc - i, argv + i, endpoint);
     if (!strcmp(cmd, "top"))

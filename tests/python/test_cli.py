@@ -24,6 +24,9 @@ def test_status_without_broker_says_so(tmp_path):
     (["--broker", "udp://x", "status"], 1, "only ipc:// is supported"),
     (["--broker", "tcp://127.0.0.1:5555", "status"], 1, "tcp:// is not supported"),
     (["status", "--bogus"], 2, "Usage: gpushare status"),
+    # getopt's own messages name the whole command, not "status:"
+    (["status", "--bogus"], 2, "gpushare status: unrecognized option '--bogus'"),
+    (["kernelspec", "install", "-x"], 2, "gpushare kernelspec install: invalid option -- 'x'"),
     (["status", "extra"], 2, 'unexpected argument "extra"'),
     (["kernelspec"], 2, 'expected "install"'),
 ])
