@@ -3,7 +3,8 @@ conftest.py; fakebroker.py is the stand-in broker, gpuworker.py the
 program that plays a notebook's process): where the build's products are,
 environments on the simulated GPU, waiting, ports, processes whose lines a
 test reads, the broker and its protocol, what the simulated driver logs,
-/proc, Jupyter kernels and servers, the system service, a virtual clock.
+/proc, a terminal (tmux), Jupyter kernels and servers, the system
+service, a virtual clock.
 
 The rules the tests keep (a loaded 2-core runner or a sanitizer build
 must not make them fail, and each must still be able to fail):
@@ -773,6 +774,49 @@ def kill_strays(keep=(), timeout=30):
                     break
             time.sleep(0.05)  # cleaning up: nothing to assert, nothing announces it
     return names
+
+
+# ---- a terminal ------------------------------------------------------------------
+
+
+class Terminal:
+    """A program (a shell unless told) in a detached tmux session of a
+    fixed size, on a tmux server of its own (its socket in run_dir): what
+    a person sees is capture-pane's text, what they type send-keys."""
+
+    def __init__(self, run_dir, env, command="sh", width=150, height=30):
+        self.sock = str(pathlib.Path(run_dir) / "tmux.sock")
+        env = dict(env, PS1="$ ", HOME=str(run_dir))
+        self.tmux("new-session", "-d", "-s", "t", "-x", str(width), "-y", str(height), command,
+                  env=env)
+
+    def tmux(self, *args, env=None):
+        return subprocess.run(["tmux", "-S", self.sock, "-f", "/dev/null"] + list(args),
+                              env=env, capture_output=True, text=True, timeout=30, check=True)
+
+    def pid(self):
+        """The pid of the pane's program."""
+        return int(self.tmux("list-panes", "-t", "t", "-F", "#{pane_pid}").stdout.split()[0])
+
+    def screen(self):
+        return self.tmux("capture-pane", "-p", "-t", "t").stdout
+
+    def type(self, *keys):
+        self.tmux("send-keys", "-t", "t", *keys)
+
+    def wait(self, pred, what, timeout=60):
+        """The screen once pred(screen) holds (polled: a terminal announces
+        nothing)."""
+        try:
+            return wait_until(lambda: pred(self.screen()) and self.screen(), timeout, what,
+                              interval=0.1)
+        except AssertionError as e:
+            raise AssertionError("%s; the screen:\n%s" % (e, self.screen()))
+
+    def close(self):
+        """Ends the session and the server: the terminal closes (its
+        programs get SIGHUP)."""
+        subprocess.run(["tmux", "-S", self.sock, "kill-server"], capture_output=True, timeout=30)
 
 
 # ---- Jupyter ---------------------------------------------------------------------

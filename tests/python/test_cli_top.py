@@ -21,37 +21,6 @@ USER = pwd.getpwuid(os.getuid()).pw_name
 COLUMNS = ["USER", "SESSION", "STATE", "CELL", "GPU%", "RESIDENT", "PARKED", "WAIT s", "NOTEBOOK"]
 
 
-class Terminal:
-    """A shell in a detached tmux session of 150x30 on a private server."""
-
-    def __init__(self, run_dir, env):
-        self.sock = str(run_dir / "tmux.sock")
-        env = dict(env, PS1="$ ", HOME=str(run_dir))
-        self.tmux("new-session", "-d", "-s", "t", "-x", "150", "-y", "30", "sh", env=env)
-
-    def tmux(self, *args, env=None):
-        return subprocess.run(["tmux", "-S", self.sock, "-f", "/dev/null"] + list(args),
-                              env=env, capture_output=True, text=True, timeout=30, check=True)
-
-    def screen(self):
-        return self.tmux("capture-pane", "-p", "-t", "t").stdout
-
-    def type(self, *keys):
-        self.tmux("send-keys", "-t", "t", *keys)
-
-    def wait(self, pred, what, timeout=60):
-        """The screen once pred(screen) holds (it is polled: a terminal
-        announces nothing)."""
-        try:
-            return wait_until(lambda: pred(self.screen()) and self.screen(), timeout, what,
-                              interval=0.1)
-        except AssertionError as e:
-            raise AssertionError("%s; the screen:\n%s" % (e, self.screen()))
-
-    def close(self):
-        subprocess.run(["tmux", "-S", self.sock, "kill-server"], capture_output=True, timeout=30)
-
-
 def session_rows(screen):
     """{session id: {column: value}} of the lines under a column header
     (the columns are separated by blanks; only NOTEBOOK, the last, may
@@ -85,7 +54,7 @@ def scene(broker, sim, short_tmp, tmp_path):
         job = Proc([gstest.CLI, "run", "--name", "job", "--", gstest.PYTHON, gstest.WORKER, "loop",
                     "2000", "j"], env, tmp_path, "job")
         job.wait_line("first")
-        term = Terminal(short_tmp, broker.env)
+        term = gstest.Terminal(short_tmp, broker.env)
         try:
             yield term
         finally:
