@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "endpoint.h"
+#include "hook_path.h"
 #include "preload.h"
 #include "protocol.h"
 
@@ -122,9 +123,8 @@ int gs_cli_run_main(int argc, char **argv, const char *endpoint)
     unsetenv("GPUSHARE_KERNEL_ID");
     setenv("GPUSHARE_SESSION", name, 1);
 
-    const char *hook = getenv("GPUSHARE_HOOK");
-    if (!hook || !*hook)
-        hook = GS_HOOK_PATH;
+    char hook[4096];
+    gs_hook_path(GS_HOOK_PATH, hook, sizeof hook);
     if (access(hook, R_OK) != 0) {
         fprintf(stderr, "gpushare run: warning: the hook %s: %s; %s runs without GPU sharing\n",
                 hook, strerror(errno), cmd[0]);
