@@ -13,6 +13,6 @@ build-aux/out-of-tree.sh
 autoreconf -fi >/dev/null
 mkdir -p _build-run
 (cd _build-run && { [ -f Makefile ] || ../configure -q --prefix="$here/_prefix" ${CUDA_DIR:+--with-cuda="$CUDA_DIR"}; } &&
-    make -s -j"$(nproc)" && make -s install)
+    make -s -j"$(nproc)" && make -s install >/dev/null)
 exec build-aux/run-demo.sh --prefix "$here/_prefix" --simdir "$here/_build-run/tests/simcuda" \
     --notebooks "$here/examples" "$@"
