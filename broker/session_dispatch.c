@@ -83,7 +83,11 @@ static void on_register(gs_broker_t *self, zframe_t *peer, const json_t *msg)
      * the owner's account. */
     const char *claimed = gs_msg_str(msg, "user", "");
     gs_sessions_copy_text(s->claimed, sizeof s->claimed, strcmp(claimed, s->user) ? claimed : "");
-    gs_sessions_copy_text(s->notebook, sizeof s->notebook, gs_msg_str(msg, "notebook", ""));
+    /* Registrars that do not know the notebook (the launcher's watcher on
+     * notebook 6) keep the path another one (the provisioner) told. */
+    const char *notebook = gs_msg_str(msg, "notebook", "");
+    if (*notebook)
+        gs_sessions_copy_text(s->notebook, sizeof s->notebook, notebook);
     s->kernel_pid = (long)gs_msg_int(msg, "pid", 0);
     /* Start times, so that liveness (liveness.h) tells a reused pid from
      * the process it knew.  The kernel's pid is taken on the registrar's

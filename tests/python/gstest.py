@@ -903,10 +903,11 @@ def held_cell(flag, code=""):
             "\nwhile not os.path.exists(%r): time.sleep(0.005)\n" % str(flag))
 
 
-def run_example_notebook(tmp_path, kernels_dir, env, now=True, **client_kw):
+def run_example_notebook(tmp_path, kernels_dir, env, now=True, kernel_ids=None, **client_kw):
     """examples/hello-shared-gpu.ipynb run by nbclient with the Shared GPU
     kernel, shut down at the end (now: killed, else asked to shut down);
-    returns the text of its outputs."""
+    returns the text of its outputs.  kernel_ids (a list) gets the id
+    Jupyter gave the kernel."""
     import nbformat
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import KernelManager
@@ -920,6 +921,8 @@ def run_example_notebook(tmp_path, kernels_dir, env, now=True, **client_kw):
     try:
         client.execute(env=env)
     finally:
+        if kernel_ids is not None and km.kernel_id:
+            kernel_ids.append(km.kernel_id)
         if km.has_kernel:
             km.shutdown_kernel(now=now)  # nbclient leaves a passed-in manager's kernel running
     return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
@@ -967,6 +970,65 @@ class Kernels:
                 pass
         for f in self.files:
             f.close()
+
+
+class NotebookServer:
+    """`jupyter notebook` on a loopback port with a token, offering the
+    Shared GPU kernelspec installed for this test.  Notebook 6 takes its
+    port up front (with port 0 it would not say which one it got): a
+    reserved one, and another if it was taken all the same."""
+
+    def __init__(self, tmp_path, env):
+        self.tmp = tmp_path / "server"
+        (self.tmp / "notebooks").mkdir(parents=True)
+        self.token = "gstest-token"
+        self.env = env
+        self.log_path = self.tmp / "server.log"
+        self.log = None
+        with_ports(self._start)
+
+    def _start(self, port):
+        self.port = port
+        self.url = "http://127.0.0.1:%d" % self.port
+        if self.log:
+            self.log.close()
+        self.log = open(self.log_path, "w")
+        args = [PYTHON, "-m", "notebook", "--no-browser", "--ip=127.0.0.1",
+                "--port=%d" % self.port, "--port-retries=0", "--NotebookApp.token=" + self.token,
+                "--notebook-dir=" + str(self.tmp / "notebooks")]
+        if os.geteuid() == 0:
+            args.append("--allow-root")  # CI may be root
+        self.proc = subprocess.Popen(args, env=self.env, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        wait_until(self._up, timeout=180, what="the notebook server", interval=0.2)
+
+    def _up(self):
+        import requests
+        if self.proc.poll() is not None:
+            log = self.log_path.read_text()
+            if port_clash(log):
+                raise PortInUse(log)
+            raise AssertionError("the notebook server exited:\n" + log)
+        try:
+            return self.api("GET", "/api/status").status_code == 200
+        except requests.ConnectionError:
+            return False
+
+    def api(self, method, path, **kw):
+        import requests
+        return requests.request(method, self.url + path, timeout=60,
+                                headers={"Authorization": "token " + self.token}, **kw)
+
+    def kernel_of(self, path):
+        """The kernel (id, name) of the notebook at path, or None."""
+        for s in self.api("GET", "/api/sessions").json():
+            if s["path"] == path:
+                return s["kernel"]["id"], s["kernel"]["name"]
+        return None
+
+    def stop(self):
+        stop(self.proc, timeout=120)
+        self.log.close()
 
 
 class KernelChannel:

@@ -49,8 +49,9 @@ def test_user_install_honours_jupyter_data_dir(tmp_path, sim):
 
 
 def test_provisioner_variant_names_it_in_metadata(tmp_path, sim):
+    env = dict(sim, PYTHONPATH=gstest.PROVISIONER_PATH)  # a python that has the provisioner
     assert install("--prefix", str(tmp_path), "--provisioner", "--launcher", gstest.LAUNCH,
-                   env=sim).returncode == 0
+                   env=env).returncode == 0
     ks = json.loads((tmp_path / "share/jupyter/kernels/shared-gpu/kernel.json").read_text())
     prov = ks["metadata"]["kernel_provisioner"]
     assert prov["provisioner_name"] == "gpushare-provisioner"
