@@ -15,17 +15,20 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "Usage: gpushare [--broker ENDPOINT] COMMAND [ARGS]\n"
-                 "Commands:\n"
-                 "  status [--json]        sessions, grants and memory per GPU\n"
-                 "  top [--once]           a live view: a line per session, redrawn every second\n"
-                 "  set KEY=VALUE...       change policy, tq, boost, shares (admins)\n"
-                 "  run [--name NAME] -- COMMAND [ARGS]\n"
-                 "                         run any program sharing the GPU, as its own session\n"
-                 "  kernelspec install     install the \"Shared GPU\" Jupyter kernel\n"
-                 "  version                show the version\n"
-                 "The broker is found through --broker, $GPUSHARE_BROKER, the per-user\n"
-                 "socket or /run/gpushare/broker.sock (see gpushare(1)).\n");
+    fprintf(out,
+            "Usage: gpushare [--broker ENDPOINT] COMMAND [ARGS]\n"
+            "Commands:\n"
+            "  status [--json | --watch]    sessions, grants and memory per GPU\n"
+            "  top [--once] [--interval S]  the same, live: a line per session, every second\n"
+            "  set [--persist] KEY=VALUE... change policy, tq, boost, shares (admins)\n"
+            "  run [--name NAME] -- COMMAND [ARGS]\n"
+            "                               run any program sharing the GPU, as its own session\n"
+            "  kernelspec install|list      install the \"Shared GPU\" Jupyter kernel; list them\n"
+            "  version                      show the version\n"
+            "Options: --broker ENDPOINT, -h/--help, -V/--version.\n"
+            "`gpushare COMMAND --help` says more.  The broker is found through --broker,\n"
+            "$GPUSHARE_BROKER, the per-user socket or /run/gpushare/broker.sock (see\n"
+            "gpushare(1)).\n");
 }
 
 /* getopt stopped at an option it does not know, or at --broker without

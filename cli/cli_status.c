@@ -96,7 +96,9 @@ int gs_cli_status_main(int argc, char **argv, const char *endpoint)
         }
         case 'h':
             printf("Usage: gpushare status [--json | --watch]\n"
-                   "--watch: a live view, the same as `gpushare top`\n");
+                   "The broker's policy and, per GPU, its memory and sessions.\n"
+                   "--json: the status object (doc/protocol.md); --watch: the same as\n"
+                   "`gpushare top`, a live view.\n");
             return 0;
         default:
             fprintf(stderr, "Usage: gpushare status [--json | --watch]\n");
