@@ -30,7 +30,7 @@
 #include "endpoint.h"
 #include "top_render.h"
 
-static volatile sig_atomic_t stop_signal;
+static volatile sig_atomic_t stop_signal, resized;
 
 static void on_stop(int sig)
 {
@@ -39,7 +39,8 @@ static void on_stop(int sig)
 
 static void on_winch(int sig)
 {
-    (void)sig; /* only to interrupt poll(): the size is read every frame */
+    (void)sig;
+    resized = 1; /* redraw at once, in the new size (read every frame) */
 }
 
 static void usage(FILE *out)
@@ -158,8 +159,13 @@ static int wait_keys(double deadline, int keys)
             return stop_signal != 0;
         struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
         int n = poll(&p, keys ? 1 : 0, (int)(left * 1000) + 1);
-        if (n < 0 && errno == EINTR)
-            continue; /* a signal: stop_signal says which, a resize redraws next time */
+        if (n < 0 && errno == EINTR) {
+            if (resized) {
+                resized = 0;
+                return 0;
+            }
+            continue; /* a signal: stop_signal says which */
+        }
         if (n <= 0)
             continue;
         char c;

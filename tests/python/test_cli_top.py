@@ -88,6 +88,15 @@ def test_top_shows_sessions_and_follows_the_broker(scene, broker, sim, short_tmp
     for r in (nb, job):
         assert 0 <= int(r["GPU%"].rstrip("%")) <= 100
         float(r["WAIT s"])
+    # A narrower terminal: redrawn at once, every line cut to its width.
+    term.tmux("resize-window", "-t", "t", "-x", "72", "-y", "30")
+    screen = term.wait(lambda s: max(len(ln) for ln in s.splitlines()) <= 72 and
+                       re.search(r"^  %s +nb-a +running +busy " % USER, s, re.M) and
+                       "(q quits)" not in s, "the narrow frame")
+    first = screen.splitlines()[0]
+    full = "gpushare top  broker 0.1.0 at %s  policy adaptive, scheduler on  " % broker.endpoint
+    assert first == full[:72].rstrip() if len(full) >= 72 else first.startswith(full), first
+    term.tmux("resize-window", "-t", "t", "-x", "150", "-y", "30")
     # The share over the last second, once a second frame is drawn.
     term.wait(lambda s: int(session_rows(s).get("job", {}).get("GPU%", "0%").rstrip("%")) > 0,
               "the job's share of the GPU")
