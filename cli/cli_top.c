@@ -119,6 +119,8 @@ static void draw(const gs_top_frame_t *frame, int ansi, const char *note)
 static struct termios saved_tty;
 static int tty_saved, screen_taken;
 
+/* TCSANOW, not TCSAFLUSH, here and below: what the user typed after q or
+ * Ctrl-C belongs to the shell that gets the terminal back. */
 static void restore_terminal(void)
 {
     if (screen_taken) {
@@ -127,7 +129,7 @@ static void restore_terminal(void)
         screen_taken = 0;
     }
     if (tty_saved) {
-        tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved_tty);
+        tcsetattr(STDIN_FILENO, TCSANOW, &saved_tty);
         tty_saved = 0;
     }
 }
@@ -140,7 +142,7 @@ static void take_terminal(int ansi)
         raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
         raw.c_cc[VMIN] = 0;
         raw.c_cc[VTIME] = 0;
-        if (tcsetattr(STDIN_FILENO, TCSAFLUSH, &raw) == 0)
+        if (tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0)
             tty_saved = 1;
     }
     if (ansi) {
