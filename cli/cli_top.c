@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,15 +153,21 @@ static void take_terminal(int ansi)
     }
 }
 
-/* Waits until deadline for a key; 1 when it asks to quit. */
-static int wait_keys(double deadline, int keys)
+/* Waits until deadline for a key; 1 when it asks to quit.  The signals
+ * are blocked everywhere else (see gs_cli_top_main) and let in only here,
+ * by ppoll(): a Ctrl-C then always interrupts this wait, never lands on
+ * one of libzmq's threads while this one goes on reading the keys that
+ * were meant for the shell. */
+static int wait_keys(double deadline, int keys, const sigset_t *waiting_mask)
 {
     for (;;) {
         double left = deadline - now_s();
         if (left <= 0 || stop_signal)
             return stop_signal != 0;
         struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
-        int n = poll(&p, keys ? 1 : 0, (int)(left * 1000) + 1);
+        struct timespec ts = {.tv_sec = (time_t)left,
+                              .tv_nsec = (long)((left - (double)(time_t)left) * 1e9)};
+        int n = ppoll(&p, keys ? 1 : 0, &ts, waiting_mask);
         if (n < 0 && errno == EINTR) {
             if (resized) {
                 resized = 0;
@@ -227,7 +234,16 @@ int gs_cli_top_main(int argc, char **argv, const char *endpoint)
     }
     int tty_out = isatty(STDOUT_FILENO);
     int ansi = tty_out && !once;
-    struct sigaction sa = {.sa_handler = on_stop}; /* no SA_RESTART: poll() returns */
+    /* Blocked before libzmq starts its threads, which inherit the mask:
+     * only wait_keys() takes these signals. */
+    sigset_t handled, waiting_mask;
+    sigemptyset(&handled);
+    sigaddset(&handled, SIGINT);
+    sigaddset(&handled, SIGTERM);
+    sigaddset(&handled, SIGHUP);
+    sigaddset(&handled, SIGWINCH);
+    pthread_sigmask(SIG_BLOCK, &handled, &waiting_mask);
+    struct sigaction sa = {.sa_handler = on_stop}; /* no SA_RESTART: ppoll() returns */
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
@@ -279,10 +295,11 @@ int gs_cli_top_main(int argc, char **argv, const char *endpoint)
             break;
         if (!ansi)
             fputs("\n", stdout);
-        if (wait_keys(start + interval, keys))
+        if (wait_keys(start + interval, keys, &waiting_mask))
             break;
     }
     json_decref(prev);
     restore_terminal();
+    pthread_sigmask(SIG_SETMASK, &waiting_mask, NULL);
     return rc;
 }

@@ -113,20 +113,21 @@ def test_top_shows_sessions_and_follows_the_broker(scene, broker, sim, short_tmp
         term.type("q")
         screen = term.wait(lambda s: "before-top" in s and "gpushare top" not in s.replace(
             "%s top" % gstest.CLI, ""), "the shell's screen again")
-        term.type("stty -a > %s/stty.txt; echo stty-done" % short_tmp, "Enter")
-        term.wait(lambda s: "stty-done\n" in s, "stty")
+        # (the shell's output, "stty-done-42", is not the command's echo)
+        term.type("stty -a > %s/stty.txt 2>&1; echo stty-done-$((40 + 2))" % short_tmp, "Enter")
+        term.wait(lambda s: "stty-done-42" in s, "stty")
         stty = (short_tmp / "stty.txt").read_text().split()
-        assert "icanon" in stty and "echo" in stty, stty
+        assert "icanon" in stty and "echo" in stty, (stty, term.screen())
 
         # Ctrl-C does the same.
         term.type("clear; %s top" % gstest.CLI, "Enter")
         term.wait(lambda s: "job" in session_rows(s), "top again")
         term.type("C-c")
         # What is typed next reaches the shell only once top has gone.
-        term.type("stty -a > %s/stty2.txt; echo stty2-done" % short_tmp, "Enter")
-        term.wait(lambda s: "stty2-done\n" in s, "the shell after Ctrl-C")
+        term.type("stty -a > %s/stty2.txt 2>&1; echo stty2-done-$((40 + 2))" % short_tmp, "Enter")
+        term.wait(lambda s: "stty2-done-42" in s, "the shell after Ctrl-C")
         stty = (short_tmp / "stty2.txt").read_text().split()
-        assert "icanon" in stty and "echo" in stty, stty
+        assert "icanon" in stty and "echo" in stty, (stty, term.screen())
     finally:
         again.stop()
 
