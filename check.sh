@@ -1,5 +1,6 @@
 #!/bin/bash
-# Install what is missing, build, and run every test of gpushare:
+# Install what is missing (the test stack too), build out of tree, and run
+# every test of gpushare:
 #   1. the normal build (-Werror) and `make check` (C unit tests, the
 #      simulated driver's tests, the Python/Jupyter integration tests);
 #   2. an ASan+UBSan build running the C tests;
@@ -14,6 +15,7 @@ extra_failed=0 extra_what=""
 step_failed() { extra_failed=$((extra_failed + 1)); extra_what="$extra_what $1"; echo "check: FAILED: $1"; }
 
 build-aux/install-deps.sh || { echo "0 passed, 1 failed"; exit 1; }
+build-aux/out-of-tree.sh || { echo "0 passed, 1 failed"; exit 1; }
 autoreconf -fi >/dev/null 2>&1 || { autoreconf -fi; echo "0 passed, 1 failed"; exit 1; }
 
 rm -rf _build _build-asan

@@ -11,6 +11,7 @@
 #include <grp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/signalfd.h>
 #include <time.h>
@@ -22,6 +23,7 @@
 #include "control.h"
 #include "endpoint.h"
 #include "fd_limit.h"
+#include "hangup.h"
 #include "log.h"
 #include "reply.h"
 #include "sched/park_policy.h"
@@ -283,6 +285,7 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
 
     /* czmq's own SIGINT handler would only set a flag we never read. */
     zsys_handler_set(NULL);
+    gs_hangup_init();
     self->signal_fd = open_signal_fd();
     if (self->signal_fd < 0) {
         snprintf(err, errlen, "cannot set up signal handling: %s", strerror(errno));
@@ -518,6 +521,11 @@ static int handle_signal(gs_broker_t *self)
             break;
         }
         case SIGHUP:
+            if (gs_hangup_terminal_gone()) {
+                gs_info("the terminal it ran in closed: shutting down; clients fall back to "
+                        "running ungated");
+                return 0;
+            }
             gs_settings_reload(self);
             break;
         default:
@@ -530,7 +538,14 @@ static int handle_signal(gs_broker_t *self)
 static void announce(const gs_broker_t *self)
 {
     const gs_gpu_inventory_t *inv = &self->inventory;
-    gs_log(GS_LOG_INFO, "gpushare-broker %s listening on %s", PACKAGE_VERSION, self->opt.endpoint);
+    /* Where it listens is said at every level: it is what a person who
+     * started it needs next (clients, GPUSHARE_BROKER). */
+    if (gs_log_enabled(GS_LOG_INFO))
+        gs_log(GS_LOG_INFO, "gpushare-broker %s listening on %s", PACKAGE_VERSION,
+               self->opt.endpoint);
+    else
+        fprintf(stderr, "gpushare-broker[%d]: listening on %s (-v says more)\n", (int)getpid(),
+                self->opt.endpoint);
     if (inv->simulated)
         gs_warn("SIMULATED GPU: no NVIDIA driver is in use; libcuda.so.1 is the test suite's "
                 "simulated driver. Nothing runs on real hardware.");

@@ -83,7 +83,11 @@ static void on_register(gs_broker_t *self, zframe_t *peer, const json_t *msg)
      * the owner's account. */
     const char *claimed = gs_msg_str(msg, "user", "");
     gs_sessions_copy_text(s->claimed, sizeof s->claimed, strcmp(claimed, s->user) ? claimed : "");
-    gs_sessions_copy_text(s->notebook, sizeof s->notebook, gs_msg_str(msg, "notebook", ""));
+    /* Registrars that do not know the notebook (the launcher's watcher on
+     * notebook 6) keep the path another one (the provisioner) told. */
+    const char *notebook = gs_msg_str(msg, "notebook", "");
+    if (*notebook)
+        gs_sessions_copy_text(s->notebook, sizeof s->notebook, notebook);
     s->kernel_pid = (long)gs_msg_int(msg, "pid", 0);
     /* Start times, so that liveness (liveness.h) tells a reused pid from
      * the process it knew.  The kernel's pid is taken on the registrar's
@@ -255,8 +259,9 @@ static gs_client_t *client_gpu(gs_broker_t *self, zframe_t *peer, const json_t *
     return c;
 }
 
-/* "held by alice's notebook train.ipynb for at most 12.5 s": what a cell
- * that waits for the GPU shows (the hook prints it after a second). */
+/* "held by alice's notebook train.ipynb for at most 12.5 s" (or "alice's
+ * program train" for a session no launcher registered): what a cell that
+ * waits for the GPU shows (the hook prints it after a second). */
 static void wait_text(gs_broker_t *self, const gs_sched_wait_t *w, char *out, size_t len)
 {
     if (w->nholders == 0) {
@@ -268,13 +273,16 @@ static void wait_text(gs_broker_t *self, const gs_sched_wait_t *w, char *out, si
     const char *slash = strrchr(nb, '/');
     nb = slash && slash[1] ? slash + 1 : nb;
     char who[480], more[32] = "";
+    /* A session no launcher registered is a program (`gpushare run`, a
+     * script), named by its session id: calling it a notebook misleads. */
+    const char *what = h && !h->registered ? "program" : "notebook";
     if (h && h->user[0] && h->claimed[0]) /* the account, and what its launcher claimed */
-        snprintf(who, sizeof who, "%.64s's notebook %.256s (registered as user \"%.64s\")", h->user,
+        snprintf(who, sizeof who, "%.64s's %s %.256s (registered as user \"%.64s\")", h->user, what,
                  nb, h->claimed);
     else if (h && h->user[0])
-        snprintf(who, sizeof who, "%.64s's notebook %.256s", h->user, nb);
+        snprintf(who, sizeof who, "%.64s's %s %.256s", h->user, what, nb);
     else
-        snprintf(who, sizeof who, "notebook %.256s", nb);
+        snprintf(who, sizeof who, "%s %.256s", what, nb);
     if (w->nholders > 1)
         snprintf(more, sizeof more, " and %d more", w->nholders - 1);
     if (w->left_us == GS_SCHED_NEVER)

@@ -32,6 +32,9 @@ static json_t *session_on_gpu(const gs_status_input_t *in, const gs_session_t *s
         (json_int_t)si.grants, "revokes", (json_int_t)si.revokes);
     /* user is the owner's account (socket credentials); what a launcher
      * claimed is shown beside it when it differs. */
+    /* A notebook's kernel (registered by its launcher or the provisioner)
+     * or a program that joined by itself (`gpushare run`, a script). */
+    json_object_set_new(e, "kind", json_string(s->registered ? "notebook" : "program"));
     if (s->owner_known)
         json_object_set_new(e, "uid", json_integer((json_int_t)s->owner_uid));
     if (s->claimed[0])

@@ -21,6 +21,17 @@ done
 [ -n "$prefix" ] && [ -x "$prefix/bin/gpushare-broker" ] ||
     { echo "run-demo: --prefix must name an installed gpushare (no $prefix/bin/gpushare-broker)" >&2; exit 2; }
 python=${GS_KERNEL_PYTHON:-/usr/bin/python3}
+# The notebook server's port, checked before anything starts: a port in use
+# is said at once, with what to do, not after the server gave up.  (Bound
+# as the server binds it, with SO_REUSEADDR: a port in TIME_WAIT is free.)
+if ! "$python" -c 'import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))' "$port" 2>/dev/null; then
+    echo "run-demo: port $port is already in use (another notebook server?); pick another" \
+        "with --port N, e.g. ./quickstart.sh --port $((port + 1))" >&2
+    exit 1
+fi
 state="$prefix/var/run"
 # A unix socket path holds 107 bytes; a deep prefix gets a short private dir.
 [ ${#state} -le 80 ] || state=$(mktemp -d /tmp/gpushare-demo.XXXXXX)
@@ -35,7 +46,9 @@ else
     [ -n "$simdir" ] && [ -e "$simdir/.libs/libcuda.so.1" ] ||
         { echo "run-demo: no NVIDIA driver and no simulated driver (--simdir)" >&2; exit 1; }
     export LD_LIBRARY_PATH="$simdir/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    export PYTHONPATH="$simdir${PYTHONPATH:+:$PYTHONPATH}"
+    # gpusim, the simulated GPU's Python client (the example notebook uses
+    # it): the build lays it out in tests/simcuda/pythonpath.
+    export PYTHONPATH="$simdir/pythonpath${PYTHONPATH:+:$PYTHONPATH}"
     export GPUSHARE_SIM_MEMORY=${GPUSHARE_SIM_MEMORY:-16G}
     export GPUSHARE_SIM_NAME=${GPUSHARE_SIM_NAME:-/gpushare-demo-$(id -u)}
     echo "================================================================"
@@ -55,18 +68,25 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Start a program with its stderr in a log, and wait (inotify, via tail -F)
-# until the log shows the line that means it is ready.
+# Start a program with its stderr in a log, and wait until the log shows
+# the line that means it is ready, or the program has exited (then its log
+# says why, at once).
 start_and_wait() {
     local log=$1 pattern=$2; shift 2
     : >"$log"
     "$@" 2>"$log" >>"$log.out" &
-    pids+=($!)
-    if ! timeout 60 grep -q -m1 -E "$pattern" <(tail -F -n +1 "$log" 2>/dev/null); then
-        echo "run-demo: $1 did not start; its log:" >&2
-        cat "$log" >&2
-        exit 1
-    fi
+    local pid=$!
+    pids+=("$pid")
+    local tries=600 # 60 s
+    until grep -q -E "$pattern" "$log"; do
+        if ! kill -0 "$pid" 2>/dev/null || [ "$tries" -eq 0 ]; then
+            echo "run-demo: $1 did not start; its log:" >&2
+            cat "$log" >&2
+            exit 1
+        fi
+        tries=$((tries - 1))
+        sleep 0.1
+    done
 }
 
 start_and_wait "$logs/broker.log" "listening on" "$prefix/bin/gpushare-broker" -v

@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "endpoint.h"
+#include "kernelspec_probe.h"
 
 #ifndef GS_BINDIR
 #define GS_BINDIR "/usr/local/bin"
@@ -113,31 +114,45 @@ static void usage(FILE *out)
     fprintf(out,
             "Usage: gpushare kernelspec install [--user | --sys-prefix | --prefix DIR]\n"
             "           [--name NAME] [--display-name TEXT] [--python PATH] [--broker ENDPOINT]\n"
-            "           [--provisioner] [--launcher PATH]\n"
-            "Install the \"Shared GPU\" Jupyter kernel. Without a location option it goes\n"
-            "system-wide into /usr/local/share/jupyter/kernels (needs root).\n");
+            "           [--provisioner | --no-provisioner] [--server-python PATH]\n"
+            "           [--launcher PATH]\n"
+            "       gpushare kernelspec list [--python PATH]\n"
+            "install: the \"Shared GPU\" Jupyter kernel. Without a location option it goes\n"
+            "system-wide into /usr/local/share/jupyter/kernels (needs root). It starts\n"
+            "kernels through the gpushare provisioner when the notebook server's python\n"
+            "(--server-python, default --python) can load it, else through the plain\n"
+            "launcher, and says which; --provisioner insists on the provisioner,\n"
+            "--no-provisioner on the plain launcher.\n"
+            "list: the gpushare kernelspecs Jupyter finds, and which of the two each uses.\n");
 }
 
 int gs_cli_kernelspec_main(int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "install") != 0) {
+    int list = argc >= 2 && strcmp(argv[1], "list") == 0;
+    if (argc < 2 || (strcmp(argv[1], "install") != 0 && !list)) {
         if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
             usage(stdout);
             return 0;
         }
-        fprintf(stderr, "gpushare kernelspec: expected \"install\"\n");
+        fprintf(stderr, "gpushare kernelspec: expected \"install\" or \"list\"\n");
         usage(stderr);
         return 2;
     }
     argc--;
     argv++;
+    /* what getopt's messages start with */
+    argv[0] = list ? "gpushare kernelspec list" : "gpushare kernelspec install";
+    if (list)
+        return gs_cli_kernelspec_list(argc, argv);
     enum { SYSTEM, USER, SYS_PREFIX, PREFIX } where = SYSTEM;
     const char *prefix = NULL, *name = "shared-gpu";
     char broker[256] = "";
     gs_cli_kernelspec_t spec = {.launcher = GS_BINDIR "/gpushare-launch",
                                 .python = GS_KERNEL_PYTHON,
                                 .display_name = "Shared GPU"};
-    int locations = 0, with_provisioner = 0;
+    int locations = 0;
+    enum { AUTO, PROVISIONER, PLAIN } launch = AUTO;
+    const char *server_python = NULL;
     static const struct option longopts[] = {{"user", no_argument, 0, 'u'},
                                              {"sys-prefix", no_argument, 0, 's'},
                                              {"prefix", required_argument, 0, 'p'},
@@ -146,6 +161,8 @@ int gs_cli_kernelspec_main(int argc, char **argv)
                                              {"python", required_argument, 0, 'y'},
                                              {"broker", required_argument, 0, 'b'},
                                              {"provisioner", no_argument, 0, 'P'},
+                                             {"no-provisioner", no_argument, 0, 'N'},
+                                             {"server-python", required_argument, 0, 'S'},
                                              {"launcher", required_argument, 0, 'l'},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
@@ -177,7 +194,13 @@ int gs_cli_kernelspec_main(int argc, char **argv)
             spec.python = optarg;
             break;
         case 'P':
-            with_provisioner = 1;
+            launch = PROVISIONER;
+            break;
+        case 'N':
+            launch = PLAIN;
+            break;
+        case 'S':
+            server_python = optarg;
             break;
         case 'l':
             spec.launcher = optarg;
@@ -224,8 +247,32 @@ int gs_cli_kernelspec_main(int argc, char **argv)
                 spec.launcher);
         return 2;
     }
-    if (with_provisioner)
-        spec.provisioner = "gpushare-provisioner";
+    /* A spec naming a launcher that is not there installs fine and fails
+     * only when someone picks the kernel, in the notebook server's log. */
+    if (access(spec.launcher, X_OK) != 0) {
+        fprintf(stderr,
+                "gpushare kernelspec install: the launcher %s: %s (install gpushare, or name "
+                "gpushare-launch with --launcher PATH)\n",
+                spec.launcher, strerror(errno));
+        return 2;
+    }
+    /* The provisioner is loaded by the notebook server's jupyter_client: a
+     * spec naming one it cannot load is hidden from every kernel list. */
+    char why[1024] = "";
+    if (!server_python)
+        server_python = spec.python;
+    if (launch != PLAIN) {
+        if (gs_ks_provisioner_loadable(server_python, why, sizeof why))
+            spec.provisioner = "gpushare-provisioner";
+        else if (launch == PROVISIONER) {
+            fprintf(stderr,
+                    "gpushare kernelspec install: --provisioner: %s; Jupyter would hide this "
+                    "kernel (install gpushare's provisioner for %s, or leave --provisioner out "
+                    "for the plain launcher)\n",
+                    why, server_python);
+            return 1;
+        }
+    }
 
     char base[4096];
     const char *home = getenv("HOME");
@@ -287,5 +334,16 @@ int gs_cli_kernelspec_main(int argc, char **argv)
             fprintf(stderr, "gpushare kernelspec install: note: logo %s not copied\n", from);
     }
     printf("Installed kernelspec %s (\"%s\") in %s\n", name, spec.display_name, dir);
+    if (spec.provisioner)
+        printf("It starts kernels through the gpushare provisioner: the broker knows each by "
+               "the id Jupyter gives it.\n");
+    else if (launch == PLAIN)
+        printf("It starts kernels through the plain launcher (--no-provisioner): the broker "
+               "knows each by its connection file's name.\n");
+    else
+        printf("It starts kernels through the plain launcher, as %s cannot load the gpushare "
+               "provisioner (%s): the broker knows each by its connection file's name, which "
+               "is a temporary one for nbclient and papermill.\n",
+               server_python, why);
     return 0;
 }

@@ -1,5 +1,6 @@
 /*
- * cli_kernelspec.h - `gpushare kernelspec install`: the "Shared GPU" kernel.
+ * cli_kernelspec.h - `gpushare kernelspec install` (the "Shared GPU" kernel) and
+ * `gpushare kernelspec list`.
  */
 #ifndef GS_CLI_KERNELSPEC_H
 #define GS_CLI_KERNELSPEC_H
@@ -17,7 +18,10 @@ typedef struct {
 /* The kernel.json object for spec. */
 json_t *gs_cli_kernelspec_json(const gs_cli_kernelspec_t *spec);
 
-/* Run `gpushare kernelspec install ...`; returns the exit status. */
+/* Run `gpushare kernelspec install|list ...`; returns the exit status. */
 int gs_cli_kernelspec_main(int argc, char **argv);
+
+/* `gpushare kernelspec list` (cli_kernelspec_list.c); argv[0] is "list". */
+int gs_cli_kernelspec_list(int argc, char **argv);
 
 #endif

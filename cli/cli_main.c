@@ -7,20 +7,28 @@
 #include <string.h>
 
 #include "cli_kernelspec.h"
+#include "cli_run.h"
 #include "cli_set.h"
 #include "cli_status.h"
+#include "cli_top.h"
 #include "config.h"
 
 static void usage(FILE *out)
 {
-    fprintf(out, "Usage: gpushare [--broker ENDPOINT] COMMAND [ARGS]\n"
-                 "Commands:\n"
-                 "  status [--json]        sessions, grants and memory per GPU\n"
-                 "  set KEY=VALUE...       change policy, tq, boost, shares (admins)\n"
-                 "  kernelspec install     install the \"Shared GPU\" Jupyter kernel\n"
-                 "  version                show the version\n"
-                 "The broker is found through --broker, $GPUSHARE_BROKER, the per-user\n"
-                 "socket or /run/gpushare/broker.sock (see gpushare(1)).\n");
+    fprintf(out,
+            "Usage: gpushare [--broker ENDPOINT] COMMAND [ARGS]\n"
+            "Commands:\n"
+            "  status [--json | --watch]    sessions, grants and memory per GPU\n"
+            "  top [--once] [--interval S]  the same, live: a line per session, every second\n"
+            "  set [--persist] KEY=VALUE... change policy, tq, boost, shares (admins)\n"
+            "  run [--name NAME] -- COMMAND [ARGS]\n"
+            "                               run any program sharing the GPU, as its own session\n"
+            "  kernelspec install|list      install the \"Shared GPU\" Jupyter kernel; list them\n"
+            "  version                      show the version\n"
+            "Options: --broker ENDPOINT, -h/--help, -V/--version.\n"
+            "`gpushare COMMAND --help` says more.  The broker is found through --broker,\n"
+            "$GPUSHARE_BROKER, the per-user socket or /run/gpushare/broker.sock (see\n"
+            "gpushare(1)).\n");
 }
 
 /* getopt stopped at an option it does not know, or at --broker without
@@ -68,10 +76,19 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[i];
+    /* getopt names a bad option after argv[0]: the subcommands' parsers
+     * read "gpushare status: unrecognized option", not "status: ...". */
+    char prog[64];
+    snprintf(prog, sizeof prog, "gpushare %s", cmd);
+    argv[i] = prog;
     if (!strcmp(cmd, "status"))
         return gs_cli_status_main(argc - i, argv + i, endpoint);
+    if (!strcmp(cmd, "top"))
+        return gs_cli_top_main(argc - i, argv + i, endpoint);
     if (!strcmp(cmd, "set"))
         return gs_cli_set_main(argc - i, argv + i, endpoint);
+    if (!strcmp(cmd, "run"))
+        return gs_cli_run_main(argc - i, argv + i, endpoint);
     if (!strcmp(cmd, "kernelspec"))
         return gs_cli_kernelspec_main(argc - i, argv + i);
     if (!strcmp(cmd, "version")) {

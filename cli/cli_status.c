@@ -7,11 +7,20 @@
 #include <string.h>
 
 #include "cli_client.h"
+#include "cli_top.h"
 #include "protocol.h"
 
 static double gib(json_int_t bytes)
 {
     return (double)bytes / (1024.0 * 1024.0 * 1024.0);
+}
+
+const char *gs_cli_status_what(const json_t *session)
+{
+    const char *nb = gs_msg_str(session, "notebook", "");
+    if (!*nb && strcmp(gs_msg_str(session, "kind", ""), "program") == 0)
+        return "(program)";
+    return nb;
 }
 
 void gs_cli_status_print(FILE *out, const json_t *st)
@@ -49,10 +58,11 @@ void gs_cli_status_print(FILE *out, const json_t *st)
         {
             fprintf(out, "  %-36.36s %-10.10s %-8s %-5s %8.2fG %8.2fG %8.1f %8.1f  %s\n",
                     gs_msg_str(s, "id", "?"), gs_msg_str(s, "user", "?"),
-                    gs_msg_str(s, "state", "?"), gs_msg_str(s, "cell", "?"),
+                    gs_msg_str(s, "state", "?"),
+                    strcmp(gs_msg_str(s, "kind", ""), "program") ? gs_msg_str(s, "cell", "?") : "-",
                     gib(gs_msg_int(s, "resident_bytes", 0)), gib(gs_msg_int(s, "parked_bytes", 0)),
                     gs_msg_num(s, "gpu_time_s", 0), gs_msg_num(s, "wait_time_s", 0),
-                    gs_msg_str(s, "notebook", ""));
+                    gs_cli_status_what(s));
             /* The user column is the owner's account; a different name its
              * launcher registered is only a claim, said as such. */
             const char *claimed = gs_msg_str(s, "claimed_user", NULL);
@@ -69,8 +79,10 @@ void gs_cli_status_print(FILE *out, const json_t *st)
 int gs_cli_status_main(int argc, char **argv, const char *endpoint)
 {
     int as_json = 0;
-    static const struct option longopts[] = {
-        {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"json", no_argument, 0, 'j'},
+                                             {"watch", no_argument, 0, 'w'},
+                                             {"help", no_argument, 0, 'h'},
+                                             {0, 0, 0, 0}};
     int c;
     optind = 0; /* afresh: gpushare's own options were parsed with other rules */
     while ((c = getopt_long(argc, argv, "jh", longopts, NULL)) != -1) {
@@ -78,11 +90,18 @@ int gs_cli_status_main(int argc, char **argv, const char *endpoint)
         case 'j':
             as_json = 1;
             break;
+        case 'w': { /* the same as `gpushare top` */
+            char *top[] = {"top", NULL};
+            return gs_cli_top_main(1, top, endpoint);
+        }
         case 'h':
-            printf("Usage: gpushare status [--json]\n");
+            printf("Usage: gpushare status [--json | --watch]\n"
+                   "The broker's policy and, per GPU, its memory and sessions.\n"
+                   "--json: the status object (doc/protocol.md); --watch: the same as\n"
+                   "`gpushare top`, a live view.\n");
             return 0;
         default:
-            fprintf(stderr, "Usage: gpushare status [--json]\n");
+            fprintf(stderr, "Usage: gpushare status [--json | --watch]\n");
             return 2;
         }
     }
@@ -90,30 +109,39 @@ int gs_cli_status_main(int argc, char **argv, const char *endpoint)
         fprintf(stderr, "gpushare status: unexpected argument \"%s\"\n", argv[optind]);
         return 2;
     }
-    char err[256];
-    gs_cli_client_t *client = gs_cli_client_connect(endpoint, 2000, err, sizeof err);
-    if (!client) {
+    char err[512];
+    json_t *st = gs_cli_status_fetch(endpoint, 2000, err, sizeof err);
+    if (!st) {
         fprintf(stderr, "gpushare status: %s\n", err);
         return 1;
     }
-    json_t *reply = gs_cli_client_call(client, gs_msg_new(GS_MSG_STATUS), err, sizeof err);
-    gs_cli_client_destroy(&client);
-    if (!reply) {
-        fprintf(stderr, "gpushare status: %s\n", err);
-        return 1;
-    }
-    int rc = 0;
-    json_t *st = json_object_get(reply, "status");
-    if (!json_is_object(st)) {
-        fprintf(stderr, "gpushare status: broker refused: %s\n",
-                gs_msg_str(reply, "message", "no reason given"));
-        rc = 1;
-    } else if (as_json) {
+    if (as_json) {
         json_dumpf(st, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
         fputc('\n', stdout);
     } else {
         gs_cli_status_print(stdout, st);
     }
+    json_decref(st);
+    return 0;
+}
+
+json_t *gs_cli_status_fetch(const char *endpoint, int timeout_ms, char *err, size_t errlen)
+{
+    gs_cli_client_t *client = gs_cli_client_connect(endpoint, timeout_ms, err, errlen);
+    if (!client)
+        return NULL;
+    json_t *reply = gs_cli_client_call(client, gs_msg_new(GS_MSG_STATUS), err, errlen);
+    gs_cli_client_destroy(&client);
+    if (!reply)
+        return NULL;
+    json_t *st = json_object_get(reply, "status");
+    if (!json_is_object(st)) {
+        snprintf(err, errlen, "broker refused: %s",
+                 gs_msg_str(reply, "message", "no reason given"));
+        st = NULL;
+    } else {
+        json_incref(st);
+    }
     json_decref(reply);
-    return rc;
+    return st;
 }

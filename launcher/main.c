@@ -29,6 +29,7 @@
 #include "config.h"
 #include "connection_file.h"
 #include "endpoint.h"
+#include "hook_path.h"
 #include "log.h"
 #include "preload.h"
 #include "watcher.h"
@@ -132,9 +133,8 @@ int main(int argc, char **argv)
         setenv("GPUSHARE_BROKER", ep, 1);
     }
     if (!no_hook) {
-        const char *hook = getenv("GPUSHARE_HOOK");
-        if (!hook || !*hook)
-            hook = GS_HOOK_PATH;
+        char hook[4096];
+        gs_hook_path(GS_HOOK_PATH, hook, sizeof hook);
         char value[8192];
         if (gs_preload_value(hook, getenv("LD_PRELOAD"), value, sizeof value) != 0) {
             fprintf(stderr, "gpushare-launch: LD_PRELOAD is too long\n");

@@ -3,7 +3,8 @@ conftest.py; fakebroker.py is the stand-in broker, gpuworker.py the
 program that plays a notebook's process): where the build's products are,
 environments on the simulated GPU, waiting, ports, processes whose lines a
 test reads, the broker and its protocol, what the simulated driver logs,
-/proc, Jupyter kernels and servers, the system service, a virtual clock.
+/proc, a terminal (tmux), Jupyter kernels and servers, the system
+service, a virtual clock.
 
 The rules the tests keep (a loaded 2-core runner or a sanitizer build
 must not make them fail, and each must still be able to fail):
@@ -56,7 +57,7 @@ UNIT = os.path.join(BUILDDIR, "broker", "gpushare-broker.service")
 PROBE = os.path.join(BUILDDIR, "tests", "hook", "hook_probe")
 SIMLIB_DIR = os.path.join(BUILDDIR, "tests", "simcuda", ".libs")
 PROVISIONER_PATH = os.path.join(BUILDDIR, "kernelspecs", "pythonpath")
-GPUSIM_DIR = os.path.join(SRCDIR, "tests", "simcuda")
+GPUSIM_DIR = os.path.join(BUILDDIR, "tests", "simcuda", "pythonpath")  # as run-demo.sh has it
 LOGO_DIR = os.path.join(SRCDIR, "kernelspecs", "shared-gpu")
 EXAMPLE_CONF = os.path.join(SRCDIR, "broker", "broker.conf.example")
 EXAMPLE_NOTEBOOK = os.path.join(SRCDIR, "examples", "hello-shared-gpu.ipynb")
@@ -775,6 +776,49 @@ def kill_strays(keep=(), timeout=30):
     return names
 
 
+# ---- a terminal ------------------------------------------------------------------
+
+
+class Terminal:
+    """A program (a shell unless told) in a detached tmux session of a
+    fixed size, on a tmux server of its own (its socket in run_dir): what
+    a person sees is capture-pane's text, what they type send-keys."""
+
+    def __init__(self, run_dir, env, command="sh", width=150, height=30):
+        self.sock = str(pathlib.Path(run_dir) / "tmux.sock")
+        env = dict(env, PS1="$ ", HOME=str(run_dir))
+        self.tmux("new-session", "-d", "-s", "t", "-x", str(width), "-y", str(height), command,
+                  env=env)
+
+    def tmux(self, *args, env=None):
+        return subprocess.run(["tmux", "-S", self.sock, "-f", "/dev/null"] + list(args),
+                              env=env, capture_output=True, text=True, timeout=30, check=True)
+
+    def pid(self):
+        """The pid of the pane's program."""
+        return int(self.tmux("list-panes", "-t", "t", "-F", "#{pane_pid}").stdout.split()[0])
+
+    def screen(self):
+        return self.tmux("capture-pane", "-p", "-t", "t").stdout
+
+    def type(self, *keys):
+        self.tmux("send-keys", "-t", "t", *keys)
+
+    def wait(self, pred, what, timeout=60):
+        """The screen once pred(screen) holds (polled: a terminal announces
+        nothing)."""
+        try:
+            return wait_until(lambda: pred(self.screen()) and self.screen(), timeout, what,
+                              interval=0.1)
+        except AssertionError as e:
+            raise AssertionError("%s; the screen:\n%s" % (e, self.screen()))
+
+    def close(self):
+        """Ends the session and the server: the terminal closes (its
+        programs get SIGHUP)."""
+        subprocess.run(["tmux", "-S", self.sock, "kill-server"], capture_output=True, timeout=30)
+
+
 # ---- Jupyter ---------------------------------------------------------------------
 
 
@@ -859,10 +903,11 @@ def held_cell(flag, code=""):
             "\nwhile not os.path.exists(%r): time.sleep(0.005)\n" % str(flag))
 
 
-def run_example_notebook(tmp_path, kernels_dir, env, now=True, **client_kw):
+def run_example_notebook(tmp_path, kernels_dir, env, now=True, kernel_ids=None, **client_kw):
     """examples/hello-shared-gpu.ipynb run by nbclient with the Shared GPU
     kernel, shut down at the end (now: killed, else asked to shut down);
-    returns the text of its outputs."""
+    returns the text of its outputs.  kernel_ids (a list) gets the id
+    Jupyter gave the kernel."""
     import nbformat
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import KernelManager
@@ -876,6 +921,8 @@ def run_example_notebook(tmp_path, kernels_dir, env, now=True, **client_kw):
     try:
         client.execute(env=env)
     finally:
+        if kernel_ids is not None and km.kernel_id:
+            kernel_ids.append(km.kernel_id)
         if km.has_kernel:
             km.shutdown_kernel(now=now)  # nbclient leaves a passed-in manager's kernel running
     return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
@@ -923,6 +970,65 @@ class Kernels:
                 pass
         for f in self.files:
             f.close()
+
+
+class NotebookServer:
+    """`jupyter notebook` on a loopback port with a token, offering the
+    Shared GPU kernelspec installed for this test.  Notebook 6 takes its
+    port up front (with port 0 it would not say which one it got): a
+    reserved one, and another if it was taken all the same."""
+
+    def __init__(self, tmp_path, env):
+        self.tmp = tmp_path / "server"
+        (self.tmp / "notebooks").mkdir(parents=True)
+        self.token = "gstest-token"
+        self.env = env
+        self.log_path = self.tmp / "server.log"
+        self.log = None
+        with_ports(self._start)
+
+    def _start(self, port):
+        self.port = port
+        self.url = "http://127.0.0.1:%d" % self.port
+        if self.log:
+            self.log.close()
+        self.log = open(self.log_path, "w")
+        args = [PYTHON, "-m", "notebook", "--no-browser", "--ip=127.0.0.1",
+                "--port=%d" % self.port, "--port-retries=0", "--NotebookApp.token=" + self.token,
+                "--notebook-dir=" + str(self.tmp / "notebooks")]
+        if os.geteuid() == 0:
+            args.append("--allow-root")  # CI may be root
+        self.proc = subprocess.Popen(args, env=self.env, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        wait_until(self._up, timeout=180, what="the notebook server", interval=0.2)
+
+    def _up(self):
+        import requests
+        if self.proc.poll() is not None:
+            log = self.log_path.read_text()
+            if port_clash(log):
+                raise PortInUse(log)
+            raise AssertionError("the notebook server exited:\n" + log)
+        try:
+            return self.api("GET", "/api/status").status_code == 200
+        except requests.ConnectionError:
+            return False
+
+    def api(self, method, path, **kw):
+        import requests
+        return requests.request(method, self.url + path, timeout=60,
+                                headers={"Authorization": "token " + self.token}, **kw)
+
+    def kernel_of(self, path):
+        """The kernel (id, name) of the notebook at path, or None."""
+        for s in self.api("GET", "/api/sessions").json():
+            if s["path"] == path:
+                return s["kernel"]["id"], s["kernel"]["name"]
+        return None
+
+    def stop(self):
+        stop(self.proc, timeout=120)
+        self.log.close()
 
 
 class KernelChannel:

@@ -13,7 +13,6 @@ import subprocess
 import sys
 
 import pytest
-import requests
 
 import gstest
 from gstest import wait_until
@@ -37,63 +36,6 @@ HOLD = ("import gpusim, os\n"
 pytestmark = pytest.mark.broker("--policy", "exclusive", "--tq", "3600")
 
 
-class NotebookServer:
-    """`jupyter notebook` on a loopback port with a token, offering the
-    Shared GPU kernelspec installed for this test.  Notebook 6 takes its
-    port up front (with port 0 it would not say which one it got): a
-    reserved one, and another if it was taken all the same."""
-
-    def __init__(self, tmp_path, env):
-        self.tmp = tmp_path / "server"
-        (self.tmp / "notebooks").mkdir(parents=True)
-        self.token = "gstest-token"
-        self.env = env
-        self.log_path = self.tmp / "server.log"
-        self.log = None
-        gstest.with_ports(self._start)
-
-    def _start(self, port):
-        self.port = port
-        self.url = "http://127.0.0.1:%d" % self.port
-        if self.log:
-            self.log.close()
-        self.log = open(self.log_path, "w")
-        args = [gstest.PYTHON, "-m", "notebook", "--no-browser", "--ip=127.0.0.1",
-                "--port=%d" % self.port, "--port-retries=0", "--NotebookApp.token=" + self.token,
-                "--notebook-dir=" + str(self.tmp / "notebooks")]
-        if os.geteuid() == 0:
-            args.append("--allow-root")  # CI may be root
-        self.proc = subprocess.Popen(args, env=self.env, stdout=self.log,
-                                     stderr=subprocess.STDOUT)
-        wait_until(self._up, timeout=180, what="the notebook server", interval=0.2)
-
-    def _up(self):
-        if self.proc.poll() is not None:
-            log = self.log_path.read_text()
-            if gstest.port_clash(log):
-                raise gstest.PortInUse(log)
-            raise AssertionError("the notebook server exited:\n" + log)
-        try:
-            return self.api("GET", "/api/status").status_code == 200
-        except requests.ConnectionError:
-            return False
-
-    def api(self, method, path, **kw):
-        return requests.request(method, self.url + path, timeout=60,
-                                headers={"Authorization": "token " + self.token}, **kw)
-
-    def kernel_of(self, path):
-        """The kernel (id, name) of the notebook at path, or None."""
-        for s in self.api("GET", "/api/sessions").json():
-            if s["path"] == path:
-                return s["kernel"]["id"], s["kernel"]["name"]
-        return None
-
-    def stop(self):
-        gstest.stop(self.proc, timeout=120)
-        self.log.close()
-
-
 @pytest.fixture
 def server(tmp_path, sim, broker):
     gstest.become_subreaper()
@@ -111,7 +53,7 @@ def server(tmp_path, sim, broker):
     for k in ("GPUSHARE_KERNEL_ID", "GPUSHARE_USER", "JUPYTERHUB_USER", "GPUSHARE_SESSION",
               "GPUSHARE_LOG", "PYTEST_CURRENT_TEST"):
         env.pop(k, None)
-    s = NotebookServer(tmp_path, env)
+    s = gstest.NotebookServer(tmp_path, env)
     try:
         yield s
     finally:

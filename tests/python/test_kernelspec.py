@@ -33,7 +33,7 @@ def test_install_prefix_writes_absolute_kernel_json_and_logos(tmp_path, sim):
 
 def test_jupyter_kernelspec_list_shows_it(tmp_path, sim):
     assert install("--prefix", str(tmp_path), "--name", "sgpu", "--display-name", "My GPU",
-                   env=sim).returncode == 0
+                   "--launcher", gstest.LAUNCH, env=sim).returncode == 0
     env = dict(sim, JUPYTER_PATH=str(tmp_path / "share" / "jupyter"))
     r = subprocess.run([gstest.PYTHON, "-m", "jupyter_client.kernelspecapp", "list", "--json"],
                        capture_output=True, text=True, env=env, timeout=60)
@@ -44,12 +44,14 @@ def test_jupyter_kernelspec_list_shows_it(tmp_path, sim):
 
 def test_user_install_honours_jupyter_data_dir(tmp_path, sim):
     env = dict(sim, JUPYTER_DATA_DIR=str(tmp_path / "data"))
-    assert install("--user", env=env).returncode == 0
+    assert install("--user", "--launcher", gstest.LAUNCH, env=env).returncode == 0
     assert (tmp_path / "data" / "kernels" / "shared-gpu" / "kernel.json").exists()
 
 
 def test_provisioner_variant_names_it_in_metadata(tmp_path, sim):
-    assert install("--prefix", str(tmp_path), "--provisioner", env=sim).returncode == 0
+    env = dict(sim, PYTHONPATH=gstest.PROVISIONER_PATH)  # a python that has the provisioner
+    assert install("--prefix", str(tmp_path), "--provisioner", "--launcher", gstest.LAUNCH,
+                   env=env).returncode == 0
     ks = json.loads((tmp_path / "share/jupyter/kernels/shared-gpu/kernel.json").read_text())
     prov = ks["metadata"]["kernel_provisioner"]
     assert prov["provisioner_name"] == "gpushare-provisioner"
@@ -61,6 +63,9 @@ def test_provisioner_variant_names_it_in_metadata(tmp_path, sim):
     (["--name", "bad name!"], "--name"),
     (["--user", "--prefix", "/tmp"], "choose one of"),
     (["--launcher", "gpushare-launch"], "absolute path"),
+    (["--launcher", "/nonexistent/gpushare-launch"],
+     "the launcher /nonexistent/gpushare-launch: No such file or directory (install gpushare, "
+     "or name gpushare-launch with --launcher PATH)"),
     (["--broker", "udp://x"], "only ipc:// is supported"),
     (["--broker", "tcp://h:1"], "tcp:// is not supported"),
 ])

@@ -63,21 +63,77 @@ def list_specs(prefix, pythonpath):
     return json.loads(r.stdout)["kernelspecs"], r.stderr
 
 
-def test_plain_spec_works_without_the_provisioner(tmp_path, sim):
-    gstest.install_kernelspec(tmp_path, sim)
-    gstest.install_kernelspec(tmp_path, sim, "--provisioner", "--name", "shared-gpu-prov")
-    specs, err = list_specs(tmp_path, "")
-    assert "shared-gpu" in specs
-    # jupyter_client hides a spec whose provisioner is not installed, and says so.
-    assert "shared-gpu-prov" not in specs and "gpushare-provisioner" in err
-    specs, _ = list_specs(tmp_path, PROVISIONER_PATH)
-    assert specs["shared-gpu-prov"]["spec"]["metadata"]["kernel_provisioner"][
+def with_provisioner(env):
+    """env with the build tree's provisioner on the path, as a python that
+    has it installed."""
+    return dict(env, PYTHONPATH=os.pathsep.join([PROVISIONER_PATH, env.get("PYTHONPATH", "")]))
+
+
+def ks(prefix, env, *args):
+    """`gpushare kernelspec ARGS` with the build tree's launcher."""
+    if args[0] == "install":
+        args = args + ("--prefix", str(prefix), "--launcher", gstest.LAUNCH)
+    return subprocess.run([gstest.CLI, "kernelspec"] + list(args), capture_output=True, text=True,
+                          timeout=60, env=dict(env, JUPYTER_PATH=str(prefix / "share/jupyter")))
+
+
+def spec_json(prefix, name):
+    with open(prefix / "share/jupyter/kernels" / name / "kernel.json") as f:
+        return json.load(f)
+
+
+def test_install_uses_the_provisioner_when_jupyter_can_load_it(tmp_path, sim):
+    # It can: the provisioner, and said so.
+    r = ks(tmp_path, with_provisioner(sim), "install")
+    assert r.returncode == 0, r.stderr
+    assert "through the gpushare provisioner: the broker knows each by the id Jupyter gives " \
+           "it" in r.stdout
+    assert spec_json(tmp_path, "shared-gpu")["metadata"]["kernel_provisioner"][
         "provisioner_name"] == "gpushare-provisioner"
+    specs, _ = list_specs(tmp_path, PROVISIONER_PATH)
+    assert "shared-gpu" in specs
+    # It cannot: the plain launcher, and why.
+    r = ks(tmp_path, sim, "install", "--name", "plain")
+    assert r.returncode == 0, r.stderr
+    assert "through the plain launcher, as %s cannot load the gpushare provisioner (the " \
+           "gpushare provisioner is not installed for %s)" % (gstest.PYTHON, gstest.PYTHON) \
+           in r.stdout
+    assert "kernel_provisioner" not in spec_json(tmp_path, "plain")["metadata"]
+    # --provisioner insists: no spec that Jupyter would hide.
+    r = ks(tmp_path, sim, "install", "--name", "hidden", "--provisioner")
+    assert r.returncode == 1
+    assert "--provisioner: the gpushare provisioner is not installed for %s; Jupyter would " \
+           "hide this kernel" % gstest.PYTHON in r.stderr
+    assert not (tmp_path / "share/jupyter/kernels/hidden").exists()
+    # --no-provisioner insists on the plain launcher.
+    r = ks(tmp_path, with_provisioner(sim), "install", "--name", "plain2", "--no-provisioner")
+    assert r.returncode == 0 and "(--no-provisioner)" in r.stdout
+    assert "kernel_provisioner" not in spec_json(tmp_path, "plain2")["metadata"]
+
+    # `kernelspec list` says which each uses; Jupyter lists the plain ones anyway...
+    specs, err = list_specs(tmp_path, "")
+    assert {"plain", "plain2"} <= set(specs)
+    # ... and hides the provisioner's once it cannot load it: list says so.
+    assert "shared-gpu" not in specs and "gpushare-provisioner" in err
+    r = ks(tmp_path, sim, "list")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "STARTS", "KERNELS", "DIRECTORY"]
+    rows = {ln.split()[0]: ln for ln in lines[1:] if ln and not ln.startswith(" ")}
+    assert rows["plain"].split()[1:3] == ["plain", "launcher"]
+    assert rows["shared-gpu"].split()[1] == "provisioner"
+    assert rows["shared-gpu"].split()[2] == str(tmp_path / "share/jupyter/kernels/shared-gpu")
+    hidden = lines[lines.index(rows["shared-gpu"]) + 1]
+    assert hidden.strip() == "HIDDEN by Jupyter: the gpushare provisioner is not installed " \
+                             "for %s" % gstest.PYTHON
+    r = ks(tmp_path, with_provisioner(sim), "list")
+    assert "HIDDEN" not in r.stdout and "shared-gpu" in r.stdout
 
 
 def provisioner_spec(tmp_path, env, *launcher_args):
     """The --provisioner spec; launcher_args go before the launcher's --."""
-    kernels = gstest.install_kernelspec(tmp_path / "prefix", env, "--provisioner")
+    kernels = gstest.install_kernelspec(tmp_path / "prefix", with_provisioner(env),
+                                        "--provisioner")
     path = os.path.join(kernels, "shared-gpu", "kernel.json")
     with open(path) as f:
         ks = json.load(f)
@@ -161,6 +217,57 @@ def test_restart_and_kill_with_watcher_and_provisioner(tmp_path, broker, kenv):
         kc.stop_channels()
         if km.has_kernel:
             km.shutdown_kernel(now=True)
+
+
+def test_nbclient_kernel_is_known_by_its_kernel_id(tmp_path, broker, kenv):
+    """nbclient (and papermill) start the kernel with a plain KernelManager,
+    whose connection file has a temporary name: through the spec that
+    `kernelspec install` writes where the provisioner loads, the broker
+    knows the kernel by the id Jupyter gave it, from every registrar."""
+    kernels = gstest.install_kernelspec(tmp_path / "prefix", with_provisioner(kenv))
+    ids = []
+    text = gstest.run_example_notebook(tmp_path, kernels, kenv, kernel_ids=ids)
+    assert "backend: simulated" in text
+    (kid,) = ids
+    registers = broker.synced_events("register")
+    assert registers and {e["session"] for e in registers} == {kid}, registers
+    joins = broker.events("join")
+    assert joins and {e["session"] for e in joins} == {kid}, joins
+
+
+def test_notebook_server_kernel_id_and_notebook_path(tmp_path, broker, sim):
+    """A notebook server (notebook 6, which does not tell a kernel its
+    notebook): the session is the server's kernel id, and the notebook's
+    path comes from the server's session table."""
+    gstest.become_subreaper()
+    prefix = tmp_path / "prefix"
+    gstest.install_kernelspec(prefix, with_provisioner(sim))
+    env = dict(with_provisioner(broker.env), JUPYTER_PATH=str(prefix / "share" / "jupyter"),
+               JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
+               JUPYTER_DATA_DIR=str(tmp_path / "jupyter-data"),
+               JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"), HOME=str(tmp_path))
+    for k in ("GPUSHARE_KERNEL_ID", "GPUSHARE_USER", "JUPYTERHUB_USER", "GPUSHARE_SESSION",
+              "JPY_SESSION_NAME", "GPUSHARE_LOG"):
+        env.pop(k, None)
+    server = gstest.NotebookServer(tmp_path, env)
+    try:
+        (server.tmp / "notebooks" / "work").mkdir()
+        r = server.api("POST", "/api/sessions", json={"path": "work/train.ipynb",
+                                                      "type": "notebook", "name": "",
+                                                      "kernel": {"name": "shared-gpu"}})
+        assert r.status_code == 201, r.text
+        sid, kid = r.json()["id"], r.json()["kernel"]["id"]
+        s = wait_until(lambda: broker.sessions().get(kid, {}).get("notebook") == "work/train.ipynb"
+                       and broker.sessions()[kid], what="the notebook's path")
+        assert s["kind"] == "notebook" and s["kernel_id"] == kid
+        # It stays when the launcher's watcher registers (without a path).
+        wait_until(lambda: len(broker.synced_events("register")) >= 3, what="three registers")
+        assert broker.sessions()[kid]["notebook"] == "work/train.ipynb"
+        assert server.api("DELETE", "/api/sessions/" + sid).status_code == 204
+        wait_until(lambda: kid not in broker.sessions(), what="unregistered")
+    finally:
+        server.stop()
+        gstest.kill_strays(keep=[broker.proc.pid])
 
 
 class Capture(logging.Handler):

@@ -14,8 +14,10 @@ besides
 
 The broker client (broker_client.py) is pure Python on pyzmq and never
 holds the server up for more than about a second when the broker is
-missing or hangs.  Select it with the kernelspec variant that
-`gpushare kernelspec install --provisioner` writes.
+missing or hangs.  `gpushare kernelspec install` selects it where the
+server's python can load it (`--provisioner` insists).  Where the server
+does not pass JPY_SESSION_NAME (notebook 6, jupyter_server 1), the
+notebook's path is taken from its session table once the session is saved.
 """
 from .broker_client import BrokerClient, BrokerError, broker_endpoint
 from .provisioner import GpushareProvisioner

@@ -1,7 +1,9 @@
 """GpushareProvisioner: LocalProvisioner plus gpushare's identity variables
 and broker registration (see the package docstring)."""
+import asyncio
 import getpass
 import os
+import sys
 
 from jupyter_client.provisioning import LocalProvisioner
 from traitlets import Float, Unicode
@@ -19,6 +21,34 @@ def _user(env):
         return "uid %d" % os.getuid()
 
 
+# The servers whose session table knows a kernel's notebook: (module,
+# application class).  Looked up in sys.modules only: the provisioner runs
+# inside the server that imported them, and imports no server itself.
+_SERVER_APPS = (("jupyter_server.serverapp", "ServerApp"), ("notebook.notebookapp", "NotebookApp"))
+
+
+def _server_notebook_path(kernel_id):
+    """The path of the notebook whose session runs kernel_id, from the
+    session table of the notebook server this provisioner runs in
+    (jupyter_server, notebook 6: a table `session` with `path` and
+    `kernel_id`), or None."""
+    for module, cls_name in _SERVER_APPS:
+        cls = getattr(sys.modules.get(module), cls_name, None)
+        try:
+            if cls is None or not cls.initialized():
+                continue
+            cursor = getattr(getattr(cls.instance(), "session_manager", None), "cursor", None)
+            if cursor is None:
+                continue
+            row = cursor.execute("SELECT path FROM session WHERE kernel_id=?",
+                                 (kernel_id,)).fetchone()
+        except Exception:  # another server's layout: no path rather than no kernel
+            continue
+        if row and row[0]:
+            return row[0]
+    return None
+
+
 class GpushareProvisioner(LocalProvisioner):
     """Starts a kernel locally, tells gpushare-broker about it."""
 
@@ -29,11 +59,16 @@ class GpushareProvisioner(LocalProvisioner):
     broker_timeout = Float(0.5, config=True,
                            help="Seconds to wait for each broker reply (a missing "
                                 "broker's socket is not waited for at all).")
+    notebook_wait = Float(10.0, config=True,
+                          help="Seconds to look for the kernel's notebook in the server's "
+                               "session table when the server does not pass JPY_SESSION_NAME "
+                               "(notebook 6 saves the session once the kernel has started).")
 
     _warned = False  # one warning per server process about a missing broker
     _noted = set()  # the per-user sockets passed over, each said once
     _env = None
     _session = None
+    _path_task = None
 
     async def pre_launch(self, **kwargs):
         kwargs = await super().pre_launch(**kwargs)
@@ -48,8 +83,27 @@ class GpushareProvisioner(LocalProvisioner):
     async def post_launch(self, **kwargs):
         await super().post_launch(**kwargs)
         await self._register()
+        if self._session and not (self._env or {}).get("JPY_SESSION_NAME"):
+            self._path_task = asyncio.ensure_future(self._register_notebook_path())
+
+    async def _register_notebook_path(self):
+        """Notebook 6 and jupyter_server 1 do not tell a kernel its
+        notebook; their session table does, once the session is saved (right
+        after the kernel started).  The broker learns it from a second
+        register (a register without a notebook keeps the one it knows)."""
+        loop = asyncio.get_event_loop()
+        deadline = loop.time() + self.notebook_wait
+        while loop.time() < deadline and self._session:
+            path = _server_notebook_path(self.kernel_id)
+            if path:
+                await self._register(notebook=path)
+                return
+            await asyncio.sleep(0.1)
 
     async def cleanup(self, restart=False):
+        task, self._path_task = self._path_task, None
+        if task:
+            task.cancel()
         await super().cleanup(restart=restart)
         await self._unregister()
 
@@ -79,12 +133,12 @@ class GpushareProvisioner(LocalProvisioner):
         else:
             self.log.debug("gpushare: no broker (%s)", err)
 
-    async def _register(self):
+    async def _register(self, notebook=None):
         env = self._env or {}
         client = self._client()
         try:
             session = await client.register(self.kernel_id, _user(env), self.pid,
-                                            notebook=env.get("JPY_SESSION_NAME"))
+                                            notebook=notebook or env.get("JPY_SESSION_NAME"))
         except BrokerError as e:
             if e.code in ("unavailable", "timeout", "untrusted"):
                 self._broker_missing(e)
