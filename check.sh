@@ -47,6 +47,12 @@ else
     step_failed "sanitizer build"
 fi
 
+# The chaos test (doc/chaos.md) on request: its seeds still find bugs.
+if [ "${GPUSHARE_CHAOS:-0}" = 1 ]; then
+    echo "== chaos (tests/chaos, alone)"
+    (cd _build && make -s -C tests check-chaos >chaos.out 2>&1) || step_failed "chaos"
+fi
+
 echo "== fuzzing (libFuzzer, tests/fuzz/run.sh)"
 tests/fuzz/run.sh || step_failed "fuzz"
 

@@ -239,7 +239,7 @@ static struct {
     int grants;
 } C[NC];
 
-static char names[NC][16], sessions[NS][16];
+static char names[NC][24], sessions[NS][24]; /* room for any int: -O1 checks */
 
 /* The footprint of the sessions that hold the GPU never exceeds what the
  * headroom leaves. */
