@@ -5,6 +5,7 @@
  * never runs in the middle of a state change.
  */
 #include "broker.h"
+#include "admin.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -231,6 +232,7 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
         }
     }
     self->admin_gid = (gid_t)-1;
+    self->show_others = 1;
     self->max_conns_per_uid = GS_CONN_DEFAULT_PER_UID;
     /* Before any socket: each connection is a descriptor (conn_guard.h). */
     self->fd_limit = gs_fd_limit_raise();
@@ -397,8 +399,15 @@ static json_t *current_status(void *arg)
 
 static void on_status(gs_broker_t *self, zframe_t *peer, const json_t *req)
 {
-    json_t *r = gs_msg_new(GS_MSG_STATUS_REPLY);
-    json_object_set_new(r, "status", status(self));
+    json_t *r = gs_msg_new(GS_MSG_STATUS_REPLY), *st = status(self);
+    /* Whether a waiting cell and `gpushare status` name other users'
+     * notebooks (admins see everything). */
+    json_object_set_new(json_object_get(st, "config"), "show_others",
+                        json_string(self->show_others ? "names" : "anonymous"));
+    if (!self->show_others &&
+        !(self->peer.valid && gs_admin_is_admin(self->peer.uid, self->admin_gid)))
+        gs_status_anonymize(st, self->peer.valid ? self->peer.uid : (uid_t)-1);
+    json_object_set_new(r, "status", st);
     gs_reply_echo_seq(r, req);
     gs_reply_send(self->router, peer, r);
 }

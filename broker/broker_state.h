@@ -41,6 +41,7 @@ struct gs_broker {
     gs_peer_t peer;          /* credentials of the message being handled */
     /* settings.c */
     gid_t admin_gid;         /* may change settings and others' sessions; -1 = root only */
+    int show_others;         /* show_others: 1 names (others' user and notebook), 0 anonymous */
     gs_eventlog_t *eventlog; /* NULL = off */
     gs_metrics_t *metrics;   /* NULL = off */
     gs_metrics_status_fn metrics_status; /* what it serves (broker.c's status object) */

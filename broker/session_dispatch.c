@@ -155,6 +155,26 @@ static void on_unregister(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     gs_settle_end_session(self, id);
 }
 
+/* %gpushare release: park the session's memory once it is idle. */
+static void on_park(gs_broker_t *self, zframe_t *peer, const json_t *msg)
+{
+    gs_session_t *s = known_session(self, peer, msg, 0);
+    if (!s)
+        return;
+    char info[700];
+    if (gs_park_request(self->park, s->id, gs_clock_now_us(), info, sizeof info) != 0) {
+        char text[900];
+        snprintf(text, sizeof text, "session %.128s cannot be parked: %.700s", s->id, info);
+        gs_reply_error(self->router, peer, msg, "not_parkable", text);
+        return;
+    }
+    json_t *ok = gs_msg_new(GS_MSG_OK);
+    json_object_set_new(ok, "info", json_string(info));
+    gs_reply_echo_seq(ok, msg);
+    gs_reply_send(self->router, peer, ok);
+    gs_settle(self);
+}
+
 static void on_cell(gs_broker_t *self, zframe_t *peer, const json_t *msg)
 {
     gs_session_t *s = known_session(self, peer, msg, 0);
@@ -261,34 +281,53 @@ static gs_client_t *client_gpu(gs_broker_t *self, zframe_t *peer, const json_t *
 
 /* "held by alice's notebook train.ipynb for at most 12.5 s" (or "alice's
  * program train" for a session no launcher registered): what a cell that
- * waits for the GPU shows (the hook prints it after a second). */
-static void wait_text(gs_broker_t *self, const gs_sched_wait_t *w, char *out, size_t len)
+ * waits for the GPU shows, in words (info) and in parts (holder, and
+ * left_ms when the holder's slice ends).  Other users' sessions are named
+ * only with show_others = names; else "another notebook". */
+static void wait_reply(gs_broker_t *self, const gs_session_t *waiter, const gs_sched_wait_t *w,
+                       json_t *r)
 {
+    char text[700], who[480], more[32] = "";
     if (w->nholders == 0) {
-        snprintf(out, len, "queued: the GPU is being handed over or made room on");
+        json_object_set_new(r, "info",
+                            json_string("queued: the GPU is being handed over or made room on"));
         return;
     }
     gs_session_t *h = gs_sessions_session(self->sessions, w->holder, 0);
-    const char *nb = h && h->notebook[0] ? h->notebook : w->holder;
+    /* The notebook's file name when its launcher knew it (JPY_SESSION_NAME);
+     * never the kernel id, which is often a temporary file's name. */
+    const char *nb = h && h->notebook[0] ? h->notebook : "";
     const char *slash = strrchr(nb, '/');
     nb = slash && slash[1] ? slash + 1 : nb;
-    char who[480], more[32] = "";
     /* A session no launcher registered is a program (`gpushare run`, a
      * script), named by its session id: calling it a notebook misleads. */
     const char *what = h && !h->registered ? "program" : "notebook";
-    if (h && h->user[0] && h->claimed[0]) /* the account, and what its launcher claimed */
-        snprintf(who, sizeof who, "%.64s's %s %.256s (registered as user \"%.64s\")", h->user, what,
-                 nb, h->claimed);
-    else if (h && h->user[0])
-        snprintf(who, sizeof who, "%.64s's %s %.256s", h->user, what, nb);
+    if (!nb[0] && h && !h->registered)
+        nb = w->holder;
+    char named[300] = "";
+    if (nb[0])
+        snprintf(named, sizeof named, " %.256s", nb);
+    int own =
+        h && waiter && h->owner_known && waiter->owner_known && h->owner_uid == waiter->owner_uid;
+    if ((!self->show_others && !own) || !h || !h->user[0])
+        snprintf(who, sizeof who, "another %s", what);
+    else if (h->claimed[0]) /* the account, and what its launcher claimed */
+        snprintf(who, sizeof who, "%.64s's %s%s (registered as user \"%.64s\")", h->user, what,
+                 named, h->claimed);
     else
-        snprintf(who, sizeof who, "%s %.256s", what, nb);
+        snprintf(who, sizeof who, "%.64s's %s%s", h->user, what, named);
     if (w->nholders > 1)
         snprintf(more, sizeof more, " and %d more", w->nholders - 1);
     if (w->left_us == GS_SCHED_NEVER)
-        snprintf(out, len, "held by %s%s until its cell ends", who, more);
+        snprintf(text, sizeof text, "held by %s%s until its cell ends", who, more);
     else
-        snprintf(out, len, "held by %s%s for at most %.1f s", who, more, w->left_us / 1e6);
+        snprintf(text, sizeof text, "held by %s%s for at most %.1f s", who, more, w->left_us / 1e6);
+    json_object_set_new(r, "info", json_string(text));
+    snprintf(text, sizeof text, "%s%s", who, more);
+    json_object_set_new(r, "holder", json_string(text));
+    if (w->left_us != GS_SCHED_NEVER)
+        json_object_set_new(r, "left_ms",
+                            json_integer(w->left_us > 0 ? (json_int_t)(w->left_us / 1000) : 0));
 }
 
 static void on_acquire(gs_broker_t *self, zframe_t *peer, const json_t *msg)
@@ -307,10 +346,8 @@ static void on_acquire(gs_broker_t *self, zframe_t *peer, const json_t *msg)
      * for the line the waiting cell shows. */
     gs_sched_wait_t w;
     if (gs_sched_wait_info(self->sched, c->key, i, now, &w)) {
-        char text[700];
-        wait_text(self, &w, text, sizeof text);
         json_t *r = gs_msg_new(GS_MSG_OK);
-        json_object_set_new(r, "info", json_string(text));
+        wait_reply(self, gs_sessions_session(self->sessions, c->session, 0), &w, r);
         gs_reply_echo_seq(r, msg);
         gs_reply_send(self->router, peer, r);
     }
@@ -425,6 +462,9 @@ int gs_session_dispatch(gs_broker_t *self, zframe_t *peer, gs_msg_type_t type, c
         return 1;
     case GS_MSG_CELL:
         on_cell(self, peer, msg);
+        return 1;
+    case GS_MSG_PARK:
+        on_park(self, peer, msg);
         return 1;
     case GS_MSG_JOIN:
         on_join(self, peer, msg);

@@ -50,7 +50,8 @@ int gs_settings_is_start_only(const char *key)
 /* A batch's changes to the daemon's own state, held back until every key
  * of the batch is good. */
 typedef struct {
-    int log_level; /* -1: unchanged */
+    int log_level;   /* -1: unchanged */
+    int show_others; /* -1: unchanged */
     int admin_set;
     gid_t admin_gid;
     int eventlog_set;
@@ -87,6 +88,14 @@ static int stage_daemon_key(gs_broker_t *self, staged_t *st, const setting_t *s,
             return -1;
         }
         st->log_level = lvl;
+        return 1;
+    }
+    if (!strcmp(key, "show_others")) {
+        if (strcmp(text, "names") != 0 && strcmp(text, "anonymous") != 0) {
+            snprintf(err, errlen, "show_others: must be names or anonymous, not \"%.60s\"", text);
+            return -1;
+        }
+        st->show_others = !strcmp(text, "names");
         return 1;
     }
     int is_file_only = listed(file_only, key), is_start_only = listed(start_only, key);
@@ -189,6 +198,8 @@ static void commit(gs_broker_t *self, staged_t *st)
 {
     if (st->log_level >= 0)
         gs_log_set_level((gs_log_level_t)st->log_level);
+    if (st->show_others >= 0)
+        self->show_others = st->show_others;
     if (st->admin_set)
         self->admin_gid = st->admin_gid;
     if (st->max_conns) {
@@ -232,7 +243,7 @@ int gs_settings_apply(gs_broker_t *self, const setting_t *settings, size_t n,
     gs_sched_config_t saved = *gs_sched_config(self->sched);
     void *shares_saved = gs_sched_shares_save(self->sched);
     void *park_saved = gs_park_config_save(self->park);
-    staged_t st = {.log_level = -1};
+    staged_t st = {.log_level = -1, .show_others = -1};
     memcpy(st.metrics_address, self->metrics_address, sizeof st.metrics_address);
     st.metrics_port = self->metrics_port;
     char why[400];

@@ -93,3 +93,25 @@ json_t *gs_status_build(const gs_status_input_t *in)
         json_object_set_new(st, "problem", json_string(inv->problem));
     return st;
 }
+
+void gs_status_anonymize(json_t *st, uid_t viewer)
+{
+    size_t i, k;
+    json_t *gpu, *e;
+    json_array_foreach(json_object_get(st, "gpus"), i, gpu)
+    {
+        json_array_foreach(json_object_get(gpu, "sessions"), k, e)
+        {
+            json_t *uid = json_object_get(e, "uid");
+            if (json_is_integer(uid) && (uid_t)json_integer_value(uid) == viewer)
+                continue;
+            json_object_set_new(e, "user", json_string(""));
+            json_object_set_new(e, "notebook", json_string(""));
+            json_object_set_new(e, "kernel_id", json_string(""));
+            json_object_set_new(e, "pids", json_array());
+            json_object_del(e, "uid");
+            json_object_del(e, "claimed_user");
+            json_object_set_new(e, "anonymous", json_true());
+        }
+    }
+}

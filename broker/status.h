@@ -6,6 +6,7 @@
 #define GS_STATUS_H
 
 #include <jansson.h>
+#include <sys/types.h>
 #include "gpu_inventory.h"
 #include "sched/scheduler.h"
 #include "sessions.h"
@@ -20,5 +21,10 @@ typedef struct {
 } gs_status_input_t;
 
 json_t *gs_status_build(const gs_status_input_t *in);
+
+/* show_others = anonymous, for a viewer who is no admin: the sessions of
+ * other users (or of no known owner) in st lose what names them (user,
+ * uid, claimed_user, notebook, kernel_id, pids) and get "anonymous": true. */
+void gs_status_anonymize(json_t *st, uid_t viewer);
 
 #endif

@@ -30,8 +30,12 @@
 
 json_t *gs_cli_kernelspec_json(const gs_cli_kernelspec_t *spec)
 {
-    json_t *argv = json_pack("[s,s,s,s,s,s,s]", spec->launcher, "--", spec->python, "-m",
-                             "ipykernel_launcher", "-f", "{connection_file}");
+    /* --ext: IPython loads gpushare_ipython (the wait line, %gpushare); a
+     * kernel where it is not installed starts all the same (IPython logs
+     * that it could not load it). */
+    json_t *argv =
+        json_pack("[s,s,s,s,s,s,s,s]", spec->launcher, "--", spec->python, "-m",
+                  "ipykernel_launcher", "-f", "{connection_file}", "--ext=gpushare_ipython");
     json_t *ks = json_pack("{s:o, s:s, s:s, s:s}", "argv", argv, "display_name", spec->display_name,
                            "language", "python", "interrupt_mode", "signal");
     json_t *env = json_object();

@@ -152,10 +152,15 @@ static const gs_field_spec_t set_fields[] = {
     F_OBJ("settings", REQ),
     F_BOOL("persist", OPT),
 };
+static const gs_field_spec_t park_fields[] = {
+    F_ID("session", REQ),
+};
 static const gs_field_spec_t ok_fields[] = {
     F_STR("info", OPT),
     F_ID("session", OPT),
     F_INT("epoch", OPT, 1),
+    F_STR("holder", OPT),
+    F_INT("left_ms", OPT, 0),
 };
 static const gs_field_spec_t heartbeat_fields[] = {
     F_INT("epoch", OPT, 1),
@@ -201,6 +206,7 @@ static const gs_msg_schema_t schema[GS_MSG_COUNT] = {
     [GS_MSG_STATUS] = SCHEMA_EMPTY("status"),
     [GS_MSG_STATUS_REPLY] = SCHEMA("status_reply", status_reply_fields),
     [GS_MSG_SET] = SCHEMA("set", set_fields),
+    [GS_MSG_PARK] = SCHEMA("park", park_fields),
     [GS_MSG_OK] = SCHEMA("ok", ok_fields),
     [GS_MSG_ERROR] = SCHEMA("error", error_fields),
 };

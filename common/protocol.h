@@ -47,6 +47,7 @@ typedef enum {
     GS_MSG_STATUS,       /* cli -> broker: give me the status */
     GS_MSG_STATUS_REPLY, /* broker -> cli */
     GS_MSG_SET,          /* cli -> broker: change settings at run time */
+    GS_MSG_PARK,         /* any client -> broker: park this session's memory now */
     GS_MSG_OK,           /* broker -> client: generic success reply */
     GS_MSG_ERROR,        /* broker -> client: request refused or malformed */
     GS_MSG_COUNT

@@ -7,6 +7,8 @@
 #ifndef GPUSHARE_HOOK_H
 #define GPUSHARE_HOOK_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -44,6 +46,33 @@ int gpushare_hook_bursts(int dev, long long *p90_us, long long *last_us);
  * setting, or -1 when the tier is unavailable.  Memory already allocated
  * keeps what it had. */
 int gpushare_hook_swap_backing(int on);
+
+/* What the process waits for now, as one JSON object written into buf
+ * like snprintf (returns the whole text's length; buf holds all of it when
+ * that is below len; -1 on failure).  For the notebook's wait line:
+ *   {"waiting": bool, "broker": bool, "quiet": bool, "devices": [
+ *     {"gpu": 0, "uuid": "GPU-...", "state": "none|gpu|swap_in|parked|room",
+ *      "for_s": 2.5,            (seconds this wait has lasted; not with none)
+ *      "holder": "alice's notebook train.ipynb", "info": "held by ...",
+ *      "left_s": 9.5,           (gpu: the holder's slice ends within; absent:
+ *                                until its cell ends or unknown)
+ *      "done_bytes": 1, "total_bytes": 2,  (swap_in: memory coming back)
+ *      "room_bytes": 3,         (room: the allocation the broker makes room for)
+ *      "waited_s": 7.5, "waits": 3}]}      (the waits that ended, together)
+ * gpu: waiting for a grant (another notebook holds the GPU); swap_in: its
+ * memory comes back from host memory; parked: its memory is in host memory
+ * and waits to come back; room: the GPU is full and the broker makes room.
+ * Only GPUs the process has used are listed. */
+int gpushare_hook_wait_state(char *buf, size_t len);
+
+/* 1 (the default): a wait longer than a second prints one line on stderr;
+ * 0: someone else shows the waits (the notebook's wait line).  Returns the
+ * previous setting. */
+int gpushare_hook_wait_notices(int on);
+
+/* Gives every grant the process holds back now, as an idle release does
+ * (its next work asks again).  Returns how many GPUs it gives back. */
+int gpushare_hook_release(void);
 
 #ifdef __cplusplus
 }

@@ -62,6 +62,7 @@
 #include "hook_drain.h"
 #include "hook_mem.h"
 #include "hook_thread.h"
+#include "hook_wait.h"
 #include "gs_assert.h"
 #include "log.h"
 #include "protocol.h"
@@ -261,6 +262,8 @@ static void send_pending(void)
         d->state = DS_REQUESTED;
         d->acquire_seq = io.seq;
         d->wait_info[0] = 0;
+        d->wait_holder[0] = 0;
+        d->wait_left_ns = 0;
         out[n++] = m;
     }
     for (struct room_req *q = sh.rooms; q && n < (int)(sizeof out / sizeof out[0]); q = q->next) {
@@ -360,6 +363,7 @@ int hook_client_make_room(int dev, uint64_t bytes, unsigned timeout_ms, char *re
     }
     q.next = sh.rooms;
     sh.rooms = &q;
+    hook_wait_room_enter_locked(&hook_gate_st.dev[dev], bytes);
     pthread_mutex_unlock(&hook_gate_mu);
     hook_client_kick();
     pthread_mutex_lock(&hook_gate_mu);
@@ -370,6 +374,7 @@ int hook_client_make_room(int dev, uint64_t bytes, unsigned timeout_ms, char *re
             *pp = q.next;
             break;
         }
+    hook_wait_room_leave_locked(&hook_gate_st.dev[dev]);
     pthread_mutex_unlock(&hook_gate_mu);
     if (!q.done)
         snprintf(q.reason, sizeof q.reason, "the broker did not answer within %u ms", timeout_ms);
@@ -791,11 +796,20 @@ static void on_ok(const json_t *m)
     const char *info = gs_msg_str(m, "info", NULL);
     if (!info)
         return;
+    /* The answer to an acquire that waits: who holds the GPU, and for how
+     * long at most (no left_ms: until the holder's cell ends). */
+    const char *holder = gs_msg_str(m, "holder", "");
+    long long left_ms = gs_msg_int(m, "left_ms", -1);
+    uint64_t now = hook_clock_ns();
     pthread_mutex_lock(&hook_gate_mu);
-    for (int i = 0; i < HOOK_MAX_DEVICES; i++)
-        if (hook_gate_st.dev[i].touched && hook_gate_st.dev[i].acquire_seq == seq)
-            snprintf(hook_gate_st.dev[i].wait_info, sizeof hook_gate_st.dev[i].wait_info, "%s",
-                     info);
+    for (int i = 0; i < HOOK_MAX_DEVICES; i++) {
+        struct hook_dev *d = &hook_gate_st.dev[i];
+        if (!d->touched || d->acquire_seq != seq)
+            continue;
+        snprintf(d->wait_info, sizeof d->wait_info, "%s", info);
+        snprintf(d->wait_holder, sizeof d->wait_holder, "%s", holder);
+        d->wait_left_ns = left_ms >= 0 ? now + (uint64_t)left_ms * 1000000ULL : 0;
+    }
     pthread_mutex_unlock(&hook_gate_mu);
 }
 

@@ -56,6 +56,15 @@ struct hook_dev {
     char wait_info[256]; /* from the broker's reply to acquire */
     int swapped;         /* its memory is out in host memory (swap tier): the gate
                             stays closed for it, broker or not, until it is back */
+    /* What the program waits for here, for the notebook's wait line
+     * (hook_wait.h): threads at the gate, allocations waiting for room. */
+    int gate_waiters, room_waiters;
+    uint64_t room_bytes;      /* the allocation the latest room request is for */
+    uint64_t wait_begin_ns;   /* someone has waited since (0: nobody waits) */
+    uint64_t waited_ns;       /* all waits that ended, together */
+    unsigned long long waits; /* how many ended */
+    char wait_holder[160];    /* who holds the GPU, from the broker's reply to acquire */
+    uint64_t wait_left_ns;    /* when the holder's slice ends at the latest (0: unknown) */
 };
 
 /* The broker connection, as far as the gate cares; kept by hook_client.c. */

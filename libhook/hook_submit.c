@@ -5,9 +5,10 @@
  * The gate was not open: find the device of the stream, let captured work
  * through (it does not run until the graph is launched, and that launch is
  * gated), ask the broker for the device and wait on the gate's condition
- * variable until the grant arrives or the broker is lost (fail open).  A
- * wait longer than a second prints one line saying so, because ipykernel
- * shows stderr in the notebook.
+ * variable until the grant arrives or the broker is lost (fail open).  The
+ * wait is recorded for the notebook's wait line (hook_wait.h); when nobody
+ * shows that line, a wait longer than a second prints one line saying so,
+ * because ipykernel shows stderr in the notebook.
  *
  * The stream was not in the thread's cache: mark it as having work in this
  * grant (hook_streams.c: a drain or a burst probe records an event on it)
@@ -23,6 +24,7 @@
 #include "hook_drain.h"
 #include "hook_init.h"
 #include "hook_streams.h"
+#include "hook_wait.h"
 #include "gs_assert.h"
 #include "log.h"
 
@@ -41,6 +43,8 @@ static void wait_notice_locked(struct hook_dev *d, int dev)
     if (d->wait_warned)
         return;
     d->wait_warned = 1;
+    if (atomic_load_explicit(&hook_wait_quiet, memory_order_relaxed))
+        return; /* the notebook's wait line says it */
     if (d->wait_info[0])
         gs_warn("waiting for GPU %d (%s)", dev, d->wait_info);
     else
@@ -53,14 +57,24 @@ static int wait_for_gpu_locked(struct hook_dev *d, int dev)
 {
     GS_ASSERT_HELD(&hook_gate_mu);
     uint64_t start = hook_clock_ns();
+    int granted, waiting = 0;
     for (;;) {
-        if (hook_gate_st.client == CS_UNGATED && !d->swapped)
-            return 0;
-        if (d->state == DS_GRANTED && !d->swapped) {
-            return 1;
+        if (hook_gate_st.client == CS_UNGATED && !d->swapped) {
+            granted = 0;
+            break;
         }
-        if (hook_drain_cancel_idle_locked(d))
-            return 1; /* new work while giving the GPU back for idleness: keep it */
+        if (d->state == DS_GRANTED && !d->swapped) {
+            granted = 1;
+            break;
+        }
+        if (hook_drain_cancel_idle_locked(d)) {
+            granted = 1; /* new work while giving the GPU back for idleness: keep it */
+            break;
+        }
+        if (!waiting) {
+            hook_wait_gate_enter_locked(d);
+            waiting = 1;
+        }
         uint64_t now = hook_clock_ns();
         if (d->state == DS_IDLE) {
             d->state = DS_WANT;
@@ -75,6 +89,9 @@ static int wait_for_gpu_locked(struct hook_dev *d, int dev)
         wait_until_locked(now < notice ? notice : now + WAIT_NOTICE_NS);
         d->waiters--;
     }
+    if (waiting)
+        hook_wait_gate_leave_locked(d);
+    return granted;
 }
 
 void hook_submit_wait_gpu(int dev)

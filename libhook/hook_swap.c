@@ -54,6 +54,11 @@ static void enqueue_locked(struct command *c);
 static int thread_started;
 static gs_swap_window_t window[MAX_DEVS];
 static int busy[MAX_DEVS];
+/* A swap in under way, for the notebook's wait line. */
+static struct {
+    int running;
+    uint64_t done, total;
+} coming[MAX_DEVS];
 
 static void init_once(void)
 {
@@ -168,6 +173,7 @@ void hook_swap_atfork_child(void)
     thread_started = 0;
     memset(window, 0, sizeof window);
     memset(busy, 0, sizeof busy);
+    memset(coming, 0, sizeof coming);
     if (engine) {
         ranges = gs_swap_ranges_new();
         gs_swap_engine_config_t cfg = {.streams = 4};
@@ -228,6 +234,16 @@ static void run_out(const struct command *c, hook_swap_report_t *rep)
     }
 }
 
+static void in_progress(void *arg, uint64_t done, uint64_t total)
+{
+    const struct command *c = arg;
+    pthread_mutex_lock(&mu);
+    coming[c->dev].done = done;
+    if (total > coming[c->dev].total)
+        coming[c->dev].total = total;
+    pthread_mutex_unlock(&mu);
+}
+
 static void run_in(const struct command *c, hook_swap_report_t *rep)
 {
     pthread_mutex_lock(&mu);
@@ -237,8 +253,18 @@ static void run_in(const struct command *c, hook_swap_report_t *rep)
         rep->ok = 1;
         return;
     }
+    uint64_t resident = 0, parked = 0;
+    gs_swap_ranges_totals(ranges, c->dev, &resident, &parked);
+    pthread_mutex_lock(&mu);
+    coming[c->dev].running = 1;
+    coming[c->dev].done = 0;
+    coming[c->dev].total = parked;
+    pthread_mutex_unlock(&mu);
     gs_swap_result_t res;
-    rep->ok = gs_swap_in(engine, c->dev, &w, c->wait_ms, NULL, NULL, &res) == 0;
+    rep->ok = gs_swap_in(engine, c->dev, &w, c->wait_ms, in_progress, (void *)c, &res) == 0;
+    pthread_mutex_lock(&mu);
+    coming[c->dev].running = 0;
+    pthread_mutex_unlock(&mu);
     rep->bytes = res.bytes;
     rep->elapsed_us = res.elapsed_ns / 1000;
     if (!rep->ok) {
@@ -392,4 +418,16 @@ int hook_swap_parked(int dev)
     int b = busy[dev] > 0 || window[dev].va != 0;
     pthread_mutex_unlock(&mu);
     return b;
+}
+
+int hook_swap_progress(int dev, uint64_t *done, uint64_t *total)
+{
+    if (dev < 0 || dev >= MAX_DEVS)
+        return 0;
+    pthread_mutex_lock(&mu);
+    int running = coming[dev].running;
+    *done = coming[dev].done;
+    *total = coming[dev].total;
+    pthread_mutex_unlock(&mu);
+    return running;
 }

@@ -74,6 +74,9 @@ void hook_swap_command(int dev, int out, uint64_t lease, unsigned wait_ms, const
                        hook_swap_done_fn done);
 /* 1 while GPU dev has parked memory or a command under way. */
 int hook_swap_parked(int dev);
+/* 1 while GPU dev's memory comes back from host memory (a swap in under
+ * way), with the bytes back so far and in all; 0 otherwise. */
+int hook_swap_progress(int dev, uint64_t *done, uint64_t *total);
 /* The broker is gone: bring every parked GPU back (the windows stay valid
  * without the broker), waiting for memory up to wait_ms each, on the swap
  * thread; recovered() runs there afterwards.  Queued once at a time. */

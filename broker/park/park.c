@@ -584,6 +584,53 @@ int park_start(gs_park_t *p, psess_t *ps, const char *why, int64_t now)
     return 0;
 }
 
+int gs_park_request(gs_park_t *p, const char *session, int64_t now, char *info, size_t len)
+{
+    char why[520], a[32], b[32];
+    if (!p) {
+        snprintf(info, len, "parking unavailable");
+        return -1;
+    }
+    if (park_unparkable(p, session, now, why, sizeof why)) {
+        snprintf(info, len, "%s", why);
+        return -1;
+    }
+    psess_t *ps = park_sess(p, session, 1);
+    if (!ps) {
+        snprintf(info, len, "out of memory");
+        return -1;
+    }
+    if (ps->st != PS_RESIDENT) {
+        snprintf(info, len, "nothing to park: the session is %s already",
+                 ps->st == PS_PARKED      ? "parked"
+                 : ps->st == PS_UNPARKING ? "coming back (its memory is on its way to the GPU)"
+                                          : "being parked");
+        return 0;
+    }
+    uint64_t bytes = 0;
+    gs_sched_info_t si;
+    for (int g = 0; g < p->ngpus; g++)
+        if (gs_sched_info(p->sched, session, g, now, &si) == 0)
+            bytes += si.resident_bytes;
+    if (!bytes) {
+        snprintf(info, len, "nothing to park: the session holds no GPU memory");
+        return 0;
+    }
+    if (park_host_used(p) + bytes > p->cfg.host_budget) {
+        snprintf(info, len,
+                 "parking would exceed the host budget for parked memory (park_host_budget %s, "
+                 "%s parked)",
+                 park_mib(a, sizeof a, p->cfg.host_budget),
+                 park_mib(b, sizeof b, park_host_used(p)));
+        return -1;
+    }
+    ps->asked = 1;
+    snprintf(info, len, "parking %s once the session is idle (its cell ends)",
+             park_mib(a, sizeof a, bytes));
+    gs_info("session %s asked to be parked (%s)", session, park_mib(a, sizeof a, bytes));
+    return 0;
+}
+
 void park_start_unpark(gs_park_t *p, psess_t *ps, const char *why, int64_t now)
 {
     ps->st = PS_UNPARKING;

@@ -106,6 +106,13 @@ void gs_park_on_client_gone(gs_park_t *self, const char *client, int exited, int
 int gs_park_make_room(gs_park_t *self, zframe_t *peer, const char *session, int gpu, uint64_t bytes,
                       long long seq, int64_t now);
 
+/* `park` (%gpushare release): park session now, without waiting for
+ * park_idle_s or a need for room, once it is idle (no running cell, grant
+ * or acquire).  0 with what happens in info (also "nothing to park" when
+ * it holds no GPU memory or is parked already), or -1 with why it cannot
+ * be parked. */
+int gs_park_request(gs_park_t *self, const char *session, int64_t now, char *info, size_t len);
+
 /* Finished jobs (the fd was readable).  The scheduler's state changed: the
  * broker sends its actions and polls again. */
 void gs_park_on_jobs(gs_park_t *self, int64_t now);

@@ -58,6 +58,7 @@ typedef struct {
     int demoting;      /* brought back from the swap tier to go to the deep tier */
     int deep_next;     /* its next park goes to the checkpoint tier */
     int64_t pool_refused_at; /* swap-only, and the pool could not take it then */
+    int asked;               /* its notebook asked to be parked (`park`): once it is idle */
     /* swap tier (park_swap.c) */
     int swap_gpu, swap_phase, swap_waiting, swap_failed, swap_rollback_failed;
     int64_t swap_deadline, swap_elapsed_us;

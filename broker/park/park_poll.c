@@ -208,6 +208,30 @@ static void serve_gpu(gs_park_t *p, park_views_t *vs, int g, int64_t now)
     free(needs);
 }
 
+/* Sessions whose notebook asked to be parked (`park`), once idle: no
+ * running cell, no grant, nothing asked for.  A session that cannot be
+ * parked any more, or holds nothing, is not waited for. */
+static void asked_parks(gs_park_t *p, park_views_t *vs, int64_t now)
+{
+    for (int i = 0; i < vs->n; i++) {
+        park_view_t *v = &vs->v[i];
+        psess_t *ps = v->ps;
+        if (!ps->asked)
+            continue;
+        uint64_t any = 0;
+        for (int g = 0; g < p->ngpus; g++)
+            any |= v->foot[g];
+        if (ps->st != PS_RESIDENT || v->reason[0] || ps->stuck || !any) {
+            ps->asked = 0;
+            continue;
+        }
+        if (v->cell_busy || v->holding || v->wants || v->demand)
+            continue; /* after its cell */
+        ps->asked = 0;
+        park_start(p, ps, "its notebook asked (%gpushare release)", now);
+    }
+}
+
 static void poll_once(gs_park_t *p, int64_t now)
 {
     p->wake = INT64_MAX;
@@ -229,6 +253,7 @@ static void poll_once(gs_park_t *p, int64_t now)
             if (vs.v[i].foot[g] > vs.v[i].ps->bytes[g])
                 vs.v[i].ps->bytes[g] = vs.v[i].foot[g];
     update_demand(p, &vs, now);
+    asked_parks(p, &vs, now);
     demote(p, &vs, now);
     /* Stuck with no memory known: nothing to make room for. */
     for (int i = 0; i < vs.n; i++) {
@@ -251,7 +276,7 @@ static int anything(gs_park_t *p, int64_t now)
     if (p->rooms || p->nresv)
         return 1;
     for (const psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess))
-        if (ps->st != PS_RESIDENT || ps->stuck || ps->demand_expire > now - SEC)
+        if (ps->st != PS_RESIDENT || ps->stuck || ps->asked || ps->demand_expire > now - SEC)
             return 1; /* (a demand is taken back 2 s after an unpark) */
     return 0;
 }

@@ -48,6 +48,8 @@ static void session_status(const gs_park_t *p, const char *session, int gpu, int
         json_object_set_new(e, "resident_bytes", json_integer(0));
     json_object_set_new(e, "parked_bytes", json_integer((json_int_t)parked));
     json_object_set_new(e, "parking", parking_state(p, ps, session, now));
+    /* `park` asked for it: parked once the session is idle */
+    json_object_set_new(e, "park_asked", json_boolean(ps && ps->asked));
     json_object_set_new(e, "parks", json_integer(ps ? (json_int_t)ps->parks : 0));
     json_object_set_new(e, "unparks", json_integer(ps ? (json_int_t)ps->unparks : 0));
     json_object_set_new(e, "last_park_s", num_or_null(ps ? ps->park_s : -1));

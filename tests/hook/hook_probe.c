@@ -48,6 +48,12 @@
  *                       current | destroy it, the primary context current
  *   bursts              the hook's burst statistics (gpushare_hook_bursts),
  *                       once no burst is under way or being measured
+ *   notices on          gpushare_hook_wait_notices(on) (prints the previous
+ *                       setting)
+ *   waitwatch           a thread that prints "waitstate <json>" with
+ *                       gpushare_hook_wait_state() whenever what it says
+ *                       changes, apart from the times running on (for_s,
+ *                       left_s, done_bytes)
  *   exit                exit(0) from this thread
  *   end                 stop here (return from main)
  */
@@ -111,6 +117,50 @@ static void say(const char *fmt, ...)
     printf("%s t=%llu\n", line, now_ns());
     fflush(stdout);
     pthread_mutex_unlock(&out_mu);
+}
+
+/* The wait state without the values that change by themselves. */
+static void wait_key(const char *json, char *key, size_t len)
+{
+    static const char *const running[] = {"\"for_s\":", "\"left_s\":", "\"done_bytes\":"};
+    size_t o = 0;
+    for (const char *p = json; *p && o + 1 < len;) {
+        int skipped = 0;
+        for (size_t k = 0; k < sizeof running / sizeof running[0]; k++) {
+            size_t n = strlen(running[k]);
+            if (!strncmp(p, running[k], n)) {
+                p += n;
+                while (*p && *p != ',' && *p != '}')
+                    p++;
+                skipped = 1;
+                break;
+            }
+        }
+        if (!skipped)
+            key[o++] = *p++;
+    }
+    key[o] = 0;
+}
+
+static void *wait_watch(void *arg)
+{
+    int (*state)(char *, size_t) = (int (*)(char *, size_t))arg;
+    static char json[8192], key[8192], last[8192];
+    for (;;) {
+        if (state(json, sizeof json) > 0) {
+            wait_key(json, key, sizeof key);
+            if (strcmp(key, last) != 0) {
+                memcpy(last, key, sizeof last);
+                pthread_mutex_lock(&out_mu);
+                printf("waitstate %s t=%llu\n", json, now_ns());
+                fflush(stdout);
+                pthread_mutex_unlock(&out_mu);
+            }
+        }
+        struct timespec ms = {0, 2000000};
+        nanosleep(&ms, NULL);
+    }
+    return NULL;
 }
 
 static const char *err_name(CUresult r)
@@ -491,6 +541,18 @@ int main(int argc, char **argv)
                 r = hb(cur_dev, &p90, &last);
             }
             say("bursts %d %lld %lld", r, p90, last);
+        } else if (strcmp(c, "notices") == 0) {
+            int (*fn)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "gpushare_hook_wait_notices");
+            int on = atoi(ARG());
+            say("notices %d", fn ? fn(on) : -1);
+        } else if (strcmp(c, "waitwatch") == 0) {
+            void *fn = dlsym(RTLD_DEFAULT, "gpushare_hook_wait_state");
+            pthread_t th;
+            if (!fn || pthread_create(&th, NULL, wait_watch, fn) != 0) {
+                say("error waitwatch");
+                return 2;
+            }
+            say("waitwatch");
         } else if (strcmp(c, "end") == 0) {
             break;
         } else if (strcmp(c, "exit") == 0) {

@@ -42,6 +42,7 @@ class FakeBroker:
         self.epochs = epochs
         self.epoch_of = {}  # ident -> epoch of its latest join
         self.ack_info = None  # when set, acquire is answered with ok + info
+        self.ack_extra = {}  # and these fields (holder, left_ms)
         self._stop = threading.Event()
         self._thread = None
         self.ctx = zmq.Context.instance()
@@ -123,7 +124,7 @@ class FakeBroker:
         elif t == "acquire" and self.auto_grant:
             reply = self._grant_msg(msg["device"], None, self.quantum_us, ident)
         elif t == "acquire" and self.ack_info:
-            reply = {"v": 1, "type": "ok", "info": self.ack_info}
+            reply = dict({"v": 1, "type": "ok", "info": self.ack_info}, **self.ack_extra)
         elif t == "register" and self.welcome:
             reply = {"v": 1, "type": "registered", "session": msg["kernel_id"]}
         elif t == "unregister" and self.welcome:

@@ -57,6 +57,9 @@ UNIT = os.path.join(BUILDDIR, "broker", "gpushare-broker.service")
 PROBE = os.path.join(BUILDDIR, "tests", "hook", "hook_probe")
 SIMLIB_DIR = os.path.join(BUILDDIR, "tests", "simcuda", ".libs")
 PROVISIONER_PATH = os.path.join(BUILDDIR, "kernelspecs", "pythonpath")
+# The extension and the provisioner's modules, without its entry point
+# (kernelspecs/Makefile.am): kernels load gpushare_ipython from here.
+EXTENSION_PATH = os.path.join(BUILDDIR, "kernelspecs", "extpath")
 GPUSIM_DIR = os.path.join(BUILDDIR, "tests", "simcuda", "pythonpath")  # as run-demo.sh has it
 LOGO_DIR = os.path.join(SRCDIR, "kernelspecs", "shared-gpu")
 EXAMPLE_CONF = os.path.join(SRCDIR, "broker", "broker.conf.example")
@@ -80,7 +83,10 @@ def sim_env(tmp_path, memory="1G", concurrency=None, extra=None):
         "GPUSHARE_SIM_NAME": name,
         "GPUSHARE_SIM_MEMORY": memory,
         "GPUSHARE_SIM_LOG": str(pathlib.Path(tmp_path) / "sim.log"),
-        "PYTHONPATH": GPUSIM_DIR,
+        # gpusim for the tests' cells; gpushare_ipython (and the provisioner's
+        # broker client it uses), which the Shared GPU kernelspec loads; not
+        # the provisioner's entry point (with_provisioner in the tests)
+        "PYTHONPATH": os.pathsep.join([GPUSIM_DIR, EXTENSION_PATH]),
         "GPUSHARE_HOOK": HOOK,
         "GPUSHARE_LOGO_DIR": LOGO_DIR,
     })
@@ -330,6 +336,19 @@ class Probe(Proc):
 
     def go(self):
         self.send("go")
+
+
+def wait_states(probe, pred, timeout=30.0):
+    """The probe's "waitstate" lines (its waitwatch step) parsed, once one
+    satisfies pred(state); returns that state."""
+    def found():
+        for line in probe.lines:
+            if line is not None and line.startswith("waitstate "):
+                state = json.loads(line[len("waitstate "):line.rindex(" t=")])
+                if pred(state):
+                    return state
+        return None
+    return probe._wait(found, timeout, "a wait state")
 
 
 def ensure_probe():

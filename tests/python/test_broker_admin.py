@@ -535,3 +535,71 @@ def test_socket_group_from_the_config_file(sim):
     finally:
         b.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+NOBODY_WAITS = """
+import json, os, sys, zmq
+s = zmq.Context().socket(zmq.DEALER)
+s.setsockopt(zmq.RCVTIMEO, 10000)
+s.connect(sys.argv[1])
+def call(msg):
+    s.send(json.dumps(dict(msg, v=1)).encode())
+    while True:
+        r = json.loads(s.recv())
+        if r.get("seq") == msg["seq"]:
+            return r
+call({"type": "hello", "seq": 1, "role": "hook", "pid": os.getpid()})
+call({"type": "join", "seq": 2, "pid": os.getpid(), "devices": [sys.argv[2]]})
+print(json.dumps(call({"type": "acquire", "seq": 3, "device": sys.argv[2]})))
+"""
+
+
+@needs_root
+def test_show_others_decides_whether_other_users_notebooks_are_named(sim):
+    """show_others = anonymous: a program of another user waiting for the
+    GPU is told "another notebook", and its status shows the session
+    without user, notebook or processes; an admin (root) still sees all.
+    names: the waiting program is told whose notebook holds the GPU."""
+    base = system_broker_dir()
+    b = gstest.Broker(base, sim, ["--system", "--policy", "exclusive", "--tq", "3600",
+                                  "--set", "show_others=anonymous"]).start()
+
+    def nobody_waits():
+        r = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                            gstest.PYTHON, "-c", NOBODY_WAITS, b.endpoint, gpu],
+                           capture_output=True, text=True, timeout=30, env=b.env)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    try:
+        gpu = b.status()["gpus"][0]["uuid"]
+        launcher = Client(b.endpoint, "launcher")
+        launcher.call({"type": "register", "kernel_id": "k-root", "user": "root",
+                       "notebook": "secret/plan.ipynb", "pid": os.getpid()})
+        launcher.cell_synced("k-root", "busy")
+        hook = Client(b.endpoint, "hook")
+        assert hook.call({"type": "join", "pid": os.getpid(), "session": "k-root",
+                          "devices": [gpu]})["type"] == "ok"
+        assert hook.call({"type": "acquire", "device": gpu})["type"] == "grant"
+        reply = nobody_waits()
+        assert reply["type"] == "ok" and reply["holder"] == "another notebook", reply
+        assert "plan" not in reply["info"] and 0 < reply["left_ms"] <= 3600000, reply
+        st = json.loads(as_nobody("status", "--json", env=b.env).stdout)
+        assert st["config"]["show_others"] == "anonymous"
+        (e,) = [s for s in st["gpus"][0]["sessions"] if s["id"] == "k-root"]
+        assert e["anonymous"] and (e["user"], e["notebook"], e["pids"]) == ("", "", []), e
+        assert "uid" not in e and "claimed_user" not in e
+        mine = b.sessions()["k-root"]  # root is an admin
+        assert mine["notebook"] == "secret/plan.ipynb" and "anonymous" not in mine
+        b.cli("set", "show_others=names")
+        reply = nobody_waits()
+        assert reply["holder"] == "root's notebook plan.ipynb", reply
+        assert reply["info"].startswith("held by root's notebook plan.ipynb for at most ")
+        r = b.cli("set", "show_others=everyone", check=False)
+        assert r.returncode != 0 and "show_others: must be names or anonymous" in r.stderr
+        hook.close()
+        launcher.close()
+    finally:
+        b.stop()
+        import shutil
+        shutil.rmtree(base, ignore_errors=True)

@@ -2,9 +2,12 @@
 driven by Selenium as a user would: open a notebook, pick Kernel -> Change
 kernel -> Shared GPU, type a cell that uses the simulated GPU and run it
 with Shift+Enter while another notebook holds the GPU.  The page shows the
-hook's wait line (a cell that waited over a second says so on stderr),
-then, once the other notebook's cell ends, the cell's output; `gpushare
-status` lists the notebook's session.  A screenshot of the page is kept in
+wait line (gpushare_ipython, which the kernelspec loads: a cell that waits
+over a second says why and for how long, updated in place), then, once the
+other notebook's cell ends, the cell's output with the line turned into a
+summary.  A second cell, `%gpushare`, shows the notebook's session and the
+other notebook as a table; `gpushare status` lists the session too.
+Screenshots of the page while the cell waits and at the end are kept in
 test_browser-artifacts/ of the build tree."""
 import os
 import re
@@ -86,7 +89,15 @@ def browser(tmp_path):
 
 
 def page_text(driver, css):
-    return "".join(e.text for e in driver.find_elements("css selector", css))
+    """The text of what css selects, read in one go by the page itself (an
+    output updated in place is a new element: one found earlier goes stale)."""
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0]))"
+        ".map(e => e.innerText).join('')", css)
+
+
+def count(driver, css):
+    return driver.execute_script("return document.querySelectorAll(arguments[0]).length", css)
 
 
 def test_notebook_ui_runs_a_shared_gpu_cell_and_shows_the_wait(tmp_path, broker, server, browser,
@@ -106,6 +117,7 @@ def test_notebook_ui_runs_a_shared_gpu_cell_and_shows_the_wait(tmp_path, broker,
     shutil.rmtree(ARTIFACTS, ignore_errors=True)  # a previous run's
     os.makedirs(ARTIFACTS)
     shot = os.path.join(ARTIFACTS, "notebook.png")
+    waiting_shot = os.path.join(ARTIFACTS, "notebook-waiting.png")
     try:
         holding = ch.execute(HOLD % flag)
         wait_until(lambda: broker.sessions().get(other, {}).get("state") == "running",
@@ -148,14 +160,18 @@ def test_notebook_ui_runs_a_shared_gpu_cell_and_shows_the_wait(tmp_path, broker,
         ActionChains(browser).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT) \
             .perform()
         wait(lambda: broker.sessions()[mine]["state"] == "waiting", "the cell waiting for the GPU")
-        # The hook's line, forwarded by ipykernel from the kernel's stderr.
-        wait(lambda: "waiting for" in page_text(browser, ".output_stderr"), "the wait line")
-        # libhook/hook_submit.c: once per wait, saying who holds the GPU as far
-        # as the broker tells (this broker: "another notebook").
-        lines = page_text(browser, ".output_stderr").strip().splitlines()
-        assert len(lines) == 1, lines
-        assert re.fullmatch(r"gpushare-hook\[\d+\]: warn: waiting for (the GPU|GPU \d+) "
-                            r"\(held by .+\)", lines[0]), lines
+        # The wait line: who holds the GPU (notebook 6 does not tell the
+        # kernel its notebook's name) and for how long at most, and how long
+        # the cell has waited so far, changing in place.
+        line = wait(lambda: page_text(browser, ".gpushare-wait"), "the wait line")
+        assert re.fullmatch(r"Waiting for the GPU for \d+ s: held by \S+'s notebook "
+                            r"for at most \d+ min more", line), line
+        wait(lambda: page_text(browser, ".gpushare-wait") not in ("", line),
+             "the wait line to change in place")
+        assert count(browser, ".gpushare-wait") == 1
+        assert browser.save_screenshot(waiting_shot)
+        # The hook's own notice on stderr is off: the line says it.
+        assert page_text(browser, ".output_stderr") == ""
 
         # The other notebook's cell ends: this one gets the GPU and finishes.
         open(flag, "w").close()
@@ -163,13 +179,34 @@ def test_notebook_ui_runs_a_shared_gpu_cell_and_shows_the_wait(tmp_path, broker,
         wait(lambda: "simulated GPU busy ms:" in page_text(browser, ".output_stdout"),
              "the cell's output")
         assert page_text(browser, ".output_stdout").strip() == "simulated GPU busy ms: 2"
-        # the wait is over: still the one line about it
-        assert len(page_text(browser, ".output_stderr").strip().splitlines()) == 1
+        # The wait is over: the line is its summary.
+        summary = wait(lambda: page_text(browser, ".gpushare-wait-done"), "the summary")
+        assert re.fullmatch(r"Waited \d+\.\d s for the GPU: held by \S+'s notebook", summary), \
+            summary
+        assert count(browser, ".gpushare-wait") == 1
+        assert page_text(browser, ".output_stderr") == ""
         assert browser.execute_script("return Jupyter.notebook.get_cell(0).get_text()") == CELL
+
+        # The next cell (Shift+Enter left the page editing a new one): the
+        # magic's table, this notebook first, then the other one.
+        ActionChains(browser).send_keys("%gpushare").perform()
+        ActionChains(browser).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT) \
+            .perform()
+        rows = wait(lambda: browser.execute_script(
+            "return Array.from(document.querySelectorAll('.gpushare-status tbody tr'))"
+            ".map(r => Array.from(r.cells).map(c => c.innerText))"), "the %gpushare table")
+        assert browser.execute_script("return Jupyter.notebook.get_cell(1).get_text()") == \
+            "%gpushare"
+        assert len(rows) == 2, rows
+        assert rows[0][:2] == ["0", "this notebook"] and int(rows[0][4]) >= 1, rows
+        assert rows[1][:2] == ["0", "another notebook"] and rows[1][3] == "idle", rows
+        assert page_text(browser, ".gpushare-status > div").startswith(
+            "gpushare: this notebook (session %s)" % mine)
 
         assert browser.save_screenshot(shot)
         with capsys.disabled():  # into the test's log, passed or not
-            print("screenshot of the notebook page: %s" % shot, file=sys.stderr)
+            print("screenshots of the notebook page: %s, %s" % (waiting_shot, shot),
+                  file=sys.stderr)
 
         # `gpushare status` lists the notebook's session, which had the GPU.
         status = broker.cli("status").stdout

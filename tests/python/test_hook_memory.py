@@ -348,6 +348,27 @@ def test_no_broker_is_out_of_memory_at_once(probe, holder, endpoint):
     assert p.wait() == 0
 
 
+def test_an_allocation_waiting_for_room_is_a_wait(brokers, probe, holder):
+    """gpushare_hook_wait_state: the allocation waits for room (the GPU is
+    full, the broker makes room), for its size; the room given, the wait
+    is over and counted."""
+    h = holder(48 * M)
+    b = brokers(on_make_room=lambda m: None)  # answered below
+    p = probe(["waitwatch", "init", "alloc", "32M", "wait", "end"])  # alive until looked at
+    st = gstest.wait_states(p, lambda s: s["waiting"])
+    (d,) = st["devices"]
+    assert (d["state"], d["room_bytes"]) == ("room", 32 * M)
+    asked = b.wait_for("make_room")
+    assert h.release() == 0
+    b.send(asked["ident"], {"v": 1, "type": "room", "seq": asked["msg"]["seq"],
+                            "device": asked["msg"]["device"], "ok": True})
+    assert result(p, "alloc")[1] == "CUDA_SUCCESS"
+    st = gstest.wait_states(p, lambda s: s["devices"] and s["devices"][0]["waits"] == 1)
+    assert st["devices"][0]["state"] == "none" and not st["waiting"]
+    p.go()
+    assert p.wait() == 0
+
+
 def test_silent_broker_times_out(brokers, probe, holder):
     holder(48 * M)
     b = brokers(on_make_room=lambda m: None)  # never answers

@@ -225,6 +225,54 @@ def test_long_wait_says_so_once(fake_brokers, probe, sim, endpoint, info):
         assert "waiting for the GPU (held by another notebook)" in lines[0]
 
 
+def test_wait_state_says_who_holds_the_gpu(fake_brokers, probe, sim, endpoint):
+    """gpushare_hook_wait_state (the notebook's wait line reads it): a
+    thread waiting for a grant is a wait on its GPU, with the holder and
+    the end of its slice from the broker's answer; once granted, the wait
+    is over and counted."""
+    b = fake_brokers(endpoint)
+    b.ack_info = "held by alice's notebook a.ipynb for at most 30.0 s"
+    b.ack_extra = {"holder": "alice's notebook a.ipynb", "left_ms": 30000}
+    p = probe(["waitwatch", "init", "launch", "L", "1000", "sync", "wait", "end"])
+    st = gstest.wait_states(p, lambda s: s["devices"] and "holder" in s["devices"][0])
+    (d,) = st["devices"]
+    assert st["waiting"] and st["broker"] and not st["quiet"]
+    assert (d["gpu"], d["state"], d["holder"]) == (0, "gpu", "alice's notebook a.ipynb")
+    assert d["info"] == b.ack_info and 0 < d["left_s"] <= 30 and d["for_s"] >= 0
+    assert d["uuid"] == b.messages("join")[0]["msg"]["devices"][0]
+    assert d["waits"] == 0
+    b.grant()
+    st = gstest.wait_states(p, lambda s: s["devices"] and s["devices"][0]["waits"] == 1)
+    assert not st["waiting"] and st["devices"][0]["state"] == "none"
+    assert "for_s" not in st["devices"][0] and st["devices"][0]["waited_s"] > 0
+    p.expect("sync")
+    p.go()
+    assert p.wait() == 0
+
+
+def test_wait_notices_off_in_this_process_only(fake_brokers, probe, sim, endpoint):
+    """gpushare_hook_wait_notices(0) (the notebook's wait line says it)
+    silences the process's own notice, not a forked child's: the kernel's
+    line shows only the kernel's waits."""
+    b = fake_brokers(endpoint)
+    p = probe(["notices", "0", "notices", "0", "fork", "cuda", "init", "launch", "L", "1000",
+               "kparent", "sync", "end"])
+    assert p.expect("notices")[0] == ["notices", "1"]  # on until then
+    assert p.expect("notices")[0] == ["notices", "0"]
+    wait_stderr(p, "waiting for")  # the child's, after its wait passed a second
+    b.grant()
+    assert p.expect("forked cuda")[0][-1] == "status=0"
+    parent = b.wait_for("acquire", since=b.messages("acquire")[0]["t"])
+    # The parent waits in turn: a second and more goes by on its own clock
+    # (three heartbeats), and no notice of its own comes.
+    b.wait_heartbeats(3, parent["t"])
+    lines = [line for line in warnings(p) if "waiting for" in line]
+    assert len(lines) == 1 and "[%d]" % p.pid not in lines[0], p.stderr()
+    b.grant(parent)
+    p.expect("launched kparent CUDA_SUCCESS")
+    assert p.wait() == 0
+
+
 def test_nothing_on_stdout(fake_brokers, probe, sim, endpoint):
     fake_brokers(endpoint, auto_grant=True)
     p = probe(["init", "launch", "L", "1000", "sync", "end"], GPUSHARE_LOG="debug")

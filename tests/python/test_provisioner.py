@@ -388,7 +388,10 @@ def test_make_install_and_uninstall_into_a_prefix(tmp_path):
                              capture_output=True, text=True, check=True).stdout.strip()
     installed = str(dest) + sitedir
     names = sorted(os.listdir(installed))
-    assert names == ["gpushare_provisioner", "gpushare_provisioner-%s.dist-info" % version()]
+    # with the IPython extension the kernelspec loads, in the same place
+    assert names == ["gpushare_ipython", "gpushare_provisioner",
+                     "gpushare_provisioner-%s.dist-info" % version()]
+    assert "waitline.py" in os.listdir(os.path.join(installed, "gpushare_ipython"))
     seen = entry_point_seen_by(installed)
     assert seen[0] == "True" and seen[1] == "gpushare_provisioner.provisioner"
     assert seen[2].startswith(installed)

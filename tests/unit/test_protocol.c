@@ -179,7 +179,7 @@ static json_t *sample_of_each_type(void)
 static const char *const all_type_names[GS_MSG_COUNT] = {
     "hello",   "welcome",   "register", "registered",   "unregister", "cell", "join",     "acquire",
     "grant",   "revoke",    "release",  "memory",       "make_room",  "room", "swap_out", "swap_in",
-    "swapped", "heartbeat", "status",   "status_reply", "set",        "ok",   "error",
+    "swapped", "heartbeat", "status",   "status_reply", "set",        "park", "ok",       "error",
 };
 
 /* ------------------------------------------------------------------------ */
@@ -287,7 +287,9 @@ static void test_schema_matches_spec(void **state)
         [GS_MSG_STATUS] = "",
         [GS_MSG_STATUS_REPLY] = "status:object!",
         [GS_MSG_SET] = "settings:object! persist:bool?",
-        [GS_MSG_OK] = "info:string? session:string<=128,id? epoch:int>=1?",
+        [GS_MSG_PARK] = "session:string<=128,id!",
+        [GS_MSG_OK] = "info:string? session:string<=128,id? epoch:int>=1? holder:string? "
+                      "left_ms:int>=0?",
         [GS_MSG_ERROR] = "code:string! message:string! request_type:string?",
     };
     char got[1024];
@@ -456,7 +458,7 @@ static void test_missing_required_fields(void **state)
             json_decref(m);
         }
     }
-    assert_int_equal(checked, 51);
+    assert_int_equal(checked, 52);
     expect_fail("{\"v\":1,\"type\":\"acquire\"}", GS_PERR_MISSING_FIELD,
                 "message \"acquire\": field \"device\" is missing");
 }
@@ -532,7 +534,7 @@ static void test_int_minimums(void **state)
             checked++;
         }
     }
-    assert_int_equal(checked, 31);
+    assert_int_equal(checked, 32);
     expect_fail("{\"v\":1,\"type\":\"make_room\",\"device\":\"d\",\"bytes\":0}", GS_PERR_BAD_VALUE,
                 "field \"bytes\" must be >= 1, got 0");
     expect_fail("{\"v\":1,\"type\":\"hello\",\"role\":\"hook\",\"pid\":-5}", GS_PERR_BAD_VALUE,
@@ -629,7 +631,7 @@ static void test_string_limits(void **state)
             checked++;
         }
     }
-    assert_int_equal(checked, 29);
+    assert_int_equal(checked, 31);
 
     /* the limit counts bytes, not characters: 2049 two-byte characters */
     {
@@ -703,8 +705,8 @@ static void test_ids(void **state)
             ids++;
         }
     }
-    /* hello, register, registered, unregister, cell, join, ok */
-    assert_int_equal(ids, 7);
+    /* hello, register, registered, unregister, cell, join, park, ok */
+    assert_int_equal(ids, 8);
 }
 
 static void test_string_arrays(void **state)
