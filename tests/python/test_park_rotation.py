@@ -75,8 +75,13 @@ def test_running_notebooks_are_time_sliced_by_parking(notebooks, short_tmp):
     ev = b.synced_events()
     sliced = [(g, r) for g, r, _ in turns(ev) if r and r["reason"] == "quantum"]
     assert len(sliced) >= 3, turns(ev)
+    # A slice is stretched to 10 times what a switch costs when that is
+    # longer (park_policy.h): on a loaded machine even this one is.
+    switch_s = max((e["seconds"] for e in ev if e["event"] == "park"), default=0) + \
+        max((e["seconds"] for e in ev if e["event"] == "unpark"), default=0)
+    longest_us = max(1000000, 10 * switch_s * 1e6 * 1.05)
     for g, r in sliced:
-        assert 500000 <= g["quantum_us"] <= 1000000, g
+        assert 500000 <= g["quantum_us"] <= longest_us, (g, switch_s)
         assert r["ts"] - g["ts"] >= g["quantum_us"] / 1e6 - 1e-3, (g, r)
         after = ev[next(i for i, e in enumerate(ev) if e is r):]
         assert [e["event"] for e in after if e["event"] in ("park", "unpark")][:2] == \
