@@ -261,6 +261,8 @@ gs_park_pick_rc_t gs_park_policy_choose(const gs_park_cand_t *c, int n, uint64_t
             soon[ns++] = (order_t){i, 0, c[i].last_active + idle_us};
         else if (c[i].settling)
             soon[ns++] = (order_t){i, 0, now + (idle_us > 100000 ? idle_us : 100000)};
+        else if (allow_switched && c[i].switch_at > now)
+            soon[ns++] = (order_t){i, 0, c[i].switch_at};
     }
     qsort(ord, (size_t)no, sizeof *ord, cmp_order);
     uint64_t sum = 0, host = 0;
@@ -325,17 +327,6 @@ void gs_park_policy_rate_update(double *bps, uint64_t bytes, double seconds)
         return;
     double r = (double)bytes / seconds;
     *bps = *bps > 0 ? 0.5 * *bps + 0.5 * r : r;
-}
-
-int64_t gs_park_policy_min_slice_us(uint64_t bytes, double unpark_s, double park_bps,
-                                    double unpark_bps)
-{
-    if (!bytes)
-        return 0;
-    double park_s = park_bps > 0 ? (double)bytes / park_bps : 0;
-    if (unpark_s < 0)
-        unpark_s = unpark_bps > 0 ? (double)bytes / unpark_bps : 0;
-    return (int64_t)llround(GS_PARK_SLICE_FACTOR * (park_s + unpark_s) * SEC);
 }
 
 /* ---- tiers ------------------------------------------------------------------- */

@@ -221,10 +221,36 @@ static int64_t adaptive_slice(const gs_sched_t *s, const sched_session_t *ss, in
 {
     const sess_gpu_t *g = &ss->g[gpu];
     int64_t had = g->gpu_time + (g->holding ? now - g->hold_start : 0) - g->gpu_mark;
-    int64_t slice = clamp64(had, s->cfg.adaptive_min_us, s->cfg.adaptive_max_us);
-    /* A session brought back from host memory gets a slice that its switch
-     * (unpark, and park again after) costs at most a tenth of. */
-    return slice > g->min_slice ? slice : g->min_slice;
+    return clamp64(had, s->cfg.adaptive_min_us, s->cfg.adaptive_max_us);
+}
+
+/* A grant under adaptive: the session's turn goes on (it gave the GPU back
+ * by itself between two GPU phases), or a new turn begins with the
+ * adaptive slice; either way the hold ends with the turn, which lasts at
+ * least 10 x the session's switch cost (scheduler_turns.c). */
+static void adaptive_grant(gs_sched_t *s, sched_session_t *ss, int gpu, int boosting, int64_t now)
+{
+    sess_gpu_t *g = &ss->g[gpu];
+    if (!sched_grantable(s, ss, gpu)) {
+        sched_session_grant(s, ss, gpu, 0, boosting, now); /* keeps or drops its place */
+        return;
+    }
+    if (!sched_turn_live(g, now))
+        sched_turn_begin(g, adaptive_slice(s, ss, gpu, now), now);
+    sched_session_grant(s, ss, gpu, sched_turn_end(g) - now, boosting, now);
+}
+
+/* Holders' deadlines follow their turns: a switch cost measured after the
+ * grant (parking learns rates as it copies) lengthens the turn. */
+static void adaptive_deadlines(sched_session_t **h, int nh, int gpu)
+{
+    for (int i = 0; i < nh; i++) {
+        sess_gpu_t *g = &h[i]->g[gpu];
+        if (g->turn_start && !g->revoking) {
+            g->deadline = sched_turn_end(g);
+            g->quantum = g->deadline - g->turn_start;
+        }
+    }
 }
 
 /* A parked session is not boosted while it is brought back: preempting the
@@ -276,7 +302,7 @@ static int adaptive_boost(gs_sched_t *s, int gpu, sched_session_t **h, int nh, s
     }
     sess_gpu_t *g = &b->g[gpu];
     if (!g->holding && !others)
-        sched_session_grant(s, b, gpu, adaptive_slice(s, b, gpu, now), 1, now);
+        adaptive_grant(s, b, gpu, 1, now);
     *wake = g->holding ? g->boost_start + g->boost_left : GS_SCHED_NEVER;
     return 1;
 }
@@ -294,34 +320,58 @@ static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, in
 {
     sched_session_t **h = *hp;
     int64_t wake = GS_SCHED_NEVER;
+    adaptive_deadlines(h, nh, gpu);
     if (adaptive_boost(s, gpu, h, nh, w, nw, now, &wake))
         return wake;
     uint64_t used = 0;
     for (int i = 0; i < nh; i++)
         used += sched_footprint(s, h[i], gpu);
     int held = nh;
-    sched_session_t *blocked = NULL;
+    /* A session whose turn goes on is granted again at once, before the
+     * queue: whoever waits for its memory waits for its turn to end anyway,
+     * and switching it out between two GPU phases costs a switch. */
     for (int i = 0; i < nw; i++) {
+        uint64_t need = sched_footprint(s, w[i], gpu);
+        if (!sched_turn_live(&w[i]->g[gpu], now) || !sched_grantable(s, w[i], gpu) ||
+            (held > 0 && !fits(s, gpu, used + need)))
+            continue;
+        adaptive_grant(s, w[i], gpu, 0, now);
+        used += need;
+        held++;
+    }
+    sched_session_t *blocked = NULL;
+    int contended = 0;
+    for (int i = 0; i < nw; i++) {
+        if (w[i]->g[gpu].holding)
+            continue; /* its turn went on */
         uint64_t need = sched_footprint(s, w[i], gpu);
         if (held > 0 && !fits(s, gpu, used + need)) {
             blocked = w[i]; /* first come, first served: nobody overtakes it */
             break;
         }
         /* A waiter that cannot be granted yet (parked, moving, or queued by
-         * its cell's demand before its acquire) keeps its memory reserved. */
+         * its cell's demand before its acquire) keeps its memory reserved:
+         * parking makes room for it, a switch. */
         if (sched_grantable(s, w[i], gpu))
-            sched_session_grant(s, w[i], gpu, adaptive_slice(s, w[i], gpu, now), 0, now);
+            adaptive_grant(s, w[i], gpu, 0, now);
+        else
+            contended |= w[i]->residency != GS_SCHED_RESIDENT;
         used += need;
         held++;
+    }
+    /* While a switch is wanted, holders give the GPU back soon after they
+     * go idle, so that a switch can use their idle gap. */
+    s->contended[gpu] = contended || blocked;
+    if (s->contended[gpu]) {
+        free(*hp);
+        h = *hp = sched_list(s, gpu, 1, &nh);
+        for (int i = 0; i < nh; i++)
+            sched_hint(s, h[i], gpu, sched_idle_hint(&h[i]->g[gpu]), now);
     }
     if (!blocked)
         return GS_SCHED_NEVER;
     /* Time slicing: holders whose slice is over make room, oldest first,
      * until what is being given back lets the blocked session in. */
-    if (held > nh) {
-        free(*hp);
-        h = *hp = sched_list(s, gpu, 1, &nh);
-    }
     uint64_t need = sched_footprint(s, blocked, gpu), freed = 0;
     for (int i = 0; i < nh; i++)
         if (h[i]->g[gpu].revoking)

@@ -218,10 +218,6 @@ static void move_done(sim_t *S, nb_t *b)
     b->unparked_at = S->now;
     b->demand_since = 0;
     b->demand_expire = S->now + 2 * SEC;
-    double in_s = (double)(S->now - b->move_start) / 1e6;
-    gs_sched_set_min_slice(
-        S->s, b->session, 0,
-        gs_park_policy_min_slice_us(b->spec->bytes, in_s, S->p->out_bps, S->p->in_bps));
     b->grants_at_unpark = info(S, b).grants;
     gs_sched_set_residency(S->s, b->session, GS_SCHED_RESIDENT, S->now);
 }
@@ -251,11 +247,11 @@ static void update_demand(sim_t *S)
 }
 
 /* A session unparked for its cell keeps its slice until its first grant
- * or its shortest slice went by (park_victims.c). */
-static int slice_protected(const sim_t *S, const nb_t *b, const gs_sched_info_t *si)
+ * or its shortest slice went by: when that ends, 0 if not (park_victims.c). */
+static int64_t protected_until(const sim_t *S, const nb_t *b, const gs_sched_info_t *si)
 {
-    return b->unparked_at && si->grants == b->grants_at_unpark &&
-           S->now - b->unparked_at < si->min_slice_us;
+    int64_t until = b->unparked_at + si->min_slice_us;
+    return b->unparked_at && si->grants == b->grants_at_unpark && S->now < until ? until : 0;
 }
 
 /* Victims for `need` bytes to bring back `head`, parked at once. */
@@ -273,12 +269,19 @@ static void choose_victims(sim_t *S, const nb_t *head, uint64_t need)
         int settling = holding && !si.cell_busy;
         if (holding && !settling)
             continue;
+        int active = !idle && !settling;
+        int64_t until = protected_until(S, b, &si), at = 0;
+        if (!si.switchable && si.switchable_at_us != NEVER)
+            at = si.switchable_at_us;
+        if (until && (si.switchable || at) && at < until)
+            at = until;
         c[n] = (gs_park_cand_t){.bytes = b->spec->bytes,
                                 .host_bytes = b->spec->bytes,
                                 .last_active = si.last_active_us,
                                 .idle = idle,
                                 .settling = settling,
-                                .switched_out = !idle && !settling && !slice_protected(S, b, &si)};
+                                .switched_out = active && !until && si.switchable,
+                                .switch_at = active ? at : 0};
         map[n++] = i;
     }
     int64_t wait = 0;
@@ -639,6 +642,8 @@ int sim_run(const sim_params_t *p, const sim_nb_spec_t *nbs, int n, sim_result_t
         gs_sched_register(S->s, b->session, 0);
         gs_sched_join(S->s, b->client, b->session, 0);
         gs_sched_memory(S->s, b->client, 0, nbs[i].bytes, 0);
+        if (p->gpu_bytes) /* parking's rates (park_rates.c) */
+            gs_sched_set_move_rates(S->s, b->session, 0, p->out_bps, p->in_bps);
         b->more = nbs[i].program(nbs[i].arg, 0, 0, &b->rng, &b->cell);
         b->next_cell_at = b->cell.start;
     }

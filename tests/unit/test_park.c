@@ -99,6 +99,17 @@ static void busy_sessions_are_never_victims(void **state)
         gs_park_policy_choose(c, 3, 10 * MIB, 1, UINT64_MAX, 1000 * SEC, 0, INT64_MAX, picked, &w),
         GS_PICK_OK);
     assert_string_equal(chosen(picked, 3), "1");
+    /* A running cell whose switch does not pay yet (scheduler.h: its turn
+     * goes on, its idle gap is short) is waited for until it does. */
+    c[0].switched_out = 0;
+    c[0].switch_at = 1000 * SEC + 300 * MS;
+    assert_int_equal(
+        gs_park_policy_choose(c, 3, 100 * MIB, 1, UINT64_MAX, 1000 * SEC, 0, INT64_MAX, picked, &w),
+        GS_PICK_WAIT);
+    assert_int_equal(w, 1000 * SEC + 300 * MS);
+    assert_int_equal(
+        gs_park_policy_choose(c, 3, 100 * MIB, 0, UINT64_MAX, 1000 * SEC, 0, INT64_MAX, picked, &w),
+        GS_PICK_NONE); /* (not for make_room: only time slicing switches) */
 }
 
 static void idle_threshold_waits_or_refuses(void **state)
@@ -163,18 +174,9 @@ static void failed_sessions_come_last(void **state)
 
 /* ---- costs and settings ------------------------------------------------------------ */
 
-static void slices_pay_for_their_switch_ten_times(void **state)
+static void rates_follow_measured_copies(void **state)
 {
     (void)state;
-    /* The H200: 32 GiB parked at 2 GB/s and brought back in 5.7 s. */
-    uint64_t b = 32ull << 30;
-    int64_t s =
-        gs_park_policy_min_slice_us(b, 5.7, GS_PARK_DEFAULT_PARK_BPS, GS_PARK_DEFAULT_UNPARK_BPS);
-    double park_s = (double)b / 2e9;
-    assert_true(llabs(s - (int64_t)(10 * (park_s + 5.7) * SEC)) < 10);
-    /* Estimated both ways before anything was measured. */
-    assert_true(gs_park_policy_min_slice_us(b, -1, 2e9, 6e9) > s - 1 * SEC);
-    assert_int_equal(gs_park_policy_min_slice_us(0, 1, 2e9, 6e9), 0);
     double bps = 2e9;
     gs_park_policy_rate_update(&bps, 1ull << 30, 0.25); /* 4.3 GB/s measured */
     assert_true(bps > 3.1e9 && bps < 3.2e9);
@@ -298,6 +300,17 @@ static void settings_parse_and_round_trip(void **state)
 static gs_sched_t *S;
 static int64_t NOW;
 
+/* "G:a1", "G:a1/idle=200" (a grant asking for a 200 ms idle release),
+ * "R:a1:park". */
+static void act_text(char *out, size_t room, size_t len, const gs_sched_action_t *a)
+{
+    char idle[32] = "";
+    if (a->kind == GS_ACT_GRANT && a->idle_release_us)
+        snprintf(idle, sizeof idle, "/idle=%lld", (long long)(a->idle_release_us / MS));
+    snprintf(out, room, "%s%s:%s%s%s%s", len ? " " : "", a->kind == GS_ACT_GRANT ? "G" : "R",
+             a->client, idle, a->reason ? ":" : "", a->reason ? a->reason : "");
+}
+
 static const char *acts(void)
 {
     static char out[1024];
@@ -305,9 +318,7 @@ static const char *acts(void)
     gs_sched_action_t a;
     while (gs_sched_pop_action(S, &a)) {
         size_t len = strlen(out);
-        snprintf(out + len, sizeof out - len, "%s%s:%s%s%s", len ? " " : "",
-                 a.kind == GS_ACT_GRANT ? "G" : "R", a.client, a.reason ? ":" : "",
-                 a.reason ? a.reason : "");
+        act_text(out + len, sizeof out - len, len, &a);
     }
     return out;
 }
@@ -360,9 +371,7 @@ static const char *acts_keep(void)
         size_t len = strlen(out);
         if (a.kind == GS_ACT_GRANT)
             last_grant = a.grant_id;
-        snprintf(out + len, sizeof out - len, "%s%s:%s%s%s", len ? " " : "",
-                 a.kind == GS_ACT_GRANT ? "G" : "R", a.client, a.reason ? ":" : "",
-                 a.reason ? a.reason : "");
+        act_text(out + len, sizeof out - len, len, &a);
     }
     return out;
 }
@@ -428,15 +437,130 @@ static void a_parked_cell_is_queued_and_slices_the_holder(void **state)
     gs_sched_acquire(S, "b1", 0, -1, -1, NOW); /* b still has work: behind a */
     assert_string_equal(acts(), "");
     /* Unparked: a keeps its place until its acquire comes, then gets a
-     * slice of at least its switch cost x 10. */
-    gs_sched_set_min_slice(S, "a", 0, 5 * SEC);
+     * slice of at least its switch cost x 10 (60 MiB out at 24 MiB/s and
+     * back at 60 MiB/s: 3.5 s, a slice of 35 s). */
+    gs_sched_set_move_rates(S, "a", 0, 24.0 * MIB, 60.0 * MIB);
     gs_sched_set_residency(S, "a", GS_SCHED_RESIDENT, NOW);
     assert_string_equal(acts(), "");
     assert_int_equal(sinfo("a").state, GS_SESS_WAITING);
+    assert_int_equal(sinfo("a").switch_cost_us, 3500 * MS);
     gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
-    assert_string_equal(acts(), "G:a1");
-    assert_int_equal(sinfo("a").quantum_us, 5 * SEC);
+    /* b waits for its memory: a is asked to give the GPU back soon after
+     * it goes idle, a tenth of its switch cost (200 ms at most). */
+    assert_string_equal(acts(), "G:a1/idle=200");
+    assert_int_equal(sinfo("a").quantum_us, 35 * SEC);
     assert_false(sinfo("a").demand);
+}
+
+/* Issue 17: a turn lasts max(the adaptive slice, 10 x the switch cost),
+ * the cost priced with the rates parking measured, at every decision. */
+static void the_slice_follows_the_measured_switch_cost(void **state)
+{
+    (void)state;
+    sched_setup(100 * MIB);
+    notebook("a", 60);
+    notebook("b", 60);
+    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
+    /* 60 MiB at 120 MiB/s each way: 1 s a switch, turns of 10 s. */
+    gs_sched_set_move_rates(S, "a", 0, 120.0 * MIB, 120.0 * MIB);
+    assert_int_equal(sinfo("a").switch_cost_us, 1 * SEC);
+    assert_int_equal(sinfo("a").min_slice_us, 10 * SEC);
+    int64_t t0 = NOW;
+    gs_sched_cell(S, "a", 1, NOW);
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    assert_string_equal(acts_keep(), "G:a1");
+    assert_int_equal(sinfo("a").quantum_us, 10 * SEC);
+    assert_int_equal(sinfo("a").turn_end_us, t0 + 10 * SEC);
+    /* b's cell waits for a's memory. */
+    gs_sched_cell(S, "b", 1, NOW);
+    gs_sched_demand(S, "b", 0, 1, NOW);
+    assert_int_equal(gs_sched_next_deadline(S), t0 + 10 * SEC);
+    /* A switch is wanted: a's grant again, asking for an idle release of
+     * a tenth of its switch cost. */
+    assert_string_equal(acts_keep(), "G:a1/idle=100");
+    /* Parking measures slower copies: the turn grows with the cost. */
+    NOW += 3 * SEC;
+    gs_sched_set_move_rates(S, "a", 0, 40.0 * MIB, 60.0 * MIB); /* 1.5 + 1 s */
+    gs_sched_tick(S, NOW);
+    assert_int_equal(sinfo("a").turn_end_us, t0 + 25 * SEC);
+    assert_int_equal(gs_sched_next_deadline(S), t0 + 25 * SEC);
+    assert_string_equal(acts_keep(), "G:a1/idle=200");
+    /* ... and shrinks with faster ones, to no less than adaptive_min. */
+    gs_sched_set_move_rates(S, "a", 0, 600.0 * MIB, 600.0 * MIB);
+    gs_sched_tick(S, NOW); /* 3 s into a turn of 2 s: over */
+    assert_string_equal(acts_keep(), "G:a1/idle=20 R:a1:quantum");
+    assert_int_equal(sinfo("a").turn_end_us, 0);
+    /* Memory that cannot move: no switch cost, the adaptive slice. */
+    gs_sched_set_move_rates(S, "a", 0, 0, 0);
+    assert_int_equal(sinfo("a").switch_cost_us, 0);
+}
+
+/* Issue 17: a running cell that gives the GPU back between its GPU phases
+ * is switched out only when its turn is over, or its GPU has been idle for
+ * longer than a switch costs, or its measured idle gaps are that long;
+ * until then it keeps its turn and is granted again at once. */
+static void a_busy_cell_is_never_switched_out_early(void **state)
+{
+    (void)state;
+    sched_setup(100 * MIB);
+    notebook("a", 60);
+    notebook("b", 60);
+    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
+    gs_sched_set_move_rates(S, "a", 0, 60.0 * MIB, 60.0 * MIB); /* 2 s a switch: turns of 20 s */
+    int64_t t0 = NOW;
+    gs_sched_cell(S, "a", 1, NOW);
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    assert_string_equal(acts_keep(), "G:a1");
+    gs_sched_cell(S, "b", 1, NOW);
+    gs_sched_demand(S, "b", 0, 1, NOW); /* b waits for a's memory */
+    assert_true(sinfo("b").demand);
+    assert_string_equal(acts_keep(), "G:a1/idle=200");
+
+    /* A CPU phase: a's hook gives the GPU back by itself (idle). */
+    NOW += 1 * SEC;
+    gs_sched_release(S, "a1", 0, last_grant, NOW);
+    gs_sched_info_t a = sinfo("a");
+    assert_false(a.switchable); /* 200 ms later parking would have taken it */
+    assert_int_equal(a.switchable_at_us, NOW + 2 * SEC);
+    /* Back after 500 ms: granted at once, although b waits first. */
+    NOW += 500 * MS;
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    assert_string_equal(acts_keep(), "G:a1/idle=200");
+    assert_int_equal(sinfo("a").idle_gap_us, 500 * MS);
+    assert_int_equal(sinfo("a").turn_end_us, t0 + 20 * SEC); /* the same turn */
+
+    /* Idle for longer than a switch costs: now it may go. */
+    NOW += 1 * SEC;
+    gs_sched_release(S, "a1", 0, last_grant, NOW);
+    NOW += 2 * SEC - 1;
+    assert_false(sinfo("a").switchable);
+    NOW += 1;
+    assert_true(sinfo("a").switchable);
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW); /* not switched out: still its turn */
+    assert_string_equal(acts_keep(), "G:a1/idle=200");
+
+    /* Its gaps are as long as a switch (median of 0.5, 2 and 2.5 s): the
+     * next idle release may be switched out at once. */
+    NOW += 1 * SEC;
+    gs_sched_release(S, "a1", 0, last_grant, NOW);
+    NOW += 2500 * MS;
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    assert_string_equal(acts_keep(), "G:a1/idle=200");
+    assert_int_equal(sinfo("a").idle_gap_us, 2 * SEC);
+    NOW += 1 * SEC;
+    gs_sched_release(S, "a1", 0, last_grant, NOW);
+    assert_true(sinfo("a").switchable);
+
+    /* Holding at the end of its turn: revoked for b, and then it may go. */
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    assert_string_equal(acts_keep(), "G:a1/idle=200");
+    assert_int_equal(gs_sched_next_deadline(S), t0 + 20 * SEC);
+    NOW = t0 + 20 * SEC;
+    gs_sched_tick(S, NOW);
+    assert_string_equal(acts_keep(), "R:a1:quantum");
+    gs_sched_release(S, "a1", 0, last_grant, NOW);
+    assert_true(sinfo("a").switchable);
+    assert_int_equal(sinfo("a").turn_end_us, 0);
 }
 
 static void cell_end_drops_the_demand(void **state)
@@ -493,12 +617,14 @@ int main(void)
         cmocka_unit_test(idle_threshold_waits_or_refuses),
         cmocka_unit_test(host_budget_is_respected),
         cmocka_unit_test(failed_sessions_come_last),
-        cmocka_unit_test(slices_pay_for_their_switch_ten_times),
+        cmocka_unit_test(rates_follow_measured_copies),
         cmocka_unit_test(long_idleness_goes_to_the_deep_tier),
         cmocka_unit_test(settings_parse_and_round_trip),
         cmocka_unit_test_teardown(parked_sessions_are_never_granted, sched_teardown),
         cmocka_unit_test_teardown(parking_a_holder_revokes_it_first, sched_teardown),
         cmocka_unit_test_teardown(a_parked_cell_is_queued_and_slices_the_holder, sched_teardown),
+        cmocka_unit_test_teardown(the_slice_follows_the_measured_switch_cost, sched_teardown),
+        cmocka_unit_test_teardown(a_busy_cell_is_never_switched_out_early, sched_teardown),
         cmocka_unit_test_teardown(cell_end_drops_the_demand, sched_teardown),
         cmocka_unit_test_teardown(no_boost_while_parked, sched_teardown),
     };
