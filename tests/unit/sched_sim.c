@@ -36,6 +36,7 @@ typedef struct {
     gate_t gate;
     uint64_t grant_id;
     int asked;
+    int64_t idle_hint;    /* the grant's idle_release_us */
     double unsub, queued; /* GPU work (us): not submitted yet, queued on the GPU */
     int64_t last_activity;
     /* parking */
@@ -51,6 +52,7 @@ typedef struct {
     uint64_t seq;
     int kind, nb, busy;
     uint64_t grant_id;
+    int64_t idle_us; /* grants: idle_release_us */
 } msg_t;
 
 typedef struct {
@@ -86,7 +88,6 @@ void sim_params_default(sim_params_t *p)
     p->msg_us = 250;       /* ipc and the broker's loop: the idle handoff is ~2 ms */
     p->cell_msg_us = 1000; /* IOPub -> watcher -> broker */
     p->idle_release_us = 200 * 1000;
-    p->idle_tick_us = 50 * 1000;
     p->out_bps = 35e9; /* the swap tier on the H200 */
     p->in_bps = 35e9;
     p->move_fixed_us = 10 * 1000; /* a lease round trip and the swap_out/in messages */
@@ -118,7 +119,7 @@ double sim_exp(uint64_t *rng, double mean)
 
 /* ---- messages ---------------------------------------------------------------- */
 
-static void send(sim_t *S, int kind, int nb, uint64_t grant_id, int busy)
+static void send(sim_t *S, int kind, int nb, uint64_t grant_id, int busy, int64_t idle_us)
 {
     if (S->nmsgs == S->capmsgs) {
         S->capmsgs = S->capmsgs ? 2 * S->capmsgs : 64;
@@ -127,7 +128,7 @@ static void send(sim_t *S, int kind, int nb, uint64_t grant_id, int busy)
             abort();
     }
     int64_t delay = kind == M_CELL ? S->p->cell_msg_us : S->p->msg_us;
-    S->msgs[S->nmsgs++] = (msg_t){S->now + delay, ++S->seq, kind, nb, busy, grant_id};
+    S->msgs[S->nmsgs++] = (msg_t){S->now + delay, ++S->seq, kind, nb, busy, grant_id, idle_us};
 }
 
 /* The broker's actions become messages to the hooks. */
@@ -144,7 +145,7 @@ static void pull_actions(sim_t *S)
               a.reason ? " " : "", a.reason ? a.reason : "");
         if (a.kind == GS_ACT_REVOKE)
             S->r->revokes++;
-        send(S, a.kind == GS_ACT_GRANT ? M_GRANT : M_REVOKE, k, a.grant_id, 0);
+        send(S, a.kind == GS_ACT_GRANT ? M_GRANT : M_REVOKE, k, a.grant_id, 0, a.idle_release_us);
     }
 }
 
@@ -359,7 +360,7 @@ static void end_cell(sim_t *S, nb_t *b)
     TRACE(S, "%s: cell %d ended (%.1f ms, solo %.1f)", b->session, b->index,
           (double)(S->now - b->cell_start) / 1000.0, (double)solo / 1000.0);
     b->in_cell = 0;
-    send(S, M_CELL, k, 0, 0);
+    send(S, M_CELL, k, 0, 0, 0);
     b->index++;
     b->more = b->spec->program(b->spec->arg, b->index, S->now, &b->rng, &b->cell);
     b->next_cell_at = b->cell.start > S->now ? b->cell.start : S->now;
@@ -391,7 +392,7 @@ static void start_cell(sim_t *S, nb_t *b)
     b->in_cell = 1;
     b->phase = 0;
     b->cell_start = S->now;
-    send(S, M_CELL, (int)(b - S->nb), 0, 1);
+    send(S, M_CELL, (int)(b - S->nb), 0, 1, 0);
     start_phase(S, b);
 }
 
@@ -413,27 +414,31 @@ static void hook_step(sim_t *S, nb_t *b)
     }
     if (b->gate == GATE_DRAINING && b->queued <= 0) {
         TRACE(S, "%s: release", b->client);
-        send(S, M_RELEASE, k, b->grant_id, 0);
+        send(S, M_RELEASE, k, b->grant_id, 0, 0);
         b->gate = GATE_CLOSED;
         b->grant_id = 0;
     }
     if (b->gate == GATE_CLOSED && b->unsub > 0 && !b->asked) {
         TRACE(S, "%s: acquire", b->client);
-        send(S, M_ACQUIRE, k, 0, 0);
+        send(S, M_ACQUIRE, k, 0, 0, 0);
         b->asked = 1;
     }
     if (in_gpu_phase(b) && b->unsub <= 0 && b->queued <= 0)
         next_phase(S, b); /* its sync returned */
 }
 
-/* The hook's idle release: the first tick idle_release_us after its last
- * submission. */
+/* The hook's idle release: the first tick idle_release_us (or the grant's
+ * shorter one) after its last submission; it looks every quarter of that,
+ * 5 to 250 ms (hook_client.c). */
 static int64_t idle_release_at(const sim_t *S, const nb_t *b)
 {
-    if (b->gate != GATE_OPEN || b->unsub > 0 || !S->p->idle_release_us)
+    int64_t own = S->p->idle_release_us;
+    if (b->gate != GATE_OPEN || b->unsub > 0 || !own)
         return NEVER;
-    int64_t t = b->last_activity + S->p->idle_release_us, tick = S->p->idle_tick_us;
-    return tick > 0 ? (t + tick - 1) / tick * tick : t;
+    int64_t idle = b->idle_hint && b->idle_hint < own ? b->idle_hint : own;
+    int64_t tick = idle / 4 < 5000 ? 5000 : idle / 4 > 250000 ? 250000 : idle / 4;
+    int64_t t = b->last_activity + idle;
+    return (t + tick - 1) / tick * tick;
 }
 
 static void deliver(sim_t *S, const msg_t *m)
@@ -456,6 +461,8 @@ static void deliver(sim_t *S, const msg_t *m)
             b->asked = 0;
             b->last_activity = S->now;
         }
+        if (b->gate == GATE_OPEN && b->grant_id == m->grant_id)
+            b->idle_hint = m->idle_us; /* the same grant again: its idle release */
         return;
     case M_REVOKE:
         if (b->gate == GATE_OPEN && b->grant_id == m->grant_id)

@@ -11,8 +11,9 @@
  *  - a hook opens its gate on a grant, keeps up to depth_us of work queued
  *    ahead of the GPU, asks (acquire) when a GPU phase meets a closed gate,
  *    drains its queue before it answers a revoke, and gives the grant back
- *    by itself after idle_release_us without submissions (checked on a
- *    tick); hook <-> broker messages take msg_us each way;
+ *    by itself after idle_release_us (or the grant's shorter
+ *    idle_release_us) without submissions, checked on a tick; hook <->
+ *    broker messages take msg_us each way;
  *  - the launcher says when a cell starts and ends (cell_msg_us late);
  *  - parking mirrors broker/park/park_poll.c on the swap tier: a parked
  *    session whose cell runs (or that asks) is queued by demand and brought
@@ -63,7 +64,6 @@ typedef struct {
     int64_t msg_us;          /* hook <-> broker, one way */
     int64_t cell_msg_us;     /* launcher -> broker */
     int64_t idle_release_us; /* the hook's idle release (200 ms) */
-    int64_t idle_tick_us;    /* how often the hook looks (50 ms) */
     double out_bps, in_bps;  /* parking's copies (the swap tier) */
     int64_t move_fixed_us;   /* each copy's fixed cost */
     int64_t park_idle_us;    /* park_idle_s */
