@@ -290,20 +290,34 @@ void sched_session_grant(gs_sched_t *s, sched_session_t *ss, int gpu, int64_t qu
     g->hint = s->contended[gpu] ? sched_idle_hint(g) : 0;
     g->boosting = boosting;
     g->boost_start = now;
+    g->boost_share = 1;
     mark_active(ss, g, now);
     for (int i = 0; i < s->nclients; i++)
         if (s->clients[i]->session == ss && s->clients[i]->g[gpu].wants)
             grant_client(s, s->clients[i], gpu, now);
 }
 
-static void end_boost(sess_gpu_t *g, int64_t now)
+int64_t sched_boost_left(const sess_gpu_t *g, int64_t now)
 {
     if (!g->boosting)
-        return;
-    g->boost_left -= now - g->boost_start;
-    if (g->boost_left < 0)
-        g->boost_left = 0;
-    g->boosting = 0;
+        return g->boost_left;
+    int64_t left =
+        g->boost_left - (now - g->boost_start) / (g->boost_share > 1 ? g->boost_share : 1);
+    return left > 0 ? left : 0;
+}
+
+void sched_boost_count(sess_gpu_t *g, int share, int64_t now)
+{
+    g->boost_left = sched_boost_left(g, now);
+    g->boost_start = now;
+    g->boost_share = share > 0 ? share : 1;
+    g->boosting = share > 0;
+}
+
+static void end_boost(sess_gpu_t *g, int64_t now)
+{
+    if (g->boosting)
+        sched_boost_count(g, 0, now);
 }
 
 void sched_session_revoke(gs_sched_t *s, sched_session_t *ss, int gpu, const char *reason,
@@ -711,9 +725,7 @@ int gs_sched_info(const gs_sched_t *s, const char *session, int gpu, int64_t now
     out->resident_bytes = sched_footprint(s, ss, gpu);
     out->quantum_us = g->holding ? g->quantum : 0;
     out->boosted = g->boosting;
-    out->boost_left_us = g->boosting ? g->boost_left - (now - g->boost_start) : g->boost_left;
-    if (out->boost_left_us < 0)
-        out->boost_left_us = 0;
+    out->boost_left_us = sched_boost_left(g, now);
     sched_shares(s, ss->id, &out->request, &out->limit);
     out->share_used = s->cfg.window_us > 0 ? (double)sched_window_used(g, now, s->cfg.window_us) /
                                                  (double)s->cfg.window_us

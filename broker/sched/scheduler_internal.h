@@ -56,9 +56,10 @@ typedef struct {
     interval_t *hist;  /* past holds, oldest first, pruned to the window */
     int nhist, caphist;
     /* adaptive boost */
-    int64_t boost_left; /* GPU time of boost left for the running cell */
-    int boosting;       /* holds the GPU alone under the boost */
-    int64_t boost_start;
+    int64_t boost_left;  /* GPU time of boost left for the running cell */
+    int boosting;        /* holds the GPU under the boost (with other boosted cells only) */
+    int64_t boost_start; /* boost_left was counted until then */
+    int boost_share;     /* boosted cells holding the GPU together since (>= 1) */
     /* parking */
     int demand; /* queued for its parked cell, without an acquire */
     /* switching (scheduler_turns.c): a turn is its time on the GPU under
@@ -133,6 +134,11 @@ int64_t sched_window_used(const sess_gpu_t *g, int64_t now, int64_t window);
 /* Sessions holding (oldest hold first) or waiting (arrival order) on a
  * GPU; malloc'd array of *n, the caller frees it. */
 sched_session_t **sched_list(const gs_sched_t *s, int gpu, int holders, int *n);
+
+/* The boost is GPU time: holding it with k boosted cells uses 1/k. */
+int64_t sched_boost_left(const sess_gpu_t *g, int64_t now);
+/* Count it until now, then go on with `share` (0: the boost ends). */
+void sched_boost_count(sess_gpu_t *g, int share, int64_t now);
 
 /* scheduler_turns.c: switch costs, turns and idle gaps (adaptive) */
 int64_t sched_switch_cost(const sess_gpu_t *g);

@@ -41,11 +41,8 @@ static void end_boosts(sched_session_t **h, int nh, int gpu, int64_t now)
 {
     for (int i = 0; i < nh; i++) {
         sess_gpu_t *g = &h[i]->g[gpu];
-        if (g->boosting) {
-            g->boost_left -= now - g->boost_start;
-            g->boost_left = g->boost_left < 0 ? 0 : g->boost_left;
-            g->boosting = 0;
-        }
+        if (g->boosting)
+            sched_boost_count(g, 0, now);
     }
 }
 
@@ -262,57 +259,73 @@ static int boost_eligible(const gs_sched_t *s, const sched_session_t *ss, int gp
            ((g->waiting && sched_grantable(s, ss, gpu)) || (g->holding && !g->revoking));
 }
 
-/* Returns 1 when a boost owns the GPU (nothing else may be granted);
- * *wake is set to its end. */
-static int adaptive_boost(gs_sched_t *s, int gpu, sched_session_t **h, int nh, sched_session_t **w,
-                          int nw, int64_t now, int64_t *wake)
-{
-    sched_session_t *b = NULL;
-    for (int i = 0; i < nh; i++)
-        if (h[i]->g[gpu].boosting)
-            b = h[i];
-    if (b) {
-        sess_gpu_t *g = &b->g[gpu];
-        if (!b->cell_busy || g->boost_left - (now - g->boost_start) <= 0) {
-            end_boosts(&b, 1, gpu, now);
-            b = NULL;
-        }
-    }
-    if (!b) {
-        /* The cell that started first among those that want the GPU. */
-        for (int i = 0; i < nh + nw; i++) {
-            sched_session_t *c = i < nh ? h[i] : w[i - nh];
-            if (boost_eligible(s, c, gpu) && (!b || c->cell_start < b->cell_start))
-                b = c;
-        }
-        if (!b)
-            return 0;
-        sess_gpu_t *g = &b->g[gpu];
-        if (g->holding) {
-            g->boosting = 1;
-            g->boost_start = now;
-        }
-    }
-    int others = 0;
-    for (int i = 0; i < nh; i++) {
-        if (h[i] == b)
-            continue;
-        sched_session_revoke(s, h[i], gpu, "preempt", now);
-        others = 1;
-    }
-    sess_gpu_t *g = &b->g[gpu];
-    if (!g->holding && !others)
-        adaptive_grant(s, b, gpu, 1, now);
-    *wake = g->holding ? g->boost_start + g->boost_left : GS_SCHED_NEVER;
-    return 1;
-}
-
 static int fits(const gs_sched_t *s, int gpu, uint64_t bytes)
 {
     if (!s->mem_total[gpu])
         return 1;
     double room = (double)s->mem_total[gpu] * (1.0 - s->cfg.headroom);
     return (double)bytes <= room;
+}
+
+/* The interactive boost: cells with boost left (each has boost_ms of
+ * holding from its start) hold the GPU together, as far as their memory
+ * fits, and everyone else is revoked and held back until none is left.
+ * They share it with each other (the GPU time-slices between them)
+ * instead of taking turns in the order they started: in turns, a short
+ * cell waited for the whole work of every cell started before it, which
+ * made the tail of 8 mostly idle notebooks 13 x their solo time (doc/
+ * scheduling.md).  A boosted cell is granted at once, while the holders
+ * it preempts drain, when their memory fits together: its first kernels
+ * share the GPU with what they had queued instead of waiting for it.
+ * Returns 1 while a boost holds the GPU (nothing else is decided); *wake
+ * is set to the first boost's end. */
+static int adaptive_boost(gs_sched_t *s, int gpu, sched_session_t **h, int nh, sched_session_t **w,
+                          int nw, int64_t now, int64_t *wake)
+{
+    int nb = 0;
+    *wake = GS_SCHED_NEVER;
+    for (int i = 0; i < nh; i++) {
+        sess_gpu_t *g = &h[i]->g[gpu];
+        if (g->boosting && (!h[i]->cell_busy || sched_boost_left(g, now) <= 0 || g->revoking))
+            end_boosts(&h[i], 1, gpu, now);
+    }
+    for (int i = 0; i < nh + nw; i++) {
+        sched_session_t *c = i < nh ? h[i] : w[i - nh];
+        nb += boost_eligible(s, c, gpu);
+    }
+    if (!nb)
+        return 0;
+    uint64_t used = 0;
+    for (int i = 0; i < nh; i++) {
+        if (!boost_eligible(s, h[i], gpu))
+            sched_session_revoke(s, h[i], gpu, "preempt", now);
+        used += sched_footprint(s, h[i], gpu);
+    }
+    for (int i = 0; i < nw; i++) {
+        if (!boost_eligible(s, w[i], gpu) || w[i]->g[gpu].holding)
+            continue;
+        uint64_t need = sched_footprint(s, w[i], gpu);
+        if (!fits(s, gpu, used + need))
+            continue;
+        adaptive_grant(s, w[i], gpu, 1, now);
+        used += need;
+    }
+    /* Their boosts are GPU time: shared by the boosted cells that hold. */
+    int share = 0;
+    for (int i = 0; i < nh + nw; i++) {
+        sched_session_t *c = i < nh ? h[i] : w[i - nh];
+        share += c->g[gpu].holding && boost_eligible(s, c, gpu);
+    }
+    for (int i = 0; i < nh + nw; i++) {
+        sched_session_t *c = i < nh ? h[i] : w[i - nh];
+        sess_gpu_t *g = &c->g[gpu];
+        if (!g->holding || !boost_eligible(s, c, gpu))
+            continue;
+        sched_boost_count(g, share, now);
+        if (g->boost_start + g->boost_left * share < *wake)
+            *wake = g->boost_start + g->boost_left * share;
+    }
+    return 1;
 }
 
 static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, int nh,

@@ -34,15 +34,23 @@
 #define SEC 1000000LL
 #define GIB (1ull << 30)
 
-/* 0 while the targets are measured but not yet met (the first commit). */
-static const int ENFORCE = 0;
-
+/* A target the policy meets: asserted. */
 static void target(const char *what, double value, double limit)
 {
     int met = value <= limit + 1e-9;
     printf("# %-44s %8.3f  (target <= %.3f) %s\n", what, value, limit, met ? "met" : "MISSED");
-    if (ENFORCE && !met)
+    if (!met)
         fail_msg("%s: %.3f, target <= %.3f", what, value, limit);
+}
+
+/* A target the model says cannot be met this way (doc/scheduling.md says
+ * why and what would meet it): printed, and checked against the bound the
+ * model reaches so that a change for the worse shows. */
+static void known_miss(const char *what, double value, double target, double bound)
+{
+    printf("# %-44s %8.3f  (target <= %.3f) missed: see doc/scheduling.md\n", what, value, target);
+    if (value > bound + 1e-9)
+        fail_msg("%s: %.3f, worse than %.3f", what, value, bound);
 }
 
 static void report(const char *what, double value)
@@ -104,31 +112,33 @@ static double big_pair(double gib, double frac, double out_bps, double in_bps, i
     return (double)total / serial;
 }
 
-static void big_pairs_beat_serial(void **state)
+static void big_pairs_against_serial(void **state)
 {
     (void)state;
     int sw;
     double r;
     r = big_pair(4, 0.5, 0, 0, &sw);
     report("bigpairs 4 GiB 50/50: parks", sw);
-    target("bigpairs 4 GiB 50/50 vs serial", r, 0.75);
+    known_miss("bigpairs 4 GiB 50/50 vs serial", r, 0.75, 0.80);
     r = big_pair(4, 0.9, 0, 0, &sw);
     report("bigpairs 4 GiB 90/10: parks", sw);
-    target("bigpairs 4 GiB 90/10 vs serial", r, 0.95);
+    known_miss("bigpairs 4 GiB 90/10 vs serial", r, 0.95, 1.08);
     r = big_pair(32, 0.5, 0, 0, &sw);
     report("bigpairs 32 GiB 50/50: parks", sw);
-    report("bigpairs 32 GiB 50/50 vs serial", r);
+    known_miss("bigpairs 32 GiB 50/50 vs serial", r, 0.75, 1.3);
     r = big_pair(32, 0.9, 0, 0, &sw);
     report("bigpairs 32 GiB 90/10: parks", sw);
-    report("bigpairs 32 GiB 90/10 vs serial", r);
+    known_miss("bigpairs 32 GiB 90/10 vs serial", r, 0.95, 1.3);
     /* The checkpoint tier (2.5 and 7.5 GB/s): the H200 run of 2026-11-21
      * measured 2.96 x and 1.93 x serial. */
     r = big_pair(4, 0.5, 2.5e9, 7.5e9, &sw);
     report("bigpairs 4 GiB 50/50, checkpoint tier: parks", sw);
     report("bigpairs 4 GiB 50/50, checkpoint tier vs serial", r);
+    assert_true(r <= 1.5);
     r = big_pair(4, 0.9, 2.5e9, 7.5e9, &sw);
     report("bigpairs 4 GiB 90/10, checkpoint tier: parks", sw);
     report("bigpairs 4 GiB 90/10, checkpoint tier vs serial", r);
+    assert_true(r <= 1.5);
 }
 
 /* ---- the trainer and the short cells ----------------------------------------------- */
@@ -267,24 +277,34 @@ static void scale(int n, int enabled, double gap_s, double *p50, double *p99, do
     sim_result_free(&r);
 }
 
+/* Today's 13 x came from the boost serving new cells one at a time in the
+ * order they started (FIFO: 14 x in bench/sched_bounds.py); they now share
+ * the GPU, which is as good as the driver's own time slicing.  3 x at 47 %
+ * load needs the cells' sizes (shortest first: 2.8 x; without sizes, time
+ * slicing and least-attained-first both give 4.3 x). */
 static void many_idle_notebooks_keep_their_tails(void **state)
 {
     (void)state;
-    double p50, p99, load;
+    double p50, p99, load, n50, n99, nload;
     scale(8, 1, 2.0, &p50, &p99, &load);
+    scale(8, 0, 2.0, &n50, &n99, &nload);
     report("scale 8: offered load, %", 100 * load);
+    assert_true(load > 0.40 && load <= 0.5);
     report("scale 8: p50 vs solo", p50);
-    target("scale 8: p99 vs solo", p99, 3.0);
-    assert_true(load > 0.35 && load <= 0.5);
-    scale(8, 0, 2.0, &p50, &p99, &load);
-    report("scale 8, native time slicing: p50 vs solo", p50);
-    report("scale 8, native time slicing: p99 vs solo", p99);
+    report("scale 8, native time slicing: p50 vs solo", n50);
+    report("scale 8, native time slicing: p99 vs solo", n99);
+    target("scale 8: p99 vs native time slicing's", p99 / n99, 1.1);
+    known_miss("scale 8: p99 vs solo", p99, 3.0, 4.5);
+    /* At lower loads the tail follows time slicing's. */
+    scale(8, 1, 4.0, &p50, &p99, &load);
+    report("scale 8, 24 % load: p99 vs solo", p99);
+    assert_true(p99 <= 3.2);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(big_pairs_beat_serial),
+        cmocka_unit_test(big_pairs_against_serial),
         cmocka_unit_test(the_trainer_loses_no_more_than_the_short_cells_use),
         cmocka_unit_test(many_idle_notebooks_keep_their_tails),
     };
