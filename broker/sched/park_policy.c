@@ -252,13 +252,18 @@ gs_park_pick_rc_t gs_park_policy_choose(const gs_park_cand_t *c, int n, uint64_t
         picked[i] = 0;
         if (!c[i].bytes)
             continue;
-        int ready = c[i].idle       ? now - c[i].last_active >= idle_us
+        /* A cell waiting for the GPU (time slicing) need not wait
+         * park_idle_s for a notebook between cells: once it has been idle
+         * for longer than a switch costs, switching it out pays. */
+        int64_t idle_for =
+            allow_switched && c[i].cost_us > 0 && c[i].cost_us < idle_us ? c[i].cost_us : idle_us;
+        int ready = c[i].idle       ? now - c[i].last_active >= idle_for
                     : c[i].settling ? 0
                                     : allow_switched && c[i].switched_out;
         if (ready)
             ord[no++] = (order_t){i, (c[i].idle ? 0 : 1) + (c[i].failed ? 2 : 0), c[i].last_active};
         else if (c[i].idle)
-            soon[ns++] = (order_t){i, 0, c[i].last_active + idle_us};
+            soon[ns++] = (order_t){i, 0, c[i].last_active + idle_for};
         else if (c[i].settling)
             soon[ns++] = (order_t){i, 0, now + (idle_us > 100000 ? idle_us : 100000)};
         else if (allow_switched && c[i].switch_at > now)

@@ -80,6 +80,8 @@ typedef struct {
     int switched_out;    /* active but holding nothing, and switching it pays: a
                             time-slice victim (gs_sched_info's switchable) */
     int64_t switch_at;   /* active, not switchable yet: when it will be (0: not by time) */
+    int64_t cost_us;     /* its switch cost: time slicing takes an idle session once it has
+                            been idle that long, if sooner than idle_us (0: idle_us) */
     int failed;          /* its last park failed: tried after the others */
 } gs_park_cand_t;
 
@@ -91,8 +93,10 @@ typedef enum {
 } gs_park_pick_rc_t;
 
 /* Choose victims for `need` bytes among n candidates: idle ones idle for
- * idle_us (least recently active first), then, with allow_switched, active
- * sessions holding nothing that may be switched out (time slicing);
+ * idle_us (least recently active first; with allow_switched, for time
+ * slicing, already once idle for their switch cost if that is shorter),
+ * then, with allow_switched, active sessions holding nothing that may be
+ * switched out;
  * candidates whose last park failed come after the others.  The chosen
  * set is pruned of victims it does not need.  A victim's host_bytes must
  * fit in budget_left.  picked (n entries) gets 1 for each victim;

@@ -328,6 +328,23 @@ static int adaptive_boost(gs_sched_t *s, int gpu, sched_session_t **h, int nh, s
     return 1;
 }
 
+/* When a holder's turn ends for the blocked waiter.  A cell that has just
+ * started (boost left: someone waits for its result) and does not fit
+ * takes what it needs, a switch: the holder's turn is cut to the shortest
+ * a switch allows, max(adaptive_min, 10 x its switch cost), instead of
+ * the slice its long cell has grown to (up to adaptive_max). */
+static int64_t interactive_end(const gs_sched_t *s, const sched_session_t *blocked,
+                               const sess_gpu_t *g, int gpu)
+{
+    const sess_gpu_t *b = &blocked->g[gpu];
+    if (!blocked->cell_busy || b->boost_left <= 0 || !g->turn_start)
+        return g->deadline;
+    int64_t floor = SCHED_SLICE_FACTOR * sched_switch_cost(g);
+    int64_t shortest =
+        g->turn_start + (floor > s->cfg.adaptive_min_us ? floor : s->cfg.adaptive_min_us);
+    return shortest < g->deadline ? shortest : g->deadline;
+}
+
 static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, int nh,
                                sched_session_t **w, int nw, int64_t now)
 {
@@ -393,13 +410,14 @@ static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, in
         sess_gpu_t *g = &h[i]->g[gpu];
         if (g->revoking)
             continue;
-        if (!fits(s, gpu, used - freed + need) && now >= g->deadline) {
+        int64_t end = interactive_end(s, blocked, g, gpu);
+        if (!fits(s, gpu, used - freed + need) && now >= end) {
             freed += sched_footprint(s, h[i], gpu);
             sched_session_revoke(s, h[i], gpu, "quantum", now);
             continue;
         }
-        if (g->deadline > now)
-            wake = min64(wake, g->deadline);
+        if (end > now)
+            wake = min64(wake, end);
     }
     return wake;
 }

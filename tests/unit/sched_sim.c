@@ -282,7 +282,8 @@ static void choose_victims(sim_t *S, const nb_t *head, uint64_t need)
                                 .idle = idle,
                                 .settling = settling,
                                 .switched_out = active && !until && si.switchable,
-                                .switch_at = active ? at : 0};
+                                .switch_at = active ? at : 0,
+                                .cost_us = si.switch_cost_us};
         map[n++] = i;
     }
     int64_t wait = 0;

@@ -32,7 +32,7 @@
 #include "scheduler.h"
 
 #define SIM_MAX_NB     32
-#define SIM_MAX_PHASES 256
+#define SIM_MAX_PHASES 1024
 
 typedef struct {
     int gpu;    /* 1: GPU work (ended by a sync), 0: CPU time */

@@ -112,6 +112,33 @@ static void busy_sessions_are_never_victims(void **state)
         GS_PICK_NONE); /* (not for make_room: only time slicing switches) */
 }
 
+/* Issue 17: a cell waiting for the GPU (time slicing) does not wait
+ * park_idle_s for a notebook between cells; once that one has been idle
+ * for longer than its switch costs, switching it out pays. */
+static void time_slicing_takes_an_idle_session_after_its_switch_cost(void **state)
+{
+    (void)state;
+    int64_t now = 1000 * SEC;
+    gs_park_cand_t c[] = {idle(60, now - 1 * SEC)};
+    c[0].cost_us = 500 * MS;
+    int picked[1];
+    int64_t w = 0;
+    assert_int_equal(
+        gs_park_policy_choose(c, 1, 60 * MIB, 1, UINT64_MAX, now, 30 * SEC, INT64_MAX, picked, &w),
+        GS_PICK_OK);
+    /* Not for make_room (no time slicing): park_idle_s. */
+    assert_int_equal(
+        gs_park_policy_choose(c, 1, 60 * MIB, 0, UINT64_MAX, now, 30 * SEC, INT64_MAX, picked, &w),
+        GS_PICK_WAIT);
+    assert_int_equal(w, now + 29 * SEC);
+    /* Idle for less than its switch cost: waited for until then. */
+    c[0].cost_us = 3 * SEC;
+    assert_int_equal(
+        gs_park_policy_choose(c, 1, 60 * MIB, 1, UINT64_MAX, now, 30 * SEC, INT64_MAX, picked, &w),
+        GS_PICK_WAIT);
+    assert_int_equal(w, now + 2 * SEC);
+}
+
 static void idle_threshold_waits_or_refuses(void **state)
 {
     (void)state;
@@ -563,6 +590,52 @@ static void a_busy_cell_is_never_switched_out_early(void **state)
     assert_int_equal(sinfo("a").turn_end_us, 0);
 }
 
+/* Issue 17: a cell that has just started and does not fit takes what it
+ * needs, a switch: a trainer's turn, grown with its long cell, is cut to
+ * the shortest a switch allows, max(adaptive_min_s, 10 x its switch
+ * cost); a waiter that is not a new cell waits for the whole turn. */
+static void a_new_cell_cuts_a_long_turn_to_the_shortest(void **state)
+{
+    (void)state;
+    sched_setup(100 * MIB);
+    notebook("t", 60);
+    notebook("s", 60);
+    char err[200];
+    json_t *v = json_integer(500);
+    assert_int_equal(gs_sched_set(S, "boost_ms", v, err, sizeof err), 0);
+    json_decref(v);
+    gs_sched_set_residency(S, "s", GS_SCHED_PARKED, NOW);
+    gs_sched_set_move_rates(S, "t", 0, 600.0 * MIB, 600.0 * MIB); /* 0.2 s a switch */
+    gs_sched_cell(S, "t", 1, NOW);
+    gs_sched_acquire(S, "t1", 0, -1, -1, NOW);
+    acts_keep();
+    assert_int_equal(sinfo("t").turn_end_us, NOW + 2 * SEC); /* a new cell: adaptive_min */
+    NOW += 10 * SEC;
+    gs_sched_release(S, "t1", 0, last_grant, NOW);
+    gs_sched_acquire(S, "t1", 0, -1, -1, NOW); /* 10 s into its cell: a turn of 10 s */
+    acts_keep();
+    int64_t t0 = NOW;
+    assert_int_equal(sinfo("t").turn_end_us, t0 + 10 * SEC);
+    /* s's cell starts, parked: 2 s into t's turn, the turn ends for it. */
+    NOW += 500 * MS;
+    gs_sched_cell(S, "s", 1, NOW);
+    gs_sched_demand(S, "s", 0, 1, NOW);
+    assert_int_equal(gs_sched_next_deadline(S), t0 + 2 * SEC);
+    NOW = t0 + 2 * SEC;
+    gs_sched_tick(S, NOW);
+    assert_string_equal(acts_keep(), "G:t1/idle=20 R:t1:quantum");
+    /* Without a new cell (s asks outside one: a program), the whole turn. */
+    gs_sched_release(S, "t1", 0, last_grant, NOW);
+    gs_sched_cell(S, "s", 0, NOW);
+    gs_sched_demand(S, "s", 0, 0, NOW);
+    gs_sched_acquire(S, "t1", 0, -1, -1, NOW);
+    acts_keep();
+    t0 = NOW;
+    gs_sched_demand(S, "s", 0, 1, NOW);
+    assert_int_equal(gs_sched_next_deadline(S), sinfo("t").turn_end_us);
+    assert_true(sinfo("t").turn_end_us > t0 + 10 * SEC);
+}
+
 static void cell_end_drops_the_demand(void **state)
 {
     (void)state;
@@ -615,6 +688,7 @@ int main(void)
         cmocka_unit_test(never_more_than_needed),
         cmocka_unit_test(busy_sessions_are_never_victims),
         cmocka_unit_test(idle_threshold_waits_or_refuses),
+        cmocka_unit_test(time_slicing_takes_an_idle_session_after_its_switch_cost),
         cmocka_unit_test(host_budget_is_respected),
         cmocka_unit_test(failed_sessions_come_last),
         cmocka_unit_test(rates_follow_measured_copies),
@@ -625,6 +699,7 @@ int main(void)
         cmocka_unit_test_teardown(a_parked_cell_is_queued_and_slices_the_holder, sched_teardown),
         cmocka_unit_test_teardown(the_slice_follows_the_measured_switch_cost, sched_teardown),
         cmocka_unit_test_teardown(a_busy_cell_is_never_switched_out_early, sched_teardown),
+        cmocka_unit_test_teardown(a_new_cell_cuts_a_long_turn_to_the_shortest, sched_teardown),
         cmocka_unit_test_teardown(cell_end_drops_the_demand, sched_teardown),
         cmocka_unit_test_teardown(no_boost_while_parked, sched_teardown),
     };
