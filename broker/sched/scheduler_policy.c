@@ -369,26 +369,34 @@ static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, in
         used += need;
         held++;
     }
-    sched_session_t *blocked = NULL;
-    int contended = 0;
+    sched_session_t *blocked = NULL, *parked = NULL;
     for (int i = 0; i < nw; i++) {
         if (w[i]->g[gpu].holding)
             continue; /* its turn went on */
         uint64_t need = sched_footprint(s, w[i], gpu);
+        /* A parked (or moving) waiter comes back through parking, which
+         * switches someone out for it; it does not hold up the resident
+         * waiters behind it (they would wait for it while it waits for
+         * their memory: two notebooks that do not fit took turns being
+         * unparked and never ran), but holders' turns end for it. */
+        if (w[i]->residency != GS_SCHED_RESIDENT) {
+            parked = parked ? parked : w[i];
+            continue;
+        }
         if (held > 0 && !fits(s, gpu, used + need)) {
             blocked = w[i]; /* first come, first served: nobody overtakes it */
             break;
         }
-        /* A waiter that cannot be granted yet (parked, moving, or queued by
-         * its cell's demand before its acquire) keeps its memory reserved:
-         * parking makes room for it, a switch. */
+        /* One just brought back, queued by its cell's demand before its
+         * acquire, keeps its memory reserved. */
         if (sched_grantable(s, w[i], gpu))
             adaptive_grant(s, w[i], gpu, 0, now);
-        else
-            contended |= w[i]->residency != GS_SCHED_RESIDENT;
         used += need;
         held++;
     }
+    if (!blocked && parked && held > 0 && !fits(s, gpu, used + sched_footprint(s, parked, gpu)))
+        blocked = parked;
+    int contended = parked != NULL;
     /* While a switch is wanted, holders give the GPU back soon after they
      * go idle, so that a switch can use their idle gap. */
     s->contended[gpu] = contended || blocked;

@@ -461,8 +461,11 @@ static void a_parked_cell_is_queued_and_slices_the_holder(void **state)
     gs_sched_tick(S, NOW);
     assert_string_equal(acts(), "R:b1:quantum");
     gs_sched_release(S, "b1", 0, last_grant, NOW);
-    gs_sched_acquire(S, "b1", 0, -1, -1, NOW); /* b still has work: behind a */
+    assert_true(sinfo("b").switchable); /* its turn is over: parking takes it */
+    gs_sched_set_residency(S, "b", GS_SCHED_MOVING, NOW);
+    gs_sched_acquire(S, "b1", 0, -1, -1, NOW); /* b still has work: it waits */
     assert_string_equal(acts(), "");
+    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
     /* Unparked: a keeps its place until its acquire comes, then gets a
      * slice of at least its switch cost x 10 (60 MiB out at 24 MiB/s and
      * back at 60 MiB/s: 3.5 s, a slice of 35 s). */
@@ -477,6 +480,37 @@ static void a_parked_cell_is_queued_and_slices_the_holder(void **state)
     assert_string_equal(acts(), "G:a1/idle=200");
     assert_int_equal(sinfo("a").quantum_us, 35 * SEC);
     assert_false(sinfo("a").demand);
+}
+
+/* Two notebooks that do not fit, both with running cells: the one just
+ * brought back is granted although the other (parked) waited first; had it
+ * waited behind the other's reservation, parking would have brought the
+ * other back for it, and so on for ever, neither ever running.  The parked
+ * one's wait ends the turn instead. */
+static void a_resident_waiter_is_not_held_behind_a_parked_one(void **state)
+{
+    (void)state;
+    sched_setup(100 * MIB);
+    notebook("a", 60);
+    notebook("b", 60);
+    gs_sched_set_residency(S, "a", GS_SCHED_PARKED, NOW);
+    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
+    gs_sched_cell(S, "a", 1, NOW);
+    gs_sched_cell(S, "b", 1, NOW);
+    gs_sched_demand(S, "a", 0, 1, NOW);
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    NOW += 10 * MS;
+    gs_sched_acquire(S, "b1", 0, -1, -1, NOW);
+    /* Parking brought b back first (say a's room was not free yet). */
+    gs_sched_set_residency(S, "b", GS_SCHED_RESIDENT, NOW);
+    assert_string_equal(acts_keep(), "G:b1");
+    int64_t t0 = NOW;
+    assert_int_equal(sinfo("a").state, GS_SESS_WAITING);
+    /* a still waits: b's turn (adaptive_min, 2 s) ends for it. */
+    assert_int_equal(gs_sched_next_deadline(S), t0 + 2 * SEC);
+    NOW = t0 + 2 * SEC;
+    gs_sched_tick(S, NOW);
+    assert_string_equal(acts_keep(), "R:b1:quantum");
 }
 
 /* Issue 17: a turn lasts max(the adaptive slice, 10 x the switch cost),
@@ -697,6 +731,8 @@ int main(void)
         cmocka_unit_test_teardown(parked_sessions_are_never_granted, sched_teardown),
         cmocka_unit_test_teardown(parking_a_holder_revokes_it_first, sched_teardown),
         cmocka_unit_test_teardown(a_parked_cell_is_queued_and_slices_the_holder, sched_teardown),
+        cmocka_unit_test_teardown(a_resident_waiter_is_not_held_behind_a_parked_one,
+                                  sched_teardown),
         cmocka_unit_test_teardown(the_slice_follows_the_measured_switch_cost, sched_teardown),
         cmocka_unit_test_teardown(a_busy_cell_is_never_switched_out_early, sched_teardown),
         cmocka_unit_test_teardown(a_new_cell_cuts_a_long_turn_to_the_shortest, sched_teardown),
