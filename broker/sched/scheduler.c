@@ -742,7 +742,7 @@ int gs_sched_info(const gs_sched_t *s, const char *session, int gpu, int64_t now
     out->min_slice_us = SCHED_SLICE_FACTOR * out->switch_cost_us;
     out->turn_end_us = sched_turn_end(g);
     out->idle_gap_us = sched_idle_gap(g);
-    out->switchable = sched_switchable(ss, g, now, &out->switchable_at_us);
+    out->switchable = sched_switchable(g, now, &out->switchable_at_us);
     return 0;
 }
 

@@ -22,8 +22,10 @@
  *              (Gemini), waiters chosen by request/limit shares of GPU time
  *              over a sliding window; a limit is hard;
  *   adaptive   everyone who wants the GPU holds it at once while their
- *              memory fits, time slices when it does not, and a cell that
- *              just started gets the GPU to itself for a short boost.
+ *              memory fits, time slices when it does not (turns of at
+ *              least 10 x the measured switch cost), and cells that just
+ *              started get the GPU for a short boost, shared only with
+ *              each other.
  * Always: a cell that finishes has its grants revoked at once; the first
  * grant on an idle GPU is immediate.  Scheduler off: every acquire is
  * granted at once and nothing is revoked (monitoring only).
@@ -92,7 +94,7 @@ typedef struct {
     uint64_t grants, revokes;
     uint64_t resident_bytes; /* sum of its clients' reported used_bytes */
     int64_t quantum_us;      /* current slice (0: none / until revoked) */
-    int boosted;             /* adaptive: holds the GPU alone under a boost */
+    int boosted;             /* adaptive: holds it under a boost (beside boosted cells only) */
     int64_t boost_left_us;   /* boost GPU time left for the running cell */
     double request, limit;   /* its shares */
     double share_used;       /* burst: fraction of the window it held the GPU */

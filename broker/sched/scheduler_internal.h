@@ -153,7 +153,7 @@ void sched_gap_open(sess_gpu_t *g, int64_t now);
 void sched_gap_close(const sched_session_t *ss, sess_gpu_t *g, int64_t now);
 int64_t sched_idle_gap(const sess_gpu_t *g);
 /* May be switched out now; if not, *at says when it may (or NEVER). */
-int sched_switchable(const sched_session_t *ss, const sess_gpu_t *g, int64_t now, int64_t *at);
+int sched_switchable(const sess_gpu_t *g, int64_t now, int64_t *at);
 /* The idle release its grants ask for while a switch is wanted: 0 when
  * it cannot move. */
 int64_t sched_idle_hint(const sess_gpu_t *g);

@@ -408,7 +408,7 @@ static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, in
     }
     if (!blocked)
         return GS_SCHED_NEVER;
-    /* Time slicing: holders whose slice is over make room, oldest first,
+    /* Time slicing: holders whose turn is over make room, oldest first,
      * until what is being given back lets the blocked session in. */
     uint64_t need = sched_footprint(s, blocked, gpu), freed = 0;
     for (int i = 0; i < nh; i++)

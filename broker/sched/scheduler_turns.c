@@ -49,7 +49,7 @@ int sched_turn_live(const sess_gpu_t *g, int64_t now)
 
 void sched_turn_begin(sess_gpu_t *g, int64_t slice, int64_t now)
 {
-    g->turn_start = now;
+    g->turn_start = now > 0 ? now : 1; /* (0 means no turn) */
     g->turn_slice = slice;
 }
 
@@ -63,7 +63,7 @@ void sched_turn_over(sess_gpu_t *g)
 
 void sched_gap_open(sess_gpu_t *g, int64_t now)
 {
-    g->released_at = now;
+    g->released_at = now > 0 ? now : 1;
 }
 
 /* Gaps are measured inside a running cell (between cells the user
@@ -100,9 +100,8 @@ int64_t sched_idle_gap(const sess_gpu_t *g)
     return v[g->ngaps / 2];
 }
 
-int sched_switchable(const sched_session_t *ss, const sess_gpu_t *g, int64_t now, int64_t *at)
+int sched_switchable(const sess_gpu_t *g, int64_t now, int64_t *at)
 {
-    (void)ss;
     *at = GS_SCHED_NEVER;
     if (g->holding)
         return 0;
