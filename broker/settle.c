@@ -24,6 +24,9 @@ static void send_actions(gs_broker_t *b)
         if (a.kind == GS_ACT_GRANT) {
             m = gs_msg_new(GS_MSG_GRANT);
             json_object_set_new(m, "quantum_us", json_integer((json_int_t)a.quantum_us));
+            if (a.idle_release_us > 0) /* a switch is wanted: give it back sooner when idle */
+                json_object_set_new(m, "idle_release_us",
+                                    json_integer((json_int_t)a.idle_release_us));
             if (c->acquire_seq[a.gpu] >= 0)
                 json_object_set_new(m, "seq", json_integer(c->acquire_seq[a.gpu]));
             if (c->epoch > 0) /* the hook refuses a grant of a membership it left */

@@ -43,6 +43,12 @@ static json_t *session_on_gpu(const gs_status_input_t *in, const gs_session_t *s
     /* Since its last cell, grant or release: what the deep tier goes by. */
     json_object_set_new(e, "idle_s", json_real((double)(in->now_us - si.last_active_us) / 1e6));
     json_object_set_new(e, "boosted", json_boolean(si.boosted));
+    /* What switching it costs and what that allows (doc/scheduling.md). */
+    json_object_set_new(e, "switch_cost_s", json_real((double)si.switch_cost_us / 1e6));
+    json_object_set_new(
+        e, "turn_left_s",
+        json_real(si.turn_end_us > in->now_us ? (double)(si.turn_end_us - in->now_us) / 1e6 : 0.0));
+    json_object_set_new(e, "idle_gap_s", json_real((double)si.idle_gap_us / 1e6));
     json_object_set_new(e, "share",
                         json_pack("{s:f, s:f, s:f}", "request", si.request, "limit", si.limit,
                                   "used", si.share_used));

@@ -91,6 +91,7 @@ static const gs_field_spec_t grant_fields[] = {
     F_INT("grant_id", REQ, 1),
     F_INT("quantum_us", REQ, 0),
     F_INT("epoch", OPT, 1),
+    F_INT("idle_release_us", OPT, 0),
 };
 static const gs_field_spec_t revoke_fields[] = {
     F_STR("device", REQ),

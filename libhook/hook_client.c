@@ -652,6 +652,12 @@ static void on_grant(const json_t *m)
         d->state = DS_GRANTED;
         d->grant_id = gs_msg_int(m, "grant_id", 0);
         d->quantum_us = gs_msg_int(m, "quantum_us", 0);
+        /* While a switch is wanted the broker asks for an idle release
+         * sooner than ours (a tenth of what switching this process costs),
+         * so that the switch can use the idle gap; a grant sent again with
+         * the same grant_id only changes this. */
+        long long idle_us = gs_msg_int(m, "idle_release_us", 0);
+        d->idle_release_ms = idle_us > 0 ? (unsigned)((idle_us + 999) / 1000) : 0;
         d->wait_warned = 0;
         hook_gate_update_locked();
         pthread_cond_broadcast(&hook_gate_cv);
@@ -923,21 +929,34 @@ static void on_message(const void *data, size_t size, const gs_peer_t *peer)
 
 /* ---- idleness ------------------------------------------------------------ */
 
+/* A granted device's idle release: the grant's, never later than the
+ * process' own (GPUSHARE_IDLE_RELEASE_MS; 0 there turns it off). */
+static unsigned idle_ms_of(const struct hook_dev *d)
+{
+    unsigned own = hook_cfg.idle_release_ms;
+    return d->idle_release_ms && d->idle_release_ms < own ? d->idle_release_ms : own;
+}
+
 static void idle_tick(uint64_t now)
 {
-    unsigned idle_ms = hook_cfg.idle_release_ms;
-    if (!idle_ms || now < io.next_idle_tick)
+    unsigned shortest = hook_cfg.idle_release_ms;
+    if (!shortest || now < io.next_idle_tick)
         return;
-    io.next_idle_tick = now + (idle_ms / 4 < 5 ? 5 : idle_ms / 4 > 250 ? 250 : idle_ms / 4);
     if (atomic_exchange_explicit(&hook_gate_activity.v, 0, memory_order_relaxed))
         io.last_activity = now;
-    if (now - io.last_activity < idle_ms)
-        return;
     pthread_mutex_lock(&hook_gate_mu);
-    for (int i = 0; i < HOOK_MAX_DEVICES; i++)
-        if (hook_gate_st.dev[i].touched && hook_gate_st.dev[i].state == DS_GRANTED)
+    for (int i = 0; i < HOOK_MAX_DEVICES; i++) {
+        const struct hook_dev *d = &hook_gate_st.dev[i];
+        if (!d->touched || d->state != DS_GRANTED)
+            continue;
+        unsigned ms = idle_ms_of(d);
+        shortest = ms < shortest ? ms : shortest;
+        if (now - io.last_activity >= ms)
             hook_drain_start_locked(i, DRAIN_IDLE, 1);
+    }
     pthread_mutex_unlock(&hook_gate_mu);
+    /* A quarter of the shortest threshold: released at most 25 % late. */
+    io.next_idle_tick = now + (shortest / 4 < 5 ? 5 : shortest / 4 > 250 ? 250 : shortest / 4);
 }
 
 /* ---- the thread ---------------------------------------------------------- */

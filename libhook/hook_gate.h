@@ -44,6 +44,7 @@ struct hook_dev {
     char uuid[HOOK_UUID_LEN];
     long long grant_id;
     long long quantum_us;
+    unsigned idle_release_ms; /* the grant's idle release (0: the process' own) */
     uint64_t granted_ns;
     unsigned long long epoch_start; /* hook_gate_epoch when granted */
     enum hook_drain_reason drain_reason;

@@ -100,9 +100,8 @@ gs_park_t *gs_park_new(gs_sched_t *sched, gs_sessions_t *sessions, const gs_gpu_
     for (int i = 0; i < inv->count; i++) {
         p->total[i] = inv->gpus[i].memory_total;
         snprintf(p->uuids[i], sizeof p->uuids[i], "%s", inv->gpus[i].uuid);
-        p->park_bps[i] = GS_PARK_DEFAULT_PARK_BPS;
-        p->unpark_bps[i] = GS_PARK_DEFAULT_UNPARK_BPS;
     }
+    park_rates_init(p);
     gs_park_policy_config_default(&p->cfg, inv->count, (const char(*)[48])p->uuids, p->host_ram);
     if (inv->count == 0) {
         snprintf(p->unavailable, sizeof p->unavailable, "no GPUs");
@@ -674,9 +673,7 @@ void park_finish_park(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t
         ps->parks++;
         ps->park_s = s;
         ps->park_gbps = s >= 0.001 ? (double)bytes / s / 1e9 : -1;
-        for (int g = 0; g < p->ngpus; g++)
-            if (ps->bytes[g])
-                gs_park_policy_rate_update(&p->park_bps[g], bytes, s);
+        park_rates_measured(p, ps, 1, bytes, s);
         gs_sched_set_residency(p->sched, ps->id, GS_SCHED_PARKED, now);
         ps->parked_at = now;
         gs_info("session %s parked (%s tier): %.1f MiB in %.3f s (%.2f GB/s)", ps->id,
@@ -736,14 +733,11 @@ void park_finish_unpark(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64
     ps->demand_expire = now + 2 * SEC;
     if (j->error[0])
         snprintf(ps->why, sizeof ps->why, "unpark needed retries: %.400s", j->error);
+    park_rates_measured(p, ps, 0, bytes, s);
     for (int g = 0; g < p->ngpus; g++) {
         gs_sched_info_t si;
         if (!ps->bytes[g])
             continue;
-        gs_park_policy_rate_update(&p->unpark_bps[g], bytes, s);
-        gs_sched_set_min_slice(
-            p->sched, ps->id, g,
-            gs_park_policy_min_slice_us(ps->bytes[g], s, p->park_bps[g], p->unpark_bps[g]));
         if (gs_sched_info(p->sched, ps->id, g, now, &si) == 0)
             ps->grants_at_unpark[g] = si.grants;
     }

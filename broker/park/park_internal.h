@@ -59,6 +59,10 @@ typedef struct {
     int deep_next;     /* its next park goes to the checkpoint tier */
     int64_t pool_refused_at; /* swap-only, and the pool could not take it then */
     int asked;               /* its notebook asked to be parked (`park`): once it is idle */
+    /* its own copy rates (park_rates.c), measured on rates_tier */
+    double out_bps, in_bps;
+    int rates_tier;
+    double told_out[GS_MAX_GPUS], told_in[GS_MAX_GPUS]; /* what the scheduler was told */
     /* swap tier (park_swap.c) */
     int swap_gpu, swap_phase, swap_waiting, swap_failed, swap_rollback_failed;
     int64_t swap_deadline, swap_elapsed_us;
@@ -147,7 +151,9 @@ struct gs_park {
     gs_park_worker_t *worker;
     int ngpus;
     uint64_t total[GS_MAX_GPUS];
-    double park_bps[GS_MAX_GPUS], unpark_bps[GS_MAX_GPUS];
+    /* copy rates per tier and GPU (park_rates.c); last_tier: the last copy's */
+    double out_bps[2][GS_MAX_GPUS], in_bps[2][GS_MAX_GPUS];
+    int last_tier[GS_MAX_GPUS];
     zhashx_t *sess;    /* id -> psess_t */
     zhashx_t *clients; /* key -> pclient_t */
     room_t *rooms;
@@ -262,6 +268,13 @@ gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t n
 void park_explain(gs_park_t *p, const park_views_t *vs, int g, uint64_t need, const char *exclude,
                   gs_park_pick_rc_t rc, int64_t now, char *out, size_t len);
 const char *park_mib(char *buf, size_t len, uint64_t bytes);
+
+/* park_rates.c: what switching costs, per tier and GPU and per session */
+void park_rates_init(gs_park_t *p);
+/* A copy of `bytes` that took `seconds` (out: a park). */
+void park_rates_measured(gs_park_t *p, psess_t *ps, int out, uint64_t bytes, double seconds);
+/* Tell the scheduler how fast each session's memory would move now. */
+void park_rates_tell(gs_park_t *p, const park_views_t *vs);
 
 /* park_room.c: make_room requests */
 void park_room_reply(gs_park_t *p, room_t *r, int ok, uint64_t free_bytes, const char *reason);

@@ -239,6 +239,7 @@ static void poll_once(gs_park_t *p, int64_t now)
     if (!vs.v)
         return;
     park_prune(p, &vs);
+    park_rates_tell(p, &vs); /* before any decision: turns and switches are priced with them */
     park_expire_reservations(p, &vs, now);
     /* Victims whose grant was revoked start once they have let go. */
     for (int i = 0; i < vs.n; i++) {

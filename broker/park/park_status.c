@@ -72,8 +72,17 @@ static void gpu_status(const gs_park_t *p, int gpu, json_t *e)
     json_object_set_new(
         e, "parking", json_string(p->api && p->cfg.enabled && !p->cfg.gpu_off[gpu] ? "on" : "off"));
     json_object_set_new(e, "memory_parked", json_integer((json_int_t)parked));
-    json_object_set_new(e, "park_gbps", json_real(p->park_bps[gpu] / 1e9));
-    json_object_set_new(e, "unpark_gbps", json_real(p->unpark_bps[gpu] / 1e9));
+    /* The tier of the last copy here (before any, the checkpoint tier), and
+     * both tiers' estimates: switches are priced with them. */
+    int t = p->last_tier[gpu];
+    json_object_set_new(e, "park_gbps", json_real(p->out_bps[t][gpu] / 1e9));
+    json_object_set_new(e, "unpark_gbps", json_real(p->in_bps[t][gpu] / 1e9));
+    json_object_set_new(e, "swap_park_gbps", json_real(p->out_bps[TIER_SWAP][gpu] / 1e9));
+    json_object_set_new(e, "swap_unpark_gbps", json_real(p->in_bps[TIER_SWAP][gpu] / 1e9));
+    json_object_set_new(e, "checkpoint_park_gbps",
+                        json_real(p->out_bps[TIER_CHECKPOINT][gpu] / 1e9));
+    json_object_set_new(e, "checkpoint_unpark_gbps",
+                        json_real(p->in_bps[TIER_CHECKPOINT][gpu] / 1e9));
 }
 
 static json_t *park_status(const gs_park_t *p)

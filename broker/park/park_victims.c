@@ -130,8 +130,9 @@ int park_in_flight(const park_views_t *vs, int g)
 }
 
 /* A session unparked for its cell keeps its slice: it is not switched out
- * again before it had a grant or its shortest slice went by. */
-static int slice_protected(const park_view_t *v, int64_t now)
+ * again before it had a grant or its shortest slice went by.  Returns when
+ * that protection ends (0: none). */
+static int64_t protected_until(const park_view_t *v, int64_t now)
 {
     const psess_t *ps = v->ps;
     if (!ps->unparked_at)
@@ -143,7 +144,7 @@ static int slice_protected(const park_view_t *v, int64_t now)
     for (int g = 0; g < GS_MAX_GPUS; g++)
         if (v->si[g].min_slice_us > longest)
             longest = v->si[g].min_slice_us;
-    return now - ps->unparked_at < longest;
+    return now - ps->unparked_at < longest ? ps->unparked_at + longest : 0;
 }
 
 /* A session waiting for a make_room answer is in the middle of an
@@ -178,12 +179,24 @@ gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t n
         int settling = v->holding && !v->cell_busy;
         if (v->holding && !settling)
             continue;
+        /* An active session holding nothing is switched out only when the
+         * scheduler says that pays (its turn is over, or its idle gap is
+         * longer than a switch costs), and not before its first grant
+         * after an unpark. */
+        int active = !idle && !settling;
+        int64_t until = protected_until(v, now), at = 0;
+        if (!v->si[g].switchable && v->si[g].switchable_at_us != GS_SCHED_NEVER)
+            at = v->si[g].switchable_at_us;
+        if (until && (v->si[g].switchable || at) && at < until)
+            at = until;
         c[n] = (gs_park_cand_t){.bytes = v->foot[g],
                                 .host_bytes = v->host,
                                 .last_active = v->last_active,
                                 .idle = idle,
                                 .settling = settling,
-                                .switched_out = !idle && !settling && !slice_protected(v, now),
+                                .switched_out = active && !until && v->si[g].switchable,
+                                .switch_at = active ? at : 0,
+                                .cost_us = v->si[g].switch_cost_us,
                                 .failed = v->ps->failed};
         map[n++] = i;
     }

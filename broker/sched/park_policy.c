@@ -252,15 +252,22 @@ gs_park_pick_rc_t gs_park_policy_choose(const gs_park_cand_t *c, int n, uint64_t
         picked[i] = 0;
         if (!c[i].bytes)
             continue;
-        int ready = c[i].idle       ? now - c[i].last_active >= idle_us
+        /* A cell waiting for the GPU (time slicing) need not wait
+         * park_idle_s for a notebook between cells: once it has been idle
+         * for longer than a switch costs, switching it out pays. */
+        int64_t idle_for =
+            allow_switched && c[i].cost_us > 0 && c[i].cost_us < idle_us ? c[i].cost_us : idle_us;
+        int ready = c[i].idle       ? now - c[i].last_active >= idle_for
                     : c[i].settling ? 0
                                     : allow_switched && c[i].switched_out;
         if (ready)
             ord[no++] = (order_t){i, (c[i].idle ? 0 : 1) + (c[i].failed ? 2 : 0), c[i].last_active};
         else if (c[i].idle)
-            soon[ns++] = (order_t){i, 0, c[i].last_active + idle_us};
+            soon[ns++] = (order_t){i, 0, c[i].last_active + idle_for};
         else if (c[i].settling)
             soon[ns++] = (order_t){i, 0, now + (idle_us > 100000 ? idle_us : 100000)};
+        else if (allow_switched && c[i].switch_at > now)
+            soon[ns++] = (order_t){i, 0, c[i].switch_at};
     }
     qsort(ord, (size_t)no, sizeof *ord, cmp_order);
     uint64_t sum = 0, host = 0;
@@ -325,17 +332,6 @@ void gs_park_policy_rate_update(double *bps, uint64_t bytes, double seconds)
         return;
     double r = (double)bytes / seconds;
     *bps = *bps > 0 ? 0.5 * *bps + 0.5 * r : r;
-}
-
-int64_t gs_park_policy_min_slice_us(uint64_t bytes, double unpark_s, double park_bps,
-                                    double unpark_bps)
-{
-    if (!bytes)
-        return 0;
-    double park_s = park_bps > 0 ? (double)bytes / park_bps : 0;
-    if (unpark_s < 0)
-        unpark_s = unpark_bps > 0 ? (double)bytes / unpark_bps : 0;
-    return (int64_t)llround(GS_PARK_SLICE_FACTOR * (park_s + unpark_s) * SEC);
 }
 
 /* ---- tiers ------------------------------------------------------------------- */

@@ -12,7 +12,8 @@
  *    so the chosen set is pruned until no victim is redundant;
  *  - a host budget: parked memory lives in host RAM (in the parked
  *    process), and running the host out of memory would lose notebooks;
- *  - a slice after an unpark lasts at least 10 x the switch cost, so time
+ *  - switch costs are measured (gs_park_policy_rate_update) and handed to
+ *    the scheduler, whose turns last at least 10 x them, so that time
  *    slicing by parking spends at most a tenth of the GPU's time copying.
  */
 #ifndef GS_PARK_POLICY_H
@@ -25,10 +26,11 @@
 #include "scheduler.h" /* GS_SCHED_MAX_GPUS */
 
 /* The H200 (driver 580) figures, until this machine has measured its own:
- * 32 GiB checkpointed in ~16 s, restored in ~5.7 s. */
+ * the checkpoint tier: 32 GiB checkpointed in ~16 s, restored in ~5.7 s;
+ * the swap tier: ~35 GB/s each way during a switch (doc/parking.md). */
 #define GS_PARK_DEFAULT_PARK_BPS   2.0e9
 #define GS_PARK_DEFAULT_UNPARK_BPS 6.0e9
-#define GS_PARK_SLICE_FACTOR       10 /* a slice is >= 10 x its switch cost */
+#define GS_PARK_DEFAULT_SWAP_BPS   35.0e9
 
 typedef struct {
     int enabled;                    /* park = on|off (on) */
@@ -75,7 +77,11 @@ typedef struct {
     int64_t last_active; /* least recently active goes first */
     int idle;            /* no running cell, no grant, no request */
     int settling;        /* no running cell, but a grant not given back yet */
-    int switched_out;    /* active but holding nothing: a time-slice victim */
+    int switched_out;    /* active but holding nothing, and switching it pays: a
+                            time-slice victim (gs_sched_info's switchable) */
+    int64_t switch_at;   /* active, not switchable yet: when it will be (0: not by time) */
+    int64_t cost_us;     /* its switch cost: time slicing takes an idle session once it has
+                            been idle that long, if sooner than idle_us (0: idle_us) */
     int failed;          /* its last park failed: tried after the others */
 } gs_park_cand_t;
 
@@ -87,14 +93,17 @@ typedef enum {
 } gs_park_pick_rc_t;
 
 /* Choose victims for `need` bytes among n candidates: idle ones idle for
- * idle_us (least recently active first), then, with allow_switched, active
- * sessions holding nothing (time slicing); candidates whose last park
- * failed come after the others.  The chosen set is pruned of victims it
- * does not need.  A victim's host_bytes must fit in budget_left.  picked
- * (n entries) gets 1 for each victim; *wait_until is set for GS_PICK_WAIT
- * (only when that is before deadline): idle sessions become ready at
- * last_active + idle_us, settling ones no sooner than idle_us (at least
- * 100 ms) from now (their release, an event, usually comes first). */
+ * idle_us (least recently active first; with allow_switched, for time
+ * slicing, already once idle for their switch cost if that is shorter),
+ * then, with allow_switched, active sessions holding nothing that may be
+ * switched out;
+ * candidates whose last park failed come after the others.  The chosen
+ * set is pruned of victims it does not need.  A victim's host_bytes must
+ * fit in budget_left.  picked (n entries) gets 1 for each victim;
+ * *wait_until is set for GS_PICK_WAIT (only when that is before
+ * deadline): idle sessions become ready at last_active + idle_us, settling
+ * ones no sooner than idle_us (at least 100 ms) from now (their release,
+ * an event, usually comes first), active ones at switch_at. */
 gs_park_pick_rc_t gs_park_policy_choose(const gs_park_cand_t *c, int n, uint64_t need,
                                         int allow_switched, uint64_t budget_left, int64_t now,
                                         int64_t idle_us, int64_t deadline, int *picked,
@@ -120,10 +129,5 @@ int gs_park_policy_demote(const gs_park_config_t *c, int64_t parked_for_us, uint
 /* A measured copy: the rate estimate moves halfway to it (tiny copies,
  * under 1 MiB or 1 ms, say nothing and are ignored). */
 void gs_park_policy_rate_update(double *bps, uint64_t bytes, double seconds);
-
-/* The shortest slice for a session of `bytes` whose unpark took
- * unpark_s (< 0: estimate it too): 10 x (unpark + the park that follows). */
-int64_t gs_park_policy_min_slice_us(uint64_t bytes, double unpark_s, double park_bps,
-                                    double unpark_bps);
 
 #endif

@@ -220,6 +220,19 @@ static void grant_client(gs_sched_t *s, sched_client_t *c, int gpu, int64_t now)
     }
     int64_t left = g->deadline != GS_SCHED_NEVER && g->deadline > now ? g->deadline - now : 0;
     sched_emit(s, GS_ACT_GRANT, c->id, gpu, cg->grant_id, left, NULL);
+    s->acts[s->nacts - 1].idle_release_us = g->hint;
+}
+
+void sched_hint(gs_sched_t *s, sched_session_t *ss, int gpu, int64_t hint, int64_t now)
+{
+    sess_gpu_t *g = &ss->g[gpu];
+    if (g->hint == hint || !g->holding || g->revoking)
+        return;
+    g->hint = hint;
+    for (int i = 0; i < s->nclients; i++) /* the same grants again, with the hint */
+        if (s->clients[i]->session == ss && s->clients[i]->g[gpu].grant_id &&
+            !s->clients[i]->g[gpu].revoked)
+            grant_client(s, s->clients[i], gpu, now);
 }
 
 /* A busy period starts; a running cell keeps the mark it set. */
@@ -274,22 +287,37 @@ void sched_session_grant(gs_sched_t *s, sched_session_t *ss, int gpu, int64_t qu
     g->quantum = quantum > 0 ? quantum : 0;
     g->deadline = quantum > 0 ? now + quantum : GS_SCHED_NEVER;
     g->grants++;
+    g->hint = s->contended[gpu] ? sched_idle_hint(g) : 0;
     g->boosting = boosting;
     g->boost_start = now;
+    g->boost_share = 1;
     mark_active(ss, g, now);
     for (int i = 0; i < s->nclients; i++)
         if (s->clients[i]->session == ss && s->clients[i]->g[gpu].wants)
             grant_client(s, s->clients[i], gpu, now);
 }
 
-static void end_boost(sess_gpu_t *g, int64_t now)
+int64_t sched_boost_left(const sess_gpu_t *g, int64_t now)
 {
     if (!g->boosting)
-        return;
-    g->boost_left -= now - g->boost_start;
-    if (g->boost_left < 0)
-        g->boost_left = 0;
-    g->boosting = 0;
+        return g->boost_left;
+    int64_t left =
+        g->boost_left - (now - g->boost_start) / (g->boost_share > 1 ? g->boost_share : 1);
+    return left > 0 ? left : 0;
+}
+
+void sched_boost_count(sess_gpu_t *g, int share, int64_t now)
+{
+    g->boost_left = sched_boost_left(g, now);
+    g->boost_start = now;
+    g->boost_share = share > 0 ? share : 1;
+    g->boosting = share > 0;
+}
+
+static void end_boost(sess_gpu_t *g, int64_t now)
+{
+    if (g->boosting)
+        sched_boost_count(g, 0, now);
 }
 
 void sched_session_revoke(gs_sched_t *s, sched_session_t *ss, int gpu, const char *reason,
@@ -301,6 +329,7 @@ void sched_session_revoke(gs_sched_t *s, sched_session_t *ss, int gpu, const cha
     g->revoking = reason;
     g->revokes++;
     end_boost(g, now);
+    sched_turn_over(g); /* revoked: its turn is over, whatever the reason */
     for (int i = 0; i < s->nclients; i++) {
         sched_client_t *c = s->clients[i];
         client_gpu_t *cg = &c->g[gpu];
@@ -331,6 +360,9 @@ static void end_hold(gs_sched_t *s, sched_session_t *ss, int gpu, int64_t now)
     sess_gpu_t *g = &ss->g[gpu];
     ss->last_active = now;
     end_boost(g, now);
+    if (!g->revoking)
+        sched_gap_open(g, now); /* gave it back by itself: its turn goes on */
+    g->hint = 0;
     g->holding = 0;
     g->revoking = NULL;
     g->nheld = 0;
@@ -460,6 +492,8 @@ int gs_sched_cell(gs_sched_t *s, const char *session, int busy, int64_t now)
         for (int i = 0; i < s->ngpus; i++) {
             end_boost(&ss->g[i], now);
             ss->g[i].boost_left = 0;
+            sched_turn_over(&ss->g[i]); /* the next cell starts afresh */
+            ss->g[i].released_at = 0;   /* (between cells the user thinks: no gap) */
             if (s->cfg.enabled)
                 sched_session_revoke(s, ss, i, "cell_idle", now);
             drop_demand(s, ss, i, now); /* the cell that waited is over */
@@ -556,6 +590,7 @@ int gs_sched_acquire(gs_sched_t *s, const char *client, int gpu, int64_t p90, in
         return 0;
     }
     set_wants(c, gpu, 1);
+    sched_gap_close(c->session, g, now);
     if (g->holding && !g->revoking && !cg->grant_id && c->session->residency == GS_SCHED_RESIDENT)
         grant_client(s, c, gpu, now); /* its session holds the GPU */
     else
@@ -600,6 +635,7 @@ int gs_sched_set_residency(gs_sched_t *s, const char *session, gs_sched_residenc
         for (int i = 0; i < s->ngpus; i++) {
             end_boost(&ss->g[i], now);
             sched_session_revoke(s, ss, i, "park", now); /* even with the scheduler off */
+            sched_turn_over(&ss->g[i]);                  /* switched out */
         }
     ss->residency = r;
     decide_all(s, now);
@@ -622,12 +658,15 @@ int gs_sched_demand(gs_sched_t *s, const char *session, int gpu, int on, int64_t
     return 0;
 }
 
-int gs_sched_set_min_slice(gs_sched_t *s, const char *session, int gpu, int64_t us)
+int gs_sched_set_move_rates(gs_sched_t *s, const char *session, int gpu, double out_bps,
+                            double in_bps)
 {
     sched_session_t *ss = sched_session_find(s, session);
     if (!ss || gpu < 0 || gpu >= s->ngpus)
         return -1;
-    ss->g[gpu].min_slice = us > 0 ? us : 0;
+    sess_gpu_t *g = &ss->g[gpu];
+    g->out_bps = out_bps > 0 ? out_bps : 0;
+    g->in_bps = in_bps > 0 ? in_bps : 0;
     return 0;
 }
 
@@ -686,9 +725,7 @@ int gs_sched_info(const gs_sched_t *s, const char *session, int gpu, int64_t now
     out->resident_bytes = sched_footprint(s, ss, gpu);
     out->quantum_us = g->holding ? g->quantum : 0;
     out->boosted = g->boosting;
-    out->boost_left_us = g->boosting ? g->boost_left - (now - g->boost_start) : g->boost_left;
-    if (out->boost_left_us < 0)
-        out->boost_left_us = 0;
+    out->boost_left_us = sched_boost_left(g, now);
     sched_shares(s, ss->id, &out->request, &out->limit);
     out->share_used = s->cfg.window_us > 0 ? (double)sched_window_used(g, now, s->cfg.window_us) /
                                                  (double)s->cfg.window_us
@@ -701,7 +738,11 @@ int gs_sched_info(const gs_sched_t *s, const char *session, int gpu, int64_t now
     out->wants = session_wants(s, ss, gpu);
     out->demand = g->demand;
     out->residency = ss->residency;
-    out->min_slice_us = g->min_slice;
+    out->switch_cost_us = sched_switch_cost(g);
+    out->min_slice_us = SCHED_SLICE_FACTOR * out->switch_cost_us;
+    out->turn_end_us = sched_turn_end(g);
+    out->idle_gap_us = sched_idle_gap(g);
+    out->switchable = sched_switchable(g, now, &out->switchable_at_us);
     return 0;
 }
 

@@ -22,8 +22,10 @@
  *              (Gemini), waiters chosen by request/limit shares of GPU time
  *              over a sliding window; a limit is hard;
  *   adaptive   everyone who wants the GPU holds it at once while their
- *              memory fits, time slices when it does not, and a cell that
- *              just started gets the GPU to itself for a short boost.
+ *              memory fits, time slices when it does not (turns of at
+ *              least 10 x the measured switch cost), and cells that just
+ *              started get the GPU for a short boost, shared only with
+ *              each other.
  * Always: a cell that finishes has its grants revoked at once; the first
  * grant on an idle GPU is immediate.  Scheduler off: every acquire is
  * granted at once and nothing is revoked (monitoring only).
@@ -68,6 +70,11 @@ typedef struct {
     uint64_t grant_id;
     int64_t quantum_us; /* grants: time left of the session's slice, 0 = until revoked */
     const char *reason; /* revokes: "quantum", "cell_idle", "preempt", "policy" */
+    /* grants: give it back after this long without submissions (0: the
+     * hook's own idle release).  Set while a switch is wanted on the GPU,
+     * so that a holder's idle gap is seen soon enough to switch in it; a
+     * grant sent again with the same grant_id only changes this. */
+    int64_t idle_release_us;
 } gs_sched_action_t;
 
 typedef enum { GS_SESS_IDLE, GS_SESS_RUNNING, GS_SESS_WAITING } gs_sched_state_t;
@@ -87,7 +94,7 @@ typedef struct {
     uint64_t grants, revokes;
     uint64_t resident_bytes; /* sum of its clients' reported used_bytes */
     int64_t quantum_us;      /* current slice (0: none / until revoked) */
-    int boosted;             /* adaptive: holds the GPU alone under a boost */
+    int boosted;             /* adaptive: holds it under a boost (beside boosted cells only) */
     int64_t boost_left_us;   /* boost GPU time left for the running cell */
     double request, limit;   /* its shares */
     double share_used;       /* burst: fraction of the window it held the GPU */
@@ -100,7 +107,13 @@ typedef struct {
     int wants;                      /* a client asked for this GPU and was not granted yet */
     int demand;                     /* waits for the GPU on its cell's behalf (gs_sched_demand) */
     gs_sched_residency_t residency; /* as set by gs_sched_set_residency */
-    int64_t min_slice_us;           /* as set by gs_sched_set_min_slice */
+    /* switching (adaptive, parking's time slicing) */
+    int64_t switch_cost_us;   /* its memory out and back (gs_sched_set_move_rates); 0: unknown */
+    int64_t min_slice_us;     /* 10 x switch_cost_us: its turns last at least that */
+    int64_t turn_end_us;      /* its turn on the GPU ends then; 0: no turn */
+    int64_t idle_gap_us;      /* its running cell's usual idle gap (measured); 0: unknown */
+    int switchable;           /* holds nothing and may be switched out now (see below) */
+    int64_t switchable_at_us; /* if not yet, when it will be (GS_SCHED_NEVER: not by time) */
 } gs_sched_info_t;
 
 /* ---- life and configuration ---------------------------------------------- */
@@ -204,9 +217,21 @@ int gs_sched_set_residency(gs_sched_t *self, const char *session, gs_sched_resid
  * its clients asks and is granted.  -1: unknown session or GPU. */
 int gs_sched_demand(gs_sched_t *self, const char *session, int gpu, int on, int64_t now_us);
 
-/* The shortest slice the session gets on the GPU under adaptive (the park
- * module's 10 x switch cost), 0 = none.  -1: unknown session or GPU. */
-int gs_sched_set_min_slice(gs_sched_t *self, const char *session, int gpu, int64_t us);
+/* How fast the session's memory on the GPU leaves and comes back, bytes
+ * per second (parking's measurements: the session's own, or the GPU's for
+ * the tier it would use); 0: it cannot move.  Its switch cost is then its
+ * footprint over each rate, summed, and under adaptive:
+ *  - its turns last max(the adaptive slice, 10 x the switch cost), so that
+ *    copying takes at most a tenth of the GPU's time;
+ *  - holding nothing while its cell runs (an idle release between GPU
+ *    phases), it may be switched out (gs_sched_info's switchable) only
+ *    when its turn is over, or its GPU has been idle for longer than a
+ *    switch costs, or its measured idle gaps are that long (a switch that
+ *    fits in its own idle gap is the cheap one); until then it keeps its
+ *    turn, and is granted again at once when it asks.
+ * -1: unknown session or GPU. */
+int gs_sched_set_move_rates(gs_sched_t *self, const char *session, int gpu, double out_bps,
+                            double in_bps);
 
 /* The session holds (or is being revoked on) any GPU. */
 int gs_sched_session_holding(const gs_sched_t *self, const char *session);

@@ -12,6 +12,9 @@
 
 typedef struct sched_session sched_session_t;
 
+#define SCHED_GAPS         5  /* idle gaps remembered per session and GPU */
+#define SCHED_SLICE_FACTOR 10 /* a turn lasts >= 10 x its switch cost */
+
 typedef struct {
     int wants;         /* acquire not yet answered by a grant */
     uint64_t grant_id; /* grant held, 0 = none */
@@ -53,12 +56,21 @@ typedef struct {
     interval_t *hist;  /* past holds, oldest first, pruned to the window */
     int nhist, caphist;
     /* adaptive boost */
-    int64_t boost_left; /* GPU time of boost left for the running cell */
-    int boosting;       /* holds the GPU alone under the boost */
-    int64_t boost_start;
+    int64_t boost_left;  /* GPU time of boost left for the running cell */
+    int boosting;        /* holds the GPU under the boost (with other boosted cells only) */
+    int64_t boost_start; /* boost_left was counted until then */
+    int boost_share;     /* boosted cells holding the GPU together since (>= 1) */
     /* parking */
-    int demand;        /* queued for its parked cell, without an acquire */
-    int64_t min_slice; /* adaptive: shortest slice (switch cost x 10) */
+    int demand; /* queued for its parked cell, without an acquire */
+    /* switching (scheduler_turns.c): a turn is its time on the GPU under
+     * adaptive, which outlives the idle releases of its running cell */
+    double out_bps, in_bps;   /* gs_sched_set_move_rates; 0: cannot move */
+    int64_t turn_start;       /* 0: no turn */
+    int64_t turn_slice;       /* the adaptive slice it was given then */
+    int64_t released_at;      /* gave the GPU back by itself (idle), 0: no */
+    int64_t gaps[SCHED_GAPS]; /* its last idle gaps, release to the next acquire */
+    int ngaps, gap_next;      /* gaps kept, where the next one goes */
+    int64_t hint;             /* idle_release_us its grants carry */
     /* Running totals over its clients, kept by set_wants and set_used in
      * scheduler.c: every decision asks for them, for every session, and
      * summing the client table each time made an event cost sessions x
@@ -98,7 +110,8 @@ struct gs_sched {
     int nacts, headacts, capacts;
     uint64_t next_grant_id, next_queue_seq;
     int64_t last_now;
-    int dirty; /* settings changed: decide again at the next tick */
+    int dirty;                        /* settings changed: decide again at the next tick */
+    int contended[GS_SCHED_MAX_GPUS]; /* a switch was wanted at the last decision */
 };
 
 /* scheduler.c */
@@ -107,6 +120,9 @@ void sched_emit(gs_sched_t *s, gs_sched_act_kind_t kind, const char *client, int
                 uint64_t grant_id, int64_t quantum, const char *reason);
 void sched_session_grant(gs_sched_t *s, sched_session_t *ss, int gpu, int64_t quantum, int boosting,
                          int64_t now);
+/* Ask a holder's grants for an idle release of `hint` us (0: the hook's
+ * own): its grants are sent again when that changes. */
+void sched_hint(gs_sched_t *s, sched_session_t *ss, int gpu, int64_t hint, int64_t now);
 void sched_session_revoke(gs_sched_t *s, sched_session_t *ss, int gpu, const char *reason,
                           int64_t now);
 uint64_t sched_footprint(const gs_sched_t *s, const sched_session_t *ss, int gpu);
@@ -118,6 +134,29 @@ int64_t sched_window_used(const sess_gpu_t *g, int64_t now, int64_t window);
 /* Sessions holding (oldest hold first) or waiting (arrival order) on a
  * GPU; malloc'd array of *n, the caller frees it. */
 sched_session_t **sched_list(const gs_sched_t *s, int gpu, int holders, int *n);
+
+/* The boost is GPU time: holding it with k boosted cells uses 1/k. */
+int64_t sched_boost_left(const sess_gpu_t *g, int64_t now);
+/* Count it until now, then go on with `share` (0: the boost ends). */
+void sched_boost_count(sess_gpu_t *g, int share, int64_t now);
+
+/* scheduler_turns.c: switch costs, turns and idle gaps (adaptive) */
+int64_t sched_switch_cost(const sess_gpu_t *g);
+/* When the turn ends (0: no turn): its start + max(its slice, 10 x the
+ * switch cost now, since rates and footprints change). */
+int64_t sched_turn_end(const sess_gpu_t *g);
+int sched_turn_live(const sess_gpu_t *g, int64_t now);
+void sched_turn_begin(sess_gpu_t *g, int64_t slice, int64_t now);
+void sched_turn_over(sess_gpu_t *g);
+/* A release by itself (idle) and the acquire that ends the gap. */
+void sched_gap_open(sess_gpu_t *g, int64_t now);
+void sched_gap_close(const sched_session_t *ss, sess_gpu_t *g, int64_t now);
+int64_t sched_idle_gap(const sess_gpu_t *g);
+/* May be switched out now; if not, *at says when it may (or NEVER). */
+int sched_switchable(const sess_gpu_t *g, int64_t now, int64_t *at);
+/* The idle release its grants ask for while a switch is wanted: 0 when
+ * it cannot move. */
+int64_t sched_idle_hint(const sess_gpu_t *g);
 
 /* scheduler_policy.c: decide grants and revokes on one GPU; returns when
  * it wants to decide again (> now, or GS_SCHED_NEVER). */

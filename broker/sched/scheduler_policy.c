@@ -41,11 +41,8 @@ static void end_boosts(sched_session_t **h, int nh, int gpu, int64_t now)
 {
     for (int i = 0; i < nh; i++) {
         sess_gpu_t *g = &h[i]->g[gpu];
-        if (g->boosting) {
-            g->boost_left -= now - g->boost_start;
-            g->boost_left = g->boost_left < 0 ? 0 : g->boost_left;
-            g->boosting = 0;
-        }
+        if (g->boosting)
+            sched_boost_count(g, 0, now);
     }
 }
 
@@ -221,10 +218,36 @@ static int64_t adaptive_slice(const gs_sched_t *s, const sched_session_t *ss, in
 {
     const sess_gpu_t *g = &ss->g[gpu];
     int64_t had = g->gpu_time + (g->holding ? now - g->hold_start : 0) - g->gpu_mark;
-    int64_t slice = clamp64(had, s->cfg.adaptive_min_us, s->cfg.adaptive_max_us);
-    /* A session brought back from host memory gets a slice that its switch
-     * (unpark, and park again after) costs at most a tenth of. */
-    return slice > g->min_slice ? slice : g->min_slice;
+    return clamp64(had, s->cfg.adaptive_min_us, s->cfg.adaptive_max_us);
+}
+
+/* A grant under adaptive: the session's turn goes on (it gave the GPU back
+ * by itself between two GPU phases), or a new turn begins with the
+ * adaptive slice; either way the hold ends with the turn, which lasts at
+ * least 10 x the session's switch cost (scheduler_turns.c). */
+static void adaptive_grant(gs_sched_t *s, sched_session_t *ss, int gpu, int boosting, int64_t now)
+{
+    sess_gpu_t *g = &ss->g[gpu];
+    if (!sched_grantable(s, ss, gpu)) {
+        sched_session_grant(s, ss, gpu, 0, boosting, now); /* keeps or drops its place */
+        return;
+    }
+    if (!sched_turn_live(g, now))
+        sched_turn_begin(g, adaptive_slice(s, ss, gpu, now), now);
+    sched_session_grant(s, ss, gpu, sched_turn_end(g) - now, boosting, now);
+}
+
+/* Holders' deadlines follow their turns: a switch cost measured after the
+ * grant (parking learns rates as it copies) lengthens the turn. */
+static void adaptive_deadlines(sched_session_t **h, int nh, int gpu)
+{
+    for (int i = 0; i < nh; i++) {
+        sess_gpu_t *g = &h[i]->g[gpu];
+        if (g->turn_start && !g->revoking) {
+            g->deadline = sched_turn_end(g);
+            g->quantum = g->deadline - g->turn_start;
+        }
+    }
 }
 
 /* A parked session is not boosted while it is brought back: preempting the
@@ -236,51 +259,6 @@ static int boost_eligible(const gs_sched_t *s, const sched_session_t *ss, int gp
            ((g->waiting && sched_grantable(s, ss, gpu)) || (g->holding && !g->revoking));
 }
 
-/* Returns 1 when a boost owns the GPU (nothing else may be granted);
- * *wake is set to its end. */
-static int adaptive_boost(gs_sched_t *s, int gpu, sched_session_t **h, int nh, sched_session_t **w,
-                          int nw, int64_t now, int64_t *wake)
-{
-    sched_session_t *b = NULL;
-    for (int i = 0; i < nh; i++)
-        if (h[i]->g[gpu].boosting)
-            b = h[i];
-    if (b) {
-        sess_gpu_t *g = &b->g[gpu];
-        if (!b->cell_busy || g->boost_left - (now - g->boost_start) <= 0) {
-            end_boosts(&b, 1, gpu, now);
-            b = NULL;
-        }
-    }
-    if (!b) {
-        /* The cell that started first among those that want the GPU. */
-        for (int i = 0; i < nh + nw; i++) {
-            sched_session_t *c = i < nh ? h[i] : w[i - nh];
-            if (boost_eligible(s, c, gpu) && (!b || c->cell_start < b->cell_start))
-                b = c;
-        }
-        if (!b)
-            return 0;
-        sess_gpu_t *g = &b->g[gpu];
-        if (g->holding) {
-            g->boosting = 1;
-            g->boost_start = now;
-        }
-    }
-    int others = 0;
-    for (int i = 0; i < nh; i++) {
-        if (h[i] == b)
-            continue;
-        sched_session_revoke(s, h[i], gpu, "preempt", now);
-        others = 1;
-    }
-    sess_gpu_t *g = &b->g[gpu];
-    if (!g->holding && !others)
-        sched_session_grant(s, b, gpu, adaptive_slice(s, b, gpu, now), 1, now);
-    *wake = g->holding ? g->boost_start + g->boost_left : GS_SCHED_NEVER;
-    return 1;
-}
-
 static int fits(const gs_sched_t *s, int gpu, uint64_t bytes)
 {
     if (!s->mem_total[gpu])
@@ -289,39 +267,149 @@ static int fits(const gs_sched_t *s, int gpu, uint64_t bytes)
     return (double)bytes <= room;
 }
 
+/* The interactive boost: cells with boost left (each has boost_ms of
+ * holding from its start) hold the GPU together, as far as their memory
+ * fits, and everyone else is revoked and held back until none is left.
+ * They share it with each other (the GPU time-slices between them)
+ * instead of taking turns in the order they started: in turns, a short
+ * cell waited for the whole work of every cell started before it, which
+ * made the tail of 8 mostly idle notebooks 13 x their solo time (doc/
+ * scheduling.md).  A boosted cell is granted at once, while the holders
+ * it preempts drain, when their memory fits together: its first kernels
+ * share the GPU with what they had queued instead of waiting for it.
+ * Returns 1 while a boost holds the GPU (nothing else is decided); *wake
+ * is set to the first boost's end. */
+static int adaptive_boost(gs_sched_t *s, int gpu, sched_session_t **h, int nh, sched_session_t **w,
+                          int nw, int64_t now, int64_t *wake)
+{
+    int nb = 0;
+    *wake = GS_SCHED_NEVER;
+    for (int i = 0; i < nh; i++) {
+        sess_gpu_t *g = &h[i]->g[gpu];
+        if (g->boosting && (!h[i]->cell_busy || sched_boost_left(g, now) <= 0 || g->revoking))
+            end_boosts(&h[i], 1, gpu, now);
+    }
+    for (int i = 0; i < nh + nw; i++) {
+        sched_session_t *c = i < nh ? h[i] : w[i - nh];
+        nb += boost_eligible(s, c, gpu);
+    }
+    if (!nb)
+        return 0;
+    uint64_t used = 0;
+    for (int i = 0; i < nh; i++) {
+        if (!boost_eligible(s, h[i], gpu))
+            sched_session_revoke(s, h[i], gpu, "preempt", now);
+        used += sched_footprint(s, h[i], gpu);
+    }
+    for (int i = 0; i < nw; i++) {
+        if (!boost_eligible(s, w[i], gpu) || w[i]->g[gpu].holding)
+            continue;
+        uint64_t need = sched_footprint(s, w[i], gpu);
+        if (!fits(s, gpu, used + need))
+            continue;
+        adaptive_grant(s, w[i], gpu, 1, now);
+        used += need;
+    }
+    /* Their boosts are GPU time: shared by the boosted cells that hold. */
+    int share = 0;
+    for (int i = 0; i < nh + nw; i++) {
+        sched_session_t *c = i < nh ? h[i] : w[i - nh];
+        share += c->g[gpu].holding && boost_eligible(s, c, gpu);
+    }
+    for (int i = 0; i < nh + nw; i++) {
+        sched_session_t *c = i < nh ? h[i] : w[i - nh];
+        sess_gpu_t *g = &c->g[gpu];
+        if (!g->holding || !boost_eligible(s, c, gpu))
+            continue;
+        sched_boost_count(g, share, now);
+        if (g->boost_start + g->boost_left * share < *wake)
+            *wake = g->boost_start + g->boost_left * share;
+    }
+    return 1;
+}
+
+/* When a holder's turn ends for the blocked waiter.  A cell that has just
+ * started (boost left: someone waits for its result) and does not fit
+ * takes what it needs, a switch: the holder's turn is cut to the shortest
+ * a switch allows, max(adaptive_min, 10 x its switch cost), instead of
+ * the slice its long cell has grown to (up to adaptive_max). */
+static int64_t interactive_end(const gs_sched_t *s, const sched_session_t *blocked,
+                               const sess_gpu_t *g, int gpu)
+{
+    const sess_gpu_t *b = &blocked->g[gpu];
+    if (!blocked->cell_busy || b->boost_left <= 0 || !g->turn_start)
+        return g->deadline;
+    int64_t floor = SCHED_SLICE_FACTOR * sched_switch_cost(g);
+    int64_t shortest =
+        g->turn_start + (floor > s->cfg.adaptive_min_us ? floor : s->cfg.adaptive_min_us);
+    return shortest < g->deadline ? shortest : g->deadline;
+}
+
 static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, int nh,
                                sched_session_t **w, int nw, int64_t now)
 {
     sched_session_t **h = *hp;
     int64_t wake = GS_SCHED_NEVER;
+    adaptive_deadlines(h, nh, gpu);
     if (adaptive_boost(s, gpu, h, nh, w, nw, now, &wake))
         return wake;
     uint64_t used = 0;
     for (int i = 0; i < nh; i++)
         used += sched_footprint(s, h[i], gpu);
     int held = nh;
-    sched_session_t *blocked = NULL;
+    /* A session whose turn goes on is granted again at once, before the
+     * queue: whoever waits for its memory waits for its turn to end anyway,
+     * and switching it out between two GPU phases costs a switch. */
     for (int i = 0; i < nw; i++) {
         uint64_t need = sched_footprint(s, w[i], gpu);
+        if (!sched_turn_live(&w[i]->g[gpu], now) || !sched_grantable(s, w[i], gpu) ||
+            (held > 0 && !fits(s, gpu, used + need)))
+            continue;
+        adaptive_grant(s, w[i], gpu, 0, now);
+        used += need;
+        held++;
+    }
+    sched_session_t *blocked = NULL, *parked = NULL;
+    for (int i = 0; i < nw; i++) {
+        if (w[i]->g[gpu].holding)
+            continue; /* its turn went on */
+        uint64_t need = sched_footprint(s, w[i], gpu);
+        /* A parked (or moving) waiter comes back through parking, which
+         * switches someone out for it; it does not hold up the resident
+         * waiters behind it (they would wait for it while it waits for
+         * their memory: two notebooks that do not fit took turns being
+         * unparked and never ran), but holders' turns end for it. */
+        if (w[i]->residency != GS_SCHED_RESIDENT) {
+            parked = parked ? parked : w[i];
+            continue;
+        }
         if (held > 0 && !fits(s, gpu, used + need)) {
             blocked = w[i]; /* first come, first served: nobody overtakes it */
             break;
         }
-        /* A waiter that cannot be granted yet (parked, moving, or queued by
-         * its cell's demand before its acquire) keeps its memory reserved. */
+        /* One just brought back, queued by its cell's demand before its
+         * acquire, keeps its memory reserved. */
         if (sched_grantable(s, w[i], gpu))
-            sched_session_grant(s, w[i], gpu, adaptive_slice(s, w[i], gpu, now), 0, now);
+            adaptive_grant(s, w[i], gpu, 0, now);
         used += need;
         held++;
     }
-    if (!blocked)
-        return GS_SCHED_NEVER;
-    /* Time slicing: holders whose slice is over make room, oldest first,
-     * until what is being given back lets the blocked session in. */
-    if (held > nh) {
+    if (!blocked && parked && held > 0 && !fits(s, gpu, used + sched_footprint(s, parked, gpu)))
+        blocked = parked;
+    int contended = parked != NULL;
+    /* While a switch is wanted, holders give the GPU back soon after they
+     * go idle, so that a switch can use their idle gap. */
+    s->contended[gpu] = contended || blocked;
+    if (s->contended[gpu]) {
         free(*hp);
         h = *hp = sched_list(s, gpu, 1, &nh);
+        for (int i = 0; i < nh; i++)
+            sched_hint(s, h[i], gpu, sched_idle_hint(&h[i]->g[gpu]), now);
     }
+    if (!blocked)
+        return GS_SCHED_NEVER;
+    /* Time slicing: holders whose turn is over make room, oldest first,
+     * until what is being given back lets the blocked session in. */
     uint64_t need = sched_footprint(s, blocked, gpu), freed = 0;
     for (int i = 0; i < nh; i++)
         if (h[i]->g[gpu].revoking)
@@ -330,13 +418,14 @@ static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, in
         sess_gpu_t *g = &h[i]->g[gpu];
         if (g->revoking)
             continue;
-        if (!fits(s, gpu, used - freed + need) && now >= g->deadline) {
+        int64_t end = interactive_end(s, blocked, g, gpu);
+        if (!fits(s, gpu, used - freed + need) && now >= end) {
             freed += sched_footprint(s, h[i], gpu);
             sched_session_revoke(s, h[i], gpu, "quantum", now);
             continue;
         }
-        if (g->deadline > now)
-            wake = min64(wake, g->deadline);
+        if (end > now)
+            wake = min64(wake, end);
     }
     return wake;
 }

@@ -11,6 +11,9 @@ preloaded on the simulated GPU: a stand-in for a notebook's process.
         check NAME SEED    read it back, compare    -> "ok" | "bad <first offset>"
         run N              N 1 ms kernels + sync    -> "ok"
         spin S             1 ms kernels for S s     -> "ok N" (kernels run)
+        job NAME N G C SEED  N times: G 1 ms kernels + sync, the ends of
+                           NAME checked against SEED's pattern, then C ms
+                           of CPU (a sleep)          -> "ok" | "bad <offset>"
         free NAME          free it                  -> "ok"
         segment NAME BYTES device memory as PyTorch's expandable segments
                            hold it (cuMemCreate pages mapped into a
@@ -80,6 +83,23 @@ def commands(gpusim):
                     n += 1
                 print("ok %d" % n, flush=True)
                 continue
+            elif cmd == "job":
+                ptr, n = bufs[args[0]][:2]
+                want = pattern(int(args[4]), n)
+                ends = [(0, 65536), (n - 65536, n)]
+                bad = None
+                for _ in range(int(args[1])):
+                    for _ in range(int(args[2])):
+                        gpusim.launch(us=1000)
+                    gpusim.synchronize()
+                    for a, z in ends:  # the data is there in every GPU phase
+                        got = gpusim.read(ptr + a, z - a)
+                        if got != want[a:z] and bad is None:
+                            bad = a + next(i for i in range(z - a) if got[i] != want[a + i])
+                    time.sleep(int(args[3]) / 1000.0)
+                if bad is not None:
+                    print("bad %d" % bad, flush=True)
+                    continue
             elif cmd == "free":
                 gpusim.free(bufs.pop(args[0])[0])
             elif cmd == "segment":

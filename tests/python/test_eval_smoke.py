@@ -78,7 +78,9 @@ def test_reclaim_measures_handoffs_and_parks_the_idle_notebook(results):
                                         "gpushare_adaptive", "hook_idle_release"}
     for x in r:
         assert float(x["waiter_wait_ms"]) >= 0
-        if x["config"] != "native":  # the waiter ran after the holder's cell
+        # The waiter ran after the holder's cell, except natively and under
+        # adaptive, where new cells share the GPU (issue 17).
+        if x["config"] not in ("native", "gpushare_adaptive"):
             assert float(x["handoff_ms"]) > 0, x
     m = {x["config"]: x for x in rows(results, "reclaim_memory.csv")}
     assert m["native"]["other_ok"] == "0"
@@ -98,4 +100,9 @@ def test_report_writes_the_document_and_figures(results, tmp_path):
     assert "## Targets" in text and "idle handoff" in text
     assert "Command: `" in text and "Repetitions:" in text
     figs = sorted(os.listdir(tmp_path / "eval"))
-    assert figs == ["cost.png", "pairs.png", "reclaim.png"], figs
+    assert figs == ["cost.png", "pairs.png", "reclaim.png", "summary.json"], figs
+    with open(tmp_path / "eval" / "summary.json") as f:
+        summary = json.load(f)
+    assert list(summary)[:3] == ["machine", "commit", "date"] and len(summary) == 20, summary
+    assert summary["bigpairs_50_50_vs_serial"] > 0 and summary["idle_handoff_p50_ms"] > 0
+    assert summary["scale8_p99_vs_solo"] is None  # not run

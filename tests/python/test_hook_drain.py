@@ -166,6 +166,29 @@ def test_idle_release_and_reacquire(fb, probe, sim):
     assert p.wait() == 0
 
 
+@pytest.mark.fake_broker(auto_grant=True, heartbeat_ms=250)
+def test_a_grant_sent_again_can_ask_for_a_sooner_idle_release(fb, probe, sim):
+    # The process' own idle release is a minute; the broker, wanting a
+    # switch, sends the same grant again with idle_release_us = 50 ms: the
+    # hook gives the GPU back once it has been idle that long, not sooner.
+    p = probe(["init", "launch", "L", "1000", "kfirst", "wait", "launch", "L", "1000", "ksecond",
+               "sync", "end"], GPUSHARE_IDLE_RELEASE_MS=60000)
+    _, t_wait = p.expect("wait")
+    fb.wait_heartbeats(3, since=t_wait)
+    assert not fb.messages("release"), "released before the broker asked"
+    grant = fb.messages("grant", direction="out")[0]
+    again = dict(grant["msg"], idle_release_us=50000)
+    fb.send(grant["ident"], again)
+    rel = fb.wait_for("release")
+    assert rel["msg"]["grant_id"] == grant["msg"]["grant_id"]
+    assert idle_releases_keep_the_threshold(fb, p, 50) == [rel]
+    n = fb.count()
+    p.go()
+    fb.wait_for("acquire", after=n)  # the next work asks again
+    p.expect("launched ksecond CUDA_SUCCESS")
+    assert p.wait() == 0
+
+
 def test_busy_program_is_not_idle(fb, probe, sim):
     # Launches every 20 ms for 0.6 s with a 100 ms idle threshold: no
     # release while it is busy (unless a loaded machine really kept the

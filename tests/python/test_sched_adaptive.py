@@ -45,7 +45,11 @@ def test_a_new_cell_is_boosted_while_another_notebook_trains(broker, sim, worker
         launcher.cell("short", "idle")
         ks = kernels(sim, pid=short.pid)
         assert len(ks) == 20
-        start, end = ks[0]["start_ns"], ks[-1]["end_ns"]
+        # The cell does not wait for train's drain (issue 17: a new cell is
+        # granted while the holder it preempts drains, memory permitting):
+        # what train had queued may start beside the cell's first kernels,
+        # nothing after them.
+        start, end = ks[2]["start_ns"], ks[-1]["end_ns"]
         during = [k for k in kernels(sim, pid=train.pid) if start <= k["start_ns"] < end]
         assert not during, "train ran %d kernels inside the boosted cell" % len(during)
         # The cell ran its 20 steps on one grant: train's was taken back, and

@@ -99,6 +99,44 @@ static void busy_sessions_are_never_victims(void **state)
         gs_park_policy_choose(c, 3, 10 * MIB, 1, UINT64_MAX, 1000 * SEC, 0, INT64_MAX, picked, &w),
         GS_PICK_OK);
     assert_string_equal(chosen(picked, 3), "1");
+    /* A running cell whose switch does not pay yet (scheduler.h: its turn
+     * goes on, its idle gap is short) is waited for until it does. */
+    c[0].switched_out = 0;
+    c[0].switch_at = 1000 * SEC + 300 * MS;
+    assert_int_equal(
+        gs_park_policy_choose(c, 3, 100 * MIB, 1, UINT64_MAX, 1000 * SEC, 0, INT64_MAX, picked, &w),
+        GS_PICK_WAIT);
+    assert_int_equal(w, 1000 * SEC + 300 * MS);
+    assert_int_equal(
+        gs_park_policy_choose(c, 3, 100 * MIB, 0, UINT64_MAX, 1000 * SEC, 0, INT64_MAX, picked, &w),
+        GS_PICK_NONE); /* (not for make_room: only time slicing switches) */
+}
+
+/* Issue 17: a cell waiting for the GPU (time slicing) does not wait
+ * park_idle_s for a notebook between cells; once that one has been idle
+ * for longer than its switch costs, switching it out pays. */
+static void time_slicing_takes_an_idle_session_after_its_switch_cost(void **state)
+{
+    (void)state;
+    int64_t now = 1000 * SEC;
+    gs_park_cand_t c[] = {idle(60, now - 1 * SEC)};
+    c[0].cost_us = 500 * MS;
+    int picked[1];
+    int64_t w = 0;
+    assert_int_equal(
+        gs_park_policy_choose(c, 1, 60 * MIB, 1, UINT64_MAX, now, 30 * SEC, INT64_MAX, picked, &w),
+        GS_PICK_OK);
+    /* Not for make_room (no time slicing): park_idle_s. */
+    assert_int_equal(
+        gs_park_policy_choose(c, 1, 60 * MIB, 0, UINT64_MAX, now, 30 * SEC, INT64_MAX, picked, &w),
+        GS_PICK_WAIT);
+    assert_int_equal(w, now + 29 * SEC);
+    /* Idle for less than its switch cost: waited for until then. */
+    c[0].cost_us = 3 * SEC;
+    assert_int_equal(
+        gs_park_policy_choose(c, 1, 60 * MIB, 1, UINT64_MAX, now, 30 * SEC, INT64_MAX, picked, &w),
+        GS_PICK_WAIT);
+    assert_int_equal(w, now + 2 * SEC);
 }
 
 static void idle_threshold_waits_or_refuses(void **state)
@@ -163,18 +201,9 @@ static void failed_sessions_come_last(void **state)
 
 /* ---- costs and settings ------------------------------------------------------------ */
 
-static void slices_pay_for_their_switch_ten_times(void **state)
+static void rates_follow_measured_copies(void **state)
 {
     (void)state;
-    /* The H200: 32 GiB parked at 2 GB/s and brought back in 5.7 s. */
-    uint64_t b = 32ull << 30;
-    int64_t s =
-        gs_park_policy_min_slice_us(b, 5.7, GS_PARK_DEFAULT_PARK_BPS, GS_PARK_DEFAULT_UNPARK_BPS);
-    double park_s = (double)b / 2e9;
-    assert_true(llabs(s - (int64_t)(10 * (park_s + 5.7) * SEC)) < 10);
-    /* Estimated both ways before anything was measured. */
-    assert_true(gs_park_policy_min_slice_us(b, -1, 2e9, 6e9) > s - 1 * SEC);
-    assert_int_equal(gs_park_policy_min_slice_us(0, 1, 2e9, 6e9), 0);
     double bps = 2e9;
     gs_park_policy_rate_update(&bps, 1ull << 30, 0.25); /* 4.3 GB/s measured */
     assert_true(bps > 3.1e9 && bps < 3.2e9);
@@ -298,6 +327,17 @@ static void settings_parse_and_round_trip(void **state)
 static gs_sched_t *S;
 static int64_t NOW;
 
+/* "G:a1", "G:a1/idle=200" (a grant asking for a 200 ms idle release),
+ * "R:a1:park". */
+static void act_text(char *out, size_t room, size_t len, const gs_sched_action_t *a)
+{
+    char idle[32] = "";
+    if (a->kind == GS_ACT_GRANT && a->idle_release_us)
+        snprintf(idle, sizeof idle, "/idle=%lld", (long long)(a->idle_release_us / MS));
+    snprintf(out, room, "%s%s:%s%s%s%s", len ? " " : "", a->kind == GS_ACT_GRANT ? "G" : "R",
+             a->client, idle, a->reason ? ":" : "", a->reason ? a->reason : "");
+}
+
 static const char *acts(void)
 {
     static char out[1024];
@@ -305,9 +345,7 @@ static const char *acts(void)
     gs_sched_action_t a;
     while (gs_sched_pop_action(S, &a)) {
         size_t len = strlen(out);
-        snprintf(out + len, sizeof out - len, "%s%s:%s%s%s", len ? " " : "",
-                 a.kind == GS_ACT_GRANT ? "G" : "R", a.client, a.reason ? ":" : "",
-                 a.reason ? a.reason : "");
+        act_text(out + len, sizeof out - len, len, &a);
     }
     return out;
 }
@@ -360,9 +398,7 @@ static const char *acts_keep(void)
         size_t len = strlen(out);
         if (a.kind == GS_ACT_GRANT)
             last_grant = a.grant_id;
-        snprintf(out + len, sizeof out - len, "%s%s:%s%s%s", len ? " " : "",
-                 a.kind == GS_ACT_GRANT ? "G" : "R", a.client, a.reason ? ":" : "",
-                 a.reason ? a.reason : "");
+        act_text(out + len, sizeof out - len, len, &a);
     }
     return out;
 }
@@ -425,18 +461,213 @@ static void a_parked_cell_is_queued_and_slices_the_holder(void **state)
     gs_sched_tick(S, NOW);
     assert_string_equal(acts(), "R:b1:quantum");
     gs_sched_release(S, "b1", 0, last_grant, NOW);
-    gs_sched_acquire(S, "b1", 0, -1, -1, NOW); /* b still has work: behind a */
+    assert_true(sinfo("b").switchable); /* its turn is over: parking takes it */
+    gs_sched_set_residency(S, "b", GS_SCHED_MOVING, NOW);
+    gs_sched_acquire(S, "b1", 0, -1, -1, NOW); /* b still has work: it waits */
     assert_string_equal(acts(), "");
+    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
     /* Unparked: a keeps its place until its acquire comes, then gets a
-     * slice of at least its switch cost x 10. */
-    gs_sched_set_min_slice(S, "a", 0, 5 * SEC);
+     * slice of at least its switch cost x 10 (60 MiB out at 24 MiB/s and
+     * back at 60 MiB/s: 3.5 s, a slice of 35 s). */
+    gs_sched_set_move_rates(S, "a", 0, 24.0 * MIB, 60.0 * MIB);
     gs_sched_set_residency(S, "a", GS_SCHED_RESIDENT, NOW);
     assert_string_equal(acts(), "");
     assert_int_equal(sinfo("a").state, GS_SESS_WAITING);
+    assert_int_equal(sinfo("a").switch_cost_us, 3500 * MS);
     gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
-    assert_string_equal(acts(), "G:a1");
-    assert_int_equal(sinfo("a").quantum_us, 5 * SEC);
+    /* b waits for its memory: a is asked to give the GPU back soon after
+     * it goes idle, a tenth of its switch cost (200 ms at most). */
+    assert_string_equal(acts(), "G:a1/idle=200");
+    assert_int_equal(sinfo("a").quantum_us, 35 * SEC);
     assert_false(sinfo("a").demand);
+}
+
+/* Two notebooks that do not fit, both with running cells: the one just
+ * brought back is granted although the other (parked) waited first; had it
+ * waited behind the other's reservation, parking would have brought the
+ * other back for it, and so on for ever, neither ever running.  The parked
+ * one's wait ends the turn instead. */
+static void a_resident_waiter_is_not_held_behind_a_parked_one(void **state)
+{
+    (void)state;
+    sched_setup(100 * MIB);
+    notebook("a", 60);
+    notebook("b", 60);
+    gs_sched_set_residency(S, "a", GS_SCHED_PARKED, NOW);
+    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
+    gs_sched_cell(S, "a", 1, NOW);
+    gs_sched_cell(S, "b", 1, NOW);
+    gs_sched_demand(S, "a", 0, 1, NOW);
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    NOW += 10 * MS;
+    gs_sched_acquire(S, "b1", 0, -1, -1, NOW);
+    /* Parking brought b back first (say a's room was not free yet). */
+    gs_sched_set_residency(S, "b", GS_SCHED_RESIDENT, NOW);
+    assert_string_equal(acts_keep(), "G:b1");
+    int64_t t0 = NOW;
+    assert_int_equal(sinfo("a").state, GS_SESS_WAITING);
+    /* a still waits: b's turn (adaptive_min, 2 s) ends for it. */
+    assert_int_equal(gs_sched_next_deadline(S), t0 + 2 * SEC);
+    NOW = t0 + 2 * SEC;
+    gs_sched_tick(S, NOW);
+    assert_string_equal(acts_keep(), "R:b1:quantum");
+}
+
+/* Issue 17: a turn lasts max(the adaptive slice, 10 x the switch cost),
+ * the cost priced with the rates parking measured, at every decision. */
+static void the_slice_follows_the_measured_switch_cost(void **state)
+{
+    (void)state;
+    sched_setup(100 * MIB);
+    notebook("a", 60);
+    notebook("b", 60);
+    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
+    /* 60 MiB at 120 MiB/s each way: 1 s a switch, turns of 10 s. */
+    gs_sched_set_move_rates(S, "a", 0, 120.0 * MIB, 120.0 * MIB);
+    assert_int_equal(sinfo("a").switch_cost_us, 1 * SEC);
+    assert_int_equal(sinfo("a").min_slice_us, 10 * SEC);
+    int64_t t0 = NOW;
+    gs_sched_cell(S, "a", 1, NOW);
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    assert_string_equal(acts_keep(), "G:a1");
+    assert_int_equal(sinfo("a").quantum_us, 10 * SEC);
+    assert_int_equal(sinfo("a").turn_end_us, t0 + 10 * SEC);
+    /* b's cell waits for a's memory. */
+    gs_sched_cell(S, "b", 1, NOW);
+    gs_sched_demand(S, "b", 0, 1, NOW);
+    assert_int_equal(gs_sched_next_deadline(S), t0 + 10 * SEC);
+    /* A switch is wanted: a's grant again, asking for an idle release of
+     * a tenth of its switch cost. */
+    assert_string_equal(acts_keep(), "G:a1/idle=100");
+    /* Parking measures slower copies: the turn grows with the cost. */
+    NOW += 3 * SEC;
+    gs_sched_set_move_rates(S, "a", 0, 40.0 * MIB, 60.0 * MIB); /* 1.5 + 1 s */
+    gs_sched_tick(S, NOW);
+    assert_int_equal(sinfo("a").turn_end_us, t0 + 25 * SEC);
+    assert_int_equal(gs_sched_next_deadline(S), t0 + 25 * SEC);
+    assert_string_equal(acts_keep(), "G:a1/idle=200");
+    /* ... and shrinks with faster ones, to no less than adaptive_min. */
+    gs_sched_set_move_rates(S, "a", 0, 600.0 * MIB, 600.0 * MIB);
+    gs_sched_tick(S, NOW); /* 3 s into a turn of 2 s: over */
+    assert_string_equal(acts_keep(), "G:a1/idle=20 R:a1:quantum");
+    assert_int_equal(sinfo("a").turn_end_us, 0);
+    /* Memory that cannot move: no switch cost, the adaptive slice. */
+    gs_sched_set_move_rates(S, "a", 0, 0, 0);
+    assert_int_equal(sinfo("a").switch_cost_us, 0);
+}
+
+/* Issue 17: a running cell that gives the GPU back between its GPU phases
+ * is switched out only when its turn is over, or its GPU has been idle for
+ * longer than a switch costs, or its measured idle gaps are that long;
+ * until then it keeps its turn and is granted again at once. */
+static void a_busy_cell_is_never_switched_out_early(void **state)
+{
+    (void)state;
+    sched_setup(100 * MIB);
+    notebook("a", 60);
+    notebook("b", 60);
+    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
+    gs_sched_set_move_rates(S, "a", 0, 60.0 * MIB, 60.0 * MIB); /* 2 s a switch: turns of 20 s */
+    int64_t t0 = NOW;
+    gs_sched_cell(S, "a", 1, NOW);
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    assert_string_equal(acts_keep(), "G:a1");
+    gs_sched_cell(S, "b", 1, NOW);
+    gs_sched_demand(S, "b", 0, 1, NOW); /* b waits for a's memory */
+    assert_true(sinfo("b").demand);
+    assert_string_equal(acts_keep(), "G:a1/idle=200");
+
+    /* A CPU phase: a's hook gives the GPU back by itself (idle). */
+    NOW += 1 * SEC;
+    gs_sched_release(S, "a1", 0, last_grant, NOW);
+    gs_sched_info_t a = sinfo("a");
+    assert_false(a.switchable); /* 200 ms later parking would have taken it */
+    assert_int_equal(a.switchable_at_us, NOW + 2 * SEC);
+    /* Back after 500 ms: granted at once, although b waits first. */
+    NOW += 500 * MS;
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    assert_string_equal(acts_keep(), "G:a1/idle=200");
+    assert_int_equal(sinfo("a").idle_gap_us, 500 * MS);
+    assert_int_equal(sinfo("a").turn_end_us, t0 + 20 * SEC); /* the same turn */
+
+    /* Idle for longer than a switch costs: now it may go. */
+    NOW += 1 * SEC;
+    gs_sched_release(S, "a1", 0, last_grant, NOW);
+    NOW += 2 * SEC - 1;
+    assert_false(sinfo("a").switchable);
+    NOW += 1;
+    assert_true(sinfo("a").switchable);
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW); /* not switched out: still its turn */
+    assert_string_equal(acts_keep(), "G:a1/idle=200");
+
+    /* Its gaps are as long as a switch (median of 0.5, 2 and 2.5 s): the
+     * next idle release may be switched out at once. */
+    NOW += 1 * SEC;
+    gs_sched_release(S, "a1", 0, last_grant, NOW);
+    NOW += 2500 * MS;
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    assert_string_equal(acts_keep(), "G:a1/idle=200");
+    assert_int_equal(sinfo("a").idle_gap_us, 2 * SEC);
+    NOW += 1 * SEC;
+    gs_sched_release(S, "a1", 0, last_grant, NOW);
+    assert_true(sinfo("a").switchable);
+
+    /* Holding at the end of its turn: revoked for b, and then it may go. */
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    assert_string_equal(acts_keep(), "G:a1/idle=200");
+    assert_int_equal(gs_sched_next_deadline(S), t0 + 20 * SEC);
+    NOW = t0 + 20 * SEC;
+    gs_sched_tick(S, NOW);
+    assert_string_equal(acts_keep(), "R:a1:quantum");
+    gs_sched_release(S, "a1", 0, last_grant, NOW);
+    assert_true(sinfo("a").switchable);
+    assert_int_equal(sinfo("a").turn_end_us, 0);
+}
+
+/* Issue 17: a cell that has just started and does not fit takes what it
+ * needs, a switch: a trainer's turn, grown with its long cell, is cut to
+ * the shortest a switch allows, max(adaptive_min_s, 10 x its switch
+ * cost); a waiter that is not a new cell waits for the whole turn. */
+static void a_new_cell_cuts_a_long_turn_to_the_shortest(void **state)
+{
+    (void)state;
+    sched_setup(100 * MIB);
+    notebook("t", 60);
+    notebook("s", 60);
+    char err[200];
+    json_t *v = json_integer(500);
+    assert_int_equal(gs_sched_set(S, "boost_ms", v, err, sizeof err), 0);
+    json_decref(v);
+    gs_sched_set_residency(S, "s", GS_SCHED_PARKED, NOW);
+    gs_sched_set_move_rates(S, "t", 0, 600.0 * MIB, 600.0 * MIB); /* 0.2 s a switch */
+    gs_sched_cell(S, "t", 1, NOW);
+    gs_sched_acquire(S, "t1", 0, -1, -1, NOW);
+    acts_keep();
+    assert_int_equal(sinfo("t").turn_end_us, NOW + 2 * SEC); /* a new cell: adaptive_min */
+    NOW += 10 * SEC;
+    gs_sched_release(S, "t1", 0, last_grant, NOW);
+    gs_sched_acquire(S, "t1", 0, -1, -1, NOW); /* 10 s into its cell: a turn of 10 s */
+    acts_keep();
+    int64_t t0 = NOW;
+    assert_int_equal(sinfo("t").turn_end_us, t0 + 10 * SEC);
+    /* s's cell starts, parked: 2 s into t's turn, the turn ends for it. */
+    NOW += 500 * MS;
+    gs_sched_cell(S, "s", 1, NOW);
+    gs_sched_demand(S, "s", 0, 1, NOW);
+    assert_int_equal(gs_sched_next_deadline(S), t0 + 2 * SEC);
+    NOW = t0 + 2 * SEC;
+    gs_sched_tick(S, NOW);
+    assert_string_equal(acts_keep(), "G:t1/idle=20 R:t1:quantum");
+    /* Without a new cell (s asks outside one: a program), the whole turn. */
+    gs_sched_release(S, "t1", 0, last_grant, NOW);
+    gs_sched_cell(S, "s", 0, NOW);
+    gs_sched_demand(S, "s", 0, 0, NOW);
+    gs_sched_acquire(S, "t1", 0, -1, -1, NOW);
+    acts_keep();
+    t0 = NOW;
+    gs_sched_demand(S, "s", 0, 1, NOW);
+    assert_int_equal(gs_sched_next_deadline(S), sinfo("t").turn_end_us);
+    assert_true(sinfo("t").turn_end_us > t0 + 10 * SEC);
 }
 
 static void cell_end_drops_the_demand(void **state)
@@ -491,14 +722,20 @@ int main(void)
         cmocka_unit_test(never_more_than_needed),
         cmocka_unit_test(busy_sessions_are_never_victims),
         cmocka_unit_test(idle_threshold_waits_or_refuses),
+        cmocka_unit_test(time_slicing_takes_an_idle_session_after_its_switch_cost),
         cmocka_unit_test(host_budget_is_respected),
         cmocka_unit_test(failed_sessions_come_last),
-        cmocka_unit_test(slices_pay_for_their_switch_ten_times),
+        cmocka_unit_test(rates_follow_measured_copies),
         cmocka_unit_test(long_idleness_goes_to_the_deep_tier),
         cmocka_unit_test(settings_parse_and_round_trip),
         cmocka_unit_test_teardown(parked_sessions_are_never_granted, sched_teardown),
         cmocka_unit_test_teardown(parking_a_holder_revokes_it_first, sched_teardown),
         cmocka_unit_test_teardown(a_parked_cell_is_queued_and_slices_the_holder, sched_teardown),
+        cmocka_unit_test_teardown(a_resident_waiter_is_not_held_behind_a_parked_one,
+                                  sched_teardown),
+        cmocka_unit_test_teardown(the_slice_follows_the_measured_switch_cost, sched_teardown),
+        cmocka_unit_test_teardown(a_busy_cell_is_never_switched_out_early, sched_teardown),
+        cmocka_unit_test_teardown(a_new_cell_cuts_a_long_turn_to_the_shortest, sched_teardown),
         cmocka_unit_test_teardown(cell_end_drops_the_demand, sched_teardown),
         cmocka_unit_test_teardown(no_boost_while_parked, sched_teardown),
     };

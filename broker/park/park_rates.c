@@ -1,0 +1,69 @@
+/*
+ * park_rates.c - what a switch costs: how fast parking moves memory out
+ * and back, per tier and GPU (every copy moves the estimate halfway,
+ * gs_park_policy_rate_update) and per session (its own copies, while it
+ * stays on the tier they were made on), and telling the scheduler, whose
+ * turns last at least 10 x a session's switch cost and which switches a
+ * running cell out only when that pays (scheduler.h,
+ * gs_sched_set_move_rates).  The tiers differ twentyfold (the checkpoint
+ * API ~2.5 GB/s out, the swap tier ~35 GB/s), so one estimate for both
+ * would be wrong for either.
+ */
+#include "park_internal.h"
+
+void park_rates_init(gs_park_t *p)
+{
+    for (int g = 0; g < GS_MAX_GPUS; g++) {
+        p->out_bps[TIER_CHECKPOINT][g] = GS_PARK_DEFAULT_PARK_BPS;
+        p->in_bps[TIER_CHECKPOINT][g] = GS_PARK_DEFAULT_UNPARK_BPS;
+        p->out_bps[TIER_SWAP][g] = GS_PARK_DEFAULT_SWAP_BPS;
+        p->in_bps[TIER_SWAP][g] = GS_PARK_DEFAULT_SWAP_BPS;
+        p->last_tier[g] = TIER_CHECKPOINT;
+    }
+}
+
+void park_rates_measured(gs_park_t *p, psess_t *ps, int out, uint64_t bytes, double seconds)
+{
+    int t = ps->tier == TIER_SWAP ? TIER_SWAP : TIER_CHECKPOINT;
+    for (int g = 0; g < p->ngpus; g++)
+        if (ps->bytes[g]) {
+            gs_park_policy_rate_update(out ? &p->out_bps[t][g] : &p->in_bps[t][g], bytes, seconds);
+            p->last_tier[g] = t;
+        }
+    if (ps->rates_tier != t) { /* its copies on the other tier say nothing of this one */
+        ps->out_bps = ps->in_bps = 0;
+        ps->rates_tier = t;
+    }
+    gs_park_policy_rate_update(out ? &ps->out_bps : &ps->in_bps, bytes, seconds);
+}
+
+/* The tier a park of the session would use on GPU g now. */
+static int tier_now(const gs_park_t *p, const park_view_t *v, int g)
+{
+    if (p->cfg.swap && park_swap_available(p) && park_swap_suits(p, v->s->id, g))
+        return TIER_SWAP;
+    return TIER_CHECKPOINT;
+}
+
+void park_rates_tell(gs_park_t *p, const park_views_t *vs)
+{
+    for (int i = 0; i < vs->n; i++) {
+        const park_view_t *v = &vs->v[i];
+        psess_t *ps = v->ps;
+        for (int g = 0; g < p->ngpus; g++) {
+            double out = 0, in = 0;
+            if (!v->reason[0] && (v->foot[g] || ps->bytes[g])) { /* it can move */
+                int t = tier_now(p, v, g);
+                int own = ps->rates_tier == t;
+                out = own && ps->out_bps > 0 ? ps->out_bps : p->out_bps[t][g];
+                in = own && ps->in_bps > 0 ? ps->in_bps : p->in_bps[t][g];
+            }
+            if (out == ps->told_out[g] && in == ps->told_in[g])
+                continue;
+            if (gs_sched_set_move_rates(p->sched, ps->id, g, out, in) == 0) {
+                ps->told_out[g] = out;
+                ps->told_in[g] = in;
+            }
+        }
+    }
+}

@@ -1,0 +1,126 @@
+/*
+ * scheduler_turns.c - when switching sessions pays (issue 17), for the
+ * adaptive policy's time slicing by parking.
+ *
+ * A switch parks one session's memory and brings another's back; its cost
+ * is measured (gs_sched_set_move_rates: the bytes over each direction's
+ * rate).  Two rules keep copying from eating the GPU:
+ *  - a turn (a session's time on the GPU, from its grant) lasts at least
+ *    10 x its switch cost, so copies take at most a tenth of the GPU's time;
+ *  - a running cell that gives the GPU back by itself between its GPU
+ *    phases keeps its turn: it is switched out only when the turn is over,
+ *    or when its GPU has been idle for longer than a switch costs, or when
+ *    its measured idle gaps are that long (the switch then fits in its own
+ *    CPU phase: the cheap one, and how two jobs that do not fit together
+ *    overlap one's CPU phase with the other's GPU phase).
+ * Holders are asked to give the GPU back sooner while a switch is wanted
+ * (sched_idle_hint): a tenth of the switch cost, so that noticing the idle
+ * gap costs at most a tenth of what the switch does.
+ */
+#include "scheduler_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#define MS       1000LL
+#define HINT_MIN (10 * MS) /* no idle release sooner: pauses between kernels */
+#define HINT_MAX (200 * MS)
+
+int64_t sched_switch_cost(const sess_gpu_t *g)
+{
+    if (!g->footprint || g->out_bps <= 0 || g->in_bps <= 0)
+        return 0;
+    double s = (double)g->footprint / g->out_bps + (double)g->footprint / g->in_bps;
+    return (int64_t)llround(s * 1e6);
+}
+
+int64_t sched_turn_end(const sess_gpu_t *g)
+{
+    if (!g->turn_start)
+        return 0;
+    int64_t floor = SCHED_SLICE_FACTOR * sched_switch_cost(g);
+    return g->turn_start + (g->turn_slice > floor ? g->turn_slice : floor);
+}
+
+int sched_turn_live(const sess_gpu_t *g, int64_t now)
+{
+    return g->turn_start && now < sched_turn_end(g);
+}
+
+void sched_turn_begin(sess_gpu_t *g, int64_t slice, int64_t now)
+{
+    g->turn_start = now > 0 ? now : 1; /* (0 means no turn) */
+    g->turn_slice = slice;
+}
+
+/* (An idle gap under way goes on being measured: switched out or not, the
+ * program's CPU phase lasts as long.) */
+void sched_turn_over(sess_gpu_t *g)
+{
+    g->turn_start = 0;
+    g->turn_slice = 0;
+}
+
+void sched_gap_open(sess_gpu_t *g, int64_t now)
+{
+    g->released_at = now > 0 ? now : 1;
+}
+
+/* Gaps are measured inside a running cell (between cells the user
+ * thinks), and for programs without cells between any two bursts. */
+void sched_gap_close(const sched_session_t *ss, sess_gpu_t *g, int64_t now)
+{
+    if (!g->released_at)
+        return;
+    if (!ss->registered || ss->cell_busy) {
+        g->gaps[g->gap_next] = now - g->released_at;
+        g->gap_next = (g->gap_next + 1) % SCHED_GAPS;
+        if (g->ngaps < SCHED_GAPS)
+            g->ngaps++;
+    }
+    g->released_at = 0;
+}
+
+static int cmp64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median of the last gaps: one short pause among long CPU phases (or
+ * the reverse) does not change the prediction. */
+int64_t sched_idle_gap(const sess_gpu_t *g)
+{
+    if (!g->ngaps)
+        return 0;
+    int64_t v[SCHED_GAPS];
+    for (int i = 0; i < g->ngaps; i++)
+        v[i] = g->gaps[i];
+    qsort(v, (size_t)g->ngaps, sizeof *v, cmp64);
+    return v[g->ngaps / 2];
+}
+
+int sched_switchable(const sess_gpu_t *g, int64_t now, int64_t *at)
+{
+    *at = GS_SCHED_NEVER;
+    if (g->holding)
+        return 0;
+    int64_t cost = sched_switch_cost(g);
+    if (!sched_turn_live(g, now) || !cost)
+        return 1;
+    if (g->released_at && (now - g->released_at >= cost || sched_idle_gap(g) >= cost))
+        return 1;
+    *at = sched_turn_end(g);
+    if (g->released_at && g->released_at + cost < *at)
+        *at = g->released_at + cost;
+    return 0;
+}
+
+int64_t sched_idle_hint(const sess_gpu_t *g)
+{
+    int64_t cost = sched_switch_cost(g);
+    if (!cost)
+        return 0;
+    int64_t h = cost / SCHED_SLICE_FACTOR;
+    return h < HINT_MIN ? HINT_MIN : h > HINT_MAX ? HINT_MAX : h;
+}
