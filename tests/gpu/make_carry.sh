@@ -2,7 +2,7 @@
 # Build what the GPU machine runs into .carry/ (ignored by git), from a
 # build tree of its own (_build-carry): the hook, broker, CLI and benches, the
 # CUDA test programs (nvcc, sm_90), a CUPTI launch counter, and the runtime
-# libraries the GPU machine lacks (libzmq, czmq, jansson and their deps, from
+# libraries the GPU machine lacks (libzmq, czmq, jansson, libmicrohttpd and their deps, from
 # Debian's archive).  Then, with the device tool:
 #   run: bash tests/gpu/run_h200.sh [SECTION...]      carry: [".carry"]
 #   run: bash bench/eval/run.sh [SECTION...]           (the evaluation suite)
@@ -28,7 +28,7 @@ cp "$B/bench/null_launch_streams" "$C/bin/"
 cp "$B/broker/gpushare-broker" "$C/bb/broker/"
 cp "$B/bench/broker_bench" "$B/bench/zmq_rtt" "$C/bb/bench/"
 debs=$(mktemp -d)
-(cd "$debs" && apt-get download libzmq5 libczmq4 libnorm1 libpgm-5.3-0 libsodium23 libjansson4 >/dev/null)
+(cd "$debs" && apt-get download libzmq5 libczmq4 libnorm1 libpgm-5.3-0 libsodium23 libjansson4 libmicrohttpd12 >/dev/null)
 for d in "$debs"/*.deb; do dpkg -x "$d" "$debs/x"; done
 cp -a "$debs"/x/usr/lib/x86_64-linux-gnu/*.so* "$C/lib/"
 rm -rf "$debs"
