@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli_status.h"
+#include "status_fetch.h"
 #include "endpoint.h"
 #include "top_render.h"
 

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli_status.h"
+#include "status_fetch.h"
 #include "protocol.h"
 
 typedef struct {
