@@ -29,6 +29,9 @@ if (cd _build && ../configure -q --enable-werror --enable-assertions ${CUDA_DIR:
     echo "== make check"
     (cd _build && make -k -j"$jobs" check >check.out 2>&1) || step_failed "make check"
     grep -E '^(PASS|FAIL|SKIP|ERROR|XPASS|XFAIL): ' _build/check.out | grep -v '^PASS' | head -50
+    # A failure only CI saw must be readable from CI's output alone.
+    grep -lE '^(FAIL|ERROR): ' $(find _build/tests -name '*.log' ! -name test-suite.log) 2>/dev/null |
+        head -5 | while read -r log; do echo "== $log (last 60 lines)"; tail -60 "$log"; done
 else
     step_failed "build"
 fi
