@@ -144,6 +144,8 @@ static const gs_field_spec_t swapped_fields[] = {
     F_INT("bytes", REQ, 0),
     F_INT("elapsed_us", REQ, 0),
     F_INT("resident_bytes", REQ, 0),
+    F_INT("movable_bytes", OPT, 0),
+    F_INT("swapped_bytes", OPT, 0),
     F_STR("error", OPT),
 };
 static const gs_field_spec_t status_reply_fields[] = {

@@ -708,8 +708,8 @@ static void on_swap_done(const hook_swap_report_t *r)
     pthread_mutex_lock(&hook_gate_mu);
     struct hook_dev *d =
         r->dev >= 0 && r->dev < HOOK_MAX_DEVICES ? &hook_gate_st.dev[r->dev] : NULL;
+    uint64_t movable = 0, out = 0;
     if (d) {
-        uint64_t movable, out;
         hook_swap_totals(r->dev, &movable, &out);
         d->swapped = out > 0;
         hook_gate_update_locked();
@@ -723,6 +723,10 @@ static void on_swap_done(const hook_swap_report_t *r)
         json_object_set_new(m, "bytes", json_integer((json_int_t)r->bytes));
         json_object_set_new(m, "elapsed_us", json_integer((json_int_t)r->elapsed_us));
         json_object_set_new(m, "resident_bytes", json_integer((json_int_t)r->left_resident));
+        /* The totals as they are now: a park that follows at once must
+         * not go by the last memory report, taken while it was out. */
+        json_object_set_new(m, "movable_bytes", json_integer((json_int_t)movable));
+        json_object_set_new(m, "swapped_bytes", json_integer((json_int_t)out));
         if (!r->ok && r->error[0])
             json_object_set_new(m, "error", json_string(r->error));
         sh.reports[sh.nreports++] = m;

@@ -59,6 +59,11 @@ typedef struct {
     int deep_next;     /* its next park goes to the checkpoint tier */
     int64_t pool_refused_at; /* swap-only, and the pool could not take it then */
     int asked;               /* its notebook asked to be parked (`park`): once it is idle */
+    /* Parked on the checkpoint tier only because the pool lacked room: the
+     * pool grows by its footprint (pool_short bytes on GPU pool_short_gpu),
+     * so that its next park is a swap (park_swap_targets). */
+    uint64_t pool_short;
+    int pool_short_gpu;
     /* its own copy rates (park_rates.c), measured on rates_tier */
     double out_bps, in_bps;
     int rates_tier;

@@ -113,7 +113,7 @@ static void return_leases(gs_park_t *p, const char *session, int64_t now)
  * pinning waits meanwhile. */
 static void begin_phase(gs_park_t *p, psess_t *ps, int phase, int64_t now)
 {
-    gs_swap_pools_hold(p->pools, 1);
+    gs_swap_pools_hold(p->pools, 1, now);
     ps->swap_phase = phase;
     ps->swap_failed = 0;
     ps->swap_error[0] = '\0';
@@ -129,31 +129,52 @@ static void begin_phase(gs_park_t *p, psess_t *ps, int phase, int64_t now)
         }
 }
 
-int park_swap_suits(const gs_park_t *p, const char *session, int g)
+/* Why the session cannot use the swap tier on GPU g, or NULL if it can. */
+static const char *unsuited(const gs_park_t *p, const char *session, int g)
 {
-    if (!p->pools || !p->cfg.swap || g < 0)
-        return 0;
+    if (!p->pools || !p->cfg.swap)
+        return "the swap tier is off";
+    if (g < 0)
+        return "its memory is on several GPUs";
     /* Every process can swap, and what stays behind is small. */
     uint64_t used = 0, movable = 0;
     int n = 0;
     for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients)) {
         if (strcmp(c->session, session) != 0)
             continue;
-        if (!c->swap || c->pid <= 0 || c->uid < 0)
-            return 0;
+        if (!c->swap)
+            return "a process of it cannot swap (its hook said so)";
+        if (c->pid <= 0 || c->uid < 0)
+            return "a process of it has unknown credentials";
         used += c->used[g];
         movable += c->movable[g];
         n++;
     }
+    if (!n)
+        return "no process of it is connected";
+    if (!movable)
+        return "its processes report no movable memory";
     uint64_t stays = used > movable ? used - movable : 0;
-    return n && movable && !(stays > UNMOVABLE_MIN && stays * UNMOVABLE_FRAC > used);
+    if (stays > UNMOVABLE_MIN && stays * UNMOVABLE_FRAC > used)
+        return "too much of its memory cannot move (pools, arrays, managed memory)";
+    return NULL;
+}
+
+int park_swap_suits(const gs_park_t *p, const char *session, int g)
+{
+    return unsuited(p, session, g) == NULL;
 }
 
 int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now)
 {
     int g = only_gpu(p, ps);
-    if (!park_swap_suits(p, ps->id, g))
+    ps->pool_short = 0;
+    const char *why = unsuited(p, ps->id, g);
+    if (why) {
+        if (p->pools && p->cfg.swap)
+            gs_info("session %s goes to the checkpoint tier: %s", ps->id, why);
         return 0;
+    }
     uint64_t movable = 0;
     for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
         if (!strcmp(c->session, ps->id))
@@ -171,6 +192,8 @@ int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now)
                     "for it (of %s)",
                     ps->id, g, park_mib(a, sizeof a, short_by), park_mib(m, sizeof m, movable));
             return_leases(p, ps->id, now);
+            ps->pool_short = movable;
+            ps->pool_short_gpu = g;
             return 0;
         }
     }
@@ -250,6 +273,13 @@ void park_swap_answered(gs_park_t *p, pclient_t *c, int gpu, const json_t *msg, 
     uint64_t bytes = (uint64_t)gs_msg_int(msg, "bytes", 0);
     int64_t us = gs_msg_int(msg, "elapsed_us", 0);
     c->swap_wait = CW_NONE;
+    /* What it holds now, as its next memory report will say: a park that
+     * comes first (a turn ends at once) must not see the totals it had
+     * while it was out (nothing movable: the checkpoint tier). */
+    if (json_object_get(msg, "movable_bytes"))
+        c->movable[gpu] = (uint64_t)gs_msg_int(msg, "movable_bytes", 0);
+    if (json_object_get(msg, "swapped_bytes"))
+        c->swapped[gpu] = (uint64_t)gs_msg_int(msg, "swapped_bytes", 0);
     if (us > ps->swap_elapsed_us)
         ps->swap_elapsed_us = us; /* the processes move at once: the longest counts */
     if (out)
@@ -269,7 +299,8 @@ void park_swap_answered(gs_park_t *p, pclient_t *c, int gpu, const json_t *msg, 
             gs_swap_pools_return(p->pools, c->lease, now);
         c->lease = 0;
         c->swap_moved = 0;
-        c->swapped[gpu] = 0; /* until its hook reports again */
+        if (!json_object_get(msg, "swapped_bytes"))
+            c->swapped[gpu] = 0; /* an older hook: until it reports again */
     }
     GS_ASSERT(ps->swap_waiting > 0);
     if (--ps->swap_waiting <= 0)
@@ -282,7 +313,7 @@ void park_swap_check(gs_park_t *p, int64_t now)
     for (psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess))
         moving |= ps->tier == TIER_SWAP && ps->swap_phase != SWAP_NONE;
     if (p->pools)
-        gs_swap_pools_hold(p->pools, moving); /* copies first, pinning after */
+        gs_swap_pools_hold(p->pools, moving, now); /* copies first, pinning after */
     for (psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess)) {
         if (ps->tier != TIER_SWAP || ps->swap_phase == SWAP_NONE)
             continue;
@@ -488,9 +519,13 @@ void park_swap_free_held(gs_park_t *p)
     }
 }
 
-/* What each pool should hold: what is lent there, plus, where two or more
- * sessions share the GPU's memory, the largest footprint that could be
- * parked next (so that its park never waits for pinning). */
+/* What each pool should hold: what is lent there, plus what is parked on
+ * the checkpoint tier only because the pool lacked room when it went (else
+ * two sessions that take turns settle into one swap and one checkpoint
+ * each turn: the pool follows what is lent, and the checkpointed one
+ * holds no lease), plus, where two or more sessions share the GPU's
+ * memory, the largest footprint that could be parked next (so that its
+ * park never waits for pinning). */
 void park_swap_targets(gs_park_t *p)
 {
     if (!p->pools)
@@ -517,7 +552,13 @@ void park_swap_targets(gs_park_t *p)
                 biggest = *sum;
         size_t holders = zhashx_size(sums);
         zhashx_destroy(&sums);
+        uint64_t fell_short = 0;
+        for (const psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess))
+            if (ps->pool_short && ps->pool_short_gpu == g && ps->st != PS_RESIDENT &&
+                ps->tier == TIER_CHECKPOINT)
+                fell_short += ps->pool_short;
         gs_swap_pools_set_target(p->pools, g,
-                                 gs_swap_pools_lent(p->pools, g) + (holders >= 2 ? biggest : 0));
+                                 gs_swap_pools_lent(p->pools, g) + fell_short +
+                                     (holders >= 2 ? biggest : 0));
     }
 }

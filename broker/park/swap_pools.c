@@ -235,9 +235,12 @@ void gs_swap_pools_set_budget(gs_swap_pools_t *self, uint64_t bytes)
         gs_host_pool_set_budget(self->pool[g].logic, per_gpu_budget(self));
 }
 
-void gs_swap_pools_hold(gs_swap_pools_t *self, int hold)
+void gs_swap_pools_hold(gs_swap_pools_t *self, int hold, int64_t now)
 {
+    int lifted = self->hold && !hold;
     self->hold = hold;
+    if (lifted) /* now, not at the loop's next event: pinning waited */
+        start_jobs(self, now);
 }
 
 uint64_t gs_swap_pools_chunk_bytes(const gs_swap_pools_t *self)

@@ -50,7 +50,7 @@ void gs_swap_pools_set_budget(gs_swap_pools_t *self, uint64_t bytes);
  * pinning competes with a notebook's own copies and mappings in the
  * driver (measured: a first park of 56 GiB took 21.7 s instead of 1.7 s
  * while the pool pinned its next 56 GiB), so parks and unparks go first. */
-void gs_swap_pools_hold(gs_swap_pools_t *self, int hold);
+void gs_swap_pools_hold(gs_swap_pools_t *self, int hold, int64_t now);
 uint64_t gs_swap_pools_chunk_bytes(const gs_swap_pools_t *self);
 
 /* Lends chunks for `bytes` on GPU gpu to process pid of user uid: the

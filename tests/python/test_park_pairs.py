@@ -52,6 +52,12 @@ def test_two_jobs_that_do_not_fit_both_finish_with_their_data(notebooks, short_t
     ev = b.synced_events()
     parks = [e for e in ev if e["event"] == "park"]
     assert {p["session"] for p in parks} == {"a", "b"}, parks  # both went out ...
+    # Every park after the first (the pool was empty then) is a swap: the
+    # pool grows by what fell to the checkpoint tier for lack of room, and
+    # a park right after a swap-in knows what it brought back.  (Before:
+    # one swap and one checkpoint every turn, 2.4 s each on the H200.)
+    tiers = [(p["session"], p["tier"]) for p in parks]
+    assert all(t == "swap" for _, t in tiers[1:]), (tiers, b.log()[-3000:])
     assert not [e for e in ev if e["event"] in ("park_failed", "unpark_failed")]
     st = b.status()
     for nb in nbs:

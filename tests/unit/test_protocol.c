@@ -283,7 +283,7 @@ static void test_schema_matches_spec(void **state)
         [GS_MSG_SWAP_IN] = "device:string! lease:int>=0! wait_ms:int>=1?",
         [GS_MSG_SWAPPED] = "device:string! lease:int>=0! direction:enum(out|in)! ok:bool! "
                            "bytes:int>=0! elapsed_us:int>=0! resident_bytes:int>=0! "
-                           "error:string?",
+                           "movable_bytes:int>=0? swapped_bytes:int>=0? error:string?",
         [GS_MSG_HEARTBEAT] = "epoch:int>=1?",
         [GS_MSG_STATUS] = "",
         [GS_MSG_STATUS_REPLY] = "status:object!",
@@ -535,7 +535,7 @@ static void test_int_minimums(void **state)
             checked++;
         }
     }
-    assert_int_equal(checked, 33);
+    assert_int_equal(checked, 35);
     expect_fail("{\"v\":1,\"type\":\"make_room\",\"device\":\"d\",\"bytes\":0}", GS_PERR_BAD_VALUE,
                 "field \"bytes\" must be >= 1, got 0");
     expect_fail("{\"v\":1,\"type\":\"hello\",\"role\":\"hook\",\"pid\":-5}", GS_PERR_BAD_VALUE,
