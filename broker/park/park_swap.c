@@ -532,13 +532,15 @@ void park_swap_targets(gs_park_t *p)
         return;
     for (int g = 0; g < p->ngpus; g++) {
         /* One pass over the processes, summed per session (zhashx has one
-         * cursor per table: no nested walks). */
+         * cursor per table: no nested walks): what each could move out
+         * now, and whether it has memory here at all (a session parked on
+         * the swap tier reports nothing movable: it is all out). */
         zhashx_t *sums = zhashx_new();
         if (!sums)
             return;
         zhashx_set_destructor(sums, free_sum);
         for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients)) {
-            if (!c->movable[g])
+            if (!c->movable[g] && !c->swapped[g])
                 continue;
             uint64_t *sum = zhashx_lookup(sums, c->session);
             if (!sum && (sum = calloc(1, sizeof *sum)) != NULL)
@@ -551,12 +553,14 @@ void park_swap_targets(gs_park_t *p)
             if (*sum > biggest)
                 biggest = *sum;
         size_t holders = zhashx_size(sums);
-        zhashx_destroy(&sums);
         uint64_t fell_short = 0;
         for (const psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess))
             if (ps->pool_short && ps->pool_short_gpu == g && ps->st != PS_RESIDENT &&
-                ps->tier == TIER_CHECKPOINT)
+                ps->tier == TIER_CHECKPOINT) {
                 fell_short += ps->pool_short;
+                holders += !zhashx_lookup(sums, ps->id);
+            }
+        zhashx_destroy(&sums);
         gs_swap_pools_set_target(p->pools, g,
                                  gs_swap_pools_lent(p->pools, g) + fell_short +
                                      (holders >= 2 ? biggest : 0));
