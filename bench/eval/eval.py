@@ -733,8 +733,9 @@ def sec_bigpairs(S, meta):
     # lease falls back to the checkpoint tier, twenty times slower.
     t0 = now()
     while now() - t0 < 120 and not SIM:
-        pools = br.status()["parking"].get("pool") or [{}]
-        if pools[0].get("pinned_bytes", 0) >= 2 * gib * GIB:
+        pool = (br.status()["parking"].get("pool") or [{}])[0]
+        # (both working sets, in whole chunks: what the pool aims at)
+        if pool.get("pinned_bytes", 0) >= max(2 * gib * GIB, pool.get("target_bytes", 0)):
             break
         time.sleep(0.5)
     log("bigpairs: the pool pinned %s GiB in %.1f s" % (

@@ -45,6 +45,7 @@ struct gs_host_pool {
     uint64_t next_lease;
     uint64_t retry_at; /* no pin before this time (after a failure) */
     uint64_t pin_failures;
+    int failing; /* the last pin failed */
 };
 
 gs_host_pool_t *gs_host_pool_new(const gs_host_pool_config_t *cfg)
@@ -180,7 +181,9 @@ void gs_host_pool_job_done(gs_host_pool_t *self, const gs_pool_job_t *job, int o
         GS_ASSERT(c->state == CHUNK_PINNING);
         if (ok) {
             *c = (struct chunk){.state = CHUNK_FREE, .owner = GS_POOL_NOBODY, .free_since = now_us};
+            self->failing = 0;
         } else {
+            self->failing = 1;
             *c = (struct chunk){.state = CHUNK_EMPTY};
             self->pin_failures++;
             self->retry_at = now_us + self->cfg.retry_after_us;
@@ -202,6 +205,16 @@ void gs_host_pool_job_done(gs_host_pool_t *self, const gs_pool_job_t *job, int o
             c->state = CHUNK_FREE;
         break;
     }
+}
+
+int gs_host_pool_coming(const gs_host_pool_t *self, uint64_t bytes)
+{
+    if (self->failing)
+        return 0; /* pinning fails: what is missing may never come */
+    uint64_t lent = 0;
+    for (int i = 0; i < self->nc; i++)
+        lent += self->c[i].state == CHUNK_LENT;
+    return lent + chunks_for(self, bytes) <= target_chunks(self);
 }
 
 static struct lease *find_lease(const gs_host_pool_t *self, uint64_t id)

@@ -88,6 +88,12 @@ int gs_host_pool_return(gs_host_pool_t *self, uint64_t lease, uint64_t now_us);
 /* The chunks of a lease (NULL for an unknown one), their count in *n. */
 const int *gs_host_pool_lease_chunks(const gs_host_pool_t *self, uint64_t lease, int *n);
 
+/* 1 when a lease of `bytes` that failed now will succeed once the pool
+ * has done what it is doing (pinning towards its target, zeroing), with
+ * no other event: the target covers it besides what is lent, and pinning
+ * has not been failing.  A park waits for that rather than going deep. */
+int gs_host_pool_coming(const gs_host_pool_t *self, uint64_t bytes);
+
 void gs_host_pool_stats(const gs_host_pool_t *self, gs_host_pool_stats_t *out);
 /* When next_job may have something new without any other event (a chunk's
  * idle time runs out, a pin may be retried); UINT64_MAX: never. */

@@ -64,6 +64,9 @@ typedef struct {
      * so that its next park is a swap (park_swap_targets). */
     uint64_t pool_short;
     int pool_short_gpu;
+    /* Waiting (as PS_REVOKING) for the pool to finish pinning or zeroing
+     * what its lease needs, since then (0: not waiting). */
+    int64_t pool_wait_since;
     /* its own copy rates (park_rates.c), measured on rates_tier */
     double out_bps, in_bps;
     int rates_tier;
@@ -198,12 +201,14 @@ void park_finish_unpark(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64
 /* park_swap.c: the swap tier.  Its swap_out and swap_in go to the hooks
  * through the answer queue (park_answer), like make_room's answers. */
 int park_swap_available(const gs_park_t *p);
-/* Parks ps on the swap tier if it qualifies and the pool can lend: 1
- * started, 0 (nothing done: the checkpoint tier takes it). */
 /* Every process of the session can swap its memory on GPU g, and what
  * cannot move is small: the swap tier would take it (if the pool can lend
  * the host memory then). */
 int park_swap_suits(const gs_park_t *p, const char *session, int g);
+/* Parks ps on the swap tier if it qualifies and the pool can lend: 1
+ * started; 2 waiting for the pool, which is pinning or zeroing what it
+ * lacks (ps is PS_REVOKING again: tried at each poll, at most
+ * POOL_WAIT_MAX); 0 nothing done: the checkpoint tier takes it. */
 int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now);
 void park_swap_unpark(gs_park_t *p, psess_t *ps, int64_t now);
 /* Deadlines of the conversations under way. */

@@ -270,6 +270,11 @@ uint64_t gs_swap_pools_lease(gs_swap_pools_t *self, int gpu, uid_t uid, pid_t pi
     return l->id;
 }
 
+int gs_swap_pools_coming(const gs_swap_pools_t *self, int gpu, uint64_t bytes)
+{
+    return gpu >= 0 && gpu < self->ngpus && gs_host_pool_coming(self->pool[gpu].logic, bytes);
+}
+
 static struct lease *find(gs_swap_pools_t *self, uint64_t id)
 {
     for (int i = 0; i < self->nleases; i++)

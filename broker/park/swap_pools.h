@@ -58,6 +58,9 @@ uint64_t gs_swap_pools_chunk_bytes(const gs_swap_pools_t *self);
  * is missing (pinned memory not there yet, or waiting to be zeroed). */
 uint64_t gs_swap_pools_lease(gs_swap_pools_t *self, int gpu, uid_t uid, pid_t pid, uint64_t bytes,
                              int *chunks, uint64_t *short_bytes);
+/* 1 when a lease of `bytes` on GPU gpu that failed now needs only the
+ * pool's pinning or zeroing under way (gs_host_pool_coming). */
+int gs_swap_pools_coming(const gs_swap_pools_t *self, int gpu, uint64_t bytes);
 /* The lease's chunks come back; -1 for an unknown lease. */
 int gs_swap_pools_return(gs_swap_pools_t *self, uint64_t lease, int64_t now_us);
 /* Lent bytes on GPU gpu (all GPUs: gpu < 0). */

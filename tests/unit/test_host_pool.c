@@ -207,12 +207,38 @@ static void bad_configuration_is_refused(void **state)
     assert_null(gs_host_pool_new(NULL));
 }
 
+static void a_lease_coming_is_one_the_pool_is_still_pinning(void **state)
+{
+    (void)state;
+    gs_host_pool_t *p = new_pool(8);
+    int chunks[8], n;
+    gs_host_pool_set_target(p, 6 * GIB);
+    assert_int_equal(run_jobs(p, 0, GS_POOL_JOB_PIN), 6);
+    assert_true(gs_host_pool_lease(p, 1, 3 * GIB, chunks, 8, &n));
+    gs_host_pool_set_target(p, 7 * GIB); /* one more chunk to pin */
+    /* 4 GiB now: the pool lacks one, which is on its way: a park waits. */
+    assert_false(gs_host_pool_lease(p, 2, 4 * GIB, chunks, 8, &n));
+    assert_true(gs_host_pool_coming(p, 4 * GIB));
+    /* 5 GiB is more than the target leaves: it goes deep at once. */
+    assert_false(gs_host_pool_coming(p, 5 * GIB));
+    /* While pins fail, nothing is on its way. */
+    gs_pool_job_t job;
+    assert_true(gs_host_pool_next_job(p, 0, &job));
+    gs_host_pool_job_done(p, &job, 0, 0);
+    assert_false(gs_host_pool_coming(p, 4 * GIB));
+    assert_int_equal(run_jobs(p, 10 * SEC, GS_POOL_JOB_PIN), 1);
+    assert_true(gs_host_pool_coming(p, 4 * GIB));
+    assert_true(gs_host_pool_lease(p, 2, 4 * GIB, chunks, 8, &n));
+    gs_host_pool_destroy(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(pins_towards_the_target_within_the_budget),
         cmocka_unit_test(pinning_shows_progress),
         cmocka_unit_test(a_failed_pin_is_retried_later),
+        cmocka_unit_test(a_lease_coming_is_one_the_pool_is_still_pinning),
         cmocka_unit_test(leases_are_all_or_nothing),
         cmocka_unit_test(another_users_data_is_zeroed_first),
         cmocka_unit_test(a_failed_zeroing_keeps_the_chunk_from_others),
