@@ -206,9 +206,28 @@ gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t n
     if (c && map && picked)
         rc = gs_park_policy_choose(c, n, need, allow_switched, budget_left, now, p->cfg.idle_us,
                                    deadline, picked, wait_until);
-    for (int k = 0; rc == GS_PICK_OK && k < n; k++)
-        if (picked[k] && park_start(p, vs->v[map[k]].ps, why, now) != 0)
+    for (int k = 0; rc == GS_PICK_OK && k < n; k++) {
+        if (!picked[k])
+            continue;
+        /* A running cell switched out says why it paid (event log). */
+        char full[400];
+        const gs_sched_info_t *si = &vs->v[map[k]].si[g];
+        if (c[k].switched_out)
+            snprintf(full, sizeof full,
+                     "%s; its cell runs: %s (switch %.2f s, turn ends in %.2f s, idle gap %.2f s)",
+                     why,
+                     !si->switch_cost_us                         ? "no switch cost known yet"
+                     : si->turn_end_us && now >= si->turn_end_us ? "its turn is over"
+                     : !si->turn_end_us                          ? "it has no turn"
+                                        : "its GPU idles longer than a switch",
+                     (double)si->switch_cost_us / 1e6,
+                     si->turn_end_us ? (double)(si->turn_end_us - now) / 1e6 : 0.0,
+                     (double)si->idle_gap_us / 1e6);
+        else
+            snprintf(full, sizeof full, "%s", why);
+        if (park_start(p, vs->v[map[k]].ps, full, now) != 0)
             rc = GS_PICK_NONE; /* cannot happen: the reason was checked */
+    }
     free(c);
     free(map);
     free(picked);
