@@ -204,7 +204,8 @@ int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now)
                     gs_info("session %s waits for the host pool of GPU %d: %s of %s still being "
                             "pinned or zeroed",
                             ps->id, g, a, m);
-                ps->st = PS_REVOKING; /* tried again at each poll (park_poll.c) */
+                ps->st = PS_REVOKING;                 /* tried again at each poll (park_poll.c) */
+                gs_swap_pools_hold(p->pools, 0, now); /* pinning goes on beside copies */
                 if (ps->pool_wait_since + POOL_WAIT_MAX < p->wake)
                     p->wake = ps->pool_wait_since + POOL_WAIT_MAX;
                 return 2;
@@ -334,11 +335,15 @@ void park_swap_answered(gs_park_t *p, pclient_t *c, int gpu, const json_t *msg, 
 
 void park_swap_check(gs_park_t *p, int64_t now)
 {
-    int moving = 0;
-    for (psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess))
+    int moving = 0, waiting = 0;
+    for (psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess)) {
         moving |= ps->tier == TIER_SWAP && ps->swap_phase != SWAP_NONE;
+        waiting |= ps->pool_wait_since != 0;
+    }
+    /* Copies first, pinning after; but a park that waits for the pool
+     * waits for pinning: then pinning goes on beside the copies. */
     if (p->pools)
-        gs_swap_pools_hold(p->pools, moving, now); /* copies first, pinning after */
+        gs_swap_pools_hold(p->pools, moving && !waiting, now);
     for (psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess)) {
         if (ps->tier != TIER_SWAP || ps->swap_phase == SWAP_NONE)
             continue;
@@ -578,6 +583,9 @@ void park_swap_targets(gs_park_t *p)
             if (*sum > biggest)
                 biggest = *sum;
         size_t holders = zhashx_size(sums);
+        /* One chunk more: leases are rounded up per process, and one chunk
+         * short sent 32 GiB to the checkpoint tier (22 s on the H200). */
+        uint64_t spare = gs_swap_pools_chunk_bytes(p->pools);
         uint64_t fell_short = 0;
         for (const psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess))
             if (ps->pool_short && ps->pool_short_gpu == g && ps->st != PS_RESIDENT &&
@@ -588,6 +596,6 @@ void park_swap_targets(gs_park_t *p)
         zhashx_destroy(&sums);
         gs_swap_pools_set_target(p->pools, g,
                                  gs_swap_pools_lent(p->pools, g) + fell_short +
-                                     (holders >= 2 ? biggest : 0));
+                                     (holders >= 2 ? biggest + spare : 0));
     }
 }

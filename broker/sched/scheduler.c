@@ -361,7 +361,7 @@ static void end_hold(gs_sched_t *s, sched_session_t *ss, int gpu, int64_t now)
     ss->last_active = now;
     end_boost(g, now);
     if (!g->revoking)
-        sched_gap_open(g, now); /* gave it back by itself: its turn goes on */
+        sched_gap_open(ss, g, now); /* gave it back by itself: its turn goes on */
     g->hint = 0;
     g->holding = 0;
     g->revoking = NULL;

@@ -149,7 +149,7 @@ int sched_turn_live(const sess_gpu_t *g, int64_t now);
 void sched_turn_begin(sess_gpu_t *g, int64_t slice, int64_t now);
 void sched_turn_over(sess_gpu_t *g);
 /* A release by itself (idle) and the acquire that ends the gap. */
-void sched_gap_open(sess_gpu_t *g, int64_t now);
+void sched_gap_open(const sched_session_t *ss, sess_gpu_t *g, int64_t now);
 void sched_gap_close(const sched_session_t *ss, sess_gpu_t *g, int64_t now);
 int64_t sched_idle_gap(const sess_gpu_t *g);
 /* May be switched out now; if not, *at says when it may (or NEVER). */

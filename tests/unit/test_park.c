@@ -715,6 +715,53 @@ static void no_boost_while_parked(void **state)
     assert_false(sinfo("b").revokes);
 }
 
+/* A release that comes after the cell has ended (the hook's idle release
+ * follows the last kernel by its idle time, the cell's end may come first)
+ * opens no gap: the next cell's first acquire, seconds later, would close
+ * it, and every short CPU phase after that would look long enough to be
+ * switched out in (H200, a 90/10 pair of 32 GiB: gaps of 22-34 s). */
+static void the_pause_between_cells_is_no_idle_gap(void **state)
+{
+    (void)state;
+    sched_setup(100 * MIB);
+    /* The scheduler off, as in the evaluation before its runs: a cell's
+     * end revokes nothing then. */
+    char err[200];
+    gs_sched_config_t c;
+    gs_sched_config_default(&c);
+    c.boost_us = 0;
+    c.enabled = 0;
+    assert_int_equal(gs_sched_set_config(S, &c, err, sizeof err), 0);
+    notebook("a", 60);
+    notebook("b", 60);
+    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
+    gs_sched_set_move_rates(S, "a", 0, 60.0 * MIB, 60.0 * MIB); /* 2 s a switch */
+    gs_sched_cell(S, "a", 1, NOW);
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    acts_keep();
+    NOW += 1 * SEC;
+    gs_sched_cell(S, "a", 0, NOW); /* the cell ends ... */
+    NOW += 200 * MS;
+    gs_sched_release(S, "a1", 0, last_grant, NOW); /* ... before the idle release */
+    NOW += 30 * SEC;                               /* the user thinks */
+    c.enabled = 1;
+    assert_int_equal(gs_sched_set_config(S, &c, err, sizeof err), 0);
+    gs_sched_cell(S, "a", 1, NOW);
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    acts_keep();
+    assert_int_equal(sinfo("a").idle_gap_us, 0); /* no gap measured */
+    /* A 100 ms CPU phase in the new cell is one. */
+    NOW += 1 * SEC;
+    gs_sched_release(S, "a1", 0, last_grant, NOW);
+    NOW += 100 * MS;
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    acts_keep();
+    assert_int_equal(sinfo("a").idle_gap_us, 100 * MS);
+    NOW += 1 * SEC;
+    gs_sched_release(S, "a1", 0, last_grant, NOW);
+    assert_false(sinfo("a").switchable); /* its turn goes on */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -735,6 +782,7 @@ int main(void)
                                   sched_teardown),
         cmocka_unit_test_teardown(the_slice_follows_the_measured_switch_cost, sched_teardown),
         cmocka_unit_test_teardown(a_busy_cell_is_never_switched_out_early, sched_teardown),
+        cmocka_unit_test_teardown(the_pause_between_cells_is_no_idle_gap, sched_teardown),
         cmocka_unit_test_teardown(a_new_cell_cuts_a_long_turn_to_the_shortest, sched_teardown),
         cmocka_unit_test_teardown(cell_end_drops_the_demand, sched_teardown),
         cmocka_unit_test_teardown(no_boost_while_parked, sched_teardown),
