@@ -218,7 +218,7 @@ gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t n
                      why,
                      !si->switch_cost_us                         ? "no switch cost known yet"
                      : si->turn_end_us && now >= si->turn_end_us ? "its turn is over"
-                     : !si->turn_end_us                          ? "it has no turn"
+                     : !si->turn_end_us ? "its turn is over (or it had none)"
                                         : "its GPU idles longer than a switch",
                      (double)si->switch_cost_us / 1e6,
                      si->turn_end_us ? (double)(si->turn_end_us - now) / 1e6 : 0.0,
