@@ -29,7 +29,8 @@ void gpusim_set_next_kernel_us(unsigned long long us);
 
 /* Nanoseconds device `dev` spent running kernels, all processes together
  * (from the shared segment; 0 if there is none or dev is invalid). */
-unsigned long long gpusim_busy_ns(int dev);
+unsigned long long
+gpusim_busy_ns(int dev); /* dev: the machine's index (CUDA_VISIBLE_DEVICES aside) */
 
 /* The same, for this process' kernels only. */
 unsigned long long gpusim_process_busy_ns(int dev);

@@ -11,11 +11,6 @@
 #include <string.h>
 #include <sys/mman.h>
 
-int sim_dev_valid(CUdevice d)
-{
-    return d >= 0 && d < sim_g.cfg.devices;
-}
-
 SIM_EXPORT CUresult cuDriverGetVersion(int *driverVersion)
 {
     if (!driverVersion)
@@ -30,7 +25,7 @@ static CUresult device_get(CUdevice *device, int ordinal)
         return CUDA_ERROR_INVALID_VALUE;
     if (!sim_dev_valid(ordinal))
         return CUDA_ERROR_INVALID_DEVICE;
-    *device = ordinal;
+    *device = ordinal; /* as the driver: the handle is the ordinal */
     return CUDA_SUCCESS;
 }
 
@@ -43,7 +38,7 @@ static CUresult device_count(int *count)
 {
     if (!count)
         return CUDA_ERROR_INVALID_VALUE;
-    *count = sim_g.cfg.devices;
+    *count = sim_g.nvisible;
     return CUDA_SUCCESS;
 }
 
@@ -68,12 +63,8 @@ SIM_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 }
 
 /* Deterministic from the segment name and the device index. */
-static CUresult device_uuid(CUuuid *uuid, CUdevice dev)
+void sim_device_uuid(int dev, CUuuid *uuid)
 {
-    if (!uuid)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!sim_dev_valid(dev))
-        return CUDA_ERROR_INVALID_DEVICE;
     uint64_t h[2] = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL};
     for (int k = 0; k < 2; k++) {
         for (const char *p = sim_g.cfg.name; *p; p++)
@@ -84,6 +75,15 @@ static CUresult device_uuid(CUuuid *uuid, CUdevice dev)
     memcpy(uuid->bytes, h, sizeof uuid->bytes);
     uuid->bytes[6] = (char)((uuid->bytes[6] & 0x0f) | 0x40); /* looks like a v4 UUID */
     uuid->bytes[8] = (char)((uuid->bytes[8] & 0x3f) | 0x80);
+}
+
+static CUresult device_uuid(CUuuid *uuid, CUdevice dev)
+{
+    if (!uuid)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_dev_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    sim_device_uuid(sim_dev_phys(dev), uuid);
     return CUDA_SUCCESS;
 }
 
@@ -275,7 +275,7 @@ static CUresult pci_bus_id(char *id, int len, CUdevice dev)
         return CUDA_ERROR_INVALID_VALUE;
     if (!sim_dev_valid(dev))
         return CUDA_ERROR_INVALID_DEVICE;
-    snprintf(id, (size_t)len, "0000:%02x:00.0", 0x10 + dev);
+    snprintf(id, (size_t)len, "0000:%02x:00.0", 0x10 + sim_dev_phys(dev)); /* the machine's */
     return CUDA_SUCCESS;
 }
 

@@ -125,7 +125,7 @@ static CUresult mem_info(size_t *freeb, size_t *total)
         return rc;
     sim_shm_lock();
     sim_reclaim_dead_locked();
-    uint64_t cap = sim_seg->capacity, used = sim_seg->used[c->dev];
+    uint64_t cap = sim_seg->capacity, used = sim_seg->used[sim_dev_phys(c->dev)];
     sim_shm_unlock();
     if (freeb)
         *freeb = (size_t)(used < cap ? cap - used : 0);

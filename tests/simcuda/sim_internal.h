@@ -254,6 +254,8 @@ struct sim_global {
     int managed_count;
     pthread_t ctl_thread;
     _Atomic unsigned long long proc_busy_ns[SIM_MAX_DEVICES];
+    int visible[SIM_MAX_DEVICES]; /* CUDA_VISIBLE_DEVICES: ordinal -> device */
+    int nvisible;
 };
 
 extern struct sim_global sim_g;
@@ -294,7 +296,23 @@ void sim_wait_locked(int (*pred)(void *), void *arg);
 
 /* ---- devices (sim_api_device.c) --------------------------------------- */
 
+/* ---- visible devices (sim_visible.c) ---------------------------------- */
+
+#define SIM_UUID_STRLEN 41 /* "GPU-" + 36 + NUL */
+/* A device (ordinal) this process sees (CUDA_VISIBLE_DEVICES lists it). */
 int sim_dev_valid(CUdevice d);
+/* The machine's index of device d, or -1; the device (ordinal) of this
+ * process that is machine device `phys`, or -1. */
+int sim_dev_phys(CUdevice d);
+CUdevice sim_dev_of_phys(int phys);
+/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi writes it. */
+void sim_uuid_string(const CUuuid *u, char out[SIM_UUID_STRLEN]);
+/* Fills vis[] (ordinal -> device) from a CUDA_VISIBLE_DEVICES value
+ * (NULL: unset) for ndev devices whose UUID strings are given; returns
+ * how many are visible. */
+int sim_visible_parse(const char *spec, int ndev, const char uuids[][SIM_UUID_STRLEN], int *vis);
+/* The UUID of machine device `phys`, visible or not. */
+void sim_device_uuid(int phys, CUuuid *uuid);
 
 /* ---- contexts (sim_context.c) ----------------------------------------- */
 

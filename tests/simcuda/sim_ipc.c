@@ -124,7 +124,7 @@ static CUresult get_handle(CUipcMemHandle *out, CUdeviceptr dptr)
         h.pid = (int32_t)getpid();
         h.start_time = sim_pid_start_time(getpid());
         h.fd = a->fd;
-        h.dev = a->dev;
+        h.dev = sim_dev_phys(a->dev); /* the machine's: the other may number it otherwise */
         h.ino = (uint64_t)st.st_ino;
         h.size = a->size;
         h.map_size = a->map_size;
@@ -194,8 +194,8 @@ static CUresult open_handle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned 
         return CUDA_ERROR_INVALID_VALUE;
     if (h.pid == (int32_t)getpid())
         return CUDA_ERROR_INVALID_CONTEXT; /* as the real driver: not in the same process */
-    if (!sim_dev_valid(h.dev))
-        return CUDA_ERROR_INVALID_VALUE;
+    if (sim_dev_of_phys(h.dev) < 0)
+        return CUDA_ERROR_INVALID_VALUE; /* a device this process does not see */
     sim_shm_lock();
     struct sim_proc *p = sim_proc_find_locked(h.pid);
     int exporter_alive = p && p->start_time == h.start_time;
@@ -231,7 +231,7 @@ static CUresult open_handle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned 
         a->base = (uintptr_t)base;
         a->size = h.size;
         a->map_size = h.map_size;
-        a->dev = h.dev;
+        a->dev = sim_dev_of_phys(h.dev);
         a->kind = SIM_MEM_DEVICE;
         a->id = sim_new_id();
         a->fd = -1;

@@ -367,6 +367,7 @@ static struct sim_share *share_new_locked(uint64_t id, int dev, uint64_t bytes)
 
 CUresult sim_share_export_locked(int dev, uint64_t bytes, uint64_t *id)
 {
+    dev = sim_dev_phys(dev); /* the machine's device */
     struct sim_proc *self = sim_proc_self_locked();
     if (!self)
         return CUDA_ERROR_NOT_INITIALIZED;
@@ -383,6 +384,7 @@ CUresult sim_share_export_locked(int dev, uint64_t bytes, uint64_t *id)
 
 CUresult sim_share_join_locked(uint64_t id, int dev, uint64_t bytes)
 {
+    dev = sim_dev_phys(dev); /* the machine's device */
     if (!sim_proc_self_locked())
         return CUDA_ERROR_NOT_INITIALIZED;
     struct sim_share *sh = share_find_locked(id);
@@ -486,6 +488,7 @@ struct sim_proc *sim_proc_find_locked(pid_t pid)
 
 CUresult sim_capacity_reserve(int dev, uint64_t bytes)
 {
+    dev = sim_dev_phys(dev); /* the machine's device */
     CUresult rc = CUDA_SUCCESS;
     sim_shm_lock();
     struct sim_proc *self = sim_proc_self_locked();
@@ -507,6 +510,7 @@ CUresult sim_capacity_reserve(int dev, uint64_t bytes)
 
 void sim_capacity_release(int dev, uint64_t bytes)
 {
+    dev = sim_dev_phys(dev); /* the machine's device */
     sim_shm_lock();
     struct sim_proc *self = sim_proc_self_locked();
     if (self) {
@@ -521,6 +525,7 @@ void sim_capacity_release(int dev, uint64_t bytes)
  * reclaims dead processes (and the slots they held) every 10 ms. */
 void sim_slot_acquire(int dev)
 {
+    dev = sim_dev_phys(dev); /* the machine's device */
     sim_shm_lock();
     while (sim_seg->slots_used[dev] >= sim_seg->concurrency && sim_proc_self_locked()) {
         if (sim_shm_wait(&sim_seg->slot_cv, sim_now_ns() + 10000000ULL) == ETIMEDOUT)
@@ -536,6 +541,7 @@ void sim_slot_acquire(int dev)
 
 void sim_slot_release(int dev, uint64_t busy_ns)
 {
+    dev = sim_dev_phys(dev); /* the machine's device */
     sim_shm_lock();
     struct sim_proc *self = sim_proc_self_locked();
     if (self) {

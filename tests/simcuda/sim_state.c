@@ -188,6 +188,16 @@ static CUresult do_init(void)
     sim_g.cfg.devices = (int)sim_seg->device_count;
     sim_g.cfg.memory = sim_seg->capacity;
     sim_g.cfg.concurrency = sim_seg->concurrency;
+    char uuids[SIM_MAX_DEVICES][SIM_UUID_STRLEN];
+    for (int d = 0; d < sim_g.cfg.devices; d++) {
+        CUuuid u;
+        sim_device_uuid(d, &u);
+        sim_uuid_string(&u, uuids[d]);
+    }
+    sim_g.nvisible = sim_visible_parse(getenv("CUDA_VISIBLE_DEVICES"), sim_g.cfg.devices,
+                                       (const char(*)[SIM_UUID_STRLEN])uuids, sim_g.visible);
+    if (sim_g.nvisible == 0)
+        return CUDA_ERROR_NO_DEVICE; /* as the driver: CUDA_VISIBLE_DEVICES names none */
     sim_g.pid = getpid();
     sim_g.detached = 0;
 

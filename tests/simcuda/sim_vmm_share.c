@@ -52,7 +52,7 @@ static int write_hdr(const struct sim_phys *ph)
     h.handle_types = ph->handle_types;
     h.loc = ph->loc;
     h.loc_type = ph->loc_type;
-    h.dev = ph->dev;
+    h.dev = ph->loc == SIM_LOC_DEVICE ? sim_dev_phys(ph->dev) : ph->dev; /* the machine's */
     snprintf(h.segment, sizeof h.segment, "%s", sim_g.cfg.name);
     ssize_t n;
     while ((n = pwrite(ph->fd, &h, sizeof h, (off_t)ph->size)) < 0 && errno == EINTR)
@@ -77,7 +77,7 @@ static int read_hdr(int fd, struct share_hdr *h)
     h->segment[sizeof h->segment - 1] = 0;
     if (strcmp(h->segment, sim_g.cfg.name) != 0)
         return -1; /* another simulated machine's memory */
-    if (h->loc == SIM_LOC_DEVICE ? !sim_dev_valid(h->dev) : h->loc != SIM_LOC_HOST)
+    if (h->loc == SIM_LOC_DEVICE ? sim_dev_of_phys(h->dev) < 0 : h->loc != SIM_LOC_HOST)
         return -1;
     return 0;
 }
@@ -151,7 +151,7 @@ static CUresult import_handle(CUmemGenericAllocationHandle *handle, void *os_han
     ph->size = h.size;
     ph->loc = h.loc;
     ph->loc_type = (CUmemLocationType)h.loc_type;
-    ph->dev = h.dev;
+    ph->dev = h.loc == SIM_LOC_DEVICE ? sim_dev_of_phys(h.dev) : h.dev;
     ph->handle_types = h.handle_types;
     ph->id = sim_new_id();
     ph->share_id = h.share_id;

@@ -81,8 +81,10 @@ int simtest_teardown(void **state)
 CUcontext simtest_init(void)
 {
     CUcontext ctx = NULL;
+    CUdevice dev;
     REQ_CU(cuInit(0));
-    REQ_CU(cuDevicePrimaryCtxRetain(&ctx, 0));
+    REQ_CU(cuDeviceGet(&dev, 0)); /* a handle, not the ordinal (CUDA_VISIBLE_DEVICES) */
+    REQ_CU(cuDevicePrimaryCtxRetain(&ctx, dev));
     REQ_CU(cuCtxSetCurrent(ctx));
     return ctx;
 }
