@@ -233,6 +233,8 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
     }
     self->admin_gid = (gid_t)-1;
     self->show_others = 1;
+    self->placement = GS_PLACE_SPREAD;
+    self->placements = gs_placement_new();
     self->max_conns_per_uid = GS_CONN_DEFAULT_PER_UID;
     /* Before any socket: each connection is a descriptor (conn_guard.h). */
     self->fd_limit = gs_fd_limit_raise();
@@ -344,6 +346,7 @@ void gs_broker_destroy(gs_broker_t **self_p)
     gs_conn_guard_destroy(&self->conns);
     zsock_destroy(&self->router);
     gs_sessions_destroy(&self->sessions);
+    gs_placement_destroy(&self->placements);
     gs_eventlog_close(&self->eventlog);
     gs_metrics_destroy(&self->metrics);
     gs_sched_destroy(&self->sched);
@@ -355,6 +358,70 @@ void gs_broker_destroy(gs_broker_t **self_p)
         close(self->signal_fd);
     free(self);
     *self_p = NULL;
+}
+
+/* What placement weighs per GPU: the memory and the number of the
+ * sessions placed there. */
+typedef struct {
+    gs_broker_t *b;
+    gs_place_gpu_t gpus[GS_PLACE_MAX_GPUS];
+    int64_t now;
+} place_view_t;
+
+static void add_placed(const char *session, const int *gpus, int n, void *arg)
+{
+    place_view_t *v = arg;
+    for (int i = 0; i < n; i++) {
+        gs_sched_info_t si;
+        v->gpus[gpus[i]].sessions++;
+        if (gs_sched_info(v->b->sched, session, gpus[i], v->now, &si) == 0)
+            v->gpus[gpus[i]].committed += si.resident_bytes;
+    }
+}
+
+/* The GPUs the process of `hello` is to see, as a JSON array of UUIDs, or
+ * NULL: placement is off, the server has one GPU, the process is not of a
+ * session, or its spawner chose (CUDA_VISIBLE_DEVICES: respected, and
+ * said).  A session's later processes get its first one's answer. */
+static json_t *placement(gs_broker_t *self, const json_t *hello)
+{
+    const char *session = gs_msg_str(hello, "session", NULL);
+    const char *visible = gs_msg_str(hello, "visible", NULL);
+    int n = self->inventory.count;
+    if (self->placement == GS_PLACE_OFF || n < 2 || n > GS_PLACE_MAX_GPUS || !session ||
+        !self->placements || strcmp(gs_msg_str(hello, "role", ""), "hook") != 0)
+        return NULL;
+    int gpus[GS_PLACE_MAX_GPUS], k = gs_placement_get(self->placements, session, gpus, n);
+    if (!k && visible) {
+        gs_info("session %s: its spawner set CUDA_VISIBLE_DEVICES=%.200s; left as it is", session,
+                visible);
+        return NULL;
+    }
+    if (!k) {
+        place_view_t v = {.b = self, .now = gs_clock_now_us()};
+        for (int g = 0; g < n; g++)
+            v.gpus[g].capacity = self->inventory.gpus[g].memory_total;
+        gs_placement_each(self->placements, add_placed, &v);
+        int want = (int)gs_msg_int(hello, "gpus", 1);
+        k = gs_place_choose((gs_place_policy_t)self->placement, v.gpus, n, want, gpus);
+        if (!k || gs_placement_set(self->placements, session, gpus, k) != 0)
+            return NULL;
+        json_t *list = json_array();
+        for (int i = 0; i < k; i++)
+            json_array_append_new(list, json_string(self->inventory.gpus[gpus[i]].uuid));
+        gs_info("session %s placed on GPU %d%s (%s)", session, gpus[0], k > 1 ? " and more" : "",
+                gs_place_policy_name((gs_place_policy_t)self->placement));
+        if (self->eventlog)
+            gs_eventlog_write(self->eventlog, "placed",
+                              json_pack("{s:s, s:O, s:s}", "session", session, "devices", list,
+                                        "policy",
+                                        gs_place_policy_name((gs_place_policy_t)self->placement)));
+        return list;
+    }
+    json_t *list = json_array();
+    for (int i = 0; i < k; i++)
+        json_array_append_new(list, json_string(self->inventory.gpus[gpus[i]].uuid));
+    return list;
 }
 
 static void on_hello(gs_broker_t *self, zframe_t *peer, const json_t *req)
@@ -369,6 +436,9 @@ static void on_hello(gs_broker_t *self, zframe_t *peer, const json_t *req)
     json_object_set_new(w, "scheduler", json_string(cfg->enabled ? "on" : "off"));
     json_object_set_new(w, "heartbeat_ms", json_integer(self->opt.heartbeat_ms));
     json_object_set_new(w, "simulated", json_boolean(self->inventory.simulated));
+    json_t *devices = placement(self, req);
+    if (devices)
+        json_object_set_new(w, "devices", devices);
     gs_reply_echo_seq(w, req);
     gs_debug("hello from %s pid %lld", gs_msg_str(req, "role", "?"), gs_msg_int(req, "pid", 0));
     gs_reply_send(self->router, peer, w);
@@ -404,6 +474,8 @@ static void on_status(gs_broker_t *self, zframe_t *peer, const json_t *req)
      * notebooks (admins see everything). */
     json_object_set_new(json_object_get(st, "config"), "show_others",
                         json_string(self->show_others ? "names" : "anonymous"));
+    json_object_set_new(json_object_get(st, "config"), "placement",
+                        json_string(gs_place_policy_name((gs_place_policy_t)self->placement)));
     if (!self->show_others &&
         !(self->peer.valid && gs_admin_is_admin(self->peer.uid, self->admin_gid)))
         gs_status_anonymize(st, self->peer.valid ? self->peer.uid : (uid_t)-1);

@@ -19,6 +19,7 @@
 #include "peer.h"
 #include "protocol.h"
 #include "sched/scheduler.h"
+#include "placement.h"
 #include "sessions.h"
 
 typedef struct gs_broker gs_broker_t;
@@ -40,10 +41,12 @@ struct gs_broker {
     int max_conns_per_uid;   /* max_connections_per_uid */
     gs_peer_t peer;          /* credentials of the message being handled */
     /* settings.c */
-    gid_t admin_gid;         /* may change settings and others' sessions; -1 = root only */
-    int show_others;         /* show_others: 1 names (others' user and notebook), 0 anonymous */
-    gs_eventlog_t *eventlog; /* NULL = off */
-    gs_metrics_t *metrics;   /* NULL = off */
+    gid_t admin_gid; /* may change settings and others' sessions; -1 = root only */
+    int show_others; /* show_others: 1 names (others' user and notebook), 0 anonymous */
+    int placement;   /* gs_place_policy_t: which GPU a session starts on */
+    gs_placement_t *placements;
+    gs_eventlog_t *eventlog;             /* NULL = off */
+    gs_metrics_t *metrics;               /* NULL = off */
     gs_metrics_status_fn metrics_status; /* what it serves (broker.c's status object) */
     int metrics_port;
     char metrics_address[64];

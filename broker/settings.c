@@ -52,6 +52,7 @@ int gs_settings_is_start_only(const char *key)
 typedef struct {
     int log_level;   /* -1: unchanged */
     int show_others; /* -1: unchanged */
+    int placement;   /* -1: unchanged */
     int admin_set;
     gid_t admin_gid;
     int eventlog_set;
@@ -96,6 +97,15 @@ static int stage_daemon_key(gs_broker_t *self, staged_t *st, const setting_t *s,
             return -1;
         }
         st->show_others = !strcmp(text, "names");
+        return 1;
+    }
+    if (!strcmp(key, "placement")) {
+        int p = gs_place_policy_parse(text);
+        if (p < 0) {
+            snprintf(err, errlen, "placement: must be spread, pack or off, not \"%.60s\"", text);
+            return -1;
+        }
+        st->placement = p;
         return 1;
     }
     int is_file_only = listed(file_only, key), is_start_only = listed(start_only, key);
@@ -200,6 +210,8 @@ static void commit(gs_broker_t *self, staged_t *st)
         gs_log_set_level((gs_log_level_t)st->log_level);
     if (st->show_others >= 0)
         self->show_others = st->show_others;
+    if (st->placement >= 0)
+        self->placement = st->placement;
     if (st->admin_set)
         self->admin_gid = st->admin_gid;
     if (st->max_conns) {
@@ -243,7 +255,7 @@ int gs_settings_apply(gs_broker_t *self, const setting_t *settings, size_t n,
     gs_sched_config_t saved = *gs_sched_config(self->sched);
     void *shares_saved = gs_sched_shares_save(self->sched);
     void *park_saved = gs_park_config_save(self->park);
-    staged_t st = {.log_level = -1, .show_others = -1};
+    staged_t st = {.log_level = -1, .show_others = -1, .placement = -1};
     memcpy(st.metrics_address, self->metrics_address, sizeof st.metrics_address);
     st.metrics_port = self->metrics_port;
     char why[400];

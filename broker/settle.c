@@ -89,8 +89,11 @@ void gs_settle(gs_broker_t *b)
 void gs_settle_forget_session(gs_broker_t *b, const char *id)
 {
     gs_session_t *s = gs_sessions_session(b->sessions, id, 0);
-    if (s && !s->registered && !gs_sched_has_session(b->sched, id))
+    if (s && !s->registered && !gs_sched_has_session(b->sched, id)) {
+        if (b->placements) /* gone: its GPUs count for nobody now */
+            gs_placement_forget(b->placements, id);
         gs_sessions_session_remove(b->sessions, id);
+    }
 }
 
 void gs_settle_client_gone(gs_broker_t *b, const char *key, gs_gone_t how, const char *why)

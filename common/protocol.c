@@ -48,6 +48,8 @@ static const gs_field_spec_t hello_fields[] = {
     F_INT("pid", REQ, 1),
     F_ID("session", OPT),
     F_STR("client_version", OPT),
+    F_INT("gpus", OPT, 1),
+    F_STR("visible", OPT),
 };
 static const gs_field_spec_t welcome_fields[] = {
     F_STR("client_id", REQ),
@@ -56,6 +58,7 @@ static const gs_field_spec_t welcome_fields[] = {
     F_ENUM("scheduler", REQ, onoff_values),
     F_INT("heartbeat_ms", REQ, 1),
     F_BOOL("simulated", REQ),
+    F_STRARR("devices", OPT),
 };
 static const gs_field_spec_t register_fields[] = {
     F_ID("kernel_id", REQ),

@@ -187,6 +187,11 @@ static void send_hello(void)
     if (hook_cfg.session[0])
         json_object_set_new(m, "session", json_string(hook_cfg.session));
     json_object_set_new(m, "client_version", json_string(PACKAGE_VERSION));
+    /* What this process sees (its spawner's choice, or the placement made
+     * at its cuInit, hook_place.c): the broker places nothing over it. */
+    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+    if (visible)
+        json_object_set_new(m, "visible", json_string(visible));
     send_msg(m);
 }
 

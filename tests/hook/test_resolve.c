@@ -278,9 +278,11 @@ static void test_dlsym_failures(void **state)
     assert_non_null(dlerror());
     /* other symbols are untouched */
     assert_ptr_equal(dlsym(libcuda, "gpusim_is_simulated"), (void *)&gpusim_is_simulated);
-    void *init = dlsym(libcuda, "cuInit");
-    assert_non_null(init);
-    assert_string_not_equal(sym_file(init), hook_path);
+    void *version = dlsym(libcuda, "cuDriverGetVersion");
+    assert_non_null(version);
+    assert_string_not_equal(sym_file(version), hook_path);
+    /* cuInit is the hook's: placement comes before the driver starts */
+    assert_true(is_hook_fn(dlsym(libcuda, "cuInit"), "cuInit"));
 }
 
 /* ---- cuGetProcAddress --------------------------------------------------- */

@@ -258,10 +258,10 @@ static void test_schema_matches_spec(void **state)
     static const char *const want[GS_MSG_COUNT] = {
         [GS_MSG_HELLO] =
             "role:enum(hook|launcher|cli|provisioner)! pid:int>=1! session:string<=128,id? "
-            "client_version:string?",
+            "client_version:string? gpus:int>=1? visible:string?",
         [GS_MSG_WELCOME] = "client_id:string! broker_version:string! "
                            "policy:enum(exclusive|burst|adaptive)! scheduler:enum(on|off)! "
-                           "heartbeat_ms:int>=1! simulated:bool!",
+                           "heartbeat_ms:int>=1! simulated:bool! devices:string_array?",
         [GS_MSG_REGISTER] = "kernel_id:string<=128,id! user:string! notebook:string? pid:int>=1!",
         [GS_MSG_REGISTERED] = "session:string<=128,id!",
         [GS_MSG_UNREGISTER] = "session:string<=128,id!",
@@ -535,7 +535,7 @@ static void test_int_minimums(void **state)
             checked++;
         }
     }
-    assert_int_equal(checked, 35);
+    assert_int_equal(checked, 36);
     expect_fail("{\"v\":1,\"type\":\"make_room\",\"device\":\"d\",\"bytes\":0}", GS_PERR_BAD_VALUE,
                 "field \"bytes\" must be >= 1, got 0");
     expect_fail("{\"v\":1,\"type\":\"hello\",\"role\":\"hook\",\"pid\":-5}", GS_PERR_BAD_VALUE,
@@ -632,7 +632,7 @@ static void test_string_limits(void **state)
             checked++;
         }
     }
-    assert_int_equal(checked, 31);
+    assert_int_equal(checked, 32);
 
     /* the limit counts bytes, not characters: 2049 two-byte characters */
     {

@@ -1,0 +1,145 @@
+/*
+ * placement.c - which GPU a session runs on (placement.h).
+ */
+#include "placement.h"
+
+#include <czmq.h>
+#include <stdlib.h>
+#include <string.h>
+
+int gs_place_policy_parse(const char *text)
+{
+    if (!text)
+        return -1;
+    if (!strcmp(text, "off"))
+        return GS_PLACE_OFF;
+    if (!strcmp(text, "spread"))
+        return GS_PLACE_SPREAD;
+    if (!strcmp(text, "pack"))
+        return GS_PLACE_PACK;
+    return -1;
+}
+
+const char *gs_place_policy_name(gs_place_policy_t p)
+{
+    return p == GS_PLACE_SPREAD ? "spread" : p == GS_PLACE_PACK ? "pack" : "off";
+}
+
+/* 1 if GPU a is a better place than b under spread. */
+static int emptier(const gs_place_gpu_t *g, int a, int b)
+{
+    if (g[a].committed != g[b].committed)
+        return g[a].committed < g[b].committed;
+    if (g[a].sessions != g[b].sessions)
+        return g[a].sessions < g[b].sessions;
+    return a < b;
+}
+
+int gs_place_choose(gs_place_policy_t p, const gs_place_gpu_t *gpus, int n, int want, int *out)
+{
+    if (n <= 0 || want <= 0)
+        return 0;
+    if (want > n)
+        want = n;
+    int taken[GS_PLACE_MAX_GPUS] = {0}, got = 0;
+    if (n > GS_PLACE_MAX_GPUS)
+        n = GS_PLACE_MAX_GPUS;
+    while (got < want) {
+        int best = -1;
+        for (int i = 0; i < n; i++) {
+            if (taken[i])
+                continue;
+            if (p == GS_PLACE_PACK) {
+                /* the first with room; if none has, the emptiest */
+                int room = gpus[i].committed < gpus[i].capacity;
+                int best_room = best >= 0 && gpus[best].committed < gpus[best].capacity;
+                if (best < 0 || (room && !best_room) ||
+                    (!room && !best_room && emptier(gpus, i, best)))
+                    best = i;
+            } else if (best < 0 || emptier(gpus, i, best)) {
+                best = i;
+            }
+        }
+        taken[best] = 1;
+        got++;
+    }
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (taken[i])
+            out[k++] = i; /* in GPU order */
+    return k;
+}
+
+typedef struct {
+    int n;
+    int gpu[GS_PLACE_MAX_GPUS];
+} placed_t;
+
+struct gs_placement {
+    zhashx_t *by_session; /* session id -> placed_t */
+};
+
+static void free_placed(void **item)
+{
+    free(*item);
+    *item = NULL;
+}
+
+gs_placement_t *gs_placement_new(void)
+{
+    gs_placement_t *self = calloc(1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->by_session = zhashx_new();
+    if (!self->by_session) {
+        free(self);
+        return NULL;
+    }
+    zhashx_set_destructor(self->by_session, free_placed);
+    return self;
+}
+
+void gs_placement_destroy(gs_placement_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zhashx_destroy(&(*self_p)->by_session);
+    free(*self_p);
+    *self_p = NULL;
+}
+
+int gs_placement_get(const gs_placement_t *self, const char *session, int *gpus, int max)
+{
+    const placed_t *p = zhashx_lookup(self->by_session, session);
+    if (!p)
+        return 0;
+    int n = p->n < max ? p->n : max;
+    memcpy(gpus, p->gpu, (size_t)n * sizeof *gpus);
+    return n;
+}
+
+int gs_placement_set(gs_placement_t *self, const char *session, const int *gpus, int n)
+{
+    if (n < 1 || n > GS_PLACE_MAX_GPUS)
+        return -1;
+    placed_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return -1;
+    p->n = n;
+    memcpy(p->gpu, gpus, (size_t)n * sizeof *gpus);
+    zhashx_update(self->by_session, session, p);
+    return 0;
+}
+
+void gs_placement_forget(gs_placement_t *self, const char *session)
+{
+    zhashx_delete(self->by_session, session);
+}
+
+void gs_placement_each(const gs_placement_t *self,
+                       void (*fn)(const char *session, const int *gpus, int n, void *arg),
+                       void *arg)
+{
+    for (placed_t *p = zhashx_first(self->by_session); p; p = zhashx_next(self->by_session))
+        fn((const char *)zhashx_cursor(self->by_session), p->gpu, p->n, arg);
+}

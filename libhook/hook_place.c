@@ -1,0 +1,136 @@
+/*
+ * hook_place.c - which GPUs the process sees, on a server with several
+ * (issue 18): at the program's cuInit, before the driver reads
+ * CUDA_VISIBLE_DEVICES, a process of a session asks the broker with a
+ * hello of its own (role hook, its session, GPUSHARE_GPUS, and the
+ * CUDA_VISIBLE_DEVICES its spawner set, if any); a welcome that names
+ * devices sets CUDA_VISIBLE_DEVICES to their UUIDs.  The broker gives every
+ * process of the session the same answer, and the program's children
+ * inherit the variable.
+ *
+ * Fails open: no broker, a broker that does not answer within PLACE_WAIT_MS,
+ * one this user may not trust, or a welcome without devices (one GPU, or
+ * placement off) leave the environment as it was.  The connection is its
+ * own and short, so the hook's client starts later as before.
+ */
+#include "hook_place.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "endpoint.h"
+#include "hook_config.h"
+#include "hook_wrap.h"
+#include "log.h"
+#include "peer.h"
+#include "protocol.h"
+#include "socket_trust.h"
+
+#define PLACE_WAIT_MS 1000
+
+/* The devices of a trusted welcome, joined with commas into out; 0, or -1. */
+static int ask(const char *endpoint, const char *visible, char *out, size_t outlen)
+{
+    int rc = -1;
+    /* No broker, or one not to trust: no wait at all (as the client). */
+    const char *path = gs_endpoint_ipc_path(endpoint);
+    char why[600];
+    if (path &&
+        gs_trust_probe(path, gs_endpoint_is_user_socket(path), why, sizeof why) != GS_PROBE_OK)
+        return -1;
+    void *ctx = zmq_ctx_new(), *sock = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
+    if (!sock)
+        goto done;
+    int zero = 0, wait = PLACE_WAIT_MS;
+    int64_t maxmsg = GS_PROTO_MAX_SIZE;
+    zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(sock, ZMQ_RCVTIMEO, &wait, sizeof wait);
+    zmq_setsockopt(sock, ZMQ_SNDTIMEO, &wait, sizeof wait);
+    zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    if (zmq_connect(sock, endpoint) != 0)
+        goto done;
+    json_t *hello = gs_msg_new(GS_MSG_HELLO);
+    json_object_set_new(hello, "role", json_string("hook"));
+    json_object_set_new(hello, "pid", json_integer(getpid()));
+    json_object_set_new(hello, "session", json_string(hook_cfg.session));
+    const char *gpus = getenv("GPUSHARE_GPUS");
+    if (gpus && atoi(gpus) >= 1)
+        json_object_set_new(hello, "gpus", json_integer(atoi(gpus)));
+    if (visible)
+        json_object_set_new(hello, "visible", json_string(visible));
+    gs_perr_t err;
+    size_t len;
+    char *buf = gs_msg_encode(hello, &len, &err);
+    json_decref(hello);
+    if (!buf || zmq_send(sock, buf, len, 0) < 0) {
+        free(buf);
+        goto done;
+    }
+    free(buf);
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    if (zmq_msg_recv(&msg, sock, 0) < 0) {
+        zmq_msg_close(&msg);
+        gs_debug("placement: no answer from the broker within %d ms", PLACE_WAIT_MS);
+        goto done;
+    }
+    gs_peer_t peer;
+    gs_peer_parse(zmq_msg_gets(&msg, "Peer-Address"), &peer);
+    gs_msg_type_t type;
+    json_t *w = gs_msg_parse(zmq_msg_data(&msg), zmq_msg_size(&msg), &type, &err);
+    zmq_msg_close(&msg);
+    if (!w || type != GS_MSG_WELCOME || gs_trust_peer(&peer, endpoint, why, sizeof why) != 0) {
+        json_decref(w);
+        goto done;
+    }
+    const json_t *devs = json_object_get(w, "devices");
+    out[0] = '\0';
+    size_t i;
+    const json_t *d;
+    json_array_foreach(devs, i, d)
+    {
+        size_t used = strlen(out);
+        snprintf(out + used, outlen - used, "%s%s", used ? "," : "", json_string_value(d));
+    }
+    json_decref(w);
+    rc = 0;
+done:
+    if (sock)
+        zmq_close(sock);
+    if (ctx)
+        zmq_ctx_term(ctx);
+    return rc;
+}
+
+void hook_place_before_init(void)
+{
+    static int done;
+    if (__atomic_exchange_n(&done, 1, __ATOMIC_SEQ_CST))
+        return; /* once: the driver reads the variable at its first cuInit */
+    const char *off = getenv("GPUSHARE_PLACE");
+    if (hook_cfg.disabled || !hook_cfg.session[0] || (off && !strcmp(off, "off")))
+        return;
+    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+    char endpoint[512], note[600], err[256], devices[1024];
+    if (gs_endpoint_for_client(endpoint, sizeof endpoint, note, sizeof note, err, sizeof err) != 0)
+        return;
+    if (ask(endpoint, visible, devices, sizeof devices) != 0 || !devices[0] || visible)
+        return;
+    /* (setenv before the driver starts: a program that reads the
+     * environment on another thread at this very moment is the risk every
+     * launcher that sets CUDA_VISIBLE_DEVICES late takes.) */
+    setenv("CUDA_VISIBLE_DEVICES", devices, 1);
+    gs_debug("placed by the broker: CUDA_VISIBLE_DEVICES=%s", devices);
+}
+
+/* The driver's first entry point: placement first (hook_place_before_init). */
+HOOK_EXPORT CUresult cuInit(unsigned int Flags)
+{
+    HOOK_WRAP_ENTER_UNLESS(cuInit, (Flags), hook_cfg.disabled);
+    hook_place_before_init();
+    CUresult r = real_(Flags);
+    HOOK_WRAP_LEAVE(r);
+}

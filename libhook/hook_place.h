@@ -1,0 +1,12 @@
+/*
+ * hook_place.h - the GPUs a session's process sees, asked of the broker
+ * before the driver starts (hook_place.c).
+ */
+#ifndef GS_HOOK_PLACE_H
+#define GS_HOOK_PLACE_H
+
+/* Once per process, before the real cuInit: sets CUDA_VISIBLE_DEVICES to
+ * what the broker placed the session on, or leaves it (fails open). */
+void hook_place_before_init(void);
+
+#endif

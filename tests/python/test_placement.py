@@ -1,0 +1,101 @@
+"""Servers with several GPUs (issue 18): the broker places each session on
+a GPU when its first process starts the driver, and every process of the
+session sees that GPU (CUDA_VISIBLE_DEVICES by UUID, set by the hook
+before the real cuInit), on a simulated machine of four GPUs.  spread puts
+sessions on the emptiest GPU, pack fills the first before the next; a
+spawner's CUDA_VISIBLE_DEVICES is left as it is; GPUSHARE_GPUS asks for
+more than one."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+import gstest
+
+pytestmark = pytest.mark.sim(extra={"GPUSHARE_SIM_DEVICES": "4"})
+
+# A process of a session: what the driver shows it, by UUID.
+PROBE = r"""
+import ctypes, json
+lib = ctypes.CDLL("libcuda.so.1")
+rc = lib.cuInit(0)
+n = ctypes.c_int(0)
+lib.cuDeviceGetCount(ctypes.byref(n))
+uuids = []
+for i in range(n.value):
+    d = ctypes.c_int(0)
+    lib.cuDeviceGet(ctypes.byref(d), i)
+    u = (ctypes.c_char * 16)()
+    lib.cuDeviceGetUuid(u, d)
+    h = bytes(u).hex()
+    uuids.append("GPU-%s-%s-%s-%s-%s" % (h[:8], h[8:12], h[12:16], h[16:20], h[20:]))
+libc = ctypes.CDLL(None)  # the C environment: os.environ is a copy taken at start
+libc.getenv.restype = ctypes.c_char_p
+v = libc.getenv(b"CUDA_VISIBLE_DEVICES")
+print(json.dumps({"rc": rc, "visible": v.decode() if v else None, "uuids": uuids}))
+"""
+
+
+def probe(broker, sim, session, **extra):
+    env = gstest.hook_env(sim, broker.endpoint, GPUSHARE_SESSION=session, **extra)
+    r = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["rc"] == 0, out
+    return out
+
+
+def all_gpus(broker):
+    return [g["uuid"] for g in broker.status()["gpus"]]
+
+
+def test_spread_puts_each_session_on_the_emptiest_gpu(broker, sim):
+    gpus = all_gpus(broker)
+    assert len(gpus) == 4
+    seen = [probe(broker, sim, "s%d" % i)["uuids"] for i in range(4)]
+    assert all(len(s) == 1 for s in seen), seen
+    assert sorted(s[0] for s in seen) == sorted(gpus)  # one each
+    # A second process of a session sees its session's GPU, not a new one.
+    again = probe(broker, sim, "s2")
+    assert again["uuids"] == seen[2] and again["visible"] == seen[2][0]
+    placed = [e for e in broker.synced_events() if e["event"] == "placed"]
+    assert [e["session"] for e in placed] == ["s0", "s1", "s2", "s3"], placed
+    assert all(e["policy"] == "spread" for e in placed)
+    assert broker.status()["config"]["placement"] == "spread"
+
+
+def test_pack_fills_one_gpu_first(broker, sim):
+    broker.configure(placement="pack")
+    gpus = all_gpus(broker)
+    seen = [probe(broker, sim, "p%d" % i)["uuids"] for i in range(3)]
+    assert seen == [[gpus[0]]] * 3, seen
+
+
+def test_a_spawner_choice_and_a_count_are_kept(broker, sim):
+    gpus = all_gpus(broker)
+    # CUDA_VISIBLE_DEVICES from the spawner (a device plugin, a profile): kept.
+    mine = probe(broker, sim, "k1", CUDA_VISIBLE_DEVICES="3")
+    assert mine["uuids"] == [gpus[3]] and mine["visible"] == "3"
+    assert "k1" not in [e.get("session") for e in broker.synced_events()
+                        if e["event"] == "placed"]
+    # GPUSHARE_GPUS=2: two GPUs, in GPU order.
+    two = probe(broker, sim, "k2", GPUSHARE_GPUS="2")
+    assert len(two["uuids"]) == 2 and two["uuids"] == sorted(two["uuids"], key=gpus.index)
+    # Off: every GPU, nothing set.
+    broker.configure(placement="off")
+    off = probe(broker, sim, "k3")
+    assert off["visible"] is None and off["uuids"] == gpus
+
+
+def test_bad_placement_setting_is_refused_by_name(broker):
+    with pytest.raises(AssertionError) as e:
+        broker.configure(placement="everywhere")
+    assert "placement: must be spread, pack or off" in str(e.value)
+
+
+@pytest.mark.sim(extra={"GPUSHARE_SIM_DEVICES": "1"})
+def test_one_gpu_sets_nothing(broker, sim):
+    out = probe(broker, sim, "only")
+    assert out["visible"] is None and len(out["uuids"]) == 1

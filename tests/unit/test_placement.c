@@ -1,0 +1,128 @@
+/*
+ * test_placement.c - which GPU a session starts on (broker/placement.h):
+ * spread takes the GPU with the least memory committed, then the fewest
+ * sessions; pack fills the first GPU with room before the next; a session
+ * that wants several gets them in GPU order; sessions keep their GPUs.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "placement.h"
+
+#define GIB (1ull << 30)
+
+static void policies_by_name(void **state)
+{
+    (void)state;
+    assert_int_equal(gs_place_policy_parse("spread"), GS_PLACE_SPREAD);
+    assert_int_equal(gs_place_policy_parse("pack"), GS_PLACE_PACK);
+    assert_int_equal(gs_place_policy_parse("off"), GS_PLACE_OFF);
+    assert_int_equal(gs_place_policy_parse("Spread"), -1);
+    assert_int_equal(gs_place_policy_parse(NULL), -1);
+    assert_string_equal(gs_place_policy_name(GS_PLACE_PACK), "pack");
+}
+
+/* Eight notebooks on four empty GPUs: two each, in turn. */
+static void spread_evens_out_memory_then_sessions(void **state)
+{
+    (void)state;
+    gs_place_gpu_t g[4] = {{0, 80 * GIB, 0}, {0, 80 * GIB, 0}, {0, 80 * GIB, 0}, {0, 80 * GIB, 0}};
+    int out[4];
+    for (int k = 0; k < 8; k++) {
+        assert_int_equal(gs_place_choose(GS_PLACE_SPREAD, g, 4, 1, out), 1);
+        assert_int_equal(out[0], k % 4);
+        g[out[0]].sessions++;
+    }
+    /* Memory first: GPU 2 holds the least, though it has the most sessions. */
+    g[0].committed = 40 * GIB, g[1].committed = 30 * GIB, g[2].committed = 1 * GIB;
+    g[3].committed = 20 * GIB, g[2].sessions = 5;
+    assert_int_equal(gs_place_choose(GS_PLACE_SPREAD, g, 4, 1, out), 1);
+    assert_int_equal(out[0], 2);
+    /* Two: the two emptiest, in GPU order. */
+    assert_int_equal(gs_place_choose(GS_PLACE_SPREAD, g, 4, 2, out), 2);
+    assert_int_equal(out[0], 2);
+    assert_int_equal(out[1], 3);
+}
+
+static void pack_fills_one_gpu_before_the_next(void **state)
+{
+    (void)state;
+    gs_place_gpu_t g[4] = {{0, 80 * GIB, 0}, {0, 80 * GIB, 0}, {0, 80 * GIB, 0}, {0, 80 * GIB, 0}};
+    int out[4];
+    for (int k = 0; k < 5; k++) {
+        assert_int_equal(gs_place_choose(GS_PLACE_PACK, g, 4, 1, out), 1);
+        assert_int_equal(out[0], 0);
+        g[0].sessions++;
+        g[0].committed += 10 * GIB;
+    }
+    g[0].committed = 80 * GIB; /* full: the next one */
+    assert_int_equal(gs_place_choose(GS_PLACE_PACK, g, 4, 1, out), 1);
+    assert_int_equal(out[0], 1);
+    assert_int_equal(gs_place_choose(GS_PLACE_PACK, g, 4, 2, out), 2);
+    assert_int_equal(out[0], 1);
+    assert_int_equal(out[1], 2);
+    /* All full: the emptiest. */
+    for (int i = 0; i < 4; i++)
+        g[i].committed = (uint64_t)(90 - i) * GIB;
+    assert_int_equal(gs_place_choose(GS_PLACE_PACK, g, 4, 1, out), 1);
+    assert_int_equal(out[0], 3);
+}
+
+static void more_than_there_are_gets_them_all(void **state)
+{
+    (void)state;
+    gs_place_gpu_t g[2] = {{0, GIB, 0}, {0, GIB, 0}};
+    int out[2];
+    assert_int_equal(gs_place_choose(GS_PLACE_SPREAD, g, 2, 5, out), 2);
+    assert_int_equal(out[0], 0);
+    assert_int_equal(out[1], 1);
+    assert_int_equal(gs_place_choose(GS_PLACE_SPREAD, g, 0, 1, out), 0);
+}
+
+static void count(const char *session, const int *gpus, int n, void *arg)
+{
+    (void)session;
+    int *per = arg;
+    for (int i = 0; i < n; i++)
+        per[gpus[i]]++;
+}
+
+static void sessions_keep_their_gpus(void **state)
+{
+    (void)state;
+    gs_placement_t *p = gs_placement_new();
+    assert_non_null(p);
+    int g[4];
+    assert_int_equal(gs_placement_get(p, "a", g, 4), 0);
+    assert_int_equal(gs_placement_set(p, "a", (int[]){2}, 1), 0);
+    assert_int_equal(gs_placement_set(p, "b", (int[]){0, 1}, 2), 0);
+    assert_int_equal(gs_placement_get(p, "a", g, 4), 1);
+    assert_int_equal(g[0], 2);
+    assert_int_equal(gs_placement_get(p, "b", g, 4), 2);
+    assert_int_equal(g[1], 1);
+    int per[4] = {0};
+    gs_placement_each(p, count, per);
+    assert_int_equal(per[0] + per[1] + per[2], 3);
+    gs_placement_forget(p, "b");
+    assert_int_equal(gs_placement_get(p, "b", g, 4), 0);
+    assert_int_equal(gs_placement_set(p, "c", g, 0), -1);
+    gs_placement_destroy(&p);
+    assert_null(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(policies_by_name),
+        cmocka_unit_test(spread_evens_out_memory_then_sessions),
+        cmocka_unit_test(pack_fills_one_gpu_before_the_next),
+        cmocka_unit_test(more_than_there_are_gets_them_all),
+        cmocka_unit_test(sessions_keep_their_gpus),
+    };
+    return cmocka_run_group_tests_name("placement", tests, NULL, NULL);
+}
