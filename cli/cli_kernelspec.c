@@ -41,6 +41,11 @@ json_t *gs_cli_kernelspec_json(const gs_cli_kernelspec_t *spec)
     json_t *env = json_object();
     if (spec->broker)
         json_object_set_new(env, "GPUSHARE_BROKER", json_string(spec->broker));
+    if (spec->gpus > 0) { /* the broker places its kernels on this many GPUs */
+        char n[16];
+        snprintf(n, sizeof n, "%d", spec->gpus);
+        json_object_set_new(env, "GPUSHARE_GPUS", json_string(n));
+    }
     json_object_set_new(ks, "env", env);
     json_t *meta = json_pack("{s:{s:s}}", "gpushare", "version", PACKAGE_VERSION);
     if (spec->provisioner)
@@ -119,14 +124,15 @@ static void usage(FILE *out)
             "Usage: gpushare kernelspec install [--user | --sys-prefix | --prefix DIR]\n"
             "           [--name NAME] [--display-name TEXT] [--python PATH] [--broker ENDPOINT]\n"
             "           [--provisioner | --no-provisioner] [--server-python PATH]\n"
-            "           [--launcher PATH]\n"
+            "           [--launcher PATH] [--gpus N]\n"
             "       gpushare kernelspec list [--python PATH]\n"
             "install: the \"Shared GPU\" Jupyter kernel. Without a location option it goes\n"
             "system-wide into /usr/local/share/jupyter/kernels (needs root). It starts\n"
             "kernels through the gpushare provisioner when the notebook server's python\n"
             "(--server-python, default --python) can load it, else through the plain\n"
             "launcher, and says which; --provisioner insists on the provisioner,\n"
-            "--no-provisioner on the plain launcher.\n"
+            "--no-provisioner on the plain launcher. --gpus N: its kernels get N GPUs\n"
+            "on a server with several (named shared-gpu-xN, \"Shared GPU xN\").\n"
             "list: the gpushare kernelspecs Jupyter finds, and which of the two each uses.\n");
 }
 
@@ -168,6 +174,7 @@ int gs_cli_kernelspec_main(int argc, char **argv)
                                              {"no-provisioner", no_argument, 0, 'N'},
                                              {"server-python", required_argument, 0, 'S'},
                                              {"launcher", required_argument, 0, 'l'},
+                                             {"gpus", required_argument, 0, 'g'},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
     int c;
@@ -209,6 +216,17 @@ int gs_cli_kernelspec_main(int argc, char **argv)
         case 'l':
             spec.launcher = optarg;
             break;
+        case 'g': {
+            char *end = NULL;
+            long n = strtol(optarg, &end, 10);
+            if (!*optarg || *end || n < 1 || n > 64) {
+                fprintf(stderr, "gpushare kernelspec install: --gpus \"%s\": a count of 1 to 64\n",
+                        optarg);
+                return 2;
+            }
+            spec.gpus = (int)n;
+            break;
+        }
         case 'b':
             if (gs_endpoint_normalise(optarg, broker, sizeof broker, err, sizeof err) != 0) {
                 fprintf(stderr, "gpushare kernelspec install: --broker: %s\n", err);
@@ -227,6 +245,16 @@ int gs_cli_kernelspec_main(int argc, char **argv)
     if (optind < argc) {
         fprintf(stderr, "gpushare kernelspec install: unexpected argument \"%s\"\n", argv[optind]);
         return 2;
+    }
+    /* "Shared GPU x2" beside "Shared GPU", unless named otherwise. */
+    static char multi_name[32], multi_display[48];
+    if (spec.gpus > 1 && !strcmp(name, "shared-gpu")) {
+        snprintf(multi_name, sizeof multi_name, "shared-gpu-x%d", spec.gpus);
+        name = multi_name;
+    }
+    if (spec.gpus > 1 && !strcmp(spec.display_name, "Shared GPU")) {
+        snprintf(multi_display, sizeof multi_display, "Shared GPU \u00d7%d", spec.gpus);
+        spec.display_name = multi_display;
     }
     if (locations > 1) {
         fprintf(stderr,
