@@ -454,6 +454,7 @@ static json_t *status(gs_broker_t *self)
                             .inventory = &self->inventory,
                             .started_unix = self->started_unix};
     in.sessions = self->sessions;
+    in.placements = self->placements;
     json_t *st = gs_status_build(&in);
     gs_park_status_add(self->park, st, now);
     json_object_set_new(st, "connections", gs_conn_guard_status(self->conns));

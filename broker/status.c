@@ -15,8 +15,16 @@ static const char *const state_names[] = {"idle", "running", "waiting"};
 static json_t *session_on_gpu(const gs_status_input_t *in, const gs_session_t *s, int gpu)
 {
     gs_sched_info_t si;
+    int placed[GS_PLACE_MAX_GPUS], nplaced = 0, here = 0;
+    if (in->placements)
+        nplaced = gs_placement_get(in->placements, s->id, placed, GS_PLACE_MAX_GPUS);
+    for (int i = 0; i < nplaced; i++)
+        here |= placed[i] == gpu;
+    /* A notebook is shown on every GPU it may use: the ones it was placed
+     * on, or all of them (no placement); any session where it did use one. */
+    int used = gs_sched_session_used_gpu(in->sched, s->id, gpu);
     if (gs_sched_info(in->sched, s->id, gpu, in->now_us, &si) != 0 ||
-        (!gs_sched_session_used_gpu(in->sched, s->id, gpu) && !s->registered))
+        (!used && !(s->registered && (!nplaced || here))))
         return NULL;
     json_t *pids = json_array();
     gs_sessions_t *tab = in->sessions;
@@ -35,6 +43,8 @@ static json_t *session_on_gpu(const gs_status_input_t *in, const gs_session_t *s
     /* A notebook's kernel (registered by its launcher or the provisioner)
      * or a program that joined by itself (`gpushare run`, a script). */
     json_object_set_new(e, "kind", json_string(s->registered ? "notebook" : "program"));
+    if (nplaced) /* the broker chose this GPU for it (placement) */
+        json_object_set_new(e, "placed", json_boolean(here));
     if (s->owner_known)
         json_object_set_new(e, "uid", json_integer((json_int_t)s->owner_uid));
     if (s->claimed[0])

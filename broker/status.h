@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <sys/types.h>
 #include "gpu_inventory.h"
+#include "placement.h"
 #include "sched/scheduler.h"
 #include "sessions.h"
 
@@ -18,6 +19,7 @@ typedef struct {
     const gs_gpu_inventory_t *inventory;
     long long started_unix;
     gs_sessions_t *sessions;
+    const gs_placement_t *placements; /* which GPUs sessions were placed on; NULL: none */
 } gs_status_input_t;
 
 json_t *gs_status_build(const gs_status_input_t *in);

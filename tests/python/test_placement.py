@@ -6,6 +6,7 @@ sessions on the emptiest GPU, pack fills the first before the next; a
 spawner's CUDA_VISIBLE_DEVICES is left as it is; GPUSHARE_GPUS asks for
 more than one."""
 import json
+import os
 import subprocess
 import sys
 
@@ -51,19 +52,37 @@ def all_gpus(broker):
     return [g["uuid"] for g in broker.status()["gpus"]]
 
 
-def test_spread_puts_each_session_on_the_emptiest_gpu(broker, sim):
+@pytest.mark.parametrize("ngpus", [
+    pytest.param(4, marks=pytest.mark.sim(extra={"GPUSHARE_SIM_DEVICES": "4"})),
+    pytest.param(8, marks=pytest.mark.sim(extra={"GPUSHARE_SIM_DEVICES": "8"})),
+])
+def test_spread_puts_each_session_on_the_emptiest_gpu(broker, sim, ngpus):
     gpus = all_gpus(broker)
-    assert len(gpus) == 4
-    seen = [probe(broker, sim, "s%d" % i)["uuids"] for i in range(4)]
+    assert len(gpus) == ngpus
+    seen = [probe(broker, sim, "s%d" % i)["uuids"] for i in range(ngpus)]
     assert all(len(s) == 1 for s in seen), seen
     assert sorted(s[0] for s in seen) == sorted(gpus)  # one each
     # A second process of a session sees its session's GPU, not a new one.
     again = probe(broker, sim, "s2")
     assert again["uuids"] == seen[2] and again["visible"] == seen[2][0]
     placed = [e for e in broker.synced_events() if e["event"] == "placed"]
-    assert [e["session"] for e in placed] == ["s0", "s1", "s2", "s3"], placed
+    assert [e["session"] for e in placed] == ["s%d" % i for i in range(ngpus)], placed
     assert all(e["policy"] == "spread" for e in placed)
     assert broker.status()["config"]["placement"] == "spread"
+
+
+def test_status_shows_a_notebook_on_its_gpu_only(broker, sim):
+    gpus = all_gpus(broker)
+    launcher = gstest.Client(broker.endpoint, "launcher")
+    try:
+        launcher.register("nb", os.getpid())
+        where = probe(broker, sim, "nb")["uuids"]
+        blocks = {g["uuid"]: [e["id"] for e in g["sessions"]] for g in broker.status()["gpus"]}
+        assert [u for u in gpus if "nb" in blocks[u]] == where, blocks
+        entry = next(e for g in broker.status()["gpus"] for e in g["sessions"] if e["id"] == "nb")
+        assert entry["placed"] is True
+    finally:
+        launcher.close()
 
 
 def test_pack_fills_one_gpu_first(broker, sim):
