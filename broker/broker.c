@@ -403,8 +403,16 @@ static json_t *placement(gs_broker_t *self, const json_t *hello)
             v.gpus[g].capacity = self->inventory.gpus[g].memory_total;
         gs_placement_each(self->placements, add_placed, &v);
         int want = (int)gs_msg_int(hello, "gpus", 1);
-        k = gs_place_choose((gs_place_policy_t)self->placement, v.gpus, n, want, gpus);
-        if (!k || gs_placement_set(self->placements, session, gpus, k) != 0)
+        uint64_t allowed =
+            self->peer.valid ? gs_gpu_access_mask(&self->gpu_access, self->peer.uid) : ~0ull;
+        k = gs_place_choose((gs_place_policy_t)self->placement, v.gpus, n, want, allowed, gpus);
+        if (!k) {
+            gs_warn("session %s: gpu_access allows its user none of this server's GPUs; "
+                    "not placed",
+                    session);
+            return NULL;
+        }
+        if (gs_placement_set(self->placements, session, gpus, k) != 0)
             return NULL;
         json_t *list = json_array();
         for (int i = 0; i < k; i++)

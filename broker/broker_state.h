@@ -19,6 +19,7 @@
 #include "peer.h"
 #include "protocol.h"
 #include "sched/scheduler.h"
+#include "gpu_access.h"
 #include "placement.h"
 #include "sessions.h"
 
@@ -45,6 +46,7 @@ struct gs_broker {
     int show_others; /* show_others: 1 names (others' user and notebook), 0 anonymous */
     int placement;   /* gs_place_policy_t: which GPU a session starts on */
     gs_placement_t *placements;
+    gs_gpu_access_t gpu_access;          /* gpu_access: users' and groups' GPUs (placement) */
     gs_eventlog_t *eventlog;             /* NULL = off */
     gs_metrics_t *metrics;               /* NULL = off */
     gs_metrics_status_fn metrics_status; /* what it serves (broker.c's status object) */

@@ -35,15 +35,21 @@ static int emptier(const gs_place_gpu_t *g, int a, int b)
     return a < b;
 }
 
-int gs_place_choose(gs_place_policy_t p, const gs_place_gpu_t *gpus, int n, int want, int *out)
+int gs_place_choose(gs_place_policy_t p, const gs_place_gpu_t *gpus, int n, int want,
+                    uint64_t allowed, int *out)
 {
-    if (n <= 0 || want <= 0)
-        return 0;
-    if (want > n)
-        want = n;
-    int taken[GS_PLACE_MAX_GPUS] = {0}, got = 0;
     if (n > GS_PLACE_MAX_GPUS)
         n = GS_PLACE_MAX_GPUS;
+    int taken[GS_PLACE_MAX_GPUS] = {0}, got = 0, can = 0;
+    for (int i = 0; i < n; i++) {
+        taken[i] = !(allowed >> i & 1); /* (not allowed: as if taken) */
+        can += !taken[i];
+    }
+    if (n <= 0 || want <= 0 || !can)
+        return 0;
+    if (want > can)
+        want = can;
+    int chosen[GS_PLACE_MAX_GPUS] = {0};
     while (got < want) {
         int best = -1;
         for (int i = 0; i < n; i++) {
@@ -60,12 +66,12 @@ int gs_place_choose(gs_place_policy_t p, const gs_place_gpu_t *gpus, int n, int 
                 best = i;
             }
         }
-        taken[best] = 1;
+        taken[best] = chosen[best] = 1;
         got++;
     }
     int k = 0;
     for (int i = 0; i < n; i++)
-        if (taken[i])
+        if (chosen[i])
             out[k++] = i; /* in GPU order */
     return k;
 }

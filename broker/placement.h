@@ -29,9 +29,12 @@ typedef struct {
     int sessions; /* placed there */
 } gs_place_gpu_t;
 
-/* Chooses `want` GPUs of n (1 <= want <= n) into out[], in GPU order (a
- * session with several takes its grants in that order); returns how many. */
-int gs_place_choose(gs_place_policy_t p, const gs_place_gpu_t *gpus, int n, int want, int *out);
+/* Chooses `want` GPUs of n (1 <= want <= n) among those whose bit is set
+ * in allowed (gpu_access.h) into out[], in GPU order (a session with
+ * several takes its grants in that order); returns how many (fewer when
+ * fewer are allowed; 0: none). */
+int gs_place_choose(gs_place_policy_t p, const gs_place_gpu_t *gpus, int n, int want,
+                    uint64_t allowed, int *out);
 
 /* Sessions and their GPUs. */
 typedef struct gs_placement gs_placement_t;

@@ -32,7 +32,8 @@ static const char *start_only[] = {"endpoint",   "socket_group", "heartbeat_ms",
 /* Keys of the daemon that only the configuration file and the command line
  * may set: who may change settings, and what the broker writes or serves. */
 static const char *file_only[] = {
-    "admin_group", "event_log", "metrics_port", "metrics_address", "max_connections_per_uid", NULL};
+    "admin_group", "event_log", "metrics_port", "metrics_address", "max_connections_per_uid",
+    "gpu_access",  NULL};
 
 static int listed(const char *const *list, const char *key)
 {
@@ -53,6 +54,8 @@ typedef struct {
     int log_level;   /* -1: unchanged */
     int show_others; /* -1: unchanged */
     int placement;   /* -1: unchanged */
+    int gpu_access_set;
+    gs_gpu_access_t gpu_access;
     int admin_set;
     gid_t admin_gid;
     int eventlog_set;
@@ -125,6 +128,12 @@ static int stage_daemon_key(gs_broker_t *self, staged_t *st, const setting_t *s,
         }
         st->admin_set = 1;
         st->admin_gid = gr ? gr->gr_gid : (gid_t)-1;
+        return 1;
+    }
+    if (!strcmp(key, "gpu_access")) {
+        if (gs_gpu_access_parse(text, &st->gpu_access, err, errlen) != 0)
+            return -1;
+        st->gpu_access_set = 1;
         return 1;
     }
     if (!strcmp(key, "max_connections_per_uid")) {
@@ -212,6 +221,8 @@ static void commit(gs_broker_t *self, staged_t *st)
         self->show_others = st->show_others;
     if (st->placement >= 0)
         self->placement = st->placement;
+    if (st->gpu_access_set)
+        self->gpu_access = st->gpu_access;
     if (st->admin_set)
         self->admin_gid = st->admin_gid;
     if (st->max_conns) {

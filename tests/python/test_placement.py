@@ -7,6 +7,7 @@ spawner's CUDA_VISIBLE_DEVICES is left as it is; GPUSHARE_GPUS asks for
 more than one."""
 import json
 import os
+import pwd
 import subprocess
 import sys
 
@@ -106,6 +107,16 @@ def test_a_spawner_choice_and_a_count_are_kept(broker, sim):
     broker.configure(placement="off")
     off = probe(broker, sim, "k3")
     assert off["visible"] is None and off["uuids"] == gpus
+
+
+ME = pwd.getpwuid(os.getuid()).pw_name
+
+
+@pytest.mark.broker(config="gpu_access = %s:2-3" % ME)
+def test_an_admin_keeps_a_user_to_some_gpus(broker, sim):
+    gpus = all_gpus(broker)
+    seen = [probe(broker, sim, "u%d" % i)["uuids"][0] for i in range(4)]
+    assert set(seen) == {gpus[2], gpus[3]}, seen  # spread, within GPUs 2 and 3
 
 
 def test_bad_placement_setting_is_refused_by_name(broker):

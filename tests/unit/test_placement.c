@@ -2,7 +2,8 @@
  * test_placement.c - which GPU a session starts on (broker/placement.h):
  * spread takes the GPU with the least memory committed, then the fewest
  * sessions; pack fills the first GPU with room before the next; a session
- * that wants several gets them in GPU order; sessions keep their GPUs.
+ * that wants several gets them in GPU order; sessions keep their GPUs; an
+ * admin's gpu_access (users and groups to GPUs) is read and applied.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "gpu_access.h"
 #include "placement.h"
 
 #define GIB (1ull << 30)
@@ -34,17 +36,17 @@ static void spread_evens_out_memory_then_sessions(void **state)
     gs_place_gpu_t g[4] = {{0, 80 * GIB, 0}, {0, 80 * GIB, 0}, {0, 80 * GIB, 0}, {0, 80 * GIB, 0}};
     int out[4];
     for (int k = 0; k < 8; k++) {
-        assert_int_equal(gs_place_choose(GS_PLACE_SPREAD, g, 4, 1, out), 1);
+        assert_int_equal(gs_place_choose(GS_PLACE_SPREAD, g, 4, 1, ~0ull, out), 1);
         assert_int_equal(out[0], k % 4);
         g[out[0]].sessions++;
     }
     /* Memory first: GPU 2 holds the least, though it has the most sessions. */
     g[0].committed = 40 * GIB, g[1].committed = 30 * GIB, g[2].committed = 1 * GIB;
     g[3].committed = 20 * GIB, g[2].sessions = 5;
-    assert_int_equal(gs_place_choose(GS_PLACE_SPREAD, g, 4, 1, out), 1);
+    assert_int_equal(gs_place_choose(GS_PLACE_SPREAD, g, 4, 1, ~0ull, out), 1);
     assert_int_equal(out[0], 2);
     /* Two: the two emptiest, in GPU order. */
-    assert_int_equal(gs_place_choose(GS_PLACE_SPREAD, g, 4, 2, out), 2);
+    assert_int_equal(gs_place_choose(GS_PLACE_SPREAD, g, 4, 2, ~0ull, out), 2);
     assert_int_equal(out[0], 2);
     assert_int_equal(out[1], 3);
 }
@@ -55,21 +57,21 @@ static void pack_fills_one_gpu_before_the_next(void **state)
     gs_place_gpu_t g[4] = {{0, 80 * GIB, 0}, {0, 80 * GIB, 0}, {0, 80 * GIB, 0}, {0, 80 * GIB, 0}};
     int out[4];
     for (int k = 0; k < 5; k++) {
-        assert_int_equal(gs_place_choose(GS_PLACE_PACK, g, 4, 1, out), 1);
+        assert_int_equal(gs_place_choose(GS_PLACE_PACK, g, 4, 1, ~0ull, out), 1);
         assert_int_equal(out[0], 0);
         g[0].sessions++;
         g[0].committed += 10 * GIB;
     }
     g[0].committed = 80 * GIB; /* full: the next one */
-    assert_int_equal(gs_place_choose(GS_PLACE_PACK, g, 4, 1, out), 1);
+    assert_int_equal(gs_place_choose(GS_PLACE_PACK, g, 4, 1, ~0ull, out), 1);
     assert_int_equal(out[0], 1);
-    assert_int_equal(gs_place_choose(GS_PLACE_PACK, g, 4, 2, out), 2);
+    assert_int_equal(gs_place_choose(GS_PLACE_PACK, g, 4, 2, ~0ull, out), 2);
     assert_int_equal(out[0], 1);
     assert_int_equal(out[1], 2);
     /* All full: the emptiest. */
     for (int i = 0; i < 4; i++)
         g[i].committed = (uint64_t)(90 - i) * GIB;
-    assert_int_equal(gs_place_choose(GS_PLACE_PACK, g, 4, 1, out), 1);
+    assert_int_equal(gs_place_choose(GS_PLACE_PACK, g, 4, 1, ~0ull, out), 1);
     assert_int_equal(out[0], 3);
 }
 
@@ -78,10 +80,58 @@ static void more_than_there_are_gets_them_all(void **state)
     (void)state;
     gs_place_gpu_t g[2] = {{0, GIB, 0}, {0, GIB, 0}};
     int out[2];
-    assert_int_equal(gs_place_choose(GS_PLACE_SPREAD, g, 2, 5, out), 2);
+    assert_int_equal(gs_place_choose(GS_PLACE_SPREAD, g, 2, 5, ~0ull, out), 2);
     assert_int_equal(out[0], 0);
     assert_int_equal(out[1], 1);
-    assert_int_equal(gs_place_choose(GS_PLACE_SPREAD, g, 0, 1, out), 0);
+    assert_int_equal(gs_place_choose(GS_PLACE_SPREAD, g, 0, 1, ~0ull, out), 0);
+}
+
+/* An admin's gpu_access: only the allowed GPUs, however empty the others. */
+static void only_allowed_gpus(void **state)
+{
+    (void)state;
+    gs_place_gpu_t g[4] = {
+        {9 * GIB, 80 * GIB, 3}, {0, 80 * GIB, 0}, {5 * GIB, 80 * GIB, 1}, {0, 80 * GIB, 0}};
+    int out[4];
+    uint64_t mask = 1u << 0 | 1u << 2;
+    assert_int_equal(gs_place_choose(GS_PLACE_SPREAD, g, 4, 1, mask, out), 1);
+    assert_int_equal(out[0], 2);
+    assert_int_equal(gs_place_choose(GS_PLACE_PACK, g, 4, 1, mask, out), 1);
+    assert_int_equal(out[0], 0);
+    assert_int_equal(gs_place_choose(GS_PLACE_SPREAD, g, 4, 3, mask, out), 2);
+    assert_int_equal(gs_place_choose(GS_PLACE_SPREAD, g, 4, 1, 0, out), 0);
+}
+
+static void gpu_access_rules(void **state)
+{
+    (void)state;
+    gs_gpu_access_t a;
+    char err[200];
+    /* root by name and by its group: the union; anyone else: every GPU. */
+    assert_int_equal(gs_gpu_access_parse("root:0,1  @root:3", &a, err, sizeof err), 0);
+    assert_int_equal(a.n, 2);
+    assert_int_equal(gs_gpu_access_mask(&a, 0), 0xbu);
+    assert_true(gs_gpu_access_mask(&a, 65534) == ~0ull);
+    assert_int_equal(gs_gpu_access_parse("root:2-4", &a, err, sizeof err), 0);
+    assert_int_equal(gs_gpu_access_mask(&a, 0), 0x1cu);
+    assert_int_equal(gs_gpu_access_parse("", &a, err, sizeof err), 0);
+    assert_int_equal(a.n, 0);
+    struct {
+        const char *text, *says;
+    } bad[] = {
+        {"nosuchuser-xyz:0", "no user named \"nosuchuser-xyz\""},
+        {"@nosuchgroup-xyz:0", "no group named \"nosuchgroup-xyz\""},
+        {"root", "expected USER:GPUS or @GROUP:GPUS"},
+        {"root:", "the GPUs are indices and ranges"},
+        {"root:3-1", "the GPUs are indices and ranges"},
+        {"root:64", "the GPUs are indices and ranges"},
+        {"root:0;1", "the GPUs are indices and ranges"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(gs_gpu_access_parse(bad[i].text, &a, err, sizeof err), -1);
+        assert_non_null(strstr(err, bad[i].says));
+        assert_int_equal(a.n, 0);
+    }
 }
 
 static void count(const char *session, const int *gpus, int n, void *arg)
@@ -122,6 +172,8 @@ int main(void)
         cmocka_unit_test(spread_evens_out_memory_then_sessions),
         cmocka_unit_test(pack_fills_one_gpu_before_the_next),
         cmocka_unit_test(more_than_there_are_gets_them_all),
+        cmocka_unit_test(only_allowed_gpus),
+        cmocka_unit_test(gpu_access_rules),
         cmocka_unit_test(sessions_keep_their_gpus),
     };
     return cmocka_run_group_tests_name("placement", tests, NULL, NULL);
