@@ -1241,6 +1241,7 @@ def service_conf(tmp_path, example, uncomment=False, port=None):
         if m and (uncomment or not line.startswith("#")):
             key, value = m.groups()
             value = {"socket_group": group, "admin_group": group,
+                     "gpu_access": "@%s:0-7" % group,  # (the example's users need not exist)
                      "event_log": str(tmp_path / "events.jsonl"),
                      "state_file": str(tmp_path / "broker.state"),
                      "metrics_port": str(port)}.get(key, value)
