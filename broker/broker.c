@@ -379,6 +379,39 @@ static void add_placed(const char *session, const int *gpus, int n, void *arg)
     }
 }
 
+/* Places a new session: its GPUs in gpus[], their count (0: not placed). */
+static int place_new(gs_broker_t *self, const json_t *hello, const char *session, int *gpus)
+{
+    int n = self->inventory.count;
+    place_view_t v = {.b = self, .now = gs_clock_now_us()};
+    for (int g = 0; g < n; g++)
+        v.gpus[g].capacity = self->inventory.gpus[g].memory_total;
+    gs_placement_each(self->placements, add_placed, &v);
+    int want = (int)gs_msg_int(hello, "gpus", 1);
+    uint64_t allowed =
+        self->peer.valid ? gs_gpu_access_mask(&self->gpu_access, self->peer.uid) : ~0ull;
+    const char *policy = gs_place_policy_name((gs_place_policy_t)self->placement);
+    int k = gs_place_choose((gs_place_policy_t)self->placement, v.gpus, n, want, allowed, gpus);
+    if (!k) {
+        gs_warn("session %s: gpu_access allows its user none of this server's GPUs; not placed",
+                session);
+        return 0;
+    }
+    if (gs_placement_set(self->placements, session, gpus, k) != 0)
+        return 0;
+    gs_info("session %s placed on GPU %d%s (%s)", session, gpus[0], k > 1 ? " and more" : "",
+            policy);
+    if (self->eventlog) {
+        json_t *uuids = json_array();
+        for (int i = 0; i < k; i++)
+            json_array_append_new(uuids, json_string(self->inventory.gpus[gpus[i]].uuid));
+        gs_eventlog_write(
+            self->eventlog, "placed",
+            json_pack("{s:s, s:o, s:s}", "session", session, "devices", uuids, "policy", policy));
+    }
+    return k;
+}
+
 /* The GPUs the process of `hello` is to see, as a JSON array of UUIDs, or
  * NULL: placement is off, the server has one GPU, the process is not of a
  * session, or its spawner chose (CUDA_VISIBLE_DEVICES: respected, and
@@ -397,35 +430,8 @@ static json_t *placement(gs_broker_t *self, const json_t *hello)
                 visible);
         return NULL;
     }
-    if (!k) {
-        place_view_t v = {.b = self, .now = gs_clock_now_us()};
-        for (int g = 0; g < n; g++)
-            v.gpus[g].capacity = self->inventory.gpus[g].memory_total;
-        gs_placement_each(self->placements, add_placed, &v);
-        int want = (int)gs_msg_int(hello, "gpus", 1);
-        uint64_t allowed =
-            self->peer.valid ? gs_gpu_access_mask(&self->gpu_access, self->peer.uid) : ~0ull;
-        k = gs_place_choose((gs_place_policy_t)self->placement, v.gpus, n, want, allowed, gpus);
-        if (!k) {
-            gs_warn("session %s: gpu_access allows its user none of this server's GPUs; "
-                    "not placed",
-                    session);
-            return NULL;
-        }
-        if (gs_placement_set(self->placements, session, gpus, k) != 0)
-            return NULL;
-        json_t *list = json_array();
-        for (int i = 0; i < k; i++)
-            json_array_append_new(list, json_string(self->inventory.gpus[gpus[i]].uuid));
-        gs_info("session %s placed on GPU %d%s (%s)", session, gpus[0], k > 1 ? " and more" : "",
-                gs_place_policy_name((gs_place_policy_t)self->placement));
-        if (self->eventlog)
-            gs_eventlog_write(self->eventlog, "placed",
-                              json_pack("{s:s, s:O, s:s}", "session", session, "devices", list,
-                                        "policy",
-                                        gs_place_policy_name((gs_place_policy_t)self->placement)));
-        return list;
-    }
+    if (!k && !(k = place_new(self, hello, session, gpus)))
+        return NULL;
     json_t *list = json_array();
     for (int i = 0; i < k; i++)
         json_array_append_new(list, json_string(self->inventory.gpus[gpus[i]].uuid));
