@@ -45,6 +45,8 @@ static json_t *session_on_gpu(const gs_status_input_t *in, const gs_session_t *s
     json_object_set_new(e, "kind", json_string(s->registered ? "notebook" : "program"));
     if (nplaced) /* the broker chose this GPU for it (placement) */
         json_object_set_new(e, "placed", json_boolean(here));
+    if (gs_sched_gang(in->sched, s->id)) /* holds its GPUs together (scheduler_gang.c) */
+        json_object_set_new(e, "gang", json_true());
     if (s->owner_known)
         json_object_set_new(e, "uid", json_integer((json_int_t)s->owner_uid));
     if (s->claimed[0])

@@ -83,6 +83,7 @@ static const gs_field_spec_t join_fields[] = {
     F_STRARR("devices", REQ),
     F_ENUM("memory_mode", OPT, memory_mode_values),
     F_BOOL("swap", OPT),
+    F_BOOL("gang", OPT),
 };
 static const gs_field_spec_t acquire_fields[] = {
     F_STR("device", REQ),

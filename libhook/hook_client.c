@@ -213,6 +213,8 @@ static void send_join(void)
     json_object_set_new(m, "memory_mode", json_string(hook_cfg.managed ? "managed" : "device"));
     if (!hook_cfg.managed && hook_swap_available())
         json_object_set_new(m, "swap", json_true());
+    if (hook_gate_gang) /* a broker restarted since the placement learns it here */
+        json_object_set_new(m, "gang", json_true());
     send_msg(m);
 }
 
@@ -582,14 +584,18 @@ static void on_welcome(const json_t *m, const gs_peer_t *peer)
         hook_gate_st.client = CS_READY;
     sh.decided = 1;
     sh.connected = 1;
-    /* A (new) broker: no grants yet; whoever waits asks again. */
+    /* A (new) broker: no grants yet; whoever waits asks again (in a gang,
+     * for all of its GPUs: hook_submit.c waits for them one by one). */
+    int gang_waits = 0;
+    for (int i = 0; hook_gate_gang && i < HOOK_MAX_DEVICES; i++)
+        gang_waits |= hook_gate_st.dev[i].touched && hook_gate_st.dev[i].waiters > 0;
     for (int i = 0; i < HOOK_MAX_DEVICES; i++) {
         struct hook_dev *d = &hook_gate_st.dev[i];
         if (!d->touched)
             continue;
         if (d->state == DS_DRAINING)
             d->drain_gen++; /* its release would name a grant this broker never gave */
-        d->state = d->waiters > 0 ? DS_WANT : DS_IDLE;
+        d->state = d->waiters > 0 || gang_waits ? DS_WANT : DS_IDLE;
         d->grant_id = 0;
     }
     hook_gate_update_locked();
@@ -954,6 +960,13 @@ static void idle_tick(uint64_t now)
     if (atomic_exchange_explicit(&hook_gate_activity.v, 0, memory_order_relaxed))
         io.last_activity = now;
     pthread_mutex_lock(&hook_gate_mu);
+    /* A gang that waits for the rest of its GPUs is not idle: giving back
+     * the ones it holds would only put it behind in their queues again. */
+    int gang_waits = 0;
+    for (int i = 0; hook_gate_gang && i < HOOK_MAX_DEVICES; i++)
+        gang_waits |= hook_gate_st.dev[i].touched && hook_gate_st.dev[i].waiters > 0;
+    if (gang_waits)
+        io.last_activity = now;
     for (int i = 0; i < HOOK_MAX_DEVICES; i++) {
         const struct hook_dev *d = &hook_gate_st.dev[i];
         if (!d->touched || d->state != DS_GRANTED)

@@ -24,6 +24,7 @@ struct hook_line_int hook_gate_activity;
 pthread_mutex_t hook_gate_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t hook_gate_cv;
 struct hook_gate_state hook_gate_st;
+int hook_gate_gang;
 static pthread_once_t cv_once = PTHREAD_ONCE_INIT;
 
 static void cv_init(void)
@@ -72,6 +73,10 @@ struct hook_dev *hook_gate_touch_locked(int dev)
         d->state = DS_IDLE;
         if (!d->uuid[0])
             snprintf(d->uuid, sizeof d->uuid, "GPU-unknown-%d", dev);
+        if (hook_gate_gang) /* the whole gang, so that the gate waits for all of it */
+            for (int i = 0; i < hook_gate_st.ndev && i < HOOK_MAX_DEVICES; i++)
+                if (i != dev && hook_gate_st.dev[i].uuid[0])
+                    hook_gate_touch_locked(i);
         hook_gate_update_locked();
     }
     return d;

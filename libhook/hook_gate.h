@@ -93,6 +93,12 @@ struct hook_gate_state {
     int ctx_destroying; /* a context is being destroyed (or waits to be) */
 };
 extern struct hook_gate_state hook_gate_st;
+/* The broker placed this process' session on several GPUs (hook_place.c),
+ * all of them visible here: it takes and holds them together (the broker
+ * grants them in GPU order, scheduler_gang.c), so that work on one never
+ * waits for a GPU another session holds.  Touching one device touches
+ * them all.  Written once, before the driver starts. */
+extern int hook_gate_gang;
 
 /* Before anyone can wait on hook_gate_cv: from hook_init. */
 void hook_gate_init(void);

@@ -23,6 +23,7 @@
 
 #include "endpoint.h"
 #include "hook_config.h"
+#include "hook_gate.h"
 #include "hook_wrap.h"
 #include "log.h"
 #include "peer.h"
@@ -117,7 +118,19 @@ void hook_place_before_init(void)
     char endpoint[512], note[600], err[256], devices[1024];
     if (gs_endpoint_for_client(endpoint, sizeof endpoint, note, sizeof note, err, sizeof err) != 0)
         return;
-    if (ask(endpoint, visible, devices, sizeof devices) != 0 || !devices[0] || visible)
+    if (ask(endpoint, visible, devices, sizeof devices) != 0 || !devices[0])
+        return;
+    /* Several GPUs, all of them this process' (placed now, or inherited
+     * from the process of the session that was): a gang (hook_gate.h). */
+    int count = 1;
+    for (const char *p = devices; *p; p++)
+        count += *p == ',';
+    if (count >= 2 && (!visible || strcmp(visible, devices) == 0)) {
+        pthread_mutex_lock(&hook_gate_mu);
+        hook_gate_gang = count;
+        pthread_mutex_unlock(&hook_gate_mu);
+    }
+    if (visible)
         return;
     /* (setenv before the driver starts: a program that reads the
      * environment on another thread at this very moment is the risk every

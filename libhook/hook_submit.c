@@ -94,6 +94,41 @@ static int wait_for_gpu_locked(struct hook_dev *d, int dev)
     return granted;
 }
 
+/* A gang (hook_gate.h) waits for all of its GPUs: asked for at once (the
+ * broker grants them in GPU order), and checked again after each wait,
+ * since one granted earlier may have been revoked meanwhile.  1: granted. */
+static int wait_for_gpus_locked(struct hook_dev *d, int dev)
+{
+    GS_ASSERT_HELD(&hook_gate_mu);
+    if (!hook_gate_gang)
+        return wait_for_gpu_locked(d, dev);
+    for (;;) {
+        int asked = 0;
+        for (int i = 0; i < HOOK_MAX_DEVICES; i++) {
+            struct hook_dev *e = &hook_gate_st.dev[i];
+            if (e->touched && e->state == DS_IDLE) {
+                e->state = DS_WANT;
+                e->wait_since_ns = hook_clock_ns();
+                e->wait_warned = 0;
+                asked = 1;
+            }
+        }
+        if (asked)
+            hook_client_kick();
+        int granted = 1, all = 1;
+        for (int i = 0; i < HOOK_MAX_DEVICES; i++)
+            if (hook_gate_st.dev[i].touched && !wait_for_gpu_locked(&hook_gate_st.dev[i], i))
+                granted = 0;
+        for (int i = 0; i < HOOK_MAX_DEVICES; i++) {
+            const struct hook_dev *e = &hook_gate_st.dev[i];
+            if (e->touched && (e->state != DS_GRANTED || e->swapped))
+                all = 0;
+        }
+        if (all || hook_gate_st.client == CS_UNGATED || hook_gate_st.client == CS_STOPPED)
+            return granted;
+    }
+}
+
 void hook_submit_wait_gpu(int dev)
 {
     hook_init();
@@ -103,7 +138,7 @@ void hook_submit_wait_gpu(int dev)
     pthread_mutex_lock(&hook_gate_mu);
     struct hook_dev *d = hook_gate_touch_locked(dev);
     if (d && hook_gate_st.client != CS_STOPPED)
-        wait_for_gpu_locked(d, dev);
+        wait_for_gpus_locked(d, dev);
     pthread_mutex_unlock(&hook_gate_mu);
 }
 
@@ -137,7 +172,7 @@ void hook_submit_slow(struct hook_thr *t, CUstream s)
         pthread_mutex_unlock(&hook_gate_mu);
         goto proceed;
     }
-    int granted = wait_for_gpu_locked(d, dev);
+    int granted = wait_for_gpus_locked(d, dev);
     atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
     pthread_mutex_unlock(&hook_gate_mu);
     if (granted)

@@ -276,6 +276,8 @@ void sched_session_grant(gs_sched_t *s, sched_session_t *ss, int gpu, int64_t qu
             dequeue(g, now); /* nobody to grant: a hold without grants would never end */
         return;              /* demand: keeps its place until its acquire arrives */
     }
+    if (!sched_gang_ready(ss, gpu))
+        return; /* keeps its place until it holds the lower GPUs of its gang */
     dequeue(g, now);
     g->demand = 0;
     ss->last_active = now;
@@ -338,6 +340,7 @@ void sched_session_revoke(gs_sched_t *s, sched_session_t *ss, int gpu, const cha
             sched_emit(s, GS_ACT_REVOKE, c->id, gpu, cg->grant_id, 0, reason);
         }
     }
+    sched_gang_revoke(s, ss, gpu, reason, now);
 }
 
 static void hist_add(gs_sched_t *s, sess_gpu_t *g, int64_t start, int64_t end)

@@ -233,6 +233,13 @@ int gs_sched_demand(gs_sched_t *self, const char *session, int gpu, int on, int6
 int gs_sched_set_move_rates(gs_sched_t *self, const char *session, int gpu, double out_bps,
                             double in_bps);
 
+/* The session was placed on several GPUs (scheduler_gang.c): it is granted
+ * a GPU of them only while it holds every lower one, and a revoke on one
+ * revokes all.  n < 2 GPUs: no gang.  -1: unknown session. */
+int gs_sched_set_gang(gs_sched_t *self, const char *session, const int *gpus, int n);
+/* Its gang as a bit mask of GPUs (0: none). */
+unsigned gs_sched_gang(const gs_sched_t *self, const char *session);
+
 /* The session holds (or is being revoked on) any GPU. */
 int gs_sched_session_holding(const gs_sched_t *self, const char *session);
 

@@ -87,6 +87,7 @@ struct sched_session {
     int64_t last_active;            /* cell start/end, acquire, grant, release */
     gs_sched_residency_t residency; /* parking: only RESIDENT sessions are granted */
     int nclients;
+    unsigned gang; /* GPUs it holds together (scheduler_gang.c); 0: one GPU */
     sess_gpu_t g[GS_SCHED_MAX_GPUS];
 };
 
@@ -157,6 +158,16 @@ int sched_switchable(const sess_gpu_t *g, int64_t now, int64_t *at);
 /* The idle release its grants ask for while a switch is wanted: 0 when
  * it cannot move. */
 int64_t sched_idle_hint(const sess_gpu_t *g);
+
+/* scheduler_gang.c: a session on several GPUs holds them together */
+/* It may be granted gpu: it holds every lower GPU of its gang (1 when it
+ * has no gang). */
+int sched_gang_ready(const sched_session_t *ss, int gpu);
+/* Revoked on gpu: revoked on the rest of its gang too. */
+void sched_gang_revoke(gs_sched_t *s, sched_session_t *ss, int gpu, const char *reason,
+                       int64_t now);
+/* Keeps the waiters of w[] that may be granted gpu now; returns how many. */
+int sched_gang_filter(sched_session_t **w, int nw, int gpu);
 
 /* scheduler_policy.c: decide grants and revokes on one GPU; returns when
  * it wants to decide again (> now, or GS_SCHED_NEVER). */

@@ -435,6 +435,7 @@ int64_t sched_decide(gs_sched_t *s, int gpu, int64_t now)
     int nh, nw;
     sched_session_t **h = sched_list(s, gpu, 1, &nh);
     sched_session_t **w = sched_list(s, gpu, 0, &nw);
+    nw = sched_gang_filter(w, nw, gpu); /* a gang waits for its lower GPUs first */
     int64_t wake;
     if (s->cfg.enabled) {
         /* Holds granted while the scheduler was off have no slice: give

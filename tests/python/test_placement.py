@@ -129,3 +129,79 @@ def test_bad_placement_setting_is_refused_by_name(broker):
 def test_one_gpu_sets_nothing(broker, sim):
     out = probe(broker, sim, "only")
     assert out["visible"] is None and len(out["uuids"]) == 1
+
+
+# A program on both GPUs of its session: a kernel on GPU `first`, "holding",
+# then (after a line on stdin) kernels on both, in turn, and "done".
+TWO = r"""
+import ctypes, sys
+lib = ctypes.CDLL("libcuda.so.1")
+def ck(rc, what):
+    if rc:
+        raise SystemExit("%s: CUDA error %d" % (what, rc))
+ck(lib.cuInit(0), "cuInit")
+n = ctypes.c_int(0)
+lib.cuDeviceGetCount(ctypes.byref(n))
+assert n.value == 2, n.value
+ctxs, funcs = [], []
+for i in range(2):
+    d, c, m, f = ctypes.c_int(0), ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+    ck(lib.cuDeviceGet(ctypes.byref(d), i), "cuDeviceGet")
+    ck(lib.cuDevicePrimaryCtxRetain(ctypes.byref(c), d), "cuDevicePrimaryCtxRetain")
+    ck(lib.cuCtxSetCurrent(c), "cuCtxSetCurrent")
+    ck(lib.cuModuleLoadData(ctypes.byref(m), ctypes.c_char_p(b"gpusim dummy image")), "load")
+    ck(lib.cuModuleGetFunction(ctypes.byref(f), m, b"step"), "cuModuleGetFunction")
+    ctxs.append(c)
+    funcs.append(f)
+def run(i):
+    ck(lib.cuCtxSetCurrent(ctxs[i]), "cuCtxSetCurrent")
+    one = ctypes.c_uint(1)
+    ck(lib.cuLaunchKernel(funcs[i], one, one, one, one, one, one, ctypes.c_uint(0), None, None,
+                          None), "cuLaunchKernel")
+    ck(lib.cuCtxSynchronize(), "cuCtxSynchronize")
+first = int(sys.argv[1])
+run(first)
+print("holding", flush=True)
+sys.stdin.readline()
+for _ in range(5):
+    run(1 - first)
+    run(first)
+print("done", flush=True)
+"""
+
+
+@pytest.mark.sim(extra={"GPUSHARE_SIM_DEVICES": "2"})
+def test_two_sessions_of_two_gpus_never_deadlock(broker, sim, tmp_path):
+    """Each session is placed on both GPUs and starts on the other one.
+    Without gangs a would hold GPU 0 and b GPU 1 (exclusive, a 600 s
+    quantum, no idle release), and each would wait for the other for ever.
+    A gang takes its GPUs in order and holds them together: b waits for
+    both, holding neither, until a is done."""
+    broker.configure(policy="exclusive", tq=600)
+
+    def start(session, first):
+        env = gstest.hook_env(sim, broker.endpoint, GPUSHARE_SESSION=session, GPUSHARE_GPUS="2",
+                              GPUSHARE_IDLE_RELEASE_MS="0")
+        return gstest.Proc([sys.executable, "-c", TWO, str(first)], env, tmp_path, session)
+
+    def where(key):
+        return {g["uuid"]: g[key] for g in broker.status()["gpus"]}
+
+    a = start("ga", 0)
+    a.expect("holding")
+    assert all(h == ["ga"] for h in where("holders").values()), where("holders")
+    entries = [e for g in broker.status()["gpus"] for e in g["sessions"] if e["id"] == "ga"]
+    assert len(entries) == 2 and all(e.get("gang") is True for e in entries), entries
+    b = start("gb", 1)
+    gstest.wait_until(lambda: all("gb" in w for w in where("waiting").values()),
+                      what="gb waiting for both GPUs")
+    assert all(h == ["ga"] for h in where("holders").values()), where("holders")
+    a.send("go")
+    a.expect("done")
+    assert a.wait() == 0, a.stderr()
+    b.expect("holding")
+    b.send("go")
+    b.expect("done")
+    assert b.wait() == 0, b.stderr()
+    joins = [e for e in broker.synced_events() if e["event"] == "placed"]
+    assert sorted(e["session"] for e in joins) == ["ga", "gb"]

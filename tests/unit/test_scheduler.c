@@ -794,6 +794,99 @@ static void shares_save_and_restore(void **state)
     gs_sched_shares_restore(S, NULL); /* out of memory when saved: nothing changes */
 }
 
+/* ---- gangs: a session placed on several GPUs ------------------------------ */
+
+static void acquire_on(const char *client, int gpu)
+{
+    assert_int_equal(gs_sched_acquire(S, client, gpu, -1, -1, NOW), 0);
+}
+
+static void release_on(const char *client, int gpu)
+{
+    pull();
+    assert_int_equal(gs_sched_release(S, client, gpu, held[slot(client)].grant[gpu], NOW), 0);
+}
+
+static void gang(const char *client, const char *session)
+{
+    static const int both[2] = {0, 1};
+    assert_int_equal(gs_sched_join(S, client, session, NOW), 0);
+    assert_int_equal(gs_sched_set_gang(S, session, both, 2), 0);
+    assert_int_equal(gs_sched_gang(S, session), 3u);
+}
+
+/* Two sessions on GPUs 0 and 1 that ask in opposite orders: without the
+ * order, a would hold 0 and b 1, each waiting for the other for ever. */
+static void gangs_take_their_gpus_in_order(void **state)
+{
+    setup_with(GS_POLICY_EXCLUSIVE, 0);
+    set("tq", "1000");
+    gang("a", "ga");
+    gang("b", "gb");
+    acquire_on("a", 0);
+    acquire_on("b", 1); /* b holds no GPU 0: GPU 1 waits for it */
+    assert_string_equal(acts(), "G:a");
+    acquire_on("a", 1);
+    assert_string_equal(acts(), "G:a@1");
+    acquire_on("b", 0);
+    assert_string_equal(acts(), ""); /* b waits for both behind a */
+    release_on("a", 1);
+    assert_string_equal(acts(), ""); /* b cannot take 1 before it holds 0 */
+    release_on("a", 0);
+    assert_string_equal(acts(), "G:b G:b@1");
+    /* Asked for the higher GPU alone, a waits until it asks for the lower. */
+    acquire_on("a", 1);
+    release_on("b", 0);
+    release_on("b", 1);
+    assert_string_equal(acts(), "");
+    acquire_on("a", 0);
+    assert_string_equal(acts(), "G:a G:a@1");
+    assert_int_equal(gs_sched_set_gang(S, "nobody", NULL, 0), -1);
+}
+
+/* A revoke on one GPU of a gang revokes all: it never keeps GPU 1 while
+ * waiting for GPU 0 again. */
+static void a_gang_is_revoked_on_all_its_gpus(void **state)
+{
+    setup_with(GS_POLICY_EXCLUSIVE, 0);
+    gang("a", "ga");
+    proc("c");
+    acquire_on("a", 0);
+    acquire_on("a", 1);
+    assert_string_equal(acts(), "G:a G:a@1");
+    acquire_on("c", 0);
+    run_to(NOW + 20 * SEC); /* a's quantum on GPU 0 ends */
+    assert_string_equal(acts(), "R:a:quantum R:a@1:quantum");
+    release_on("a", 1); /* still holds 0, being revoked: 1 stays free */
+    release_on("a", 0);
+    assert_string_equal(acts(), "G:c");
+    acquire_on("a", 0);
+    acquire_on("a", 1);
+    assert_string_equal(acts(), ""); /* GPU 1 is free, but 0 comes first */
+    release_on("c", 0);
+    assert_string_equal(acts(), "G:a G:a@1");
+}
+
+/* A session of one GPU on GPU 1 goes before a gang that does not hold
+ * GPU 0 yet, and a gang that holds 0 takes 1 when it is free. */
+static void gangs_and_single_gpu_sessions_share(void **state)
+{
+    setup_with(GS_POLICY_EXCLUSIVE, 0);
+    gang("a", "ga");
+    proc("c");
+    proc("d");
+    acquire_on("c", 0);
+    assert_string_equal(acts(), "G:c");
+    acquire_on("a", 1);
+    acquire_on("a", 0);
+    acquire_on("d", 1);
+    assert_string_equal(acts(), "G:d@1"); /* a waits on 0 first */
+    release_on("c", 0);
+    assert_string_equal(acts(), "G:a");
+    release_on("d", 1);
+    assert_string_equal(acts(), "G:a@1");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -820,6 +913,9 @@ int main(void)
         cmocka_unit_test_teardown(settings_round_trip_through_json, teardown),
         cmocka_unit_test_teardown(default_request_never_exceeds_a_sessions_limit, teardown),
         cmocka_unit_test_teardown(shares_save_and_restore, teardown),
+        cmocka_unit_test_teardown(gangs_take_their_gpus_in_order, teardown),
+        cmocka_unit_test_teardown(a_gang_is_revoked_on_all_its_gpus, teardown),
+        cmocka_unit_test_teardown(gangs_and_single_gpu_sessions_share, teardown),
     };
     return cmocka_run_group_tests_name("scheduler", tests, NULL, NULL);
 }
