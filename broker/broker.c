@@ -422,8 +422,9 @@ static json_t *placement(gs_broker_t *self, const json_t *hello)
     const char *visible = gs_msg_str(hello, "visible", NULL);
     int n = self->inventory.count;
     if (self->placement == GS_PLACE_OFF || n < 2 || n > GS_PLACE_MAX_GPUS || !session ||
-        !self->placements || strcmp(gs_msg_str(hello, "role", ""), "hook") != 0)
-        return NULL;
+        !self->placements || strcmp(gs_msg_str(hello, "role", ""), "hook") != 0 ||
+        !json_is_true(json_object_get(hello, "place")))
+        return NULL; /* only a hook that asks is placed (hook_place.c) */
     int gpus[GS_PLACE_MAX_GPUS], k = gs_placement_get(self->placements, session, gpus, n);
     if (!k && visible) {
         gs_info("session %s: its spawner set CUDA_VISIBLE_DEVICES=%.200s; left as it is", session,

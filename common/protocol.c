@@ -50,6 +50,7 @@ static const gs_field_spec_t hello_fields[] = {
     F_STR("client_version", OPT),
     F_INT("gpus", OPT, 1),
     F_STR("visible", OPT),
+    F_BOOL("place", OPT),
 };
 static const gs_field_spec_t welcome_fields[] = {
     F_STR("client_id", REQ),

@@ -2,8 +2,10 @@
  * hook_init.c - libgpushare-hook.so's life: lazy initialisation and the
  * release at exit.
  *
- * The library runs inside programs that may never touch a GPU, so nothing
- * happens at load time: no constructor, no thread, no CUDA call.  The first
+ * The library runs inside programs that may never touch a GPU, so almost
+ * nothing happens at load time: no thread, no CUDA call; only the first
+ * process of a session asks the broker where it runs (hook_place.c, before
+ * main, for programs that read the environment when they start).  The first
  * interposed call runs hook_init_once() (pthread_once), which reads the
  * environment and finds the real driver; the broker connection starts only
  * when the program creates a context (hook_client_touch).  The destructor

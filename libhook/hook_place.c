@@ -8,6 +8,10 @@
  * process of the session the same answer, and the program's children
  * inherit the variable.
  *
+ * It asks at load (hook_place_at_load, before main, for programs that read
+ * the environment when they start) and GPUSHARE_PLACED passes the answer
+ * to the session's later processes; cuInit asks when the load did not.
+ *
  * Fails open: no broker, a broker that does not answer within PLACE_WAIT_MS,
  * one this user may not trust, or a welcome without devices (one GPU, or
  * placement off) leave the environment as it was.  The connection is its
@@ -56,6 +60,7 @@ static int ask(const char *endpoint, const char *visible, char *out, size_t outl
     json_t *hello = gs_msg_new(GS_MSG_HELLO);
     json_object_set_new(hello, "role", json_string("hook"));
     json_object_set_new(hello, "pid", json_integer(getpid()));
+    json_object_set_new(hello, "place", json_true());
     json_object_set_new(hello, "session", json_string(hook_cfg.session));
     const char *gpus = getenv("GPUSHARE_GPUS");
     if (gpus && atoi(gpus) >= 1)
@@ -106,37 +111,71 @@ done:
     return rc;
 }
 
+/* A placement comes from the environment when an ancestor of this process
+ * was placed (GPUSHARE_PLACED, inherited with CUDA_VISIBLE_DEVICES), else
+ * from the broker.  Several GPUs, all of them this process': a gang. */
+static void place(void)
+{
+    const char *off = getenv("GPUSHARE_PLACE");
+    if (hook_cfg.disabled || !hook_cfg.session[0] || (off && !strcmp(off, "off")))
+        return;
+    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+    const char *placed = getenv("GPUSHARE_PLACED");
+    char endpoint[512], note[600], err[256], devices[1024];
+    if (placed) {
+        snprintf(devices, sizeof devices, "%s", placed);
+    } else {
+        if (gs_endpoint_for_client(endpoint, sizeof endpoint, note, sizeof note, err, sizeof err) !=
+                0 ||
+            ask(endpoint, visible, devices, sizeof devices) != 0)
+            return; /* no broker (yet): a child may ask again */
+        /* Asked: the session's later processes (this one's children) take
+         * the answer from here, even when it is "nothing". */
+        setenv("GPUSHARE_PLACED", devices, 1);
+        if (devices[0] && !visible) {
+            /* (setenv before the driver starts: a program that reads the
+             * environment on another thread at this very moment is the
+             * risk every launcher that sets CUDA_VISIBLE_DEVICES late
+             * takes.) */
+            setenv("CUDA_VISIBLE_DEVICES", devices, 1);
+            visible = getenv("CUDA_VISIBLE_DEVICES");
+            gs_debug("placed by the broker: CUDA_VISIBLE_DEVICES=%s", devices);
+        }
+    }
+    int count = devices[0] ? 1 : 0;
+    for (const char *p = devices; *p; p++)
+        count += *p == ',';
+    if (count >= 2 && visible && strcmp(visible, devices) == 0) {
+        pthread_mutex_lock(&hook_gate_mu);
+        hook_gate_gang = count;
+        pthread_mutex_unlock(&hook_gate_mu);
+    }
+}
+
 void hook_place_before_init(void)
 {
     static int done;
     if (__atomic_exchange_n(&done, 1, __ATOMIC_SEQ_CST))
         return; /* once: the driver reads the variable at its first cuInit */
-    const char *off = getenv("GPUSHARE_PLACE");
-    if (hook_cfg.disabled || !hook_cfg.session[0] || (off && !strcmp(off, "off")))
+    hook_config_read();
+    place();
+}
+
+/* At load, before the program's main: a Python program copies the
+ * environment into os.environ when it starts, and PyTorch counts GPUs from
+ * os.environ's CUDA_VISIBLE_DEVICES (through NVML) before the driver
+ * starts; a placement made only at cuInit gave it two GPUs by NVML and one
+ * by the driver (an internal assert in torch.cuda, on two H200s).  Only a
+ * process of a session that no ancestor placed yet asks the broker: one
+ * short round trip for a notebook's kernel or `gpushare run`'s program,
+ * none for their children or for programs outside a session. */
+__attribute__((constructor)) static void hook_place_at_load(void)
+{
+    const char *session = getenv("GPUSHARE_SESSION");
+    if (!session || !session[0])
         return;
-    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
-    char endpoint[512], note[600], err[256], devices[1024];
-    if (gs_endpoint_for_client(endpoint, sizeof endpoint, note, sizeof note, err, sizeof err) != 0)
-        return;
-    if (ask(endpoint, visible, devices, sizeof devices) != 0 || !devices[0])
-        return;
-    /* Several GPUs, all of them this process' (placed now, or inherited
-     * from the process of the session that was): a gang (hook_gate.h). */
-    int count = 1;
-    for (const char *p = devices; *p; p++)
-        count += *p == ',';
-    if (count >= 2 && (!visible || strcmp(visible, devices) == 0)) {
-        pthread_mutex_lock(&hook_gate_mu);
-        hook_gate_gang = count;
-        pthread_mutex_unlock(&hook_gate_mu);
-    }
-    if (visible)
-        return;
-    /* (setenv before the driver starts: a program that reads the
-     * environment on another thread at this very moment is the risk every
-     * launcher that sets CUDA_VISIBLE_DEVICES late takes.) */
-    setenv("CUDA_VISIBLE_DEVICES", devices, 1);
-    gs_debug("placed by the broker: CUDA_VISIBLE_DEVICES=%s", devices);
+    gs_log_init("gpushare-hook", GS_LOG_WARN);
+    hook_place_before_init();
 }
 
 /* The driver's first entry point: placement first (hook_place_before_init). */

@@ -38,6 +38,7 @@ stubs=-L/usr/local/cuda/lib64/stubs
 "$nvcc" -O2 -arch=sm_90 -o "$C/bin/null_launch" bench/null_launch.cu -lcuda -ldl $stubs
 "$nvcc" -O2 -arch=sm_90 -o "$C/bin/sporadic" bench/sporadic.cu
 gcc -O2 -I/usr/local/cuda/include -o "$C/bin/alloc_bench" bench/alloc_bench.c $stubs -lcuda
+gcc -O2 -I/usr/local/cuda/include -o "$C/bin/move_probe" tests/gpu/move_probe.c $stubs -lcuda
 "$nvcc" -O2 -arch=sm_90 -cudart shared -o "$C/bin/validate_cuda_shared" tests/gpu/validate_cuda.cu -lcuda -ldl $stubs
 "$nvcc" -O2 -arch=sm_90 -cudart static -o "$C/bin/validate_cuda_static" tests/gpu/validate_cuda.cu -lcuda -ldl $stubs
 du -sh "$C"

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.sim(extra={"GPUSHARE_SIM_DEVICES": "4"})
 
 # A process of a session: what the driver shows it, by UUID.
 PROBE = r"""
-import ctypes, json
+import ctypes, json, os, sys
 lib = ctypes.CDLL("libcuda.so.1")
 rc = lib.cuInit(0)
 n = ctypes.c_int(0)
@@ -32,20 +32,35 @@ for i in range(n.value):
     lib.cuDeviceGetUuid(u, d)
     h = bytes(u).hex()
     uuids.append("GPU-%s-%s-%s-%s-%s" % (h[:8], h[8:12], h[12:16], h[16:20], h[20:]))
+if len(sys.argv) > 1:  # "run": a kernel, so that the hook joins its session
+    d, c, m, f = ctypes.c_int(0), ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+    lib.cuDeviceGet(ctypes.byref(d), 0)
+    lib.cuDevicePrimaryCtxRetain(ctypes.byref(c), d)
+    lib.cuCtxSetCurrent(c)
+    lib.cuModuleLoadData(ctypes.byref(m), ctypes.c_char_p(b"gpusim dummy image"))
+    lib.cuModuleGetFunction(ctypes.byref(f), m, b"k")
+    one = ctypes.c_uint(1)
+    assert lib.cuLaunchKernel(f, one, one, one, one, one, one, ctypes.c_uint(0), None, None,
+                              None) == 0
+    assert lib.cuCtxSynchronize() == 0
 libc = ctypes.CDLL(None)  # the C environment: os.environ is a copy taken at start
 libc.getenv.restype = ctypes.c_char_p
 v = libc.getenv(b"CUDA_VISIBLE_DEVICES")
-print(json.dumps({"rc": rc, "visible": v.decode() if v else None, "uuids": uuids}))
+print(json.dumps({"rc": rc, "visible": v.decode() if v else None, "uuids": uuids,
+                  "os_environ": os.environ.get("CUDA_VISIBLE_DEVICES")}))
 """
 
 
-def probe(broker, sim, session, **extra):
+def probe(broker, sim, session, run=False, **extra):
     env = gstest.hook_env(sim, broker.endpoint, GPUSHARE_SESSION=session, **extra)
-    r = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True,
-                       timeout=60)
+    r = subprocess.run([sys.executable, "-c", PROBE] + (["run"] if run else []), env=env,
+                       capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["rc"] == 0, out
+    # Placed when the process loaded, before Python copied its environment:
+    # PyTorch counts GPUs by os.environ (NVML) before the driver starts.
+    assert out["os_environ"] == out["visible"], out
     return out
 
 
@@ -107,6 +122,14 @@ def test_a_spawner_choice_and_a_count_are_kept(broker, sim):
     broker.configure(placement="off")
     off = probe(broker, sim, "k3")
     assert off["visible"] is None and off["uuids"] == gpus
+    # Off in the process (GPUSHARE_PLACE=off): its hook's hello places
+    # nothing either, though the broker places.
+    broker.configure(placement="spread")
+    mine = probe(broker, sim, "k4", run=True, GPUSHARE_PLACE="off")
+    assert mine["visible"] is None and mine["uuids"] == gpus
+    events = broker.synced_events()
+    assert "k4" in [e.get("session") for e in events if e["event"] == "join"]
+    assert "k4" not in [e.get("session") for e in events if e["event"] == "placed"]
 
 
 ME = pwd.getpwuid(os.getuid()).pw_name

@@ -258,7 +258,7 @@ static void test_schema_matches_spec(void **state)
     static const char *const want[GS_MSG_COUNT] = {
         [GS_MSG_HELLO] =
             "role:enum(hook|launcher|cli|provisioner)! pid:int>=1! session:string<=128,id? "
-            "client_version:string? gpus:int>=1? visible:string?",
+            "client_version:string? gpus:int>=1? visible:string? place:bool?",
         [GS_MSG_WELCOME] = "client_id:string! broker_version:string! "
                            "policy:enum(exclusive|burst|adaptive)! scheduler:enum(on|off)! "
                            "heartbeat_ms:int>=1! simulated:bool! devices:string_array?",
