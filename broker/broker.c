@@ -37,6 +37,8 @@
 #include "wire.h"
 
 static json_t *current_status(void *arg);
+static int may_move(void *arg, const char *session, int gpu);
+static void moved(void *arg, const char *session, int from, int to);
 
 static void handled_signals(sigset_t *set)
 {
@@ -278,6 +280,8 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
+    gs_park_set_move_hooks(
+        self->park, &(gs_park_move_hooks_t){.allowed = may_move, .moved = moved, .arg = self});
     if (self->state_path[0] && gs_state_file_load(self->state_path, &state, err, errlen) != 0)
         goto fail;
     if (gs_settings_apply_files(self, &file, &state, &opt->overrides, 0, err, errlen) != 0)
@@ -410,6 +414,31 @@ static int place_new(gs_broker_t *self, const json_t *hello, const char *session
             json_pack("{s:s, s:o, s:s}", "session", session, "devices", uuids, "policy", policy));
     }
     return k;
+}
+
+/* Parking may restore a parked session onto another GPU (park_move.c) only
+ * where the broker placed it (a spawner's choice stays) and its user may
+ * run (gpu_access). */
+static int may_move(void *arg, const char *session, int gpu)
+{
+    gs_broker_t *self = arg;
+    int gpus[GS_PLACE_MAX_GPUS];
+    if (self->placement == GS_PLACE_OFF ||
+        gs_placement_get(self->placements, session, gpus, GS_PLACE_MAX_GPUS) != 1)
+        return 0;
+    const gs_session_t *s = gs_sessions_session(self->sessions, session, 0);
+    uint64_t allowed =
+        s && s->owner_known ? gs_gpu_access_mask(&self->gpu_access, s->owner_uid) : ~0ull;
+    return gpu >= 0 && gpu < 64 && (allowed >> gpu & 1u);
+}
+
+/* It runs there now: its later processes are placed there too. */
+static void moved(void *arg, const char *session, int from, int to)
+{
+    gs_broker_t *self = arg;
+    (void)from;
+    if (gs_placement_set(self->placements, session, &to, 1) != 0)
+        gs_warn("session %s: could not record its move to GPU %d (out of memory)", session, to);
 }
 
 /* The GPUs the process of `hello` is to see, as a JSON array of UUIDs, or

@@ -26,6 +26,9 @@ static json_t *session_on_gpu(const gs_status_input_t *in, const gs_session_t *s
     if (gs_sched_info(in->sched, s->id, gpu, in->now_us, &si) != 0 ||
         (!used && !(s->registered && (!nplaced || here))))
         return NULL;
+    /* Placed elsewhere now (moved, park_move.c) and nothing of it here. */
+    if (nplaced && !here && !si.resident_bytes && si.state == GS_SESS_IDLE)
+        return NULL;
     json_t *pids = json_array();
     gs_sessions_t *tab = in->sessions;
     for (gs_client_t *c = gs_sessions_first_client(tab); c; c = gs_sessions_next_client(tab))

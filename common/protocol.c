@@ -141,6 +141,12 @@ static const gs_field_spec_t swap_in_fields[] = {
     F_INT("lease", REQ, 0),
     F_INT("wait_ms", OPT, 1),
 };
+/* A checkpointed process restored onto another GPU: the device the hook
+ * names (as its process saw it) is now the GPU `to`. */
+static const gs_field_spec_t moved_fields[] = {
+    F_STR("device", REQ),
+    F_STR("to", REQ),
+};
 static const gs_field_spec_t swapped_fields[] = {
     F_STR("device", REQ),
     F_INT("lease", REQ, 0),
@@ -210,6 +216,7 @@ static const gs_msg_schema_t schema[GS_MSG_COUNT] = {
     [GS_MSG_SWAP_OUT] = SCHEMA("swap_out", swap_out_fields),
     [GS_MSG_SWAP_IN] = SCHEMA("swap_in", swap_in_fields),
     [GS_MSG_SWAPPED] = SCHEMA("swapped", swapped_fields),
+    [GS_MSG_MOVED] = SCHEMA("moved", moved_fields),
     [GS_MSG_HEARTBEAT] = SCHEMA("heartbeat", heartbeat_fields),
     [GS_MSG_STATUS] = SCHEMA_EMPTY("status"),
     [GS_MSG_STATUS_REPLY] = SCHEMA("status_reply", status_reply_fields),

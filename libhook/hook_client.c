@@ -898,6 +898,31 @@ static void on_error(const json_t *m)
     gs_debug("broker error %s: %s", code, text);
 }
 
+/* The broker restored this (checkpointed) process onto another GPU: the
+ * device keeps its ordinal, and the driver names it by the new UUID from
+ * now on.  The hook names it so too and joins again with the new list, so
+ * that the broker forgets what it knew of this process on the old GPU. */
+static void on_moved(const json_t *m)
+{
+    const char *from = gs_msg_str(m, "device", ""), *to = gs_msg_str(m, "to", "");
+    int found = 0;
+    pthread_mutex_lock(&hook_gate_mu);
+    for (int i = 0; i < HOOK_MAX_DEVICES && to[0]; i++) {
+        struct hook_dev *d = &hook_gate_st.dev[i];
+        if (d->uuid[0] && strcmp(d->uuid, from) == 0) {
+            snprintf(d->uuid, sizeof d->uuid, "%s", to);
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&hook_gate_mu);
+    if (!found) {
+        gs_debug("moved from %s, which this process does not use: ignored", from);
+        return;
+    }
+    gs_info("this process runs on GPU %s now (the broker moved it there from %s)", to, from);
+    rejoin("it was moved to another GPU");
+}
+
 static void on_message(const void *data, size_t size, const gs_peer_t *peer)
 {
     gs_perr_t err;
@@ -935,6 +960,10 @@ static void on_message(const void *data, size_t size, const gs_peer_t *peer)
     case GS_MSG_SWAP_IN:
         if (io.ready)
             on_swap(m, type == GS_MSG_SWAP_OUT);
+        break;
+    case GS_MSG_MOVED:
+        if (io.ready)
+            on_moved(m);
         break;
     default:
         gs_debug("ignoring %s from the broker", gs_msg_type_name(type));

@@ -42,6 +42,7 @@ psess_t *park_sess(gs_park_t *p, const char *id, int create)
         return NULL;
     snprintf(ps->id, sizeof ps->id, "%s", id);
     ps->park_s = ps->park_gbps = ps->unpark_s = ps->unpark_gbps = -1;
+    ps->move_from = ps->move_to = -1;
     zhashx_insert(p->sess, ps->id, ps);
     return ps;
 }
@@ -100,6 +101,7 @@ gs_park_t *gs_park_new(gs_sched_t *sched, gs_sessions_t *sessions, const gs_gpu_
     for (int i = 0; i < inv->count; i++) {
         p->total[i] = inv->gpus[i].memory_total;
         snprintf(p->uuids[i], sizeof p->uuids[i], "%s", inv->gpus[i].uuid);
+        snprintf(p->names[i], sizeof p->names[i], "%s", inv->gpus[i].name);
     }
     park_rates_init(p);
     gs_park_policy_config_default(&p->cfg, inv->count, (const char(*)[48])p->uuids, p->host_ram);
@@ -530,6 +532,9 @@ static void submit(gs_park_t *p, psess_t *ps, int unpark, int64_t now)
     memcpy(j->pids, ps->pids, sizeof j->pids);
     memcpy(j->start, ps->start, sizeof j->start);
     j->lock_timeout_ms = (unsigned)(p->cfg.lock_timeout_us / 1000);
+    if (unpark && ps->move_to >= 0 &&
+        !(j->npairs = park_move_pairs(p, ps->move_from, ps->move_to, j->pairs)))
+        ps->move_from = ps->move_to = -1;
     gs_park_worker_submit(p->worker, j);
 }
 
@@ -705,6 +710,7 @@ void park_finish_park(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t
 
 void park_finish_unpark(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t now)
 {
+    park_move_finish(p, ps, j, now);
     int wanted = ps->demand_since != 0; /* its cell started meanwhile, or it asked */
     uint64_t bytes = total_bytes(p, ps);
     double s = (double)j->elapsed_us / SEC;

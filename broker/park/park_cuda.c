@@ -23,6 +23,17 @@ typedef struct {
     uint64_t reserved[8];
 } plain_args_t; /* checkpoint, unlock; restore's is the same size (64 bytes) */
 
+typedef struct {
+    unsigned char old_uuid[16], new_uuid[16];
+} gpu_pair_t; /* CUcheckpointGpuPair */
+
+typedef struct {
+    gpu_pair_t *gpuPairs;
+    unsigned int gpuPairsCount;
+    char reserved[52 - sizeof(gpu_pair_t *)];
+    uint64_t reserved1;
+} restore_args_t; /* CUcheckpointRestoreArgs (CUDA 13) */
+
 typedef int (*lock_fn)(int, lock_args_t *);
 typedef int (*step_fn)(int, plain_args_t *);
 typedef int (*state_fn)(int, int *);
@@ -106,6 +117,22 @@ int gs_park_cuda_checkpoint(gs_park_cuda_t *a, int pid, char *err, size_t errlen
 int gs_park_cuda_restore(gs_park_cuda_t *a, int pid, char *err, size_t errlen)
 {
     return result(a, "cuCheckpointProcessRestore", a->restore(pid, NULL), err, errlen);
+}
+
+int gs_park_cuda_restore_onto(gs_park_cuda_t *a, int pid, const gs_park_gpu_pair_t *pairs, int n,
+                              char *err, size_t errlen)
+{
+    gpu_pair_t pv[GS_PARK_MAX_PAIRS];
+    restore_args_t args;
+    memset(&args, 0, sizeof args);
+    for (int i = 0; i < n && i < GS_PARK_MAX_PAIRS; i++) {
+        memcpy(pv[i].old_uuid, pairs[i].old_uuid, 16);
+        memcpy(pv[i].new_uuid, pairs[i].new_uuid, 16);
+    }
+    args.gpuPairs = pv;
+    args.gpuPairsCount = (unsigned)(n < GS_PARK_MAX_PAIRS ? n : GS_PARK_MAX_PAIRS);
+    return result(a, "cuCheckpointProcessRestore (onto another GPU)",
+                  ((int (*)(int, restore_args_t *))a->restore)(pid, &args), err, errlen);
 }
 
 int gs_park_cuda_unlock(gs_park_cuda_t *a, int pid, char *err, size_t errlen)

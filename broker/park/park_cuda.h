@@ -30,6 +30,16 @@ void gs_park_cuda_free(gs_park_cuda_t **api_p);
 int gs_park_cuda_lock(gs_park_cuda_t *api, int pid, unsigned timeout_ms, char *err, size_t errlen);
 int gs_park_cuda_checkpoint(gs_park_cuda_t *api, int pid, char *err, size_t errlen);
 int gs_park_cuda_restore(gs_park_cuda_t *api, int pid, char *err, size_t errlen);
+/* Restore onto other GPUs (CUcheckpointRestoreArgs.gpuPairs, CUDA 13): the
+ * driver (580, two H200s) wants every GPU of the machine named once as old
+ * and once as new, a permutation; one pair alone is CUDA_ERROR_INVALID_VALUE
+ * and leaves the process checkpointed. */
+#define GS_PARK_MAX_PAIRS 16
+typedef struct {
+    unsigned char old_uuid[16], new_uuid[16];
+} gs_park_gpu_pair_t;
+int gs_park_cuda_restore_onto(gs_park_cuda_t *api, int pid, const gs_park_gpu_pair_t *pairs, int n,
+                              char *err, size_t errlen);
 int gs_park_cuda_unlock(gs_park_cuda_t *api, int pid, char *err, size_t errlen);
 int gs_park_cuda_state(gs_park_cuda_t *api, int pid, int *state, char *err, size_t errlen);
 

@@ -75,6 +75,11 @@ typedef struct {
     int swap_gpu, swap_phase, swap_waiting, swap_failed, swap_rollback_failed;
     int64_t swap_deadline, swap_elapsed_us;
     char swap_error[300], swap_first_error[300];
+    /* park_move.c: restored onto GPU move_to instead of move_from (-1: in
+     * place); no_move: the driver refused once, never again */
+    int move_from, move_to, no_move;
+    uint64_t moves;
+    char move_refused[400];
 } psess_t;
 
 /* What a swap-tier client is asked and has not answered yet. */
@@ -149,6 +154,8 @@ struct gs_park {
     gs_sessions_t *sessions; /* read: which sessions exist */
     gs_eventlog_t *eventlog; /* NULL = off */
     char uuids[GS_MAX_GPUS][48];
+    char names[GS_MAX_GPUS][96]; /* the model: a move stays within one */
+    gs_park_move_hooks_t move;   /* the broker's say in moves (park_move.c) */
     gs_swap_pools_t *pools;      /* the swap tier's host memory; NULL: unavailable */
     gs_pool_socket_t *pool_sock; /* where hooks fetch it */
     char swap_unavailable[200];
@@ -257,6 +264,15 @@ typedef struct {
     park_view_t *v; /* malloc'd; NULL without memory */
     int n;
 } park_views_t;
+
+/* park_move.c: the GPU a checkpointed session coming back to crowded GPU
+ * g may be restored onto instead (-1: none), the driver's pairs for it
+ * (their count; 0: the UUIDs are unreadable), and what a finished unpark
+ * job says of the move (the session's bytes follow it, its hooks are
+ * told; a refusal is kept as its park_error and it is not moved again). */
+int park_move_target(gs_park_t *p, const park_views_t *vs, const park_view_t *v, int g);
+int park_move_pairs(const gs_park_t *p, int from, int to, gs_park_gpu_pair_t *pairs);
+void park_move_finish(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t now);
 
 park_views_t park_views(gs_park_t *p, int64_t now);
 /* Forget the records of sessions the broker has forgotten. */

@@ -134,6 +134,19 @@ static int serve_unpark(gs_park_t *p, park_views_t *vs, park_view_t *v, int g, i
                           now);
         return 1;
     }
+    /* Crowded here, room on another GPU of the model: restored there
+     * (park_move.c), instead of parking others to make room here. */
+    int to = park_move_target(p, vs, v, g);
+    if (to >= 0) {
+        char why[200];
+        snprintf(why, sizeof why, "%s; GPU %d has no room for it, GPU %d has: restored there",
+                 v->registered && v->cell_busy ? "its cell started" : "it asked for the GPU", g,
+                 to);
+        ps->move_from = g;
+        ps->move_to = to;
+        park_start_unpark(p, ps, why, now);
+        return 1;
+    }
     /* A switch on the swap tier runs both ways at once: the session coming
      * back takes the GPU's memory batch by batch as the one going out
      * frees it (its hook waits for memory), so the link carries both

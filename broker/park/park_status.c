@@ -57,6 +57,11 @@ static void session_status(const gs_park_t *p, const char *session, int gpu, int
     json_object_set_new(e, "last_unpark_s", num_or_null(ps ? ps->unpark_s : -1));
     json_object_set_new(e, "last_unpark_gbps", num_or_null(ps ? ps->unpark_gbps : -1));
     json_object_set_new(e, "park_error", ps && ps->why[0] ? json_string(ps->why) : json_null());
+    /* Restored onto another GPU (park_move.c), or why the driver would not. */
+    if (ps && ps->moves)
+        json_object_set_new(e, "moves", json_integer((json_int_t)ps->moves));
+    if (ps && ps->move_refused[0])
+        json_object_set_new(e, "move_refused", json_string(ps->move_refused));
     json_object_set_new(e, "park_tier",
                         ps && ps->st != PS_RESIDENT
                             ? json_string(ps->tier == TIER_SWAP ? "swap" : "checkpoint")

@@ -137,8 +137,27 @@ static void run_park(gs_park_cuda_t *api, gs_park_job_t *j)
             j->stuck = 1;
 }
 
+/* A move: the first process onto the new GPUs; where the driver refuses,
+ * every process is restored in place (bring_back) and the refusal is said.
+ * Only one-process sessions are moved (park_move.c), so no session is
+ * ever split between GPUs. */
+static void try_move(gs_park_cuda_t *api, gs_park_job_t *j)
+{
+    char err[200];
+    int st = -1;
+    if (j->npairs == 0 || j->npids < 1 || j->gone[0] || !same_process(j, 0) ||
+        gs_park_cuda_state(api, j->pids[0], &st, err, sizeof err) != 0 ||
+        st != GS_PROC_CHECKPOINTED)
+        return;
+    if (gs_park_cuda_restore_onto(api, j->pids[0], j->pairs, j->npairs, err, sizeof err) == 0)
+        j->moved = 1;
+    else
+        snprintf(j->move_refused, sizeof j->move_refused, "%s", err);
+}
+
 static void run_unpark(gs_park_cuda_t *api, gs_park_job_t *j)
 {
+    try_move(api, j);
     j->ok = 1;
     for (int i = 0; i < j->npids; i++)
         if (!j->gone[i] && !bring_back(api, j, i)) {
@@ -150,8 +169,8 @@ static void run_unpark(gs_park_cuda_t *api, gs_park_job_t *j)
 void gs_park_worker_run(gs_park_cuda_t *api, gs_park_job_t *j)
 {
     int64_t t0 = now_us();
-    j->ok = j->stuck = 0;
-    j->error[0] = '\0';
+    j->ok = j->stuck = j->moved = 0;
+    j->error[0] = j->move_refused[0] = '\0';
     for (int i = 0; i < j->npids; i++)
         j->gone[i] = j->start[i] == 0;
     if (j->unpark)

@@ -38,7 +38,12 @@ typedef struct gs_park_job {
     int pids[GS_PARK_MAX_PIDS];
     unsigned long long start[GS_PARK_MAX_PIDS]; /* /proc start time; 0 = gone already */
     unsigned lock_timeout_ms;
+    /* unpark onto other GPUs (a move): the pairs for the driver; 0: in place */
+    int npairs;
+    gs_park_gpu_pair_t pairs[GS_PARK_MAX_PAIRS];
     /* set by the worker */
+    int moved;                  /* the move worked: the session runs on the new GPUs */
+    char move_refused[300];     /* the driver refused the move (restored in place): why */
     int ok;                     /* every live process reached the goal */
     int stuck;                  /* a process is left locked or checkpointed (not runnable) */
     int gone[GS_PARK_MAX_PIDS]; /* the process was gone (or its pid reused) */

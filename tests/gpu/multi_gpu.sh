@@ -47,6 +47,7 @@ start_broker() { # start_broker NAME [ARGS...]
     timeout 20 grep -q -m1 "listening on" <(tail -F "$OUT/$name-broker.log" 2>/dev/null) ||
         say "broker $name did not start: $(tail -5 "$OUT/$name-broker.log")"
 }
+tell() { timeout 5 sh -c "echo go >'$1'" || say "nobody reads $1 (the process died: see its .err)"; }
 stop_broker() { kill "$broker" 2>/dev/null; wait "$broker" 2>/dev/null; }
 
 # A session's process: 1 GiB on each GPU it sees, its UUIDs, then it waits
@@ -74,13 +75,16 @@ if want place; then
             timeout 120 python3 -c "$HOLD" <&3 >"$OUT/place-$s.out" 2>"$OUT/place-$s.err") &
         pids+=($!)
     done
-    for s in a b; do timeout 60 grep -q -m1 UUIDS <(tail -F "$OUT/place-$s.out" 2>/dev/null); done
+    for s in a b; do
+        timeout 60 grep -q -m1 UUIDS <(tail -F "$OUT/place-$s.out" 2>/dev/null) ||
+            say "session $s did not start: $(tail -3 "$OUT/place-$s.err")"
+    done
     say "== placement: sessions a and b (spread)"
     cat "$OUT/place-a.out" "$OUT/place-b.out" | tee -a "$L"
     nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader | tee -a "$L"
     "$C/gpushare/gpushare" status | tee -a "$L"
     "$C/gpushare/gpushare" status --json >"$OUT/place-status.json"
-    for s in a b; do echo go >"/tmp/gs/in-$s"; done
+    for s in a b; do tell "/tmp/gs/in-$s"; done
     wait "${pids[@]}"
     cat "$OUT/place-a.out" "$OUT/place-b.out" | grep DONE | tee -a "$L"
     say "== a session of two GPUs (GPUSHARE_GPUS=2)"
@@ -98,7 +102,7 @@ for g in st["gpus"]:
     print(g["index"], g["uuid"], "holders", g["holders"],
           [(e["id"], e.get("placed"), e.get("gang")) for e in g["sessions"]])
 PY
-    echo go >/tmp/gs/in-g
+    tell /tmp/gs/in-g
     wait "$g"
     grep DONE "$OUT/place-g.out" | tee -a "$L"
     grep '"placed"' "$OUT/place-events.jsonl" | tee -a "$L"
@@ -112,4 +116,22 @@ print(json.dumps({"a": u["a"], "b": u["b"], "g": u["g"], "a_b_apart": u["a"] != 
 PY
 )"
     stop_broker
+fi
+
+# 3. A move: two notebooks of 55 % of a card each, placed together (pack) on
+#    GPU 0; the second's allocation parks the first (checkpoint tier); the
+#    first's next cell finds GPU 0 full and GPU 1 empty, and the broker
+#    restores it onto GPU 1 (cuCheckpointProcessRestore with GPU pairs).
+if want move; then
+    mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+    gib=$((mib * 55 / 100 / 1024))
+    d=$OUT/move
+    mkdir -p "$d"
+    say "== move: two notebooks of $gib GiB, pack"
+    PARK_N=2 PARK_SET="placement=pack" timeout "${MOVE_TIMEOUT:-420}" python3 tests/gpu/park_rotation.py \
+        "$C" "$d" "$gib" 1 >"$d/park.jsonl" 2>>"$OUT/errors.log"
+    grep -h '"event":"placed"\|"event":"moved"\|"event":"move_refused"\|"event":"park"\|"event":"unpark"' \
+        "$d/park-events.jsonl" | tee -a "$L"
+    tee -a "$L" <"$d/park.jsonl"
+    while read -r line; do record "move" "$line"; done <"$d/park.jsonl"
 fi

@@ -43,10 +43,12 @@ def emit(**kw):
 def main():
     os.makedirs("/tmp/gs", exist_ok=True)
     blog = open(os.path.join(OUT, "park-broker.log"), "w")
+    # PARK_SET: more settings ("placement=pack" for the move on two GPUs).
+    extra = [a for kv in os.environ.get("PARK_SET", "").split() for a in ("--set", kv)]
     broker = subprocess.Popen([os.path.join(CARRY, "gpushare", "gpushare-broker"), "-v", "-e", EP,
                                "--set", "park_idle_s=0", "--set",
                                "park_host_budget=" + os.environ.get("PARK_HOST_BUDGET", "100G"),
-                               "--event-log", os.path.join(OUT, "park-events.jsonl")],
+                               "--event-log", os.path.join(OUT, "park-events.jsonl")] + extra,
                               env=env, stderr=blog)
     deadline = time.time() + 30
     while not os.path.exists("/tmp/gs/park.sock"):
@@ -117,12 +119,12 @@ def main():
         json.dump(st, open(os.path.join(OUT, "park-status.json"), "w"), indent=1)
         # What each process holds on the GPU now (a parked one: its context
         # and what stays behind).
-        smi = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+        smi = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,gpu_uuid,used_memory",
                               "--format=csv,noheader,nounits"], capture_output=True, text=True)
         pids = {w.pid: "k%d" % k for k, w in workers.items()}
         for row in smi.stdout.splitlines():
-            pid, mib = (x.strip() for x in row.split(","))
-            emit(event="gpu_memory", session=pids.get(int(pid), pid), used_mib=int(mib))
+            pid, gpu, mib = (x.strip() for x in row.split(","))
+            emit(event="gpu_memory", session=pids.get(int(pid), pid), gpu=gpu, used_mib=int(mib))
         for g in st["gpus"]:
             for s in g["sessions"]:
                 emit(event="session", **{key: s.get(key) for key in (

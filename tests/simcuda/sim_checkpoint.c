@@ -10,7 +10,9 @@
  *   checkpoint: park device memory in host memory, give the capacity back,
  *               CHECKPOINTED (managed memory: CUDA_ERROR_NOT_SUPPORTED);
  *   restore:    take the capacity again (or CUDA_ERROR_OUT_OF_MEMORY),
- *               map the memory back at the same addresses, LOCKED;
+ *               map the memory back at the same addresses, LOCKED; with
+ *               GPU pairs, on the new GPUs (pairs_map: every GPU of the
+ *               machine, as the real driver wants);
  *   unlock:     reopen the gate, RUNNING.
  * Failure injection (gpusim_inject_failure, sim_inject.c) is applied by
  * the caller before anything is asked of the target.
@@ -90,16 +92,60 @@ static CUresult do_checkpoint(void)
     return rc;
 }
 
+/* The machine index of a UUID's bytes, or -1. */
+static int device_of_uuid(const unsigned char *bytes)
+{
+    for (int d = 0; d < sim_g.cfg.devices; d++) {
+        CUuuid u;
+        sim_device_uuid(d, &u);
+        if (memcmp(u.bytes, bytes, sizeof u.bytes) == 0)
+            return d;
+    }
+    return -1;
+}
+
+/* The restore's GPU pairs as a map of machine indices (old -> new).  As
+ * the driver does (580, two H200s): the pairs must name every GPU of the
+ * machine once as old and once as new; a single pair 0 -> 1 gives
+ * CUDA_ERROR_INVALID_VALUE, the swap 0 -> 1, 1 -> 0 moves the process.  The
+ * simulated GPUs are all of one model. */
+static CUresult pairs_map(const struct sim_proc *p, int *map)
+{
+    int n = sim_g.cfg.devices, seen_old[SIM_MAX_DEVICES] = {0}, seen_new[SIM_MAX_DEVICES] = {0};
+    for (int d = 0; d < SIM_MAX_DEVICES; d++)
+        map[d] = d;
+    if (p->req_npairs == 0)
+        return CUDA_SUCCESS;
+    if (p->req_npairs != n)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < n; i++) {
+        int o = device_of_uuid(p->req_pairs[i][0]), w = device_of_uuid(p->req_pairs[i][1]);
+        if (o < 0 || w < 0 || seen_old[o]++ || seen_new[w]++)
+            return CUDA_ERROR_INVALID_VALUE;
+        map[o] = w;
+    }
+    return CUDA_SUCCESS;
+}
+
 static CUresult do_restore(void)
 {
     sim_lock();
     sim_shm_lock();
     struct sim_proc *p = sim_proc_self_locked();
-    CUresult rc = p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    int map[SIM_MAX_DEVICES];
+    CUresult rc = p ? pairs_map(p, map) : CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_ERROR_INVALID_VALUE && p) { /* refused: still checkpointed, as it was */
+        sim_shm_unlock();
+        sim_unlock();
+        return rc;
+    }
+    uint64_t need[SIM_MAX_DEVICES] = {0};
+    for (int d = 0; p && d < SIM_MAX_DEVICES; d++)
+        need[map[d]] += p->checkpointed[d];
     for (int pass = 0; pass < 2 && rc == CUDA_SUCCESS; pass++) {
         int fits = 1;
         for (int d = 0; d < SIM_MAX_DEVICES; d++)
-            if (p->checkpointed[d] > sim_seg->capacity - sim_seg->used[d])
+            if (need[d] > sim_seg->capacity - sim_seg->used[d])
                 fits = 0;
         if (fits)
             break;
@@ -110,10 +156,14 @@ static CUresult do_restore(void)
     }
     if (rc == CUDA_SUCCESS) {
         for (int d = 0; d < SIM_MAX_DEVICES; d++) {
-            sim_seg->used[d] += p->checkpointed[d];
-            p->resident[d] += p->checkpointed[d];
+            sim_seg->used[d] += need[d];
+            p->resident[d] += need[d];
             p->checkpointed[d] = 0;
         }
+        /* Moved: the process' ordinals name the new GPUs from now on (its
+         * cuDeviceGetUuid says so, as on the real driver). */
+        for (int i = 0; i < sim_g.nvisible; i++)
+            sim_g.visible[i] = map[sim_g.visible[i]];
     }
     sim_shm_unlock();
     if (rc == CUDA_SUCCESS) {
@@ -245,7 +295,7 @@ static const char *const step_call[SIM_STEPS] = {
 
 /* The checkpoint calls need no cuInit in the caller: they attach to the
  * segment named by the environment (sim_have_segment). */
-static CUresult request(int pid, int op, uint32_t timeout_ms)
+static CUresult request(int pid, int op, uint32_t timeout_ms, const CUcheckpointRestoreArgs *ra)
 {
     if (!sim_have_segment())
         return CUDA_ERROR_INVALID_VALUE;
@@ -281,6 +331,12 @@ static CUresult request(int pid, int op, uint32_t timeout_ms)
     p->req_caller_start = sim_pid_start_time(getpid());
     p->req_op = op;
     p->req_timeout_ms = timeout_ms;
+    p->req_npairs = 0;
+    for (unsigned i = 0; ra && ra->gpuPairs && i < ra->gpuPairsCount && i < SIM_MAX_DEVICES; i++) {
+        memcpy(p->req_pairs[i][0], ra->gpuPairs[i].oldUuid.bytes, 16);
+        memcpy(p->req_pairs[i][1], ra->gpuPairs[i].newUuid.bytes, 16);
+        p->req_npairs++;
+    }
     uint64_t seq = ++p->req_seq;
     sim_shm_broadcast(&sim_seg->ctl_cv);
     CUresult rc = CUDA_SUCCESS;
@@ -315,7 +371,7 @@ SIM_EXPORT CUresult cuCheckpointProcessLock(int pid, CUcheckpointLockArgs *args)
             if (args->reserved1[i])
                 return CUDA_ERROR_INVALID_VALUE;
     }
-    return request(pid, SIM_STEP_LOCK, args ? args->timeoutMs : 0);
+    return request(pid, SIM_STEP_LOCK, args ? args->timeoutMs : 0, NULL);
 }
 
 SIM_EXPORT CUresult cuCheckpointProcessCheckpoint(int pid, CUcheckpointCheckpointArgs *args)
@@ -323,14 +379,20 @@ SIM_EXPORT CUresult cuCheckpointProcessCheckpoint(int pid, CUcheckpointCheckpoin
     for (int i = 0; args && i < 8; i++)
         if (args->reserved[i])
             return CUDA_ERROR_INVALID_VALUE;
-    return request(pid, SIM_STEP_CHECKPOINT, 0);
+    return request(pid, SIM_STEP_CHECKPOINT, 0, NULL);
 }
 
 SIM_EXPORT CUresult cuCheckpointProcessRestore(int pid, CUcheckpointRestoreArgs *args)
 {
-    if (args && (args->gpuPairs || args->gpuPairsCount))
-        return CUDA_ERROR_NOT_SUPPORTED; /* no GPU remapping in the simulator */
-    return request(pid, SIM_STEP_RESTORE, 0);
+    if (args) {
+        if ((args->gpuPairsCount && !args->gpuPairs) || args->gpuPairsCount > SIM_MAX_DEVICES ||
+            args->reserved1)
+            return CUDA_ERROR_INVALID_VALUE;
+        for (size_t i = 0; i < sizeof args->reserved; i++)
+            if (args->reserved[i])
+                return CUDA_ERROR_INVALID_VALUE;
+    }
+    return request(pid, SIM_STEP_RESTORE, 0, args);
 }
 
 SIM_EXPORT CUresult cuCheckpointProcessUnlock(int pid, CUcheckpointUnlockArgs *args)
@@ -338,7 +400,7 @@ SIM_EXPORT CUresult cuCheckpointProcessUnlock(int pid, CUcheckpointUnlockArgs *a
     for (int i = 0; args && i < 8; i++)
         if (args->reserved[i])
             return CUDA_ERROR_INVALID_VALUE;
-    return request(pid, SIM_STEP_UNLOCK, 0);
+    return request(pid, SIM_STEP_UNLOCK, 0, NULL);
 }
 
 static CUresult query(int pid, CUprocessState *state, int *tid)

@@ -76,10 +76,13 @@ struct sim_proc {
     uint64_t req_seq;
     uint64_t resp_seq;
     int32_t resp_result;
-    int32_t pad1;
+    /* restore: GPU pairs (CUcheckpointRestoreArgs.gpuPairs, old and new
+     * UUID bytes), resolved by the target, which knows the machine */
+    int32_t req_npairs;
+    unsigned char req_pairs[SIM_MAX_DEVICES][2][16];
 };
 
-#define SIM_MAGIC 0x67707573696d3033ULL /* "gpusim03" */
+#define SIM_MAGIC 0x67707573696d3034ULL /* "gpusim04" */
 
 /* An armed failure injection (gpusim_inject_failure): the next `count`
  * calls of `call` made by process `pid` (0: any) return `error`. */

@@ -370,7 +370,10 @@ static void test_wrong_states(void **state)
     memset(&rargs, 0, sizeof rargs);
     rargs.gpuPairs = &pair;
     rargs.gpuPairsCount = 1;
-    CK_EQ(cuCheckpointProcessRestore(pid, &rargs), CUDA_ERROR_NOT_SUPPORTED);
+    /* GPU pairs that do not name every GPU of the machine (here: an unknown
+     * UUID): refused as the driver does, and the process stays checkpointed. */
+    CK_EQ(cuCheckpointProcessRestore(pid, &rargs), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(state_of(pid), CU_PROCESS_STATE_CHECKPOINTED);
     CK(cuCheckpointProcessRestore(pid, NULL));
     CK(cuCheckpointProcessUnlock(pid, NULL));
     assert_int_equal(verify(&t), 1);
