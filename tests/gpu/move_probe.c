@@ -207,12 +207,27 @@ int main(int argc, char **argv)
     if (r != CUDA_SUCCESS)
         goto out;
     smi("checkpointed");
-    /* The pairs the driver might want: GPU 0 onto GPU 1; a swap of both
-     * (cuda.h: the array "must contain every checkpointed GPU", which may
-     * mean every GPU the process sees); the identity (is the struct right?). */
-    CUcheckpointGpuPair tries[3][2] = {{{u0, u1}}, {{u0, u1}, {u1, u0}}, {{u0, u0}}};
-    const unsigned counts[3] = {1, 2, 1};
-    const char *names[3] = {"0->1", "0->1,1->0", "0->0 (identity)"};
+    /* The pairs the driver might want: GPU 0 onto GPU 1 alone; the broker's
+     * form (park_move.c: the swap 0 <-> 1 and every other GPU onto itself,
+     * so every GPU of the machine once as old and once as new); the swap
+     * alone (the same as the broker's form on two GPUs). */
+    enum { MAXG = 16 };
+    CUuuid all[MAXG];
+    int ng = n < MAXG ? n : MAXG;
+    for (int k = 0; k < ng; k++) {
+        CUdevice dk;
+        CK(cuDeviceGet(&dk, k));
+        CK(cuDeviceGetUuid(&all[k], dk));
+    }
+    CUcheckpointGpuPair tries[3][MAXG];
+    unsigned counts[3] = {1, (unsigned)ng, 2};
+    tries[0][0] = (CUcheckpointGpuPair){u0, u1};
+    for (int k = 0; k < ng; k++)
+        tries[1][k] = (CUcheckpointGpuPair){all[k], k == 0 ? all[1] : k == 1 ? all[0] : all[k]};
+    tries[2][0] = (CUcheckpointGpuPair){u0, u1};
+    tries[2][1] = (CUcheckpointGpuPair){u1, u0};
+    const char *names[3] = {"0->1", "0<->1 and the others onto themselves",
+                            "0<->1 only"};
     r = CUDA_ERROR_UNKNOWN;
     int moved_by = -1;
     for (int k = 0; k < 3 && r != CUDA_SUCCESS; k++) {
