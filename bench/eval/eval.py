@@ -63,6 +63,7 @@ KNOBS = [
     ("EVAL_INTER_S", "20", "20", "interactive: seconds of each shared run"),
     ("EVAL_INTER_EVERY_S", "1.5", "1.5", "interactive: B starts a cell this often"),
     ("EVAL_INTER_WORKS_MS", "10,50,200", "10,50,200", "interactive: B's cells, ms of GPU work"),
+    ("EVAL_INTER_ALONE_S", "6", "2", "interactive: A alone before each shared run, s"),
     ("EVAL_RECLAIM_REPS", "8", "3", "reclaim: repetitions (the thesis' 5 s: half)"),
     ("EVAL_SCALE_NS", "1,2,4,8,16,32", "1,2,4", "scale: notebook counts"),
     ("EVAL_SCALE_S", "12", "12", "scale: seconds per count"),
@@ -793,6 +794,7 @@ def sec_interactive(S, meta):
             "; A %.1f steps/s" % res_a["steps_per_s"] if res_a else ""))
 
     na, nb_ = pairs["native"]
+    alone_s = max(dur(knob("EVAL_INTER_ALONE_S", float)), 2 * every)
     record("alone", nb_.call(timeout, **cells_cmd))
     r = na.call(timeout, op="train", seconds=max(dur(8), 2 * every))
     train.add(config="alone", steps=r["steps"], seconds=r["end"] - r["start"],
@@ -802,6 +804,14 @@ def sec_interactive(S, meta):
         a, b = pairs["gpushare" if config in ("burst", "adaptive") else config]
         if policy:
             br.set(scheduler="on", policy=policy, tq=20)
+        # A alone first, in the same process and configuration, with B idle:
+        # the trainer's loss is against this (A's rate alone moved 46-59
+        # steps/s from run to run on one H200, more than any policy's cost).
+        r = a.call(timeout, op="train", seconds=alone_s)
+        train.add(config="alone:" + config, steps=r["steps"], seconds=r["end"] - r["start"],
+                  steps_per_s=r["steps_per_s"])
+        if config == "exclusive":
+            br.wait_released()  # the thesis' 5 s idle release: B must not wait for it
         a.send(op="train", seconds=T)
         b.send(**cells_cmd)
         rb, ra = b.recv(timeout), a.recv(timeout)
