@@ -53,6 +53,18 @@ char *gs_metrics_render(const json_t *st)
     } gpu_metrics[] = {
         {"gpushare_gpu_memory_total_bytes", "gauge", "GPU memory.", "memory_total"},
         {"gpushare_gpu_memory_used_bytes", "gauge", "GPU memory held by sessions.", "memory_used"},
+        {"gpushare_gpu_memory_parked_bytes", "gauge",
+         "GPU memory of its sessions parked in host RAM.", "memory_parked"},
+    };
+    /* The swap tier's host pool of each GPU (status: parking.pool[], by index). */
+    static const struct {
+        const char *name, *type, *help, *key;
+    } pool_metrics[] = {
+        {"gpushare_pool_pinned_bytes", "gauge", "Host memory the GPU's pool has pinned.",
+         "pinned_bytes"},
+        {"gpushare_pool_lent_bytes", "gauge", "Pinned host memory lent to parked sessions.",
+         "lent_bytes"},
+        {"gpushare_pool_target_bytes", "gauge", "What the pool pins towards.", "target_bytes"},
     };
     static const struct {
         const char *name, *type, *help, *key;
@@ -78,6 +90,24 @@ char *gs_metrics_render(const json_t *st)
             fprintf(out, "%s{", gpu_metrics[m].name);
             label(out, "gpu", str(g, "uuid"));
             fprintf(out, "} %.0f\n", num(g, gpu_metrics[m].key));
+        }
+    }
+    json_t *pools = json_object_get(json_object_get(st, "parking"), "pool");
+    for (size_t m = 0; json_array_size(pools) && m < sizeof pool_metrics / sizeof *pool_metrics;
+         m++) {
+        fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", pool_metrics[m].name, pool_metrics[m].help,
+                pool_metrics[m].name, pool_metrics[m].type);
+        size_t i;
+        json_t *pl;
+        json_array_foreach(pools, i, pl)
+        {
+            json_t *g =
+                json_array_get(gpus, (size_t)json_integer_value(json_object_get(pl, "gpu")));
+            if (!g)
+                continue;
+            fprintf(out, "%s{", pool_metrics[m].name);
+            label(out, "gpu", str(g, "uuid"));
+            fprintf(out, "} %.0f\n", num(pl, pool_metrics[m].key));
         }
     }
     for (size_t m = 0; m < sizeof session_metrics / sizeof *session_metrics; m++) {

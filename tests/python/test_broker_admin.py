@@ -311,6 +311,9 @@ def test_prometheus_metrics(tmp_path, sim):
         text = text.decode()
         assert "# TYPE gpushare_gpu_memory_total_bytes gauge" in text
         assert 'gpushare_gpu_memory_total_bytes{gpu="GPU-' in text
+        assert 'gpushare_gpu_memory_parked_bytes{gpu="GPU-' in text  # per GPU, as the pool
+        if b.status()["parking"].get("pool"):
+            assert 'gpushare_pool_pinned_bytes{gpu="GPU-' in text
         assert "gpushare_scheduler_on 1" in text
         with pytest.raises(urllib.error.HTTPError) as e:
             urllib.request.urlopen("http://127.0.0.1:%d/other" % port, timeout=5)
