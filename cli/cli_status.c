@@ -65,6 +65,14 @@ void gs_cli_status_print(FILE *out, const json_t *st)
             const char *park = gs_msg_str(s, "parking", "resident");
             if (strcmp(park, "resident") != 0)
                 fprintf(out, "  %-36s parking: %s\n", "", park);
+            /* Several GPUs (doc/multi-gpu.md): held together, moved, or not. */
+            if (gs_msg_bool(s, "gang", 0))
+                fprintf(out, "  %-36s holds its GPUs together (a session of several GPUs)\n", "");
+            if (gs_msg_int(s, "moves", 0) > 0)
+                fprintf(out, "  %-36s moved to this GPU from another (%lld move%s)\n", "",
+                        gs_msg_int(s, "moves", 0), gs_msg_int(s, "moves", 0) == 1 ? "" : "s");
+            if (json_is_string(json_object_get(s, "move_refused")))
+                fprintf(out, "  %-36s %s\n", "", gs_msg_str(s, "move_refused", ""));
         }
     }
 }

@@ -51,6 +51,8 @@ def test_a_parked_notebook_comes_back_on_the_gpu_with_room(notebooks, short_tmp)
     wait_until(lambda: where(broker, "a") == [1], what="a listed on GPU 1 only")
     e = next(s for s in broker.status()["gpus"][1]["sessions"] if s["id"] == "a")
     assert e["resident_bytes"] == SIZE and e["placed"] is True and e["moves"] == 1, e
+    text = broker.cli("status").stdout
+    assert "moved to this GPU from another (1 move)" in text, text
     assert b.cell("check y 2") == "ok" and where(broker, "b") == [0]  # b never moved
     assert not [x for x in broker.events("park") if x["session"] == "b"]
     # The session's later processes are placed where it runs now.

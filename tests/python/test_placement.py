@@ -215,6 +215,7 @@ def test_two_sessions_of_two_gpus_never_deadlock(broker, sim, tmp_path):
     assert all(h == ["ga"] for h in where("holders").values()), where("holders")
     entries = [e for g in broker.status()["gpus"] for e in g["sessions"] if e["id"] == "ga"]
     assert len(entries) == 2 and all(e.get("gang") is True for e in entries), entries
+    assert broker.cli("status").stdout.count("holds its GPUs together") == 2
     b = start("gb", 1)
     gstest.wait_until(lambda: all("gb" in w for w in where("waiting").values()),
                       what="gb waiting for both GPUs")
