@@ -61,6 +61,7 @@
 #include "hook_cuctx.h"
 #include "hook_drain.h"
 #include "hook_mem.h"
+#include "hook_place.h"
 #include "hook_thread.h"
 #include "hook_wait.h"
 #include "gs_assert.h"
@@ -182,16 +183,7 @@ static void send_hello(void)
     json_t *m = msg_seq(GS_MSG_HELLO);
     if (!m)
         return;
-    json_object_set_new(m, "role", json_string("hook"));
-    json_object_set_new(m, "pid", json_integer(getpid()));
-    if (hook_cfg.session[0])
-        json_object_set_new(m, "session", json_string(hook_cfg.session));
-    json_object_set_new(m, "client_version", json_string(PACKAGE_VERSION));
-    /* What this process sees (its spawner's choice, or the placement made
-     * at its cuInit, hook_place.c): the broker places nothing over it. */
-    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
-    if (visible)
-        json_object_set_new(m, "visible", json_string(visible));
+    hook_place_hello_fill(m, 0);
     send_msg(m);
 }
 

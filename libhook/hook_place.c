@@ -17,6 +17,7 @@
  * placement off) leave the environment as it was.  The connection is its
  * own and short, so the hook's client starts later as before.
  */
+#include "config.h"
 #include "hook_place.h"
 
 #include <stdio.h>
@@ -36,8 +37,28 @@
 
 #define PLACE_WAIT_MS 1000
 
+void hook_place_hello_fill(json_t *m, int place)
+{
+    json_object_set_new(m, "role", json_string("hook"));
+    json_object_set_new(m, "pid", json_integer(getpid()));
+    if (hook_cfg.session[0])
+        json_object_set_new(m, "session", json_string(hook_cfg.session));
+    json_object_set_new(m, "client_version", json_string(PACKAGE_VERSION));
+    /* What this process sees (its spawner's choice, or its placement): the
+     * broker places nothing over it. */
+    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+    if (visible)
+        json_object_set_new(m, "visible", json_string(visible));
+    if (!place)
+        return;
+    json_object_set_new(m, "place", json_true());
+    const char *gpus = getenv("GPUSHARE_GPUS");
+    if (gpus && atoi(gpus) >= 1)
+        json_object_set_new(m, "gpus", json_integer(atoi(gpus)));
+}
+
 /* The devices of a trusted welcome, joined with commas into out; 0, or -1. */
-static int ask(const char *endpoint, const char *visible, char *out, size_t outlen)
+static int ask(const char *endpoint, char *out, size_t outlen)
 {
     int rc = -1;
     /* No broker, or one not to trust: no wait at all (as the client). */
@@ -58,15 +79,7 @@ static int ask(const char *endpoint, const char *visible, char *out, size_t outl
     if (zmq_connect(sock, endpoint) != 0)
         goto done;
     json_t *hello = gs_msg_new(GS_MSG_HELLO);
-    json_object_set_new(hello, "role", json_string("hook"));
-    json_object_set_new(hello, "pid", json_integer(getpid()));
-    json_object_set_new(hello, "place", json_true());
-    json_object_set_new(hello, "session", json_string(hook_cfg.session));
-    const char *gpus = getenv("GPUSHARE_GPUS");
-    if (gpus && atoi(gpus) >= 1)
-        json_object_set_new(hello, "gpus", json_integer(atoi(gpus)));
-    if (visible)
-        json_object_set_new(hello, "visible", json_string(visible));
+    hook_place_hello_fill(hello, 1);
     gs_perr_t err;
     size_t len;
     char *buf = gs_msg_encode(hello, &len, &err);
@@ -127,7 +140,7 @@ static void place(void)
     } else {
         if (gs_endpoint_for_client(endpoint, sizeof endpoint, note, sizeof note, err, sizeof err) !=
                 0 ||
-            ask(endpoint, visible, devices, sizeof devices) != 0)
+            ask(endpoint, devices, sizeof devices) != 0)
             return; /* no broker (yet): a child may ask again */
         /* Asked: the session's later processes (this one's children) take
          * the answer from here, even when it is "nothing". */
