@@ -183,7 +183,7 @@ static void send_hello(void)
     json_t *m = msg_seq(GS_MSG_HELLO);
     if (!m)
         return;
-    hook_place_hello_fill(m, 0);
+    hook_place_hello_fill(m, hook_cfg.session, 0);
     send_msg(m);
 }
 

@@ -37,12 +37,12 @@
 
 #define PLACE_WAIT_MS 1000
 
-void hook_place_hello_fill(json_t *m, int place)
+void hook_place_hello_fill(json_t *m, const char *session, int place)
 {
     json_object_set_new(m, "role", json_string("hook"));
     json_object_set_new(m, "pid", json_integer(getpid()));
-    if (hook_cfg.session[0])
-        json_object_set_new(m, "session", json_string(hook_cfg.session));
+    if (session && session[0])
+        json_object_set_new(m, "session", json_string(session));
     json_object_set_new(m, "client_version", json_string(PACKAGE_VERSION));
     /* What this process sees (its spawner's choice, or its placement): the
      * broker places nothing over it. */
@@ -58,7 +58,7 @@ void hook_place_hello_fill(json_t *m, int place)
 }
 
 /* The devices of a trusted welcome, joined with commas into out; 0, or -1. */
-static int ask(const char *endpoint, char *out, size_t outlen)
+static int ask(const char *endpoint, const char *session, char *out, size_t outlen)
 {
     int rc = -1;
     /* No broker, or one not to trust: no wait at all (as the client). */
@@ -79,7 +79,7 @@ static int ask(const char *endpoint, char *out, size_t outlen)
     if (zmq_connect(sock, endpoint) != 0)
         goto done;
     json_t *hello = gs_msg_new(GS_MSG_HELLO);
-    hook_place_hello_fill(hello, 1);
+    hook_place_hello_fill(hello, session, 1);
     gs_perr_t err;
     size_t len;
     char *buf = gs_msg_encode(hello, &len, &err);
@@ -129,8 +129,13 @@ done:
  * from the broker.  Several GPUs, all of them this process': a gang. */
 static void place(void)
 {
-    const char *off = getenv("GPUSHARE_PLACE");
-    if (hook_cfg.disabled || !hook_cfg.session[0] || (off && !strcmp(off, "off")))
+    /* From the environment, silently: at load the hook's configuration is
+     * not read yet, and hook_config_read names what is wrong in it once,
+     * when the hook starts. */
+    const char *dis = getenv("GPUSHARE_DISABLE"), *off = getenv("GPUSHARE_PLACE");
+    const char *session = getenv("GPUSHARE_SESSION");
+    if ((dis && *dis && strcmp(dis, "0") != 0) || (off && !strcmp(off, "off")) || !session ||
+        !session[0] || !gs_proto_id_valid(session, strlen(session)))
         return;
     const char *visible = getenv("CUDA_VISIBLE_DEVICES");
     const char *placed = getenv("GPUSHARE_PLACED");
@@ -140,7 +145,7 @@ static void place(void)
     } else {
         if (gs_endpoint_for_client(endpoint, sizeof endpoint, note, sizeof note, err, sizeof err) !=
                 0 ||
-            ask(endpoint, devices, sizeof devices) != 0)
+            ask(endpoint, session, devices, sizeof devices) != 0)
             return; /* no broker (yet): a child may ask again */
         /* Asked: the session's later processes (this one's children) take
          * the answer from here, even when it is "nothing". */
@@ -170,7 +175,6 @@ void hook_place_before_init(void)
     static int done;
     if (__atomic_exchange_n(&done, 1, __ATOMIC_SEQ_CST))
         return; /* once: the driver reads the variable at its first cuInit */
-    hook_config_read();
     place();
 }
 

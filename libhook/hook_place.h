@@ -10,7 +10,7 @@
 /* The hook's hello, one builder for both of its kinds: role, pid, session,
  * version and the process' CUDA_VISIBLE_DEVICES; place: also asks where
  * the session runs (place, and GPUSHARE_GPUS as gpus). */
-void hook_place_hello_fill(json_t *m, int place);
+void hook_place_hello_fill(json_t *m, const char *session, int place);
 
 /* Once per process, before the real cuInit: sets CUDA_VISIBLE_DEVICES to
  * what the broker placed the session on, or leaves it (fails open). */

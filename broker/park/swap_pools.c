@@ -73,9 +73,27 @@ static void run_task(gs_job_t *job)
     }
 }
 
-static uint64_t per_gpu_budget(const gs_swap_pools_t *self)
+/* One budget for all the GPUs' pools: each may pin what the others have
+ * not pinned (or are pinning), so that one GPU's 60 GB notebook can use the
+ * host memory the idle GPUs beside it do not need, instead of an even
+ * split that left it an eighth of the budget on an 8-GPU server.  Pins run
+ * one at a time and the budgets are shared again before each job starts,
+ * so together they never pass the budget. */
+static void share_budget(gs_swap_pools_t *self)
 {
-    return self->ngpus ? self->cfg.budget_bytes / (uint64_t)self->ngpus : 0;
+    uint64_t held[MAX_GPUS], all = 0;
+    for (int g = 0; g < self->ngpus; g++) {
+        gs_host_pool_stats_t st;
+        gs_host_pool_stats(self->pool[g].logic, &st);
+        held[g] = st.pinned_bytes + st.pinning_bytes;
+        all += held[g];
+    }
+    for (int g = 0; g < self->ngpus; g++) {
+        uint64_t others = all - held[g];
+        gs_host_pool_set_budget(self->pool[g].logic, self->cfg.budget_bytes > others
+                                                         ? self->cfg.budget_bytes - others
+                                                         : 0);
+    }
 }
 
 gs_swap_pools_t *gs_swap_pools_new(int ngpus, const gs_swap_pools_config_t *cfg, char *why,
@@ -94,7 +112,7 @@ gs_swap_pools_t *gs_swap_pools_new(int ngpus, const gs_swap_pools_config_t *cfg,
     self->ngpus = ngpus;
     self->next_lease = 1;
     gs_host_pool_config_t pc = {.chunk_bytes = cfg->chunk_bytes,
-                                .budget_bytes = per_gpu_budget(self),
+                                .budget_bytes = cfg->budget_bytes,
                                 .release_after_us = cfg->release_after_us,
                                 .retry_after_us = 10 * 1000000ULL};
     for (int g = 0; g < ngpus; g++) {
@@ -167,6 +185,7 @@ static void start_jobs(gs_swap_pools_t *self, int64_t now)
     for (int g = 0; g < self->ngpus && !self->hold; g++) {
         struct pool *p = &self->pool[g];
         gs_pool_job_t job;
+        share_budget(self); /* with what the pools before this one just started */
         if (p->busy || !gs_host_pool_next_job(p->logic, (uint64_t)now, &job))
             continue;
         struct pool_task *t = calloc(1, sizeof *t);
@@ -231,8 +250,7 @@ void gs_swap_pools_set_target(gs_swap_pools_t *self, int gpu, uint64_t bytes)
 void gs_swap_pools_set_budget(gs_swap_pools_t *self, uint64_t bytes)
 {
     self->cfg.budget_bytes = bytes;
-    for (int g = 0; g < self->ngpus; g++)
-        gs_host_pool_set_budget(self->pool[g].logic, per_gpu_budget(self));
+    share_budget(self);
 }
 
 void gs_swap_pools_hold(gs_swap_pools_t *self, int hold, int64_t now)

@@ -18,11 +18,11 @@ CHUNK = 4 * MIB
 
 @pytest.fixture
 def swap_notebooks(notebooks):
-    """start(memory, *settings) -> (broker, make(name, swap="on",
+    """start(memory, *settings, **sim_env) -> (broker, make(name, swap="on",
     cells=True)): the notebooks fixture with a host pool that pins
     CHUNK-sized chunks, and notebooks whose hooks swap (or not)."""
-    def start(memory, *settings):
-        b, sim, make = notebooks(memory, *settings, GPUSHARE_POOL_CHUNK=str(CHUNK))
+    def start(memory, *settings, **sim_extra):
+        b, sim, make = notebooks(memory, *settings, GPUSHARE_POOL_CHUNK=str(CHUNK), **sim_extra)
 
         def make_swap(name, swap="on", cells=True):
             return make(name, cells, GPUSHARE_SWAP=swap)
@@ -81,6 +81,24 @@ def test_an_idle_notebook_goes_out_and_back_on_the_swap_tier(swap_notebooks, sho
     assert a.cell("check x 1") == "ok"
 
 
+def test_the_gpus_pools_share_one_host_budget(swap_notebooks, short_tmp):
+    """Two GPUs, a host budget of 112 MiB: GPU 0's pool may pin what GPU 1's
+    does not need, so a 60 MiB notebook there parks on the swap tier (an
+    even split gave each GPU's pool 56 MiB, and it went to the checkpoint
+    tier)."""
+    b, make = swap_notebooks("100M", "park_idle_s=0", "park_host_budget=112M", "placement=pack",
+                             GPUSHARE_SIM_DEVICES="2")
+    a, c = make("a"), make("c")
+    a_holds_60_mib(b, a, c, 5)
+    assert c.cell("alloc z %d" % (30 * MIB)) == "ok", c.stderr()
+    e = entry(b.status(), "a")
+    assert e["parking"] == "parked" and e["park_tier"] == "swap", e
+    pools = b.status()["parking"]["pool"]
+    assert len(pools) == 2 and pools[0]["lent_bytes"] >= 60 * MIB, pools
+    assert sum(p["pinned_bytes"] for p in pools) <= 112 * MIB, pools
+    assert a.cell("check x 5") == "ok", a.stderr()  # c goes out (its 50 MiB fit the budget)
+
+
 def test_a_notebook_parked_on_the_swap_tier_outlives_the_broker(swap_notebooks, short_tmp):
     b, make = swap_notebooks("100M", "park_idle_s=0")
     a, c = make("a"), make("c")
@@ -131,7 +149,7 @@ def test_a_pool_that_cannot_pin_sends_the_park_to_the_checkpoint_tier(swap_noteb
     assert st["parking"]["pool"][0]["pinned_bytes"] == 0
     assert st["parking"]["pool"][0]["last_error"].startswith("cuMemCreate")
     assert "goes to the checkpoint tier" in b.log()
-    assert a.cell("check x 5") == "ok", a.stderr()
+    assert a.cell("check x 5") == "ok", a.stderr()  # c goes out (its 50 MiB fit the budget)
 
 
 def test_expandable_segments_memory_goes_out_and_back(swap_notebooks, short_tmp):
