@@ -138,18 +138,23 @@ static void place(void)
         !session[0] || !gs_proto_id_valid(session, strlen(session)))
         return;
     const char *visible = getenv("CUDA_VISIBLE_DEVICES");
-    const char *placed = getenv("GPUSHARE_PLACED");
+    /* An ancestor of the same session asked already (another session, e.g.
+     * `gpushare run` inside a notebook, asks for itself). */
+    const char *placed = getenv("GPUSHARE_PLACED"), *by = getenv("GPUSHARE_PLACED_SESSION");
     char endpoint[512], note[600], err[256], devices[1024];
-    if (placed) {
+    if (placed && by && strcmp(by, session) == 0) {
         snprintf(devices, sizeof devices, "%s", placed);
     } else {
         if (gs_endpoint_for_client(endpoint, sizeof endpoint, note, sizeof note, err, sizeof err) !=
                 0 ||
             ask(endpoint, session, devices, sizeof devices) != 0)
-            return; /* no broker (yet): a child may ask again */
+            devices[0] = '\0'; /* no broker: the session runs where its first process does */
         /* Asked: the session's later processes (this one's children) take
-         * the answer from here, even when it is "nothing". */
+         * the answer from here, even when it is "nothing", so that every
+         * process of the session sees the same GPUs and none waits again
+         * for a broker that does not answer. */
         setenv("GPUSHARE_PLACED", devices, 1);
+        setenv("GPUSHARE_PLACED_SESSION", session, 1);
         if (devices[0] && !visible) {
             /* (setenv before the driver starts: a program that reads the
              * environment on another thread at this very moment is the
