@@ -18,12 +18,12 @@ def where(broker, session):
             if any(e["id"] == session for e in g["sessions"])]
 
 
-def crowded(notebooks):
-    """Two simulated GPUs of 100 MiB, pack: a fills 60 MiB of GPU 0 and goes
+def crowded(notebooks, gpus=2):
+    """Simulated GPUs of 100 MiB, pack: a fills 60 MiB of GPU 0 and goes
     idle, b (also placed on GPU 0) takes 60 MiB there, which parks a on the
-    checkpoint tier; GPU 1 is empty."""
+    checkpoint tier; the other GPUs are empty."""
     broker, sim, make = notebooks("100M", "park_idle_s=0", "placement=pack",
-                                  GPUSHARE_SIM_DEVICES="2")
+                                  GPUSHARE_SIM_DEVICES=str(gpus))
     a = make("a")
     assert a.cell("alloc x %d" % SIZE) == "ok", a.stderr()
     assert a.cell("fill x 1") == "ok"
@@ -36,8 +36,11 @@ def crowded(notebooks):
     return broker, sim, a, b
 
 
-def test_a_parked_notebook_comes_back_on_the_gpu_with_room(notebooks, short_tmp):
-    broker, sim, a, b = crowded(notebooks)
+@pytest.mark.parametrize("gpus", [2, 4])
+def test_a_parked_notebook_comes_back_on_the_gpu_with_room(notebooks, short_tmp, gpus):
+    """With four GPUs the pairs are the swap 0 <-> 1 and GPUs 2 and 3 onto
+    themselves (every GPU of the machine, as the driver wants)."""
+    broker, sim, a, b = crowded(notebooks, gpus)
     gpus = [g["uuid"] for g in broker.status()["gpus"]]
     # a's cell starts: GPU 0 has no room for it, GPU 1 has; b stays.
     assert a.cell("check x 1") == "ok", a.stderr()
