@@ -463,11 +463,16 @@ void park_swap_client_back(gs_park_t *p, pclient_t *c, int64_t now)
          * back, and a swap_in now would be its second, queued on its swap
          * thread behind the first, which it may still be running. */
         psess_t *ps = park_sess(p, c->session, 0);
-        if (c->lease && ps && ps->tier == TIER_SWAP && h->gpu == ps->swap_gpu &&
-            ((ps->swap_phase == SWAP_IN && !ps->swap_failed) ||
-             (ps->swap_phase == SWAP_ROLLBACK && !ps->swap_rollback_failed))) {
+        int in = c->lease && ps && ps->tier == TIER_SWAP && h->gpu == ps->swap_gpu &&
+                 (ps->swap_phase == SWAP_IN || ps->swap_phase == SWAP_ROLLBACK);
+        if (in && !(ps->swap_phase == SWAP_IN ? ps->swap_failed : ps->swap_rollback_failed)) {
+            gs_info("pid %ld comes back with the rest of session %s", c->pid, c->session);
             send_swap(p, c, ps->swap_gpu, 0);
             ps->swap_waiting++;
+        } else if (in) {
+            gs_info("pid %ld: session %s's swap-in has failed already; the next one brings it "
+                    "back",
+                    c->pid, c->session);
         }
         free(h);
         return;
