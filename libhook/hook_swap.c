@@ -37,9 +37,10 @@ static gs_swap_engine_t *engine;
 static size_t granularity = 2u << 20;
 
 struct command {
-    int dev, out; /* dev -1: bring every GPU back (hook_swap_recover) */
-    uint64_t lease;
+    int dev, out;   /* dev -1: bring every GPU back (hook_swap_recover) */
+    uint64_t lease; /* a later swap_in taken over may change it (mu) */
     unsigned wait_ms;
+    int no_wait; /* a swap_out came after this swap_in: no waiting for memory (mu) */
     char pool[108];
     hook_swap_done_fn done;
     void (*recovered)(void);
@@ -54,6 +55,10 @@ static void enqueue_locked(struct command *c);
 static int thread_started;
 static gs_swap_window_t window[MAX_DEVS];
 static int busy[MAX_DEVS];
+/* The command the swap thread runs for each GPU, and until when a swap in
+ * there waits for memory (moved by later commands: hook_swap_command). */
+static struct command *under_way[MAX_DEVS];
+static int64_t in_deadline[MAX_DEVS];
 /* A swap in under way, for the notebook's wait line. */
 static struct {
     int running;
@@ -173,6 +178,7 @@ void hook_swap_atfork_child(void)
     thread_started = 0;
     memset(window, 0, sizeof window);
     memset(busy, 0, sizeof busy);
+    memset(under_way, 0, sizeof under_way);
     memset(coming, 0, sizeof coming);
     if (engine) {
         ranges = gs_swap_ranges_new();
@@ -261,7 +267,8 @@ static void run_in(const struct command *c, hook_swap_report_t *rep)
     coming[c->dev].total = parked;
     pthread_mutex_unlock(&mu);
     gs_swap_result_t res;
-    rep->ok = gs_swap_in(engine, c->dev, &w, c->wait_ms, in_progress, (void *)c, &res) == 0;
+    rep->ok = gs_swap_in_until(engine, c->dev, &w, &in_deadline[c->dev], in_progress, (void *)c,
+                               &res) == 0;
     pthread_mutex_lock(&mu);
     coming[c->dev].running = 0;
     pthread_mutex_unlock(&mu);
@@ -318,6 +325,12 @@ static void *swap_thread(void *arg)
         queue_head = c->next;
         if (!queue_head)
             queue_tail = NULL;
+        if (c->dev >= 0) {
+            under_way[c->dev] = c;
+            if (!c->out)
+                __atomic_store_n(&in_deadline[c->dev],
+                                 c->no_wait ? 0 : gs_swap_deadline(c->wait_ms), __ATOMIC_RELEASE);
+        }
         pthread_mutex_unlock(&mu);
         if (c->dev < 0) {
             recover_all(c->wait_ms);
@@ -342,12 +355,65 @@ static void *swap_thread(void *arg)
             gs_swap_ranges_totals(ranges, c->dev, &rep.left_resident, &parked);
         pthread_mutex_lock(&mu);
         busy[c->dev]--;
+        under_way[c->dev] = NULL;
+        rep.lease = c->lease; /* the latest swap_in it answers for */
         pthread_mutex_unlock(&mu);
         if (c->done)
             c->done(&rep);
         free(c);
     }
     return NULL;
+}
+
+/* The swap_in for dev that a new one may join (mu held): the last command
+ * for dev, queued or under way, when it is a swap_in; NULL otherwise (one
+ * after a swap_out is a new one). */
+static struct command *pending_in_locked(int dev)
+{
+    struct command *last = under_way[dev];
+    for (struct command *c = queue_head; c; c = c->next)
+        if (c->dev == dev)
+            last = c;
+    return last && !last->out ? last : NULL;
+}
+
+/* What a swap_in for dev makes of the commands before it, and whether it
+ * still needs one of its own (mu held).  The broker asks again when its
+ * earlier swap_in went unanswered (this process was dropped and joined
+ * again, the broker restarted): the one queued or under way answers for
+ * both, with the later lease and the later wait, instead of a second wait
+ * for memory queued behind the first.  With nothing out and nothing under
+ * way the answer is at once (*done_now). */
+static int in_needed_locked(int dev, uint64_t lease, unsigned wait_ms, int *done_now)
+{
+    *done_now = !busy[dev] && !window[dev].va;
+    if (*done_now)
+        return 0;
+    struct command *c = pending_in_locked(dev);
+    if (!c)
+        return 1;
+    c->lease = lease;
+    c->no_wait = 0;
+    if (c == under_way[dev]) {
+        int64_t later = gs_swap_deadline(wait_ms);
+        if (later > __atomic_load_n(&in_deadline[dev], __ATOMIC_ACQUIRE))
+            __atomic_store_n(&in_deadline[dev], later, __ATOMIC_RELEASE);
+    } else if (wait_ms > c->wait_ms) {
+        c->wait_ms = wait_ms;
+    }
+    return 0;
+}
+
+/* A swap_out for dev: a swap_in before it waits for memory no longer (the
+ * broker wants the memory out now; a wait would hold the park up) (mu
+ * held). */
+static void out_supersedes_locked(int dev)
+{
+    for (struct command *c = queue_head; c; c = c->next)
+        if (c->dev == dev && !c->out)
+            c->no_wait = 1;
+    if (under_way[dev] && !under_way[dev]->out)
+        __atomic_store_n(&in_deadline[dev], 0, __ATOMIC_RELEASE);
 }
 
 void hook_swap_command(int dev, int out, uint64_t lease, unsigned wait_ms, const char *pool_path,
@@ -362,13 +428,30 @@ void hook_swap_command(int dev, int out, uint64_t lease, unsigned wait_ms, const
             done(&rep);
         return;
     }
-    *c = (struct command){dev, out,  lease, wait_ms ? wait_ms : SWAP_IN_WAIT_MS,
-                          "",  done, NULL,  NULL};
+    *c = (struct command){.dev = dev,
+                          .out = out,
+                          .lease = lease,
+                          .wait_ms = wait_ms ? wait_ms : SWAP_IN_WAIT_MS,
+                          .done = done};
     snprintf(c->pool, sizeof c->pool, "%s", pool_path ? pool_path : "");
+    int done_now = 0;
     pthread_mutex_lock(&mu);
-    busy[dev]++;
-    enqueue_locked(c);
+    if (out)
+        out_supersedes_locked(dev);
+    if (out || in_needed_locked(dev, lease, c->wait_ms, &done_now)) {
+        busy[dev]++;
+        enqueue_locked(c);
+        c = NULL;
+    }
     pthread_mutex_unlock(&mu);
+    if (c && done_now && done) { /* nothing out, nothing under way: back already */
+        hook_swap_report_t rep = {.dev = dev, .out = 0, .lease = lease, .ok = 1};
+        uint64_t parked = 0;
+        if (ready())
+            gs_swap_ranges_totals(ranges, dev, &rep.left_resident, &parked);
+        done(&rep);
+    }
+    free(c);
 }
 
 void hook_swap_recover(unsigned wait_ms, void (*recovered)(void))

@@ -457,12 +457,22 @@ void park_swap_client_back(gs_park_t *p, pclient_t *c, int64_t now)
         c->swap_moved = h->moved;
         gs_info("pid %ld joined session %s again and takes back its memory (lease %llu)", c->pid,
                 c->session, (unsigned long long)c->lease);
+        /* Coming back with the rest, unless the phase has failed already
+         * (this process' drop failed it, most often): the unpark's retry
+         * (or, after a rollback, the stuck session's unpark) brings it
+         * back, and a swap_in now would be its second, queued on its swap
+         * thread behind the first, which it may still be running. */
         psess_t *ps = park_sess(p, c->session, 0);
-        if (c->lease && ps && ps->tier == TIER_SWAP &&
-            (ps->swap_phase == SWAP_IN || ps->swap_phase == SWAP_ROLLBACK) &&
-            h->gpu == ps->swap_gpu) {
-            send_swap(p, c, ps->swap_gpu, 0); /* coming back with the rest */
+        int in = c->lease && ps && ps->tier == TIER_SWAP && h->gpu == ps->swap_gpu &&
+                 (ps->swap_phase == SWAP_IN || ps->swap_phase == SWAP_ROLLBACK);
+        if (in && !(ps->swap_phase == SWAP_IN ? ps->swap_failed : ps->swap_rollback_failed)) {
+            gs_info("pid %ld comes back with the rest of session %s", c->pid, c->session);
+            send_swap(p, c, ps->swap_gpu, 0);
             ps->swap_waiting++;
+        } else if (in) {
+            gs_info("pid %ld: session %s's swap-in has failed already; the next one brings it "
+                    "back",
+                    c->pid, c->session);
         }
         free(h);
         return;

@@ -516,13 +516,16 @@ static CUresult batch_finish(gs_swap_engine_t *e, gs_swap_range_t *rs, struct un
 
 /* Physical memory for a segment, retried while the GPU is full until the
  * deadline: the process on the other side of a switch releases its own
- * batch by batch meanwhile. */
-static CUresult back_seg_waiting(gs_swap_engine_t *e, gs_swap_range_t *r, int k, int64_t deadline)
+ * batch by batch meanwhile.  The deadline is read at every try: another
+ * thread moves it (a second swap_in extends the wait, a swap_out ends it). */
+static CUresult back_seg_waiting(gs_swap_engine_t *e, gs_swap_range_t *r, int k,
+                                 const int64_t *deadline)
 {
     long pause_us = 100;
     for (;;) {
         CUresult res = back_seg(e, r, k);
-        if (res != CUDA_ERROR_OUT_OF_MEMORY || now_ns() >= deadline)
+        if (res != CUDA_ERROR_OUT_OF_MEMORY ||
+            now_ns() >= __atomic_load_n(deadline, __ATOMIC_ACQUIRE))
             return res;
         struct timespec ts = {0, pause_us * 1000};
         nanosleep(&ts, NULL);
@@ -559,11 +562,12 @@ static int place(gs_swap_engine_t *e, int dev, gs_swap_range_t *rs, size_t n,
     return 0;
 }
 
-static int move(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w, int out, unsigned wait_ms,
-                gs_swap_progress_fn progress, void *arg, gs_swap_result_t *res)
+static int move(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w, int out,
+                const int64_t *deadline, gs_swap_progress_fn progress, void *arg,
+                gs_swap_result_t *res)
 {
     memset(res, 0, sizeof *res);
-    int64_t t0 = now_ns(), deadline = t0 + (int64_t)wait_ms * 1000000;
+    int64_t t0 = now_ns();
     pthread_mutex_lock(&e->op);
     size_t n = 0, nu = 0;
     gs_swap_range_t *rs = collect(e, dev, !out, &n);
@@ -692,13 +696,27 @@ done:
 int gs_swap_out(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w,
                 gs_swap_progress_fn progress, void *arg, gs_swap_result_t *res)
 {
-    return move(e, dev, w, 1, 0, progress, arg, res);
+    static const int64_t no_wait = 0;
+    return move(e, dev, w, 1, &no_wait, progress, arg, res);
+}
+
+int64_t gs_swap_deadline(unsigned wait_ms)
+{
+    return now_ns() + (int64_t)wait_ms * 1000000;
 }
 
 int gs_swap_in(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w, unsigned wait_ms,
                gs_swap_progress_fn progress, void *arg, gs_swap_result_t *res)
 {
-    return move(e, dev, w, 0, wait_ms, progress, arg, res);
+    int64_t deadline = gs_swap_deadline(wait_ms);
+    return move(e, dev, w, 0, &deadline, progress, arg, res);
+}
+
+int gs_swap_in_until(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w,
+                     const int64_t *deadline, gs_swap_progress_fn progress, void *arg,
+                     gs_swap_result_t *res)
+{
+    return move(e, dev, w, 0, deadline, progress, arg, res);
 }
 
 /* ---- sharing with other processes (legacy IPC emulated) --------------------- */

@@ -159,5 +159,13 @@ int gs_swap_out(gs_swap_engine_t *self, int dev, const gs_swap_window_t *w,
  * wait_ms.  0, or -1 with res->error (the ranges not back stay parked). */
 int gs_swap_in(gs_swap_engine_t *self, int dev, const gs_swap_window_t *w, unsigned wait_ms,
                gs_swap_progress_fn progress, void *arg, gs_swap_result_t *res);
+/* The same with a deadline (CLOCK_MONOTONIC ns, gs_swap_deadline) that
+ * another thread may move while it waits (atomically): later when the
+ * broker asks again, now when it wants the memory out instead. */
+int gs_swap_in_until(gs_swap_engine_t *self, int dev, const gs_swap_window_t *w,
+                     const int64_t *deadline, gs_swap_progress_fn progress, void *arg,
+                     gs_swap_result_t *res);
+/* The deadline wait_ms from now, on the clock gs_swap_in_until reads. */
+int64_t gs_swap_deadline(unsigned wait_ms);
 
 #endif

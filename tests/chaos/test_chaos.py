@@ -9,12 +9,13 @@ bound, and the broker's state matches the processes alive.
 Seeded and reproducible: the seed is printed (pytest -s, or the log) and
 GPUSHARE_CHAOS_SEED=N replays it (GPUSHARE_CHAOS_SEED=random: a new one);
 GPUSHARE_CHAOS_SECONDS sets how long the chaos lasts (default 40 s, each
-seed well under 3 minutes).  `make check-chaos` (in tests/) runs
-DEFAULT_SEEDS: seeds that passed once the bugs they found were fixed.  It
-is not in `make check` yet: on a slower machine a seed takes other paths,
-and some still find bugs (doc/chaos.md).  GPUSHARE_CHAOS_KEEP=DIR keeps every log, the broker's status
-and every process' stacks of a failed run, GPUSHARE_CHAOS_LOG=debug adds
-the hooks' debug log."""
+seed well under 3 minutes).  `make check` runs DEFAULT_SEEDS after the
+other tests (`make check-chaos` in tests/ runs them alone): seeds that
+passed over and over, under load too, once the bugs they found were fixed
+(doc/chaos.md).  On a slower machine a seed takes other paths: a failure
+prints its seed and the last steps.  GPUSHARE_CHAOS_KEEP=DIR keeps every
+log, the broker's status and every process' stacks of a failed run,
+GPUSHARE_CHAOS_LOG=debug adds the hooks' debug log."""
 import json
 import os
 import random

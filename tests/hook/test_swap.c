@@ -2,7 +2,8 @@
  * test_swap.c - the hook's swap tier (libhook/swap/) on the simulated
  * driver: VMM-backed allocations, moved out to host memory and back at the
  * same addresses, bit-exact, with the GPU's memory free while parked; a
- * free while parked; a window too small moves nothing.
+ * free while parked; a window too small moves nothing; a swap in waits for
+ * memory until a deadline that another thread may move.
  *
  * The simulated driver's device pointers are host addresses, so a plain
  * host buffer serves as the window in most tests; one imports chunks of
@@ -12,9 +13,11 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "simtest.h"
 #include "swap_engine.h"
@@ -451,6 +454,87 @@ static void names_are_translated_and_chosen_apart(void **state)
     REQUIRE(!n);
 }
 
+/* ---- a swap in's wait for memory, moved by another thread ------------------ */
+
+struct mover {
+    CUcontext ctx;
+    int64_t *deadline;
+    int extend;          /* 1: push the deadline 30 s out, then free the blocker */
+    CUdeviceptr blocker; /* the memory that keeps the swap in waiting */
+};
+
+static void pause_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+static void *move_deadline(void *arg)
+{
+    struct mover *m = arg;
+    pause_ms(200); /* the swap in waits for memory by now */
+    if (!m->extend) {
+        __atomic_store_n(m->deadline, 0, __ATOMIC_RELEASE); /* a swap_out came */
+        return NULL;
+    }
+    /* The broker asked again (hook_swap.c): a later deadline, past the
+     * first one; the memory comes free after the first one passed. */
+    __atomic_store_n(m->deadline, gs_swap_deadline(30000), __ATOMIC_RELEASE);
+    pause_ms(400);
+    REQ_CU(cuCtxSetCurrent(m->ctx));
+    REQ_CU(cuMemFree(m->blocker));
+    return NULL;
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void moved_deadline_child(int rd, int wr, void *arg)
+{
+    (void)rd, (void)wr, (void)arg;
+    CUcontext ctx = setup(2);
+    CUdeviceptr p;
+    REQ_CU(gs_swap_alloc(engine, ctx, 0, 16 * MIB, &p));
+    fill(p, 16 * MIB, 5);
+    gs_swap_window_t w = host_window(16 * MIB, 4 * MIB);
+    gs_swap_result_t res;
+    REQUIRE(gs_swap_out(engine, 0, &w, NULL, NULL, &res) == 0);
+    /* Another program takes the GPU's memory: the swap in must wait. */
+    struct mover m = {.ctx = ctx};
+    REQ_CU(cuMemAlloc(&m.blocker, free_bytes() - 4 * MIB));
+
+    /* A swap_out behind it ends the wait at once, not 30 s later. */
+    int64_t deadline = gs_swap_deadline(30000);
+    m.deadline = &deadline;
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, move_deadline, &m) == 0);
+    int64_t t0 = mono_ms();
+    REQUIRE(gs_swap_in_until(engine, 0, &w, &deadline, NULL, NULL, &res) == -1);
+    REQUIRE(mono_ms() - t0 < 10000);
+    REQUIRE(strstr(res.error, "OUT_OF_MEMORY"));
+    pthread_join(t, NULL);
+
+    /* A deadline pushed out keeps it waiting past the first one. */
+    deadline = gs_swap_deadline(400); /* moved at 200 ms; memory free at 600 ms */
+    m.extend = 1;
+    REQUIRE(pthread_create(&t, NULL, move_deadline, &m) == 0);
+    REQUIRE(gs_swap_in_until(engine, 0, &w, &deadline, NULL, NULL, &res) == 0);
+    pthread_join(t, NULL);
+    check(p, 16 * MIB, 5);
+    teardown_engine();
+}
+
+static void a_swap_in_waits_for_memory_until_a_deadline_others_move(void **state)
+{
+    (void)state;
+    simtest_fresh("64M", NULL);
+    simtest_in_child(moved_deadline_child, NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -462,6 +546,8 @@ int main(void)
                                   simtest_teardown),
         cmocka_unit_test_teardown(the_programs_own_mappings_move_too, simtest_teardown),
         cmocka_unit_test(names_are_translated_and_chosen_apart),
+        cmocka_unit_test_teardown(a_swap_in_waits_for_memory_until_a_deadline_others_move,
+                                  simtest_teardown),
     };
     return cmocka_run_group_tests_name("swap", tests, NULL, NULL);
 }

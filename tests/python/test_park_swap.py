@@ -408,3 +408,58 @@ def test_a_held_lease_returns_to_the_pool_when_its_process_dies(swap_notebooks, 
                       what="a's chunks back in the pool")
     assert "the memory held for it is free" in b.log()
     assert c.cell("run 1") == "ok", c.stderr()
+
+
+class Member(gstest.Notebook):
+    """One more process of an existing session (a plain program): the
+    broker swaps a session's processes out and in together."""
+
+    def __init__(self, name, session, env, tmp_path):
+        gstest.Proc.__init__(self, [gstest.PYTHON, gstest.WORKER, "commands"],
+                             dict(env, GPUSHARE_SESSION=session), tmp_path, name, bufsize=1)
+        self.launcher, self.session, self.cells, self.n = None, session, False, 0
+
+
+def test_a_process_joining_again_during_a_failed_swap_in_gets_no_second_swap_in(notebooks,
+                                                                                 short_tmp):
+    """Chaos seed 13: session a (two processes) comes back, both wait for
+    memory; a2 is dropped for its silence (SIGSTOP) and joins again while
+    a1 still waits.  Its drop failed the unpark, whose retry brings a2 back;
+    the broker sends it no swap_in of the failed one besides (it would wait
+    for memory again on a2's swap thread, behind the first).  Whether a2
+    joins before a1's wait ends depends on the machine's speed; the answer
+    must hold either way."""
+    b, sim, make = notebooks("100M", "park_idle_s=0", "heartbeat_ms=300",
+                             GPUSHARE_POOL_CHUNK=str(CHUNK))
+    a1 = make("a", False, GPUSHARE_SWAP="on")
+    a2 = Member("a2", "a", gstest.hook_env(sim, b.endpoint, GPUSHARE_SWAP="on"), short_tmp)
+    try:
+        c = make("c", True, GPUSHARE_SWAP="on")
+        for p, seed in ((a1, 21), (a2, 22)):
+            assert p.command("alloc x %d" % (30 * MIB)) == "ok", p.stderr()
+            assert p.command("fill x %d" % seed) == "ok"
+        assert c.cell("alloc y %d" % (20 * MIB)) == "ok", c.stderr()
+        wait_for("the pool to pin 60 MiB", lambda: pinned(b) >= 60 * MIB)
+        assert c.cell("alloc z %d" % (30 * MIB)) == "ok", c.stderr()  # a goes out
+        e = entry(b.status(), "a")
+        assert e["parking"] == "parked" and e["park_tier"] == "swap", e
+        for p in (a1, a2):  # no memory for either until told
+            inject_into(b, p.pid, "cuMemCreate", 1000000)
+        try:
+            a1.send("check x 21")  # brings a back (c goes out)
+            gstest.wait_until(lambda: "unparking session a" in b.log(),
+                              what="a's unpark", interval=0.01)
+            a2.proc.send_signal(signal.SIGSTOP)
+            gstest.wait_until(lambda: [e for e in b.events("client_gone") if e["pid"] == a2.pid],
+                              what="a2 dropped for its silence", interval=0.01)
+        finally:
+            a2.proc.send_signal(signal.SIGCONT)
+        gstest.wait_until(lambda: "pid %d joined session a again" % a2.pid in b.log(),
+                          what="a2 joining again")
+        for p in (a1, a2):
+            inject_into(b, p.pid, "cuMemCreate", 0)
+        assert a1.answer() == "ok", a1.stderr()
+        assert a2.command("check x 22") == "ok", a2.stderr()
+        assert "pid %d comes back with the rest" % a2.pid not in b.log(), b.log()
+    finally:
+        a2.kill()
