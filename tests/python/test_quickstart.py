@@ -138,8 +138,21 @@ def test_example_notebook_as_a_user_runs_it(tmp_path, sim, prefix):
         assert kid in [s["id"] for s in st["gpus"][0]["sessions"]], st
     finally:
         demo.proc.send_signal(signal.SIGINT)  # Ctrl-C: its trap stops the server and the broker
-        demo.wait(120)
-        gstest.kill_strays()
+        try:
+            demo.wait(120)
+        except subprocess.TimeoutExpired:
+            # What did not stop, and what its logs say.
+            logs = os.path.join(prefix, "var", "log")
+            for name in ("broker.log", "notebook.log"):
+                path = os.path.join(logs, name)
+                if os.path.exists(path):
+                    print("== %s (last 40 lines)" % name)
+                    print("\n".join(open(path).read().splitlines()[-40:]))
+            print(subprocess.run(["ps", "-eo", "pid,ppid,stat,wchan:20,args", "--forest"],
+                                 capture_output=True, text=True).stdout)
+            raise
+        finally:
+            gstest.kill_strays()
 
 
 def test_install_deps_says_the_cuda_headers_first(tmp_path):
