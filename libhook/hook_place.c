@@ -20,6 +20,7 @@
 #include "config.h"
 #include "hook_place.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,11 +191,31 @@ void hook_place_before_init(void)
  * by the driver (an internal assert in torch.cuda, on two H200s).  Only a
  * process of a session that no ancestor placed yet asks the broker: one
  * short round trip for a notebook's kernel or `gpushare run`'s program,
- * none for their children or for programs outside a session. */
+ * none for their children or for programs outside a session, and none on
+ * a machine with one GPU. */
+/* Placement can change something only where there are several GPUs: the
+ * simulated driver's count (the tests), else the driver's one entry per
+ * GPU in /proc.  On a machine with one GPU the load stays as it was: no
+ * round trip before main (cuInit asks, and is told nothing). */
+static int several_gpus(void)
+{
+    const char *sim = getenv("GPUSHARE_SIM_DEVICES");
+    if (sim && *sim)
+        return atoi(sim) >= 2;
+    DIR *d = opendir("/proc/driver/nvidia/gpus");
+    if (!d)
+        return 0;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL && n < 2;)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n >= 2;
+}
+
 __attribute__((constructor)) static void hook_place_at_load(void)
 {
     const char *session = getenv("GPUSHARE_SESSION");
-    if (!session || !session[0])
+    if (!session || !session[0] || !several_gpus())
         return;
     gs_log_init("gpushare-hook", GS_LOG_WARN);
     hook_place_before_init();

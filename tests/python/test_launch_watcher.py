@@ -425,11 +425,7 @@ def test_bad_connection_file_names_file_and_field_and_kernel_still_runs(tmp_path
     else:
         assert "not valid JSON" in lines[0]
     assert "starts without its cells watched" in lines[0]
-    # Nothing registered or joined; the kernel's hook only asked, as it
-    # loaded, where its session runs (a hello with place: true).
-    fb.connections_before_mine()  # every message sent before this one is recorded
-    assert not fb.messages("register") and not fb.messages("join")
-    assert all(r["msg"].get("place") is True for r in fb.messages("hello")), fb.messages("hello")
+    assert fb.connections_before_mine() == 0     # and none ever connected
     # --strict: the same problem stops the launch.
     r = subprocess.run([gstest.LAUNCH, "--strict"] + cmd[1:], env=kenv, capture_output=True,
                        text=True, timeout=30)
