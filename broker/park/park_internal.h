@@ -180,9 +180,9 @@ struct gs_park {
     int changed;                      /* the scheduler's state changed (gs_park_poll's result) */
     answer_t *answers, **answers_end; /* FIFO, for gs_park_next_answer */
     held_proc_t *held;                /* park_swap.c */
-    int64_t targets_at; /* the pools' targets are worked out again then (park_poll.c) */
-    int targets_stale;  /* an event came since they were */
-    int64_t held_check_at;            /* when to look whether their processes still live */
+    int64_t targets_at;    /* the pools' targets are worked out again then (park_poll.c) */
+    int targets_stale;     /* an event came since they were */
+    int64_t held_check_at; /* when to look whether their processes still live */
 };
 
 /* park.c */
