@@ -22,9 +22,10 @@
 #include "swap_engine.h"
 #include "swap_fetch.h"
 
-#define MAX_DEVS   64
-#define MAX_CHUNKS 4096
-#define FETCH_MS   5000
+#define MAX_DEVS           64
+#define MAX_CHUNKS         4096
+#define FETCH_MS           5000
+#define GS_SWAP_RETURN_MAX 256 /* positions per early return (pool_socket.h) */
 #define SWAP_IN_WAIT_MS                                                                            \
     30000 /* the other side of a switch frees memory meanwhile (the                                \
            * broker's swap_in says how long, from what is leaving) */
@@ -77,6 +78,18 @@ static void init_once(void)
     ranges = gs_swap_ranges_new();
     const char *s = getenv("GPUSHARE_SWAP_STREAMS");
     gs_swap_engine_config_t cfg = {.streams = s ? atoi(s) : 4};
+    /* The unit of a move (1 GiB, the pool's chunk): a switch's two sides
+     * hand memory to each other segment by segment, so a test with a
+     * small GPU and small chunks needs small segments too. */
+    const char *seg = getenv("GPUSHARE_SWAP_SEGMENT");
+    if (seg) {
+        char *end = NULL;
+        unsigned long long mib = strtoull(seg, &end, 10);
+        if (end && !strcmp(end, "M") && mib > 0 && mib <= 1024)
+            cfg.seg_bytes = cfg.batch_bytes = (size_t)mib << 20;
+        else
+            gs_warn("ignoring GPUSHARE_SWAP_SEGMENT=%s (expected 1M to 1024M)", seg);
+    }
     engine = ranges ? gs_swap_engine_new(&drv, ranges, &cfg) : NULL;
     /* The engine also maps what other processes share with this one (IPC);
      * backing this process' own allocations is what GPUSHARE_SWAP=off
@@ -203,6 +216,48 @@ static void close_fds(int *fds, int n)
         close(fds[i]);
 }
 
+/* A relay's chunks come while the session on the other side of the switch
+ * frees them: asked for in rounds of this long, until the command's wait. */
+#define RELAY_ROUND_MS 500
+
+struct relay {
+    const struct command *c;
+    int64_t until; /* gs_swap_deadline's clock */
+};
+
+/* The engine needs the window mapped up to `upto`: fetch what the lease
+ * has grown by and map it, waiting for it within the command's wait. */
+static int more_chunks(void *arg, gs_swap_window_t *w, uint64_t upto, char *err, size_t errlen)
+{
+    static int fds[MAX_CHUNKS];
+    struct relay *r = arg;
+    while (gs_swap_window_mapped_bytes(w) < upto) {
+        if (gs_swap_deadline(0) >= r->until) {
+            snprintf(err, errlen,
+                     "host memory for the switch did not come in %u ms (the session coming in "
+                     "did not free it)",
+                     r->c->wait_ms);
+            return -1;
+        }
+        uint64_t chunk_bytes = 0;
+        int want = 0;
+        int n = gs_swap_fetch_from(r->c->pool, r->c->lease, w->mapped, RELAY_ROUND_MS, fds,
+                                   MAX_CHUNKS, &chunk_bytes, &want, FETCH_MS, err, errlen);
+        if (n < 0)
+            return -1;
+        if (n > 0 && chunk_bytes != w->chunk_bytes) {
+            close_fds(fds, n);
+            snprintf(err, errlen, "the pool's chunk size changed");
+            return -1;
+        }
+        int rc = n > 0 ? gs_swap_window_extend(&drv, w, fds, n, err, errlen) : 0;
+        close_fds(fds, n);
+        if (rc != 0)
+            return -1;
+    }
+    return 0;
+}
+
 static void run_out(const struct command *c, hook_swap_report_t *rep)
 {
     static int fds[MAX_CHUNKS];
@@ -211,22 +266,29 @@ static void run_out(const struct command *c, hook_swap_report_t *rep)
     int have_window = window[c->dev].va != 0;
     pthread_mutex_unlock(&mu);
     if (!have_window) {
-        int n = gs_swap_fetch(c->pool, c->lease, fds, MAX_CHUNKS, &chunk_bytes, FETCH_MS,
-                              rep->error, sizeof rep->error);
+        int want = 0;
+        int n = gs_swap_fetch_from(c->pool, c->lease, 0, RELAY_ROUND_MS, fds, MAX_CHUNKS,
+                                   &chunk_bytes, &want, FETCH_MS, rep->error, sizeof rep->error);
         if (n < 0)
             return;
         gs_swap_window_t w;
-        int rc = gs_swap_window_open(&drv, c->dev, fds, n, chunk_bytes, &w, rep->error,
-                                     sizeof rep->error);
+        int rc = gs_swap_window_open_part(&drv, c->dev, fds, n, want, chunk_bytes, &w, rep->error,
+                                          sizeof rep->error);
         close_fds(fds, n); /* imported: the mappings hold the memory */
         if (rc != 0)
             return;
         pthread_mutex_lock(&mu);
         window[c->dev] = w;
         pthread_mutex_unlock(&mu);
+        if (n < want)
+            gs_info("swap out on GPU %d: %d of %d chunks of host memory now, the rest as the "
+                    "session coming in frees them",
+                    c->dev, n, want);
     }
     gs_swap_result_t res;
-    rep->ok = gs_swap_out(engine, c->dev, &window[c->dev], NULL, NULL, &res) == 0;
+    struct relay relay = {c, gs_swap_deadline(c->wait_ms)};
+    gs_swap_calls_t calls = {NULL, more_chunks, NULL, &relay};
+    rep->ok = gs_swap_move(engine, c->dev, &window[c->dev], 1, NULL, &calls, &res) == 0;
     rep->bytes = res.bytes;
     rep->elapsed_us = res.elapsed_ns / 1000;
     if (!rep->ok)
@@ -237,6 +299,28 @@ static void run_out(const struct command *c, hook_swap_report_t *rep)
         pthread_mutex_lock(&mu);
         gs_swap_window_close(&drv, &window[c->dev]);
         pthread_mutex_unlock(&mu);
+    }
+}
+
+/* Swap in: positions whose data is back are unmapped and their chunks go
+ * back to the pool at once, for the session going out on the other side
+ * of a switch (it fills them meanwhile).  A failed return costs nothing:
+ * the chunks go back with the rest of the lease. */
+static void chunks_back(void *arg, gs_swap_window_t *w, const int *positions, int n)
+{
+    const struct command *c = arg;
+    for (int i = 0; i < n; i++)
+        gs_swap_window_drop(&drv, w, positions[i]);
+    if (!c->lease || !c->pool[0])
+        return; /* lent by a broker that is gone: nobody to return them to */
+    char err[200];
+    for (int i = 0; i < n; i += GS_SWAP_RETURN_MAX) {
+        int k = n - i < GS_SWAP_RETURN_MAX ? n - i : GS_SWAP_RETURN_MAX;
+        if (gs_swap_return(c->pool, c->lease, positions + i, k, FETCH_MS, err, sizeof err) != 0) {
+            gs_debug("returning %d chunks of lease %llu early: %s", k, (unsigned long long)c->lease,
+                     err);
+            return;
+        }
     }
 }
 
@@ -267,8 +351,8 @@ static void run_in(const struct command *c, hook_swap_report_t *rep)
     coming[c->dev].total = parked;
     pthread_mutex_unlock(&mu);
     gs_swap_result_t res;
-    rep->ok = gs_swap_in_until(engine, c->dev, &w, &in_deadline[c->dev], in_progress, (void *)c,
-                               &res) == 0;
+    gs_swap_calls_t calls = {in_progress, NULL, chunks_back, (void *)c};
+    rep->ok = gs_swap_move(engine, c->dev, &w, 0, &in_deadline[c->dev], &calls, &res) == 0;
     pthread_mutex_lock(&mu);
     coming[c->dev].running = 0;
     pthread_mutex_unlock(&mu);

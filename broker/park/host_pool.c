@@ -31,8 +31,9 @@ struct chunk {
 struct lease {
     uint64_t id;
     uint32_t uid;
-    int n;
-    int *chunks;
+    int n;       /* positions filled so far */
+    int want;    /* positions in all (n < want: it grows, gs_host_pool_lease_growing) */
+    int *chunks; /* chunk index per position; -1: returned early */
 };
 
 struct gs_host_pool {
@@ -47,6 +48,8 @@ struct gs_host_pool {
     uint64_t pin_failures;
     int failing; /* the last pin failed */
 };
+
+static void grow(gs_host_pool_t *self);
 
 gs_host_pool_t *gs_host_pool_new(const gs_host_pool_config_t *cfg)
 {
@@ -205,6 +208,7 @@ void gs_host_pool_job_done(gs_host_pool_t *self, const gs_pool_job_t *job, int o
             c->state = CHUNK_FREE;
         break;
     }
+    grow(self); /* a chunk pinned or zeroed may be what a growing lease waits for */
 }
 
 int gs_host_pool_coming(const gs_host_pool_t *self, uint64_t bytes)
@@ -225,55 +229,132 @@ static struct lease *find_lease(const gs_host_pool_t *self, uint64_t id)
     return NULL;
 }
 
+/* A new lease of user uid for `want` positions; NULL without memory. */
+static struct lease *new_lease(gs_host_pool_t *self, uint32_t uid, int want)
+{
+    if (self->nl == self->capl) {
+        int ncap = self->capl ? 2 * self->capl : 8;
+        struct lease *nl = realloc(self->l, (size_t)ncap * sizeof *nl);
+        if (!nl)
+            return NULL;
+        self->l = nl;
+        self->capl = ncap;
+    }
+    int *chunks = malloc((size_t)(want ? want : 1) * sizeof *chunks);
+    if (!chunks)
+        return NULL;
+    struct lease *l = &self->l[self->nl++];
+    *l = (struct lease){self->next_lease++, uid, 0, want, chunks};
+    return l;
+}
+
+static void lend(gs_host_pool_t *self, struct lease *l, int chunk)
+{
+    struct chunk *c = &self->c[chunk];
+    GS_ASSERT(c->state == CHUNK_FREE && l->n < l->want);
+    c->state = CHUNK_LENT;
+    c->lease = l->id;
+    c->owner = l->uid; /* the user writes into it from now on */
+    l->chunks[l->n++] = chunk;
+}
+
+/* Free chunks user uid may have without zeroing, its own first (they leave
+ * the clean ones to others): up to max of them into out; how many. */
+static int usable(const gs_host_pool_t *self, uint32_t uid, int *out, int max)
+{
+    int have = 0;
+    for (int pass = 0; pass < 2 && have < max; pass++)
+        for (int i = 0; i < self->nc && have < max; i++) {
+            const struct chunk *c = &self->c[i];
+            if (c->state == CHUNK_FREE &&
+                (pass == 0 ? c->owner == uid : c->owner == GS_POOL_NOBODY))
+                out[have++] = i;
+        }
+    return have;
+}
+
+/* Growing leases take what became usable for them, oldest first. */
+static void grow(gs_host_pool_t *self)
+{
+    for (int k = 0; k < self->nl; k++) {
+        struct lease *l = &self->l[k];
+        while (l->n < l->want) {
+            int i;
+            if (usable(self, l->uid, &i, 1) != 1)
+                break;
+            lend(self, l, i);
+        }
+    }
+}
+
 uint64_t gs_host_pool_lease(gs_host_pool_t *self, uint32_t uid, uint64_t bytes, int *chunks,
                             int max, int *n)
 {
     uint64_t want = chunks_for(self, bytes);
-    int have = 0;
-    /* The same user's own chunks first: they need no zeroing and leave the
-     * clean ones to others. */
-    for (int pass = 0; pass < 2 && (uint64_t)have < want; pass++)
-        for (int i = 0; i < self->nc && (uint64_t)have < want; i++) {
-            const struct chunk *c = &self->c[i];
-            if (c->state != CHUNK_FREE)
-                continue;
-            if (pass == 0 ? c->owner == uid : c->owner == GS_POOL_NOBODY) {
-                if (have < max)
-                    chunks[have] = i;
-                have++;
-            }
-        }
-    if ((uint64_t)have < want || (uint64_t)max < want) {
-        *n = (int)(want - ((uint64_t)have < want ? (uint64_t)have : want));
-        if ((uint64_t)max < want)
-            *n = (int)want;
+    if ((uint64_t)max < want) {
+        *n = (int)want;
         return 0;
     }
-    if (self->nl == self->capl) {
-        int ncap = self->capl ? 2 * self->capl : 8;
-        struct lease *nl = realloc(self->l, (size_t)ncap * sizeof *nl);
-        if (!nl) {
-            *n = 0;
-            return 0;
-        }
-        self->l = nl;
-        self->capl = ncap;
+    int have = usable(self, uid, chunks, (int)want);
+    if ((uint64_t)have < want) {
+        *n = (int)(want - (uint64_t)have);
+        return 0;
     }
-    int *copy = malloc((size_t)want * sizeof *copy);
-    if (!copy) {
+    struct lease *l = new_lease(self, uid, (int)want);
+    if (!l) {
         *n = 0;
         return 0;
     }
-    uint64_t id = self->next_lease++;
-    for (uint64_t k = 0; k < want; k++) {
-        copy[k] = chunks[k];
-        self->c[chunks[k]].state = CHUNK_LENT;
-        self->c[chunks[k]].lease = id;
-        self->c[chunks[k]].owner = uid; /* the user writes into it from now on */
-    }
-    self->l[self->nl++] = (struct lease){id, uid, (int)want, copy};
+    for (int k = 0; k < have; k++)
+        lend(self, l, chunks[k]);
     *n = (int)want;
+    return l->id;
+}
+
+uint64_t gs_host_pool_lease_growing(gs_host_pool_t *self, uint32_t uid, uint64_t bytes, int *n_now)
+{
+    uint64_t want = chunks_for(self, bytes);
+    *n_now = 0;
+    if (want == 0 || want > INT32_MAX)
+        return 0;
+    struct lease *l = new_lease(self, uid, (int)want);
+    if (!l)
+        return 0;
+    uint64_t id = l->id;
+    grow(self);
+    l = find_lease(self, id);
+    *n_now = l->n;
     return id;
+}
+
+int gs_host_pool_usable(const gs_host_pool_t *self, uint32_t uid)
+{
+    int n = 0;
+    for (int i = 0; i < self->nc; i++)
+        n += self->c[i].state == CHUNK_FREE &&
+             (self->c[i].owner == uid || self->c[i].owner == GS_POOL_NOBODY);
+    return n;
+}
+
+int gs_host_pool_return_some(gs_host_pool_t *self, uint64_t lease, const int *positions, int count,
+                             uint64_t now_us)
+{
+    struct lease *l = find_lease(self, lease);
+    if (!l)
+        return -1;
+    for (int k = 0; k < count; k++)
+        if (positions[k] < 0 || positions[k] >= l->n || l->chunks[positions[k]] < 0)
+            return -1; /* nothing changed: all or none */
+    for (int k = 0; k < count; k++) {
+        struct chunk *c = &self->c[l->chunks[positions[k]]];
+        GS_ASSERT(c->state == CHUNK_LENT && c->lease == lease);
+        c->state = CHUNK_FREE;
+        c->lease = 0;
+        c->free_since = now_us;
+        l->chunks[positions[k]] = -1;
+    }
+    grow(self);
+    return 0;
 }
 
 int gs_host_pool_return(gs_host_pool_t *self, uint64_t lease, uint64_t now_us)
@@ -282,6 +363,8 @@ int gs_host_pool_return(gs_host_pool_t *self, uint64_t lease, uint64_t now_us)
     if (!l)
         return -1;
     for (int k = 0; k < l->n; k++) {
+        if (l->chunks[k] < 0)
+            continue; /* returned early */
         struct chunk *c = &self->c[l->chunks[k]];
         GS_ASSERT(c->state == CHUNK_LENT && c->lease == lease);
         c->state = CHUNK_FREE;
@@ -290,6 +373,7 @@ int gs_host_pool_return(gs_host_pool_t *self, uint64_t lease, uint64_t now_us)
     }
     free(l->chunks);
     *l = self->l[--self->nl];
+    grow(self);
     return 0;
 }
 
@@ -298,6 +382,12 @@ const int *gs_host_pool_lease_chunks(const gs_host_pool_t *self, uint64_t lease,
     const struct lease *l = find_lease(self, lease);
     *n = l ? l->n : 0;
     return l ? l->chunks : NULL;
+}
+
+int gs_host_pool_lease_want(const gs_host_pool_t *self, uint64_t lease)
+{
+    const struct lease *l = find_lease(self, lease);
+    return l ? l->want : 0;
 }
 
 void gs_host_pool_stats(const gs_host_pool_t *self, gs_host_pool_stats_t *out)

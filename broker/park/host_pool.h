@@ -81,12 +81,29 @@ void gs_host_pool_job_done(gs_host_pool_t *self, const gs_pool_job_t *job, int o
  * there are not enough (then *n is how many more chunks it would need). */
 uint64_t gs_host_pool_lease(gs_host_pool_t *self, uint32_t uid, uint64_t bytes, int *chunks,
                             int max, int *n);
+/* A lease that grows (the switch's relay, doc/parking.md): lends what
+ * user uid may have now (*n_now chunks, maybe none) and takes more as
+ * chunks become usable for it (returned, pinned, zeroed), before any new
+ * lease, until it holds enough for `bytes`.  Its chunks are positions
+ * 0, 1, ... in the order they came.  The lease id, or 0 without memory. */
+uint64_t gs_host_pool_lease_growing(gs_host_pool_t *self, uint32_t uid, uint64_t bytes, int *n_now);
+/* Chunks user uid could have now without waiting (free and clean, or its
+ * own). */
+int gs_host_pool_usable(const gs_host_pool_t *self, uint32_t uid);
+/* Some chunks of a lease come back before the rest (positions in it; they
+ * read -1 from then on): the session coming back in a switch has copied
+ * them back already.  All or none: -1 for an unknown lease or position. */
+int gs_host_pool_return_some(gs_host_pool_t *self, uint64_t lease, const int *positions, int count,
+                             uint64_t now_us);
 /* The lease's chunks come back (after an unpark, or from a process that
  * died); they are zeroed before another user gets them.  0, or -1 for an
  * unknown lease. */
 int gs_host_pool_return(gs_host_pool_t *self, uint64_t lease, uint64_t now_us);
-/* The chunks of a lease (NULL for an unknown one), their count in *n. */
+/* The chunks of a lease (NULL for an unknown one), their count in *n
+ * (positions filled so far; -1 for one returned early). */
 const int *gs_host_pool_lease_chunks(const gs_host_pool_t *self, uint64_t lease, int *n);
+/* How many positions the lease will have in all (0: unknown lease). */
+int gs_host_pool_lease_want(const gs_host_pool_t *self, uint64_t lease);
 
 /* 1 when a lease of `bytes` that failed now will succeed once the pool
  * has done what it is doing (pinning towards its target, zeroing), with

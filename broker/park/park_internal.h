@@ -75,6 +75,11 @@ typedef struct {
     int swap_gpu, swap_phase, swap_waiting, swap_failed, swap_rollback_failed;
     int64_t swap_deadline, swap_elapsed_us;
     char swap_error[300], swap_first_error[300];
+    /* The session this park makes room for (park_victims.c): when it comes
+     * back from the swap tier of the same GPU, its chunks are relayed to
+     * this one as they free up (park_swap.c, relay_lease). */
+    char room_for[GS_SCHED_ID_MAX];
+    int relay; /* its lease grows: swap_out waits for chunks (relay_wait_ms) */
     /* park_move.c: restored onto GPU move_to instead of move_from (-1: in
      * place); no_move: the driver refused once, never again */
     int move_from, move_to, no_move;
@@ -245,6 +250,9 @@ uint64_t park_swap_held_used(const gs_park_t *p, int g);
 void park_swap_check_held(gs_park_t *p, int64_t now);
 /* A hook's `swapped` (gs_park_on_swapped). */
 void park_swap_answered(gs_park_t *p, pclient_t *c, int gpu, const json_t *msg, int64_t now);
+/* Host bytes the session room_for would free on GPU g while a session
+ * goes out to make room for it (the switch's relay; 0: none). */
+uint64_t park_swap_relayable(gs_park_t *p, const char *room_for, int g);
 /* Bytes of GPU gpu that swap-tier parks under way are giving back. */
 uint64_t park_swap_leaving(const gs_park_t *p, int gpu);
 /* The pools' targets from what is parked and who holds memory. */

@@ -58,6 +58,15 @@ int park_swap_available(const gs_park_t *p)
     return p->pools != NULL;
 }
 
+/* How long a hook waits for memory the other side of a switch frees: about
+ * as long as it takes at a slow link (1 GB/s), at most IN_WAIT_MAX_MS; if
+ * that side fails, this one gives up soon and is retried. */
+static json_int_t relay_wait_ms(uint64_t bytes)
+{
+    uint64_t ms = IN_WAIT_BASE_MS + bytes / IN_WAIT_BYTES_PER_MS;
+    return (json_int_t)(ms < IN_WAIT_MAX_MS ? ms : IN_WAIT_MAX_MS);
+}
+
 /* swap_out or swap_in for the hook of c, queued for the broker to send
  * (park_answer), like make_room's answers: parking sends nothing itself. */
 static void send_swap(gs_park_t *p, pclient_t *c, int gpu, int out)
@@ -70,14 +79,13 @@ static void send_swap(gs_park_t *p, pclient_t *c, int gpu, int out)
         json_object_set_new(m, "chunks", json_integer(c->lease_chunks));
         json_object_set_new(m, "chunk_bytes",
                             json_integer((json_int_t)gs_swap_pools_chunk_bytes(p->pools)));
+        psess_t *ps = park_sess(p, c->session, 0);
+        if (ps && ps->relay) /* its chunks come as the incoming session frees them */
+            json_object_set_new(m, "wait_ms", json_integer(relay_wait_ms(c->movable[gpu])));
     } else {
-        /* Memory that is still leaving (a switch's pipeline) is waited for
-         * about as long as it takes at a slow link; if that park fails the
-         * hook gives up soon and the unpark is retried, instead of waiting
-         * for memory that will not come. */
-        uint64_t ms = IN_WAIT_BASE_MS + park_swap_leaving(p, gpu) / IN_WAIT_BYTES_PER_MS;
-        json_object_set_new(m, "wait_ms",
-                            json_integer((json_int_t)(ms < IN_WAIT_MAX_MS ? ms : IN_WAIT_MAX_MS)));
+        /* Memory that is still leaving (a switch's pipeline) is waited for,
+         * not for ever: if that park fails the unpark is retried. */
+        json_object_set_new(m, "wait_ms", json_integer(relay_wait_ms(park_swap_leaving(p, gpu))));
     }
     c->swap_wait = out ? CW_OUT : CW_IN;
     if (!client || !client->identity) { /* its deadline (or its end) settles it */
@@ -169,10 +177,89 @@ int park_swap_suits(const gs_park_t *p, const char *session, int g)
     return unsuited(p, session, g) == NULL;
 }
 
+/* The session ps makes room for, when it comes back from the swap tier of
+ * GPU g and will free its chunks as it goes (NULL otherwise). */
+static psess_t *relay_source(gs_park_t *p, const char *room_for, int g, int64_t now)
+{
+    psess_t *in = room_for && room_for[0] ? park_sess(p, room_for, 0) : NULL;
+    if (!in || in->st != PS_PARKED || in->tier != TIER_SWAP || in->stuck || in->swap_gpu != g ||
+        in->retry_at > now)
+        return NULL;
+    return in;
+}
+
+uint64_t park_swap_relayable(gs_park_t *p, const char *room_for, int g)
+{
+    psess_t *in = p->pools && p->cfg.swap ? relay_source(p, room_for, g, INT64_MAX) : NULL;
+    return in ? in->bytes[g] : 0;
+}
+
+/* The switch's relay (doc/parking.md): the pool cannot lend c all it needs
+ * now, but the session this park makes room for comes back from the swap
+ * tier of the same GPU with chunks of the same user, which it returns one
+ * by one as its memory comes back; c's lease grows with them, so a switch
+ * needs host room for one notebook, not two.  Only for a session of one
+ * process with memory to move, and only with a few chunks usable at once
+ * (so that both sides can make progress from the start: the incoming one
+ * takes GPU memory as the outgoing one frees it).  The lease, or 0. */
+#define RELAY_MIN_CHUNKS 2
+typedef struct {
+    psess_t *in; /* NULL: no relay */
+    int coming;  /* chunks of the incoming session's leases, of its user */
+    uid_t uid;
+} relay_t;
+
+/* Looks at the processes once (zhashx has one cursor per table: the
+ * caller's loop over them must not be disturbed). */
+static relay_t relay_plan(gs_park_t *p, const psess_t *ps, int g, int64_t now)
+{
+    relay_t r = {relay_source(p, ps->room_for, g, now), 0, 0};
+    if (!r.in)
+        return r;
+    int movers = 0, in_uid = -1, mixed = 0;
+    for (pclient_t *k = zhashx_first(p->clients); k; k = zhashx_next(p->clients)) {
+        if (!strcmp(k->session, ps->id) && k->movable[g]) {
+            movers++;
+            r.uid = (uid_t)k->uid;
+        }
+        if (!strcmp(k->session, r.in->id) && k->lease) {
+            mixed |= in_uid >= 0 && in_uid != k->uid;
+            in_uid = k->uid;
+        }
+    }
+    if (movers != 1 || mixed || in_uid != (int)r.uid) { /* chunks relayed without zeroing only */
+        r.in = NULL;
+        return r;
+    }
+    for (pclient_t *k = zhashx_first(p->clients); k; k = zhashx_next(p->clients))
+        if (!strcmp(k->session, r.in->id) && k->lease)
+            r.coming += gs_swap_pools_lease_chunks(p->pools, k->lease, r.uid);
+    return r;
+}
+
+static uint64_t relay_lease(gs_park_t *p, const relay_t *r, psess_t *ps, pclient_t *c, int g)
+{
+    uint64_t cb = gs_swap_pools_chunk_bytes(p->pools);
+    uint64_t need = (c->movable[g] + cb - 1) / cb;
+    int usable = gs_swap_pools_usable(p->pools, g, (uid_t)c->uid);
+    if (!r->in || (uid_t)c->uid != r->uid || usable < RELAY_MIN_CHUNKS ||
+        (uint64_t)usable + (uint64_t)r->coming < need)
+        return 0;
+    int now_chunks = 0;
+    uint64_t lease = gs_swap_pools_lease_growing(p->pools, g, (uid_t)c->uid, (pid_t)c->pid,
+                                                 c->movable[g], &c->lease_chunks, &now_chunks);
+    if (lease)
+        gs_info("session %s goes out on the swap tier while session %s comes back: %d of %d "
+                "chunks now, the rest as %s frees them",
+                ps->id, r->in->id, now_chunks, c->lease_chunks, r->in->id);
+    return lease;
+}
+
 int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now)
 {
     int g = only_gpu(p, ps);
     ps->pool_short = 0;
+    ps->relay = 0;
     const char *why = unsuited(p, ps->id, g);
     if (why) {
         if (p->pools && p->cfg.swap)
@@ -183,6 +270,7 @@ int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now)
     for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
         if (!strcmp(c->session, ps->id))
             movable += c->movable[g];
+    relay_t relay = relay_plan(p, ps, g, now);
     /* Host memory for all of them, or none. */
     for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients)) {
         if (strcmp(c->session, ps->id) != 0 || !c->movable[g])
@@ -190,6 +278,8 @@ int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now)
         uint64_t short_by = 0;
         c->lease = gs_swap_pools_lease(p->pools, g, (uid_t)c->uid, (pid_t)c->pid, c->movable[g],
                                        &c->lease_chunks, &short_by);
+        if (!c->lease && (c->lease = relay_lease(p, &relay, ps, c, g)) != 0)
+            ps->relay = 1;
         if (!c->lease) {
             char a[32], m[32];
             return_leases(p, ps->id, now);

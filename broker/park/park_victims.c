@@ -201,6 +201,11 @@ gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t n
         map[n++] = i;
     }
     uint64_t used = park_host_used(p);
+    /* A session coming back from the swap tier frees its host memory as the
+     * one going out fills it (the switch's relay, park_swap.c): a switch
+     * needs host room for one notebook, not two. */
+    uint64_t relayed = park_swap_relayable(p, exclude, g);
+    used = used > relayed ? used - relayed : 0;
     uint64_t budget_left = p->cfg.host_budget > used ? p->cfg.host_budget - used : 0;
     gs_park_pick_rc_t rc = GS_PICK_NONE;
     if (c && map && picked)
@@ -225,7 +230,9 @@ gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t n
                      (double)si->idle_gap_us / 1e6);
         else
             snprintf(full, sizeof full, "%s", why);
-        if (park_start(p, vs->v[map[k]].ps, full, now) != 0)
+        psess_t *victim = vs->v[map[k]].ps;
+        snprintf(victim->room_for, sizeof victim->room_for, "%s", exclude ? exclude : "");
+        if (park_start(p, victim, full, now) != 0)
             rc = GS_PICK_NONE; /* cannot happen: the reason was checked */
     }
     free(c);

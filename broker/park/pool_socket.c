@@ -20,12 +20,17 @@
 #include "fd_pass.h"
 
 #define MAX_CHUNKS_SERVED 4096
+#define MAX_WAIT_MS       1000 /* a request for a growing lease waits at most this */
 
 struct conn {
     int fd; /* -1: free slot */
     int64_t since_ms;
     pid_t pid;
     uid_t uid;
+    int waiting; /* a fetch answered when its lease has grown (or at until_ms) */
+    int64_t until_ms;
+    uint64_t lease;
+    int from;
 };
 
 struct gs_pool_socket {
@@ -118,7 +123,7 @@ static void accept_all(gs_pool_socket_t *self, int64_t now_ms)
             close(fd);
             continue;
         }
-        *slot = (struct conn){fd, now_ms, cred.pid, cred.uid};
+        *slot = (struct conn){.fd = fd, .since_ms = now_ms, .pid = cred.pid, .uid = cred.uid};
     }
 }
 
@@ -132,55 +137,120 @@ static void answer_error(int fd, const char *msg)
     json_decref(o);
 }
 
-static void serve_one(struct conn *c, gs_pool_serve_fn serve, void *arg)
+static void answer_chunks(struct conn *c, const int *out, int k, uint64_t chunk_bytes, int want)
 {
-    char buf[256];
-    int fds[1], nfds = 0;
-    ssize_t n = gs_fd_recv(c->fd, buf, sizeof buf - 1, fds, 0, &nfds);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-        return; /* spurious: wait for the request */
-    if (n <= 0) {
-        drop(c);
-        return;
-    }
-    buf[n] = '\0';
-    json_error_t jerr;
-    json_t *req = json_loads(buf, 0, &jerr);
-    json_int_t lease = 0;
-    if (!req || json_unpack(req, "{s:I}", "lease", &lease) != 0 || lease <= 0) {
-        answer_error(c->fd, "bad request: expected {\"lease\": N}");
-        json_decref(req);
-        drop(c);
-        return;
-    }
-    json_decref(req);
-    gs_pool_request_t r = {c->pid, c->uid, (uint64_t)lease};
-    static int out[MAX_CHUNKS_SERVED];
-    uint64_t chunk_bytes = 0;
-    char err[200] = "";
-    int k = serve(arg, &r, out, MAX_CHUNKS_SERVED, &chunk_bytes, err, sizeof err);
-    if (k < 0) {
-        answer_error(c->fd, err[0] ? err : "refused");
-        drop(c);
-        return;
-    }
     /* The answer is a few datagrams of a few hundred bytes: the socket's
      * buffer takes them without blocking. */
     for (int first = 0; first < k || (k == 0 && first == 0); first += GS_FD_PASS_MAX) {
         int count = k - first < GS_FD_PASS_MAX ? k - first : GS_FD_PASS_MAX;
         char head[200];
         int len = snprintf(head, sizeof head,
-                           "{\"lease\":%lld,\"chunk_bytes\":%llu,\"chunks\":%d,\"first\":%d,"
-                           "\"count\":%d}",
-                           (long long)lease, (unsigned long long)chunk_bytes, k, first, count);
+                           "{\"lease\":%llu,\"chunk_bytes\":%llu,\"chunks\":%d,\"first\":%d,"
+                           "\"count\":%d,\"want\":%d}",
+                           (unsigned long long)c->lease, (unsigned long long)chunk_bytes, k, first,
+                           count, want);
         if (gs_fd_send(c->fd, head, (size_t)len, out + first, count) < 0)
             break;
         if (k == 0)
             break;
     }
+}
+
+/* Serves the fetch c waits for; 1 when it was answered (or refused). */
+static int serve_fetch(struct conn *c, int64_t now_ms, gs_pool_serve_fn serve, void *arg)
+{
+    gs_pool_request_t r = {
+        .pid = c->pid, .uid = c->uid, .lease = c->lease, .now_us = now_ms * 1000, .from = c->from};
+    static int out[MAX_CHUNKS_SERVED];
+    uint64_t chunk_bytes = 0;
+    int want = 0;
+    char err[200] = "";
+    int k = serve(arg, &r, out, MAX_CHUNKS_SERVED, &chunk_bytes, &want, err, sizeof err);
+    if (k == GS_POOL_LATER && now_ms < c->until_ms) {
+        c->waiting = 1;
+        return 0;
+    }
+    c->waiting = 0;
+    if (k == GS_POOL_LATER)
+        answer_chunks(c, out, 0, chunk_bytes, want); /* none yet: it asks again */
+    else if (k < 0)
+        answer_error(c->fd, err[0] ? err : "refused");
+    else
+        answer_chunks(c, out, k, chunk_bytes, want);
     for (int i = 0; i < k; i++)
         close(out[i]);
     drop(c);
+    return 1;
+}
+
+/* {"return": L, "positions": [...]}: 0, or -1 when it is not one. */
+static int parse_return(json_t *req, gs_pool_request_t *r)
+{
+    json_int_t lease = 0;
+    json_t *pos = NULL;
+    if (json_unpack(req, "{s:I, s:o}", "return", &lease, "positions", &pos) != 0 || lease <= 0 ||
+        !json_is_array(pos) || json_array_size(pos) == 0 ||
+        json_array_size(pos) > GS_POOL_RETURN_MAX)
+        return -1;
+    r->lease = (uint64_t)lease;
+    for (size_t i = 0; i < json_array_size(pos); i++) {
+        json_t *v = json_array_get(pos, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            json_integer_value(v) > MAX_CHUNKS_SERVED)
+            return -1;
+        r->positions[r->nreturn++] = (int)json_integer_value(v);
+    }
+    return 0;
+}
+
+static void serve_one(struct conn *c, int64_t now_ms, gs_pool_serve_fn serve, void *arg)
+{
+    char buf[4096];
+    int fds[1], nfds = 0;
+    ssize_t n = gs_fd_recv(c->fd, buf, sizeof buf - 1, fds, 0, &nfds);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return;                 /* spurious: wait for the request */
+    if (n <= 0 || c->waiting) { /* closed, or a second request: the first is answered no more */
+        drop(c);
+        return;
+    }
+    buf[n] = '\0';
+    json_error_t jerr;
+    json_t *req = json_loads(buf, 0, &jerr);
+    static gs_pool_request_t r;
+    memset(&r, 0, sizeof r);
+    r.pid = c->pid;
+    r.uid = c->uid;
+    r.now_us = now_ms * 1000;
+    if (req && json_object_get(req, "return")) {
+        char err[200] = "";
+        uint64_t cb = 0;
+        int want = 0;
+        if (parse_return(req, &r) != 0)
+            answer_error(c->fd, "bad request: expected {\"return\": N, \"positions\": [...]}");
+        else if (serve(arg, &r, NULL, 0, &cb, &want, err, sizeof err) != 0)
+            answer_error(c->fd, err[0] ? err : "refused");
+        else
+            gs_fd_send(c->fd, "{\"ok\":true}", 11, NULL, 0);
+        json_decref(req);
+        drop(c);
+        return;
+    }
+    json_int_t lease = 0, from = 0, wait_ms = 0;
+    if (!req ||
+        json_unpack(req, "{s:I, s?I, s?I}", "lease", &lease, "from", &from, "wait_ms", &wait_ms) !=
+            0 ||
+        lease <= 0 || from < 0 || from > MAX_CHUNKS_SERVED || wait_ms < 0) {
+        answer_error(c->fd, "bad request: expected {\"lease\": N}");
+        json_decref(req);
+        drop(c);
+        return;
+    }
+    json_decref(req);
+    c->lease = (uint64_t)lease;
+    c->from = (int)from;
+    c->until_ms = now_ms + (wait_ms < MAX_WAIT_MS ? wait_ms : MAX_WAIT_MS);
+    serve_fetch(c, now_ms, serve, arg);
 }
 
 void gs_pool_socket_handle(gs_pool_socket_t *self, const zmq_pollitem_t *items, int n,
@@ -195,9 +265,15 @@ void gs_pool_socket_handle(gs_pool_socket_t *self, const zmq_pollitem_t *items, 
         }
         for (int k = 0; k < GS_POOL_SOCKET_MAX_CONN; k++)
             if (self->conn[k].fd == items[i].fd)
-                serve_one(&self->conn[k], serve, arg);
+                serve_one(&self->conn[k], now_ms, serve, arg);
     }
+    /* Growing leases may have grown meanwhile (a return just now, a chunk
+     * zeroed), or the wait is over. */
     for (int k = 0; k < GS_POOL_SOCKET_MAX_CONN; k++)
-        if (self->conn[k].fd >= 0 && now_ms - self->conn[k].since_ms > GS_POOL_SOCKET_TIMEOUT_MS)
+        if (self->conn[k].fd >= 0 && self->conn[k].waiting)
+            serve_fetch(&self->conn[k], now_ms, serve, arg);
+    for (int k = 0; k < GS_POOL_SOCKET_MAX_CONN; k++)
+        if (self->conn[k].fd >= 0 && !self->conn[k].waiting &&
+            now_ms - self->conn[k].since_ms > GS_POOL_SOCKET_TIMEOUT_MS)
             drop(&self->conn[k]);
 }

@@ -288,6 +288,42 @@ uint64_t gs_swap_pools_lease(gs_swap_pools_t *self, int gpu, uid_t uid, pid_t pi
     return l->id;
 }
 
+uint64_t gs_swap_pools_lease_growing(gs_swap_pools_t *self, int gpu, uid_t uid, pid_t pid,
+                                     uint64_t bytes, int *chunks, int *now)
+{
+    *chunks = *now = 0;
+    if (gpu < 0 || gpu >= self->ngpus || self->nleases == MAX_LEASES || bytes == 0)
+        return 0;
+    gs_host_pool_t *pool = self->pool[gpu].logic;
+    uint64_t inner = gs_host_pool_lease_growing(pool, (uint32_t)uid, bytes, now);
+    if (!inner)
+        return 0;
+    struct lease *l = &self->leases[self->nleases++];
+    *l = (struct lease){self->next_lease++, inner, gpu, uid, pid};
+    *chunks = gs_host_pool_lease_want(pool, inner);
+    return l->id;
+}
+
+int gs_swap_pools_usable(const gs_swap_pools_t *self, int gpu, uid_t uid)
+{
+    return gpu >= 0 && gpu < self->ngpus ? gs_host_pool_usable(self->pool[gpu].logic, (uint32_t)uid)
+                                         : 0;
+}
+
+int gs_swap_pools_lease_chunks(const gs_swap_pools_t *self, uint64_t lease, uid_t uid)
+{
+    for (int i = 0; i < self->nleases; i++)
+        if (self->leases[i].id == lease && self->leases[i].uid == uid) {
+            int n = 0, live = 0;
+            const int *c = gs_host_pool_lease_chunks(self->pool[self->leases[i].gpu].logic,
+                                                     self->leases[i].inner, &n);
+            for (int k = 0; c && k < n; k++)
+                live += c[k] >= 0;
+            return live;
+        }
+    return 0;
+}
+
 int gs_swap_pools_coming(const gs_swap_pools_t *self, int gpu, uint64_t bytes)
 {
     return gpu >= 0 && gpu < self->ngpus && gs_host_pool_coming(self->pool[gpu].logic, bytes);
@@ -325,7 +361,7 @@ uint64_t gs_swap_pools_lent(const gs_swap_pools_t *self, int gpu)
 }
 
 int gs_swap_pools_serve(void *arg, const gs_pool_request_t *req, int *fds, int max,
-                        uint64_t *chunk_bytes, char *err, size_t errlen)
+                        uint64_t *chunk_bytes, int *want, char *err, size_t errlen)
 {
     gs_swap_pools_t *self = arg;
     struct lease *l = find(self, req->lease);
@@ -336,22 +372,43 @@ int gs_swap_pools_serve(void *arg, const gs_pool_request_t *req, int *fds, int m
         return -1;
     }
     struct pool *p = &self->pool[l->gpu];
+    *chunk_bytes = self->cfg.chunk_bytes;
+    *want = gs_host_pool_lease_want(p->logic, l->inner);
+    if (req->nreturn > 0) {
+        if (gs_host_pool_return_some(p->logic, l->inner, req->positions, req->nreturn,
+                                     (uint64_t)req->now_us) != 0) {
+            snprintf(err, errlen, "lease %llu has no such chunks to return",
+                     (unsigned long long)req->lease);
+            return -1;
+        }
+        start_jobs(self, req->now_us); /* zeroing for another user may start */
+        return 0;
+    }
     int n = 0;
     const int *chunks = gs_host_pool_lease_chunks(p->logic, l->inner, &n);
-    if (!chunks || n > max) {
+    if (!chunks || n - req->from > max) {
         snprintf(err, errlen, "lease %llu is too large to send", (unsigned long long)req->lease);
         return -1;
     }
-    for (int i = 0; i < n; i++) {
+    if (req->from >= n)
+        return req->from < *want ? GS_POOL_LATER : 0;
+    for (int i = req->from; i < n; i++) {
+        if (chunks[i] < 0) {
+            snprintf(err, errlen, "lease %llu: position %d was returned already",
+                     (unsigned long long)req->lease, i);
+            for (int k = req->from; k < i; k++)
+                close(fds[k - req->from]);
+            return -1;
+        }
         GS_ASSERT(chunks[i] < p->nhandles && p->handles[chunks[i]]);
-        if (gs_pool_driver_export(p->drv, p->handles[chunks[i]], &fds[i], err, errlen) != 0) {
-            for (int k = 0; k < i; k++)
-                close(fds[k]);
+        if (gs_pool_driver_export(p->drv, p->handles[chunks[i]], &fds[i - req->from], err,
+                                  errlen) != 0) {
+            for (int k = req->from; k < i; k++)
+                close(fds[k - req->from]);
             return -1;
         }
     }
-    *chunk_bytes = self->cfg.chunk_bytes;
-    return n;
+    return n - req->from;
 }
 
 json_t *gs_swap_pools_status(const gs_swap_pools_t *self)

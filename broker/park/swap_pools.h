@@ -58,6 +58,16 @@ uint64_t gs_swap_pools_chunk_bytes(const gs_swap_pools_t *self);
  * is missing (pinned memory not there yet, or waiting to be zeroed). */
 uint64_t gs_swap_pools_lease(gs_swap_pools_t *self, int gpu, uid_t uid, pid_t pid, uint64_t bytes,
                              int *chunks, uint64_t *short_bytes);
+/* A lease that grows as chunks come back (host_pool.h): for a switch whose
+ * incoming session returns its chunks while the outgoing one fills them.
+ * The lease id (> 0) with the chunks it will have in *chunks and those it
+ * has now in *now, or 0. */
+uint64_t gs_swap_pools_lease_growing(gs_swap_pools_t *self, int gpu, uid_t uid, pid_t pid,
+                                     uint64_t bytes, int *chunks, int *now);
+/* Chunks of GPU gpu's pool user uid could have now. */
+int gs_swap_pools_usable(const gs_swap_pools_t *self, int gpu, uid_t uid);
+/* Chunks lease `lease` holds now if it is user uid's (else 0). */
+int gs_swap_pools_lease_chunks(const gs_swap_pools_t *self, uint64_t lease, uid_t uid);
 /* 1 when a lease of `bytes` on GPU gpu that failed now needs only the
  * pool's pinning or zeroing under way (gs_host_pool_coming). */
 int gs_swap_pools_coming(const gs_swap_pools_t *self, int gpu, uint64_t bytes);
@@ -67,9 +77,10 @@ int gs_swap_pools_return(gs_swap_pools_t *self, uint64_t lease, int64_t now_us);
 uint64_t gs_swap_pools_lent(const gs_swap_pools_t *self, int gpu);
 
 /* The pool socket's callback (arg: this object): the chunks of the lease
- * asked for, exported as descriptors, for its own process only. */
+ * asked for, exported as descriptors, or an early return of some of them,
+ * for its own process only. */
 int gs_swap_pools_serve(void *arg, const gs_pool_request_t *req, int *fds, int max,
-                        uint64_t *chunk_bytes, char *err, size_t errlen);
+                        uint64_t *chunk_bytes, int *want, char *err, size_t errlen);
 
 /* Per GPU: pinned, lent, free, clean, pinning, target and budget bytes,
  * pin failures; for status. */

@@ -562,9 +562,65 @@ static int place(gs_swap_engine_t *e, int dev, gs_swap_range_t *rs, size_t n,
     return 0;
 }
 
-static int move(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w, int out,
-                const int64_t *deadline, gs_swap_progress_fn progress, void *arg,
-                gs_swap_result_t *res)
+/* Where a segment's bytes end in the window. */
+static uint64_t host_end(const gs_swap_range_t *r, int k)
+{
+    return r->host_off + seg_off(r, k) + seg_len(r, k);
+}
+
+/* One move's state, for the steps below. */
+struct mover {
+    gs_swap_engine_t *e;
+    gs_swap_window_t *w;
+    int out;
+    const gs_swap_calls_t *calls;
+    gs_swap_range_t *rs;
+    struct unit *us;
+    size_t nu;
+    size_t finished; /* units [0, finished) are done (batches finish in order) */
+    uint64_t total;
+    unsigned char *busy; /* swap in: per window position, still holding data to come */
+    int *pos;
+    gs_swap_result_t *res;
+};
+
+/* Swap in: tells the caller which positions of the window hold nothing
+ * still to come back (each once). */
+static void report_done(struct mover *m)
+{
+    gs_swap_window_t *w = m->w;
+    if (m->out || !m->calls || !m->calls->done || !m->busy || !w->chunk_bytes)
+        return;
+    memset(m->busy, 0, (size_t)w->chunks);
+    for (size_t i = m->finished; i < m->nu; i++) {
+        const gs_swap_range_t *r = &m->rs[m->us[i].range];
+        uint64_t a = r->host_off + seg_off(r, m->us[i].seg), b = host_end(r, m->us[i].seg);
+        for (uint64_t c = a / w->chunk_bytes; c * w->chunk_bytes < b && c < (uint64_t)w->chunks;
+             c++)
+            m->busy[c] = 1;
+    }
+    int n = 0;
+    for (int c = 0; c < w->mapped; c++)
+        if (!m->busy[c] && !w->gone[c])
+            m->pos[n++] = c;
+    if (n)
+        m->calls->done(m->calls->arg, w, m->pos, n);
+}
+
+static CUresult finish(struct mover *m, const struct batch *b)
+{
+    CUresult r = batch_finish(m->e, m->rs, m->us, b, m->out, m->res);
+    if (r != CUDA_SUCCESS)
+        return r;
+    m->finished = b->first + b->count;
+    if (m->calls && m->calls->progress)
+        m->calls->progress(m->calls->arg, m->res->bytes, m->total);
+    report_done(m);
+    return CUDA_SUCCESS;
+}
+
+static int move(gs_swap_engine_t *e, int dev, gs_swap_window_t *w, int out, const int64_t *deadline,
+                const gs_swap_calls_t *calls, gs_swap_result_t *res)
 {
     memset(res, 0, sizeof *res);
     int64_t t0 = now_ns();
@@ -572,8 +628,8 @@ static int move(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w, int out
     size_t n = 0, nu = 0;
     gs_swap_range_t *rs = collect(e, dev, !out, &n);
     struct unit *us = NULL;
+    struct mover m = {e, w, out, calls, NULL, NULL, 0, 0, 0, NULL, NULL, res};
     int rc = 0;
-    uint64_t total = 0;
     if (n && !rs) {
         snprintf(res->error, sizeof res->error, "out of memory");
         rc = -1;
@@ -586,7 +642,11 @@ static int move(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w, int out
     for (size_t i = 0; i < n; i++)
         nu += (size_t)rs[i].nseg;
     us = nu ? malloc(nu * sizeof *us) : NULL;
-    if (nu && !us) {
+    if (!out && w->chunks > 0) {
+        m.busy = malloc((size_t)w->chunks);
+        m.pos = malloc((size_t)w->chunks * sizeof *m.pos);
+    }
+    if ((nu && !us) || (!out && w->chunks > 0 && (!m.busy || !m.pos))) {
         snprintf(res->error, sizeof res->error, "out of memory");
         rc = -1;
         goto done;
@@ -601,13 +661,18 @@ static int move(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w, int out
         for (int k = 0; k < rs[i].nseg; k++)
             if (!rs[i].seg[k] == !out) { /* out: segments on the GPU; in: those not */
                 us[nu++] = (struct unit){i, k, 0};
-                total += seg_len(&rs[i], k);
+                m.total += seg_len(&rs[i], k);
             }
     }
+    m.rs = rs;
+    m.us = us;
+    m.nu = nu;
+    report_done(&m); /* positions nothing comes back from (spare room) */
     struct batch prev = {0}, cur = {0};
     int have_prev = 0, next_stream = 0, slot = 0;
     CUresult r = CUDA_SUCCESS;
     const char *step = "";
+    const char *finishing = out ? "releasing copied memory" : "cuEventSynchronize";
     size_t u = 0;
     while (u < nu) {
         CUcontext ctx = rs[us[u].range].ctx;
@@ -627,13 +692,41 @@ static int move(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w, int out
         while (u < nu && rs[us[u].range].ctx == ctx &&
                (cur.count == 0 || bytes < e->cfg.batch_bytes)) {
             gs_swap_range_t *rg = &rs[us[u].range];
-            if (!out) {
-                if ((r = back_seg_waiting(e, rg, us[u].seg, deadline)) != CUDA_SUCCESS) {
-                    step = "physical memory for a parked segment";
+            /* What the other side of a switch still holds (host chunks
+             * going out, GPU memory coming in) is waited for at the start
+             * of a batch, with the batch before finished and handed over:
+             * the other side may be waiting for exactly that. */
+            int wait_host = out && calls && calls->more &&
+                            host_end(rg, us[u].seg) > gs_swap_window_mapped_bytes(w);
+            CUresult got = CUDA_SUCCESS;
+            if (!out && (got = back_seg(e, rg, us[u].seg)) == CUDA_ERROR_OUT_OF_MEMORY &&
+                cur.count > 0)
+                break; /* the next batch waits */
+            if (wait_host && cur.count > 0)
+                break;
+            if (wait_host || got == CUDA_ERROR_OUT_OF_MEMORY) {
+                if (have_prev) {
+                    if ((r = finish(&m, &prev)) != CUDA_SUCCESS) {
+                        step = finishing;
+                        break;
+                    }
+                    have_prev = 0;
+                }
+                if (wait_host && calls->more(calls->arg, w, host_end(rg, us[u].seg), res->error,
+                                             sizeof res->error) != 0) {
+                    rc = -1;
                     break;
                 }
-                us[u].made = 1;
+                if (!out)
+                    got = back_seg_waiting(e, rg, us[u].seg, deadline);
             }
+            if (got != CUDA_SUCCESS) {
+                r = got;
+                step = "physical memory for a parked segment";
+                break;
+            }
+            if (!out)
+                us[u].made = 1;
             cur.count++;
             if ((r = copy_seg(e, l, rg, us[u].seg, w, out, &next_stream)) != CUDA_SUCCESS) {
                 step = "cuMemcpyAsync";
@@ -641,31 +734,26 @@ static int move(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w, int out
             }
             bytes += seg_len(rg, us[u++].seg);
         }
-        if (r == CUDA_SUCCESS && (r = batch_mark(e, &cur)) != CUDA_SUCCESS)
+        if (r == CUDA_SUCCESS && rc == 0 && (r = batch_mark(e, &cur)) != CUDA_SUCCESS)
             step = "cuEventRecord";
-        if (r == CUDA_SUCCESS && have_prev &&
-            (r = batch_finish(e, rs, us, &prev, out, res)) != CUDA_SUCCESS)
-            step = out ? "releasing copied memory" : "cuEventSynchronize";
+        if (r == CUDA_SUCCESS && rc == 0 && have_prev && (r = finish(&m, &prev)) != CUDA_SUCCESS)
+            step = finishing;
         CUcontext old;
         e->d->ctx_pop(&old);
-        if (r != CUDA_SUCCESS)
+        if (r != CUDA_SUCCESS || rc != 0)
             break;
         prev = cur;
-        have_prev = 1;
+        have_prev = cur.count > 0;
         slot ^= 1;
-        if (progress)
-            progress(arg, res->bytes, total);
     }
     if (r == CUDA_SUCCESS && rc == 0 && have_prev) {
         if (e->d->ctx_push(prev.lane->ctx) == CUDA_SUCCESS) {
-            r = batch_finish(e, rs, us, &prev, out, res);
+            r = finish(&m, &prev);
             CUcontext old;
             e->d->ctx_pop(&old);
             if (r != CUDA_SUCCESS)
-                step = out ? "releasing copied memory" : "cuEventSynchronize";
+                step = finishing;
         }
-        if (progress)
-            progress(arg, res->bytes, total);
     }
     if (r != CUDA_SUCCESS || rc != 0) {
         quiesce(e);
@@ -689,15 +777,25 @@ done:
     pthread_mutex_unlock(&e->op);
     free(us);
     free(rs);
+    free(m.busy);
+    free(m.pos);
     res->elapsed_ns = now_ns() - t0;
     return rc;
+}
+
+int gs_swap_move(gs_swap_engine_t *e, int dev, gs_swap_window_t *w, int out,
+                 const int64_t *deadline, const gs_swap_calls_t *calls, gs_swap_result_t *res)
+{
+    static const int64_t no_wait = 0;
+    return move(e, dev, w, out, deadline ? deadline : &no_wait, calls, res);
 }
 
 int gs_swap_out(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w,
                 gs_swap_progress_fn progress, void *arg, gs_swap_result_t *res)
 {
-    static const int64_t no_wait = 0;
-    return move(e, dev, w, 1, &no_wait, progress, arg, res);
+    gs_swap_window_t copy = *w; /* without calls nothing changes it */
+    gs_swap_calls_t calls = {progress, NULL, NULL, arg};
+    return gs_swap_move(e, dev, &copy, 1, NULL, &calls, res);
 }
 
 int64_t gs_swap_deadline(unsigned wait_ms)
@@ -709,14 +807,16 @@ int gs_swap_in(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w, unsigned
                gs_swap_progress_fn progress, void *arg, gs_swap_result_t *res)
 {
     int64_t deadline = gs_swap_deadline(wait_ms);
-    return move(e, dev, w, 0, &deadline, progress, arg, res);
+    return gs_swap_in_until(e, dev, w, &deadline, progress, arg, res);
 }
 
 int gs_swap_in_until(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w,
                      const int64_t *deadline, gs_swap_progress_fn progress, void *arg,
                      gs_swap_result_t *res)
 {
-    return move(e, dev, w, 0, deadline, progress, arg, res);
+    gs_swap_window_t copy = *w;
+    gs_swap_calls_t calls = {progress, NULL, NULL, arg};
+    return gs_swap_move(e, dev, &copy, 0, deadline, &calls, res);
 }
 
 /* ---- sharing with other processes (legacy IPC emulated) --------------------- */

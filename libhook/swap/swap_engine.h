@@ -149,6 +149,29 @@ typedef struct {
 /* Progress, called between batches from the calling thread. */
 typedef void (*gs_swap_progress_fn)(void *arg, uint64_t done, uint64_t total);
 
+/* What a move asks of its caller between batches (any may be NULL). */
+typedef struct {
+    gs_swap_progress_fn progress;
+    /* Swap out into a window not all mapped yet (a switch's relay): the
+     * next segment needs the window mapped up to `upto` bytes; the caller
+     * maps more (it may wait for the chunks).  0, or -1 with err set: the
+     * move stops there, what went out stays out. */
+    int (*more)(void *arg, gs_swap_window_t *w, uint64_t upto, char *err, size_t errlen);
+    /* Swap in: these positions of the window hold nothing that is still
+     * to come back (each is reported once); the caller may unmap them and
+     * give their chunks back early, for the session going out. */
+    void (*done)(void *arg, gs_swap_window_t *w, const int *positions, int n);
+    void *arg;
+} gs_swap_calls_t;
+
+/* The move itself: out (1) or in (0), as gs_swap_out / gs_swap_in_until,
+ * with the caller's calls.  Memory that the other side of a switch is
+ * still giving back (GPU memory coming in, chunks going out) is waited
+ * for with what is finished handed over first, so that neither side
+ * holds what the other waits for. */
+int gs_swap_move(gs_swap_engine_t *self, int dev, gs_swap_window_t *w, int out,
+                 const int64_t *deadline, const gs_swap_calls_t *calls, gs_swap_result_t *res);
+
 /* Moves every resident range of GPU dev into window w.  0, or -1 with
  * res->error (then some ranges may be parked, the rest resident). */
 int gs_swap_out(gs_swap_engine_t *self, int dev, const gs_swap_window_t *w,

@@ -21,8 +21,7 @@ static void close_all(int *fds, int n)
         close(fds[i]);
 }
 
-int gs_swap_fetch(const char *path, uint64_t lease, int *fds, int max, uint64_t *chunk_bytes,
-                  int timeout_ms, char *err, size_t errlen)
+static int connect_to(const char *path, char *err, size_t errlen)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof sa.sun_path) {
@@ -37,8 +36,18 @@ int gs_swap_fetch(const char *path, uint64_t lease, int *fds, int max, uint64_t 
             close(s);
         return -1;
     }
-    char req[64];
-    int len = snprintf(req, sizeof req, "{\"lease\":%llu}", (unsigned long long)lease);
+    return s;
+}
+
+int gs_swap_fetch_from(const char *path, uint64_t lease, int from, int wait_ms, int *fds, int max,
+                       uint64_t *chunk_bytes, int *want, int timeout_ms, char *err, size_t errlen)
+{
+    int s = connect_to(path, err, errlen);
+    if (s < 0)
+        return -1;
+    char req[128];
+    int len = snprintf(req, sizeof req, "{\"lease\":%llu,\"from\":%d,\"wait_ms\":%d}",
+                       (unsigned long long)lease, from, wait_ms);
     int got = 0, total = -1;
     if (gs_fd_send(s, req, (size_t)len, NULL, 0) < 0) {
         snprintf(err, errlen, "pool socket: %s", strerror(errno));
@@ -62,15 +71,15 @@ int gs_swap_fetch(const char *path, uint64_t lease, int *fds, int max, uint64_t 
         buf[k] = '\0';
         json_t *o = json_loads(buf, 0, NULL);
         const char *e = NULL;
-        json_int_t chunks = -1, cb = 0, count = -1;
+        json_int_t chunks = -1, cb = 0, count = -1, all = -1;
         if (o && json_unpack(o, "{s:s}", "error", &e) == 0) {
             snprintf(err, errlen, "%s", e);
             json_decref(o);
             goto fail;
         }
         if (!o ||
-            json_unpack(o, "{s:I,s:I,s:I}", "chunks", &chunks, "chunk_bytes", &cb, "count",
-                        &count) != 0 ||
+            json_unpack(o, "{s:I,s:I,s:I,s?I}", "chunks", &chunks, "chunk_bytes", &cb, "count",
+                        &count, "want", &all) != 0 ||
             count != n || chunks < 0 || chunks > max || cb <= 0) {
             snprintf(err, errlen, "bad answer from the pool socket");
             json_decref(o);
@@ -79,6 +88,8 @@ int gs_swap_fetch(const char *path, uint64_t lease, int *fds, int max, uint64_t 
         json_decref(o);
         total = (int)chunks;
         *chunk_bytes = (uint64_t)cb;
+        if (want)
+            *want = all >= 0 ? (int)all : from + (int)chunks; /* an older broker: all at once */
     }
     close(s);
     return got;
@@ -86,4 +97,54 @@ fail:
     close_all(fds, got);
     close(s);
     return -1;
+}
+
+int gs_swap_fetch(const char *path, uint64_t lease, int *fds, int max, uint64_t *chunk_bytes,
+                  int timeout_ms, char *err, size_t errlen)
+{
+    return gs_swap_fetch_from(path, lease, 0, 0, fds, max, chunk_bytes, NULL, timeout_ms, err,
+                              errlen);
+}
+
+int gs_swap_return(const char *path, uint64_t lease, const int *positions, int n, int timeout_ms,
+                   char *err, size_t errlen)
+{
+    json_t *pos = json_array();
+    for (int i = 0; pos && i < n; i++)
+        json_array_append_new(pos, json_integer(positions[i]));
+    json_t *o = pos ? json_pack("{s:I, s:o}", "return", (json_int_t)lease, "positions", pos) : NULL;
+    char *req = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!req) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int s = connect_to(path, err, errlen), rc = -1;
+    if (s >= 0 && gs_fd_send(s, req, strlen(req), NULL, 0) < 0)
+        snprintf(err, errlen, "pool socket: %s", strerror(errno));
+    else if (s >= 0) {
+        struct pollfd p = {s, POLLIN, 0};
+        char buf[512];
+        int nfd = 0;
+        ssize_t k =
+            poll(&p, 1, timeout_ms) == 1 ? gs_fd_recv(s, buf, sizeof buf - 1, NULL, 0, &nfd) : -1;
+        if (k <= 0)
+            snprintf(err, errlen, "the broker did not answer the return in %d ms", timeout_ms);
+        else {
+            buf[k] = '\0';
+            json_t *a = json_loads(buf, 0, NULL);
+            const char *e = NULL;
+            if (a && json_unpack(a, "{s:s}", "error", &e) == 0)
+                snprintf(err, errlen, "%s", e);
+            else
+                rc = json_is_true(json_object_get(a, "ok")) ? 0 : -1;
+            if (rc && !e)
+                snprintf(err, errlen, "bad answer from the pool socket");
+            json_decref(a);
+        }
+    }
+    if (s >= 0)
+        close(s);
+    free(req);
+    return rc;
 }

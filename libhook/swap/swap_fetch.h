@@ -16,4 +16,16 @@
 int gs_swap_fetch(const char *path, uint64_t lease, int *fds, int max, uint64_t *chunk_bytes,
                   int timeout_ms, char *err, size_t errlen);
 
+/* The same for the chunks from position `from` on of a lease that grows
+ * (a switch's relay): the broker answers when it has some there, or after
+ * about wait_ms with none (0: ask again).  *want: the lease's positions in
+ * all. */
+int gs_swap_fetch_from(const char *path, uint64_t lease, int from, int wait_ms, int *fds, int max,
+                       uint64_t *chunk_bytes, int *want, int timeout_ms, char *err, size_t errlen);
+
+/* Gives these positions of `lease` back to the pool before the rest: their
+ * data is back on the GPU.  0, or -1 with err set. */
+int gs_swap_return(const char *path, uint64_t lease, const int *positions, int n, int timeout_ms,
+                   char *err, size_t errlen);
+
 #endif

@@ -19,9 +19,11 @@
 
 typedef struct {
     CUdeviceptr va; /* 0: closed */
-    size_t bytes;
+    size_t bytes;   /* reserved: `chunks` positions */
     size_t chunk_bytes;
     int chunks;
+    int mapped;          /* positions 0 .. mapped-1 have had their chunk mapped */
+    unsigned char *gone; /* per position: unmapped early (its chunk went back) */
     int dev;
 } gs_swap_window_t;
 
@@ -30,6 +32,19 @@ typedef struct {
  * nothing left mapped. */
 int gs_swap_window_open(const gs_swap_driver_t *d, int dev, const int *fds, int n,
                         size_t chunk_bytes, gs_swap_window_t *w, char *err, size_t errlen);
+/* The same for a lease that grows (a switch's relay): room for `want`
+ * chunks, the first n of them mapped now (n may be 0). */
+int gs_swap_window_open_part(const gs_swap_driver_t *d, int dev, const int *fds, int n, int want,
+                             size_t chunk_bytes, gs_swap_window_t *w, char *err, size_t errlen);
+/* Maps n more chunks at the next positions.  0, or -1 with err set (the
+ * window as it was). */
+int gs_swap_window_extend(const gs_swap_driver_t *d, gs_swap_window_t *w, const int *fds, int n,
+                          char *err, size_t errlen);
+/* Bytes from the window's start that are mapped. */
+size_t gs_swap_window_mapped_bytes(const gs_swap_window_t *w);
+/* Position pos no longer holds anything this process needs: unmapped now,
+ * so that its chunk can go back to the pool before the window closes. */
+void gs_swap_window_drop(const gs_swap_driver_t *d, gs_swap_window_t *w, int pos);
 void gs_swap_window_close(const gs_swap_driver_t *d, gs_swap_window_t *w);
 
 #endif

@@ -86,7 +86,11 @@ static gs_swap_window_t host_window(size_t bytes, size_t chunk)
 {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     REQUIRE(p != MAP_FAILED);
-    return (gs_swap_window_t){(CUdeviceptr)(uintptr_t)p, bytes, chunk, (int)(bytes / chunk), 0};
+    return (gs_swap_window_t){.va = (CUdeviceptr)(uintptr_t)p,
+                              .bytes = bytes,
+                              .chunk_bytes = chunk,
+                              .chunks = (int)(bytes / chunk),
+                              .mapped = (int)(bytes / chunk)};
 }
 
 /* ---- tests ---------------------------------------------------------------- */

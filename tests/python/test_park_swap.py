@@ -463,3 +463,36 @@ def test_a_process_joining_again_during_a_failed_swap_in_gets_no_second_swap_in(
         assert "pid %d comes back with the rest" % a2.pid not in b.log(), b.log()
     finally:
         a2.kill()
+
+
+def test_a_switch_needs_host_room_for_one_notebook_not_two(notebooks, short_tmp):
+    """Three notebooks of 40 MiB take turns on a GPU where two fit, with a
+    host budget of 48 MiB: room for one parked notebook and two chunks.
+    Each switch parks the outgoing notebook on the swap tier all the same:
+    its lease grows with the chunks the incoming one returns as its memory
+    comes back (the relay).  Before, the outgoing one needed a whole lease
+    of its own, which the budget refused ("parking would exceed the host
+    budget"), and the switch waited for ever."""
+    b, sim, make = notebooks("100M", "park_idle_s=0", "park_host_budget=48M",
+                             GPUSHARE_POOL_CHUNK=str(CHUNK))
+    nbs = {n: make(n, True, GPUSHARE_SWAP="on", GPUSHARE_SWAP_SEGMENT="4M") for n in "abc"}
+    for seed, n in enumerate("ab", 1):
+        assert nbs[n].cell("alloc x %d" % (40 * MIB)) == "ok", nbs[n].stderr()
+        assert nbs[n].cell("fill x %d" % seed) == "ok"
+    wait_for("the pool to pin 44 MiB", lambda: pinned(b) >= 44 * MIB)
+    assert nbs["c"].cell("alloc x %d" % (40 * MIB)) == "ok", nbs["c"].stderr()
+    assert nbs["c"].cell("fill x 3") == "ok"
+    seeds = {"a": 1, "b": 2, "c": 3}
+    for rnd in range(2):
+        for n in "abc":
+            assert nbs[n].cell("check x %d" % seeds[n]) == "ok", (n, nbs[n].stderr(), b.log())
+            assert nbs[n].cell("run 1") == "ok"
+    parks = b.events("park")
+    assert len(parks) >= 5, parks
+    assert all(p["tier"] == "swap" for p in parks), parks
+    assert not b.events("park_failed") and not b.events("unpark_failed"), b.events()
+    assert "goes out on the swap tier while session" in b.log(), b.log()
+    for p in b.status()["parking"]["pool"]:
+        assert p["pinned_bytes"] <= 48 * MIB, p
+    for n in "abc":
+        assert nbs[n].cell("check x %d" % seeds[n]) == "ok", nbs[n].stderr()

@@ -4,6 +4,8 @@
  * budget, a failed pin is retried later, leases are all or nothing and
  * never hand one user's data to another, returned chunks are zeroed, and
  * memory that stays unused above the target goes back to the system.
+ * A growing lease (a switch's relay) takes chunks the session coming back
+ * returns early, before anyone else, and only what its user may have.
  * The driver is played by the test: it takes each job and reports it.
  */
 #include <setjmp.h>
@@ -151,6 +153,75 @@ static void another_users_data_is_zeroed_first(void **state)
     gs_host_pool_destroy(&p);
 }
 
+/* The relay of a switch: 4 chunks pinned, alice's parked notebook holds 3;
+ * her other notebook goes out into a lease that grows as the first one's
+ * chunks come back early. */
+static void a_growing_lease_takes_returned_chunks_first(void **state)
+{
+    (void)state;
+    gs_host_pool_t *p = new_pool(4);
+    gs_host_pool_set_target(p, 4 * GIB);
+    run_jobs(p, 0, GS_POOL_JOB_PIN);
+    int chunks[8], n;
+    uint64_t in = gs_host_pool_lease(p, 1000, 3 * GIB, chunks, 8, &n);
+    assert_true(in > 0);
+    assert_int_equal(gs_host_pool_lease(p, 1000, 3 * GIB, chunks, 8, &n), 0); /* one free */
+    uint64_t out = gs_host_pool_lease_growing(p, 1000, 3 * GIB, &n);
+    assert_true(out > 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(gs_host_pool_lease_want(p, out), 3);
+    /* Positions 0 and 1 of the incoming lease are back on the GPU. */
+    int first[] = {0, 1};
+    assert_int_equal(gs_host_pool_return_some(p, in, first, 2, 1 * SEC), 0);
+    const int *lc = gs_host_pool_lease_chunks(p, out, &n);
+    assert_int_equal(n, 3);
+    const int *ic = gs_host_pool_lease_chunks(p, in, &n);
+    assert_int_equal(n, 3);
+    assert_int_equal(ic[0], -1);
+    assert_int_equal(ic[1], -1);
+    assert_true(lc[1] >= 0 && lc[2] >= 0 && lc[1] != ic[2] && lc[2] != ic[2]);
+    assert_int_equal(stats(p).lent_bytes, 4 * GIB);
+    /* Again, or an unknown position: refused, nothing changes. */
+    assert_int_equal(gs_host_pool_return_some(p, in, first, 1, 1 * SEC), -1);
+    int bad[] = {2, 7};
+    assert_int_equal(gs_host_pool_return_some(p, in, bad, 2, 1 * SEC), -1);
+    /* The rest of the incoming lease comes back whole. */
+    assert_int_equal(gs_host_pool_return(p, in, 2 * SEC), 0);
+    assert_int_equal(stats(p).lent_bytes, 3 * GIB);
+    assert_int_equal(gs_host_pool_return(p, out, 3 * SEC), 0);
+    assert_int_equal(stats(p).leases, 0);
+    gs_host_pool_destroy(&p);
+}
+
+/* Bob's growing lease never gets alice's returned chunks before they are
+ * zeroed, and gets them once they are. */
+static void a_growing_lease_waits_for_zeroing(void **state)
+{
+    (void)state;
+    gs_host_pool_t *p = new_pool(2);
+    gs_host_pool_set_target(p, 2 * GIB);
+    run_jobs(p, 0, GS_POOL_JOB_PIN);
+    int chunks[8], n;
+    uint64_t alice = gs_host_pool_lease(p, 1000, 2 * GIB, chunks, 8, &n);
+    uint64_t bob = gs_host_pool_lease_growing(p, 1001, 2 * GIB, &n);
+    assert_true(alice > 0 && bob > 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(gs_host_pool_usable(p, 1001), 0);
+    int pos[] = {0};
+    assert_int_equal(gs_host_pool_return_some(p, alice, pos, 1, 1 * SEC), 0);
+    gs_host_pool_lease_chunks(p, bob, &n);
+    assert_int_equal(n, 0);
+    assert_int_equal(run_jobs(p, 2 * SEC, GS_POOL_JOB_ZERO), 1);
+    gs_host_pool_lease_chunks(p, bob, &n);
+    assert_int_equal(n, 1);
+    gs_host_pool_return(p, alice, 3 * SEC);
+    run_jobs(p, 4 * SEC, GS_POOL_JOB_ZERO);
+    gs_host_pool_lease_chunks(p, bob, &n);
+    assert_int_equal(n, 2);
+    gs_host_pool_return(p, bob, 5 * SEC);
+    gs_host_pool_destroy(&p);
+}
+
 static void a_failed_zeroing_keeps_the_chunk_from_others(void **state)
 {
     (void)state;
@@ -240,6 +311,8 @@ int main(void)
         cmocka_unit_test(a_failed_pin_is_retried_later),
         cmocka_unit_test(a_lease_coming_is_one_the_pool_is_still_pinning),
         cmocka_unit_test(leases_are_all_or_nothing),
+        cmocka_unit_test(a_growing_lease_takes_returned_chunks_first),
+        cmocka_unit_test(a_growing_lease_waits_for_zeroing),
         cmocka_unit_test(another_users_data_is_zeroed_first),
         cmocka_unit_test(a_failed_zeroing_keeps_the_chunk_from_others),
         cmocka_unit_test(unused_memory_goes_back_after_a_while),

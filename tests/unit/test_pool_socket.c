@@ -35,26 +35,36 @@ static int chunks[3];          /* the "pinned" memory */
 static gs_pool_request_t seen; /* what the broker was asked */
 static int refuse;
 
+static int grown; /* lease 8 grows: it has this many of its 3 chunks */
+
 static int serve(void *arg, const gs_pool_request_t *req, int *fds, int max, uint64_t *cb,
-                 char *err, size_t errlen)
+                 int *want, char *err, size_t errlen)
 {
     (void)arg;
     seen = *req;
-    if (refuse || req->lease != 7) {
+    if (refuse || (req->lease != 7 && req->lease != 8)) {
         snprintf(err, errlen, "lease %llu is not yours", (unsigned long long)req->lease);
         return -1;
     }
-    for (int i = 0; i < 3 && i < max; i++)
-        fds[i] = dup(chunks[i]); /* an export makes a new descriptor each time */
     *cb = CHUNK;
-    return 3;
+    *want = 3;
+    if (req->nreturn > 0)
+        return 0;
+    int have = req->lease == 7 ? 3 : grown;
+    if (req->from >= have)
+        return req->from < 3 ? GS_POOL_LATER : 0;
+    for (int i = req->from; i < have && i - req->from < max; i++)
+        fds[i - req->from] = dup(chunks[i]); /* an export makes a new descriptor each time */
+    return have - req->from;
 }
 
 struct fetch {
     uint64_t lease;
+    int from, wait_ms; /* a growing lease's request */
     int fds[8];
-    int n;
+    int n, want;
     uint64_t chunk_bytes;
+    int ret[2], nret; /* an early return instead */
     char err[200];
     int done;
 };
@@ -62,7 +72,14 @@ struct fetch {
 static void *fetch_thread(void *arg)
 {
     struct fetch *f = arg;
-    f->n = gs_swap_fetch(path, f->lease, f->fds, 8, &f->chunk_bytes, 5000, f->err, sizeof f->err);
+    if (f->nret)
+        f->n = gs_swap_return(path, f->lease, f->ret, f->nret, 5000, f->err, sizeof f->err);
+    else if (f->from || f->wait_ms)
+        f->n = gs_swap_fetch_from(path, f->lease, f->from, f->wait_ms, f->fds, 8, &f->chunk_bytes,
+                                  &f->want, 5000, f->err, sizeof f->err);
+    else
+        f->n =
+            gs_swap_fetch(path, f->lease, f->fds, 8, &f->chunk_bytes, 5000, f->err, sizeof f->err);
     __atomic_store_n(&f->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
@@ -97,6 +114,8 @@ static int setup(void **state)
         munmap(p, CHUNK);
     }
     refuse = 0;
+    grown = 0;
+    memset(&seen, 0, sizeof seen);
     return 0;
 }
 
@@ -203,6 +222,85 @@ static void a_silent_client_is_dropped_after_the_timeout(void **state)
     gs_pool_socket_destroy(&ps);
 }
 
+/* One round of the broker's loop. */
+static void serve_once(gs_pool_socket_t *ps, int64_t at_ms)
+{
+    zmq_pollitem_t items[GS_POOL_SOCKET_MAX_CONN + 1];
+    int n = gs_pool_socket_poll_items(ps, items, GS_POOL_SOCKET_MAX_CONN + 1);
+    assert_true(zmq_poll(items, n, 50) >= 0);
+    gs_pool_socket_handle(ps, items, n, at_ms, serve, NULL);
+}
+
+static void a_growing_lease_is_answered_when_it_grows(void **state)
+{
+    (void)state;
+    gs_pool_socket_t *ps = listen_here();
+    struct fetch f = {.lease = 8, .from = 1, .wait_ms = 1000};
+    grown = 1;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, fetch_thread, &f), 0);
+    /* The request arrives at time 0 and finds nothing from position 1 on:
+     * it waits, unanswered, while the clock stays within its wait. */
+    while (seen.lease != 8)
+        serve_once(ps, 0);
+    serve_once(ps, 999);
+    assert_false(__atomic_load_n(&f.done, __ATOMIC_ACQUIRE));
+    /* The lease grows (the other side returned a chunk): the next round
+     * answers with it. */
+    grown = 2;
+    while (!__atomic_load_n(&f.done, __ATOMIC_ACQUIRE))
+        serve_once(ps, 999);
+    pthread_join(t, NULL);
+    assert_int_equal(f.n, 1);
+    assert_int_equal(f.want, 3);
+    char c = 0;
+    assert_int_equal(pread(f.fds[0], &c, 1, 0), 1);
+    assert_int_equal(c, 'b'); /* position 1 */
+    close(f.fds[0]);
+    gs_pool_socket_destroy(&ps);
+}
+
+static void a_growing_lease_past_its_wait_answers_none(void **state)
+{
+    (void)state;
+    gs_pool_socket_t *ps = listen_here();
+    struct fetch f = {.lease = 8, .from = 0, .wait_ms = 100};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, fetch_thread, &f), 0);
+    while (seen.lease != 8)
+        serve_once(ps, 0);
+    while (!__atomic_load_n(&f.done, __ATOMIC_ACQUIRE))
+        serve_once(ps, 101); /* past the wait: "none yet, ask again" */
+    pthread_join(t, NULL);
+    assert_int_equal(f.n, 0);
+    assert_int_equal(f.want, 3);
+    gs_pool_socket_destroy(&ps);
+}
+
+static void an_early_return_reaches_the_broker(void **state)
+{
+    (void)state;
+    gs_pool_socket_t *ps = listen_here();
+    struct fetch f = {.lease = 7, .ret = {0, 2}, .nret = 2};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, fetch_thread, &f), 0);
+    serve_until(ps, &f);
+    pthread_join(t, NULL);
+    assert_int_equal(f.n, 0);
+    assert_int_equal(seen.nreturn, 2);
+    assert_int_equal(seen.positions[0], 0);
+    assert_int_equal(seen.positions[1], 2);
+    assert_int_equal((int)seen.pid, (int)getpid());
+    /* Refused (not the peer's lease): an error the client can tell. */
+    struct fetch g = {.lease = 9, .ret = {1}, .nret = 1};
+    assert_int_equal(pthread_create(&t, NULL, fetch_thread, &g), 0);
+    serve_until(ps, &g);
+    pthread_join(t, NULL);
+    assert_int_equal(g.n, -1);
+    assert_non_null(strstr(g.err, "not yours"));
+    gs_pool_socket_destroy(&ps);
+}
+
 static void the_path_sits_beside_the_endpoint(void **state)
 {
     (void)state;
@@ -221,6 +319,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_bad_request_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(a_silent_client_is_dropped_after_the_timeout, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(a_growing_lease_is_answered_when_it_grows, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_growing_lease_past_its_wait_answers_none, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(an_early_return_reaches_the_broker, setup, teardown),
         cmocka_unit_test(the_path_sits_beside_the_endpoint),
     };
     return cmocka_run_group_tests_name("pool_socket", tests, NULL, NULL);
