@@ -98,6 +98,11 @@ def main():
             st = json.loads(drive("status"))
             pools = st.get("parking", {}).get("pool") or [{}]
             pinned = pools[0].get("pinned_bytes", 0)
+            # No more than the budget allows (the default budget, half the
+            # RAM, holds one 60 GB notebook and a few chunks: a switch
+            # relays the incoming notebook's chunks to the outgoing one).
+            chunk = pools[0].get("chunk_bytes") or 1
+            need = min(need, pools[0].get("budget_bytes", need) // chunk * chunk)
             if pinned >= need or time.time() - t0 > 240:
                 emit(event="pool_wait", pinned_bytes=pinned, need_bytes=need,
                      wait_s=round(time.time() - t0, 2), pool=pools[0])
