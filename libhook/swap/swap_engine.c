@@ -698,6 +698,15 @@ static int move(gs_swap_engine_t *e, int dev, gs_swap_window_t *w, int out, cons
              * the other side may be waiting for exactly that. */
             int wait_host = out && calls && calls->more &&
                             host_end(rg, us[u].seg) > gs_swap_window_mapped_bytes(w);
+            if (wait_host) { /* chunks at hand are mapped while the copies run */
+                int more = calls->more(calls->arg, w, host_end(rg, us[u].seg), 0, res->error,
+                                       sizeof res->error);
+                if (more < 0) {
+                    rc = -1;
+                    break;
+                }
+                wait_host = more > 0;
+            }
             CUresult got = CUDA_SUCCESS;
             if (!out && (got = back_seg(e, rg, us[u].seg)) == CUDA_ERROR_OUT_OF_MEMORY &&
                 cur.count > 0)
@@ -712,7 +721,7 @@ static int move(gs_swap_engine_t *e, int dev, gs_swap_window_t *w, int out, cons
                     }
                     have_prev = 0;
                 }
-                if (wait_host && calls->more(calls->arg, w, host_end(rg, us[u].seg), res->error,
+                if (wait_host && calls->more(calls->arg, w, host_end(rg, us[u].seg), 1, res->error,
                                              sizeof res->error) != 0) {
                     rc = -1;
                     break;

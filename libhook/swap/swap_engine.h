@@ -152,11 +152,15 @@ typedef void (*gs_swap_progress_fn)(void *arg, uint64_t done, uint64_t total);
 /* What a move asks of its caller between batches (any may be NULL). */
 typedef struct {
     gs_swap_progress_fn progress;
-    /* Swap out into a window not all mapped yet (a switch's relay): the
-     * next segment needs the window mapped up to `upto` bytes; the caller
-     * maps more (it may wait for the chunks).  0, or -1 with err set: the
-     * move stops there, what went out stays out. */
-    int (*more)(void *arg, gs_swap_window_t *w, uint64_t upto, char *err, size_t errlen);
+    /* Swap out into a window not all mapped yet (mapped as the copies go,
+     * and in a switch's relay as the chunks come): the next segment needs
+     * the window mapped up to `upto` bytes; the caller maps more.  With
+     * wait 0 it maps only what it has at hand and returns 1 if that is not
+     * enough (the engine then finishes its batch in flight, which frees
+     * GPU memory the other side of a switch may wait for, and asks again
+     * with wait 1: the caller may wait for chunks).  0 when mapped, or -1
+     * with err set: the move stops there, what went out stays out. */
+    int (*more)(void *arg, gs_swap_window_t *w, uint64_t upto, int wait, char *err, size_t errlen);
     /* Swap in: these positions of the window hold nothing that is still
      * to come back (each is reported once); the caller may unmap them and
      * give their chunks back early, for the session going out. */
