@@ -624,6 +624,47 @@ static void a_busy_cell_is_never_switched_out_early(void **state)
     assert_int_equal(sinfo("a").turn_end_us, 0);
 }
 
+/* Issue 17 under the exclusive policy: a hold begins a turn of tq (or 10 x
+ * the switch cost), and a running cell that gives the GPU back between its
+ * GPU phases is not switched out before its turn is over.  (Without a
+ * turn it was switchable at every CPU phase: on the H200 a pair of 32 GiB
+ * jobs switched every 2 s under tq = 20 s.) */
+static void an_exclusive_holder_keeps_its_turn_between_gpu_phases(void **state)
+{
+    (void)state;
+    sched_setup(100 * MIB);
+    char err[200];
+    gs_sched_config_t c;
+    gs_sched_config_default(&c);
+    c.boost_us = 0;
+    c.policy = GS_POLICY_EXCLUSIVE;
+    c.tq_us = 20 * SEC;
+    assert_int_equal(gs_sched_set_config(S, &c, err, sizeof err), 0);
+    notebook("a", 60);
+    notebook("b", 60);
+    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
+    gs_sched_set_move_rates(S, "a", 0, 600.0 * MIB, 600.0 * MIB); /* 0.2 s a switch */
+    int64_t t0 = NOW;
+    gs_sched_cell(S, "a", 1, NOW);
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    acts_keep();
+    assert_int_equal(sinfo("a").turn_end_us, t0 + 20 * SEC);
+    gs_sched_cell(S, "b", 1, NOW);
+    gs_sched_demand(S, "b", 0, 1, NOW);
+    /* A CPU phase of 100 ms: a keeps its turn. */
+    NOW += 1 * SEC;
+    gs_sched_release(S, "a1", 0, last_grant, NOW);
+    assert_false(sinfo("a").switchable);
+    NOW += 100 * MS;
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    assert_int_equal(sinfo("a").turn_end_us, t0 + 20 * SEC); /* the same turn */
+    /* After its turn, the next CPU phase lets b in. */
+    NOW = t0 + 20 * SEC;
+    gs_sched_tick(S, NOW);
+    gs_sched_release(S, "a1", 0, last_grant, NOW);
+    assert_true(sinfo("a").switchable);
+}
+
 /* Issue 17: a cell that has just started and does not fit takes what it
  * needs, a switch: a trainer's turn, grown with its long cell, is cut to
  * the shortest a switch allows, max(adaptive_min_s, 10 x its switch
@@ -782,6 +823,8 @@ int main(void)
                                   sched_teardown),
         cmocka_unit_test_teardown(the_slice_follows_the_measured_switch_cost, sched_teardown),
         cmocka_unit_test_teardown(a_busy_cell_is_never_switched_out_early, sched_teardown),
+        cmocka_unit_test_teardown(an_exclusive_holder_keeps_its_turn_between_gpu_phases,
+                                  sched_teardown),
         cmocka_unit_test_teardown(the_pause_between_cells_is_no_idle_gap, sched_teardown),
         cmocka_unit_test_teardown(a_new_cell_cuts_a_long_turn_to_the_shortest, sched_teardown),
         cmocka_unit_test_teardown(cell_end_drops_the_demand, sched_teardown),
