@@ -656,7 +656,11 @@ static void an_exclusive_holder_keeps_its_turn_between_gpu_phases(void **state)
     gs_sched_release(S, "a1", 0, last_grant, NOW);
     assert_false(sinfo("a").switchable);
     NOW += 100 * MS;
+    acts_keep();
     gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    /* Granted again at once, though b (parked) waits first: b waits for
+     * a's turn to end anyway (before, each waited for the other). */
+    assert_string_equal(acts_keep(), "G:a1");
     assert_int_equal(sinfo("a").turn_end_us, t0 + 20 * SEC); /* the same turn */
     /* After its turn, the next CPU phase lets b in. */
     NOW = t0 + 20 * SEC;
