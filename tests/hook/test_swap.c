@@ -321,6 +321,92 @@ static void a_window_of_pinned_chunks_holds_the_parked_memory(void **state)
     simtest_in_child(pooled_window_child, NULL);
 }
 
+/* A window mapped as the copies go, and given back as they come back (the
+ * relay of a switch, swap_engine.h gs_swap_calls_t): swap out maps each
+ * further chunk only when the next segment needs it; swap in reports each
+ * position once nothing of it is still to come back, and the caller
+ * unmaps it at once (were it still needed, the copy would read unmapped
+ * memory). */
+struct relay_probe {
+    int *fds, nfds, next;
+    int more_calls, waited;
+    int reported[8], reports;
+};
+
+static int probe_more(void *arg, gs_swap_window_t *w, uint64_t upto, int wait, char *err,
+                      size_t errlen)
+{
+    struct relay_probe *r = arg;
+    r->more_calls++;
+    r->waited += wait;
+    while (gs_swap_window_mapped_bytes(w) < upto && r->next < r->nfds) {
+        if (gs_swap_window_extend(&drv, w, &r->fds[r->next], 1, err, errlen) != 0)
+            return -1;
+        r->next++;
+    }
+    return gs_swap_window_mapped_bytes(w) >= upto ? 0 : wait ? -1 : 1;
+}
+
+static void probe_done(void *arg, gs_swap_window_t *w, const int *positions, int n)
+{
+    struct relay_probe *r = arg;
+    r->reports++;
+    for (int i = 0; i < n; i++) {
+        REQUIRE(positions[i] >= 0 && positions[i] < 8);
+        r->reported[positions[i]]++;
+        gs_swap_window_drop(&drv, w, positions[i]);
+    }
+}
+
+static void relay_child(int rd, int wr, void *arg)
+{
+    (void)rd, (void)wr, (void)arg;
+    CUcontext ctx = setup(4);
+    size_t before = free_bytes();
+    int fds[5];
+    pin_chunks(fds, 5, 4 * MIB);
+    CUdeviceptr p[3];
+    size_t sizes[] = {6 * MIB, 2 * MIB, 4 * MIB + 3}; /* 14 MiB backed: 4 chunks of 5 */
+    for (int i = 0; i < 3; i++) {
+        REQ_CU(gs_swap_alloc(engine, ctx, 0, sizes[i], &p[i]));
+        fill(p[i], sizes[i], (unsigned)(i + 60));
+    }
+    gs_swap_window_t w;
+    char err[200];
+    REQUIRE(gs_swap_window_open_part(&drv, 0, fds, 1, 5, 4 * MIB, &w, err, sizeof err) == 0);
+    struct relay_probe r = {.fds = fds, .nfds = 5, .next = 1};
+    gs_swap_calls_t out = {NULL, probe_more, NULL, &r};
+    gs_swap_result_t res;
+    REQUIRE(gs_swap_move(engine, 0, &w, 1, NULL, &out, &res) == 0);
+    REQUIRE(free_bytes() == before);
+    REQUIRE(w.mapped == 4); /* the fifth chunk was never needed */
+    REQUIRE(r.waited == 0); /* every chunk was at hand */
+    REQUIRE(r.more_calls >= 3);
+    gs_swap_calls_t in = {NULL, NULL, probe_done, &r};
+    int64_t deadline = gs_swap_deadline(1000);
+    REQUIRE(gs_swap_move(engine, 0, &w, 0, &deadline, &in, &res) == 0);
+    for (int i = 0; i < 4; i++)
+        REQUIRE(r.reported[i] == 1); /* each once */
+    REQUIRE(r.reports >= 3);         /* as the batches came back, not at the end */
+    for (int i = 0; i < 3; i++)
+        check(p[i], sizes[i], (unsigned)(i + 60));
+    gs_swap_window_close(&drv, &w);
+    for (int i = 0; i < 5; i++)
+        close(fds[i]);
+    for (int i = 0; i < 3; i++) {
+        int ours;
+        REQ_CU(gs_swap_free(engine, p[i], &ours));
+    }
+    teardown_engine();
+}
+
+static void a_window_is_mapped_as_it_goes_and_given_back_as_it_comes(void **state)
+{
+    (void)state;
+    simtest_fresh("256M", NULL);
+    simtest_in_child(relay_child, NULL);
+}
+
 /* ---- the program's own virtual memory (swap_vmm.c) ---------------------------- */
 
 /* What PyTorch's expandable segments do: reserve, then per page create,
@@ -547,6 +633,8 @@ int main(void)
         cmocka_unit_test_teardown(a_window_too_small_moves_nothing, simtest_teardown),
         cmocka_unit_test_teardown(progress_is_reported_batch_by_batch, simtest_teardown),
         cmocka_unit_test_teardown(a_window_of_pinned_chunks_holds_the_parked_memory,
+                                  simtest_teardown),
+        cmocka_unit_test_teardown(a_window_is_mapped_as_it_goes_and_given_back_as_it_comes,
                                   simtest_teardown),
         cmocka_unit_test_teardown(the_programs_own_mappings_move_too, simtest_teardown),
         cmocka_unit_test(names_are_translated_and_chosen_apart),
