@@ -229,6 +229,7 @@ struct relay {
     int64_t until;  /* gs_swap_deadline's clock */
     int *fds, nfds; /* fetched, not mapped yet (closed by run_out) */
     int next;       /* the first of them not mapped */
+    int may_fetch;  /* the window is this lease's (not one kept from before) */
 };
 
 /* Maps up to n of the chunks at hand. */
@@ -260,6 +261,12 @@ static int more_chunks(void *arg, gs_swap_window_t *w, uint64_t upto, int wait, 
         return 0;
     if (!wait)
         return 1;
+    if (!r->may_fetch) {
+        snprintf(err, errlen,
+                 "the host window kept from before holds %zu bytes, the GPU's ranges need %llu",
+                 gs_swap_window_mapped_bytes(w), (unsigned long long)upto);
+        return -1;
+    }
     while (gs_swap_window_mapped_bytes(w) < upto) {
         if (gs_swap_deadline(0) >= r->until) {
             snprintf(err, errlen,
@@ -292,7 +299,7 @@ static void run_out(const struct command *c, hook_swap_report_t *rep)
     static int fds[MAX_CHUNKS];
     uint64_t chunk_bytes = 0;
     int n = 0;
-    struct relay relay = {c, gs_swap_deadline(c->wait_ms), fds, 0, 0};
+    struct relay relay = {c, gs_swap_deadline(c->wait_ms), fds, 0, 0, 0};
     pthread_mutex_lock(&mu);
     int have_window = window[c->dev].va != 0;
     pthread_mutex_unlock(&mu);
@@ -312,6 +319,7 @@ static void run_out(const struct command *c, hook_swap_report_t *rep)
         }
         relay.nfds = n;
         relay.next = first;
+        relay.may_fetch = 1;
         pthread_mutex_lock(&mu);
         window[c->dev] = w;
         pthread_mutex_unlock(&mu);

@@ -534,6 +534,19 @@ static CUresult back_seg_waiting(gs_swap_engine_t *e, gs_swap_range_t *r, int k,
     }
 }
 
+/* The last position of [off, off + len) given back early, or -1. */
+static int gone_in(const gs_swap_window_t *w, uint64_t off, uint64_t len)
+{
+    if (!w->gone || !w->chunk_bytes || !len)
+        return -1;
+    int last = -1;
+    for (uint64_t c = off / w->chunk_bytes;
+         c * w->chunk_bytes < off + len && c < (uint64_t)w->chunks; c++)
+        if (w->gone[c])
+            last = (int)c;
+    return last;
+}
+
 /* Where the ranges that go out for the first time go in the window: after
  * those already there (a partly parked range keeps its place). */
 static int place(gs_swap_engine_t *e, int dev, gs_swap_range_t *rs, size_t n,
@@ -549,6 +562,10 @@ static int place(gs_swap_engine_t *e, int dev, gs_swap_range_t *rs, size_t n,
     free(ps);
     for (size_t i = 0; i < n; i++) {
         if (!rs[i].host_set) {
+            /* Past the positions a failed swap in gave back early: they
+             * are no longer mapped (swap_window.h, gs_swap_window_drop). */
+            for (int g; (g = gone_in(w, end, rs[i].bytes)) >= 0;)
+                end = (uint64_t)(g + 1) * w->chunk_bytes;
             rs[i].host_off = end;
             rs[i].host_set = 1;
             end += rs[i].bytes;

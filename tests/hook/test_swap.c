@@ -407,6 +407,57 @@ static void a_window_is_mapped_as_it_goes_and_given_back_as_it_comes(void **stat
     simtest_in_child(relay_child, NULL);
 }
 
+/* A swap in that fails half way has given some positions back already (and
+ * the spare ones at once); a park before the rest came back must not place
+ * anything there: it fails cleanly instead (their memory is unmapped), and
+ * everything still comes back bit-exact. */
+static void partial_child(int rd, int wr, void *arg)
+{
+    (void)rd, (void)wr, (void)arg;
+    CUcontext ctx = setup(4);
+    int fds[5];
+    pin_chunks(fds, 5, 4 * MIB);
+    CUdeviceptr p[3];
+    size_t sizes[] = {6 * MIB, 2 * MIB, 4 * MIB + 3}; /* 14 MiB backed */
+    for (int i = 0; i < 3; i++) {
+        REQ_CU(gs_swap_alloc(engine, ctx, 0, sizes[i], &p[i]));
+        fill(p[i], sizes[i], (unsigned)(i + 70));
+    }
+    gs_swap_window_t w;
+    char err[200];
+    REQUIRE(gs_swap_window_open_part(&drv, 0, fds, 5, 5, 4 * MIB, &w, err, sizeof err) == 0);
+    gs_swap_result_t res;
+    REQUIRE(gs_swap_out(engine, 0, &w, NULL, NULL, &res) == 0);
+    /* Room for the first range only: the swap in brings it back, then
+     * waits for memory past its deadline. */
+    CUdeviceptr block;
+    REQ_CU(cuMemAlloc(&block, free_bytes() - 6 * MIB));
+    struct relay_probe r = {.fds = fds, .nfds = 5, .next = 5};
+    gs_swap_calls_t in = {NULL, NULL, probe_done, &r};
+    int64_t deadline = gs_swap_deadline(200);
+    REQUIRE(gs_swap_move(engine, 0, &w, 0, &deadline, &in, &res) == -1);
+    REQUIRE(r.reported[4] == 1 && r.reported[0] == 1); /* the spare one, and range 0's first */
+    REQ_CU(cuMemFree(block));
+    /* Parked again now: range 0 would go to [14, 20) MiB, onto position 4. */
+    REQUIRE(gs_swap_out(engine, 0, &w, NULL, NULL, &res) == -1);
+    REQUIRE(strstr(res.error, "window") != NULL);
+    deadline = gs_swap_deadline(1000);
+    REQUIRE(gs_swap_move(engine, 0, &w, 0, &deadline, &in, &res) == 0);
+    for (int i = 0; i < 3; i++)
+        check(p[i], sizes[i], (unsigned)(i + 70));
+    gs_swap_window_close(&drv, &w);
+    for (int i = 0; i < 5; i++)
+        close(fds[i]);
+    teardown_engine();
+}
+
+static void a_park_after_a_failed_swap_in_avoids_what_it_gave_back(void **state)
+{
+    (void)state;
+    simtest_fresh("256M", NULL);
+    simtest_in_child(partial_child, NULL);
+}
+
 /* ---- the program's own virtual memory (swap_vmm.c) ---------------------------- */
 
 /* What PyTorch's expandable segments do: reserve, then per page create,
@@ -635,6 +686,8 @@ int main(void)
         cmocka_unit_test_teardown(a_window_of_pinned_chunks_holds_the_parked_memory,
                                   simtest_teardown),
         cmocka_unit_test_teardown(a_window_is_mapped_as_it_goes_and_given_back_as_it_comes,
+                                  simtest_teardown),
+        cmocka_unit_test_teardown(a_park_after_a_failed_swap_in_avoids_what_it_gave_back,
                                   simtest_teardown),
         cmocka_unit_test_teardown(the_programs_own_mappings_move_too, simtest_teardown),
         cmocka_unit_test(names_are_translated_and_chosen_apart),
