@@ -2,7 +2,8 @@
 # Install what is missing (the test stack too), build out of tree, and run
 # every test of gpushare:
 #   1. the normal build (-Werror) and `make check` (C unit tests, the
-#      simulated driver's tests, the Python/Jupyter integration tests);
+#      simulated driver's tests, the Python/Jupyter integration tests, the
+#      chaos test last);
 #   2. an ASan+UBSan build running the C tests;
 #   3. the libFuzzer targets of tests/fuzz, about a minute (tests/fuzz/run.sh);
 #   4. `make distcheck` (the release tarball builds and passes its tests);
@@ -48,12 +49,6 @@ if (cd _build-asan && ../configure -q --enable-werror --enable-assertions ${CUDA
         step_failed "sanitizer hook tests"
 else
     step_failed "sanitizer build"
-fi
-
-# The chaos test (doc/chaos.md) on request: its seeds still find bugs.
-if [ "${GPUSHARE_CHAOS:-0}" = 1 ]; then
-    echo "== chaos (tests/chaos, alone)"
-    (cd _build && make -s -C tests check-chaos >chaos.out 2>&1) || step_failed "chaos"
 fi
 
 echo "== fuzzing (libFuzzer, tests/fuzz/run.sh)"

@@ -449,6 +449,13 @@ int park_unparkable(const gs_park_t *p, const char *session, int64_t now, char *
     return out[0] != '\0';
 }
 
+void park_pause_wake(gs_park_t *p, const psess_t *ps, int64_t now)
+{
+    int64_t end = ps->pool_refused_at + POOL_REFUSED_PAUSE;
+    if (ps->pool_refused_at && now < end && end < p->wake)
+        p->wake = end;
+}
+
 /* Outside Jupyter, and only the swap tier may park it (park_unparkable). */
 static int swap_only(const gs_park_t *p, const char *session, int64_t now)
 {

@@ -207,6 +207,11 @@ uint64_t park_host_used(const gs_park_t *p);
 /* Why the session cannot be parked now, whatever its activity ("managed
  * memory", "parking is off on GPU 1", ...); 0 with out empty when it can. */
 int park_unparkable(const gs_park_t *p, const char *session, int64_t now, char *out, size_t len);
+/* A session the pool refused is not picked for a moment (park_unparkable);
+ * the poll looks again when that moment ends, since no event may come then:
+ * everyone idle, and the session that waits for the room has asked already
+ * (after a broker restart, a parked hook's only acquire). */
+void park_pause_wake(gs_park_t *p, const psess_t *ps, int64_t now);
 
 /* The end of a park or unpark, from a worker job or the swap tier. */
 void park_finish_park(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t now);

@@ -62,8 +62,10 @@ park_views_t park_views(gs_park_t *p, int64_t now)
         }
         vs.n++;
     }
-    for (int i = 0; i < vs.n; i++) /* this iterates the client table */
+    for (int i = 0; i < vs.n; i++) { /* this iterates the client table */
         park_unparkable(p, vs.v[i].s->id, now, vs.v[i].reason, sizeof vs.v[i].reason);
+        park_pause_wake(p, vs.v[i].ps, now);
+    }
     return vs;
 }
 

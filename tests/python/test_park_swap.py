@@ -496,3 +496,52 @@ def test_a_switch_needs_host_room_for_one_notebook_not_two(notebooks, short_tmp)
         assert p["pinned_bytes"] <= 48 * MIB, p
     for n in "abc":
         assert nbs[n].cell("check x %d" % seeds[n]) == "ok", nbs[n].stderr()
+
+
+def test_memory_that_cannot_come_back_after_a_broker_restart_gets_room_from_the_new_one(
+        swap_notebooks, short_tmp):
+    """Chaos seed 3: p is parked on the swap tier, the broker is killed and
+    c fills the GPU, so p's hook cannot bring its memory back by itself.
+    The new broker learns of that memory from p's report and makes room
+    for it as for any unpark: it parks c (a program outside Jupyter: the
+    swap tier only) into its new pool, then sends p swap_in.  c reaches
+    the new broker first (p is stopped meanwhile), as in the chaos run:
+    the pool's target is set while c alone holds memory and is not looked
+    at again for 20 ms, so c's first park, in the same moment as p's
+    report, is refused, and c is not picked again for a second.  Before
+    the fix nothing looked again when that second ended (no event comes:
+    both programs wait), and p waited for ever."""
+    b, make = swap_notebooks("100M", "park_idle_s=0")
+    p, c = make("p", cells=False), make("c", cells=False)
+    assert p.command("alloc x %d" % (60 * MIB)) == "ok", p.stderr()
+    assert p.command("fill x 15") == "ok"
+    assert c.command("alloc y %d" % (20 * MIB)) == "ok", c.stderr()
+    wait_for("p and c to join", lambda: entry(b.status(), "p") and entry(b.status(), "c"))
+    wait_for("the pool to pin 60 MiB", lambda: pinned(b) >= 60 * MIB)
+    assert c.command("alloc z %d" % (30 * MIB)) == "ok", c.stderr()  # p goes out
+    e = entry(b.status(), "p")
+    assert e["parking"] == "parked" and e["park_tier"] == "swap", e
+    assert c.command("alloc w %d" % (40 * MIB)) == "ok", c.stderr()  # the GPU is full
+    assert c.command("fill w 16") == "ok"
+    b.proc.send_signal(signal.SIGKILL)
+    b.proc.wait(10)
+    gstest.wait_until(lambda: "could not come back yet" in p.stderr(),
+                      what="p's hook to find no memory for its own")
+    p.proc.send_signal(signal.SIGSTOP)
+    b2 = gstest.Broker(short_tmp, b.env, b.args)
+    b2.stderr_path = short_tmp / "broker-2.stderr"
+    try:
+        try:
+            b2.start()
+            wait_for("c to report its memory to the new broker",
+                     lambda: (entry(b2.status(), "c") or {}).get("resident_bytes") == 90 * MIB)
+        finally:
+            p.proc.send_signal(signal.SIGCONT)
+        assert p.command("check x 15", timeout=30) == "ok", p.stderr()
+        assert c.command("check w 16", timeout=30) == "ok", c.stderr()
+        # (one event log for both brokers; the first never parked c)
+        assert [ev for ev in b.events("park") if ev["session"] == "c" and ev["tier"] == "swap"]
+    except AssertionError as e:
+        raise AssertionError("%s\nthe new broker's log:\n%s" % (e, b2.log())) from None
+    finally:
+        b2.stop()
