@@ -36,6 +36,17 @@ static const char *str(const json_t *obj, const char *key)
     return s ? s : "";
 }
 
+/* One metric family: its name, Prometheus type and help, and the status
+ * key its value is read from. */
+typedef struct {
+    const char *name, *type, *help, *key;
+} metric_t;
+
+static void header(FILE *out, const metric_t *m)
+{
+    fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", m->name, m->help, m->name, m->type);
+}
+
 char *gs_metrics_render(const json_t *st)
 {
     char *buf = NULL;
@@ -48,27 +59,21 @@ char *gs_metrics_render(const json_t *st)
             "# TYPE gpushare_scheduler_on gauge\n"
             "gpushare_scheduler_on %d\n",
             strcmp(str(st, "scheduler"), "on") == 0);
-    static const struct {
-        const char *name, *type, *help, *key;
-    } gpu_metrics[] = {
+    static const metric_t gpu_metrics[] = {
         {"gpushare_gpu_memory_total_bytes", "gauge", "GPU memory.", "memory_total"},
         {"gpushare_gpu_memory_used_bytes", "gauge", "GPU memory held by sessions.", "memory_used"},
         {"gpushare_gpu_memory_parked_bytes", "gauge",
          "GPU memory of its sessions parked in host RAM.", "memory_parked"},
     };
     /* The swap tier's host pool of each GPU (status: parking.pool[], by index). */
-    static const struct {
-        const char *name, *type, *help, *key;
-    } pool_metrics[] = {
+    static const metric_t pool_metrics[] = {
         {"gpushare_pool_pinned_bytes", "gauge", "Host memory the GPU's pool has pinned.",
          "pinned_bytes"},
         {"gpushare_pool_lent_bytes", "gauge", "Pinned host memory lent to parked sessions.",
          "lent_bytes"},
         {"gpushare_pool_target_bytes", "gauge", "What the pool pins towards.", "target_bytes"},
     };
-    static const struct {
-        const char *name, *type, *help, *key;
-    } session_metrics[] = {
+    static const metric_t session_metrics[] = {
         {"gpushare_session_resident_bytes", "gauge", "Session memory on the GPU.",
          "resident_bytes"},
         {"gpushare_session_parked_bytes", "gauge", "Session memory parked in host RAM.",
@@ -81,8 +86,7 @@ char *gs_metrics_render(const json_t *st)
     };
     json_t *gpus = json_object_get(st, "gpus");
     for (size_t m = 0; m < sizeof gpu_metrics / sizeof *gpu_metrics; m++) {
-        fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", gpu_metrics[m].name, gpu_metrics[m].help,
-                gpu_metrics[m].name, gpu_metrics[m].type);
+        header(out, &gpu_metrics[m]);
         size_t i;
         json_t *g;
         json_array_foreach(gpus, i, g)
@@ -95,8 +99,7 @@ char *gs_metrics_render(const json_t *st)
     json_t *pools = json_object_get(json_object_get(st, "parking"), "pool");
     for (size_t m = 0; json_array_size(pools) && m < sizeof pool_metrics / sizeof *pool_metrics;
          m++) {
-        fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", pool_metrics[m].name, pool_metrics[m].help,
-                pool_metrics[m].name, pool_metrics[m].type);
+        header(out, &pool_metrics[m]);
         size_t i;
         json_t *pl;
         json_array_foreach(pools, i, pl)
@@ -111,8 +114,7 @@ char *gs_metrics_render(const json_t *st)
         }
     }
     for (size_t m = 0; m < sizeof session_metrics / sizeof *session_metrics; m++) {
-        fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", session_metrics[m].name,
-                session_metrics[m].help, session_metrics[m].name, session_metrics[m].type);
+        header(out, &session_metrics[m]);
         size_t i, j;
         json_t *g, *s;
         json_array_foreach(gpus, i, g)
