@@ -448,6 +448,10 @@ static void partial_child(int rd, int wr, void *arg)
     gs_swap_window_close(&drv, &w);
     for (int i = 0; i < 5; i++)
         close(fds[i]);
+    for (int i = 0; i < 3; i++) {
+        int ours;
+        REQ_CU(gs_swap_free(engine, p[i], &ours));
+    }
     teardown_engine();
 }
 
