@@ -93,6 +93,30 @@ static gs_swap_window_t host_window(size_t bytes, size_t chunk)
                               .mapped = (int)(bytes / chunk)};
 }
 
+/* n ranges of the given sizes, each filled with its own pattern (seed + i). */
+static void alloc_filled(CUcontext ctx, CUdeviceptr *p, const size_t *sizes, int n, unsigned seed)
+{
+    for (int i = 0; i < n; i++) {
+        REQ_CU(gs_swap_alloc(engine, ctx, 0, sizes[i], &p[i]));
+        fill(p[i], sizes[i], seed + (unsigned)i);
+    }
+}
+
+static void check_all(const CUdeviceptr *p, const size_t *sizes, int n, unsigned seed)
+{
+    for (int i = 0; i < n; i++)
+        check(p[i], sizes[i], seed + (unsigned)i);
+}
+
+static void free_all(const CUdeviceptr *p, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int ours = 0;
+        REQ_CU(gs_swap_free(engine, p[i], &ours));
+        REQUIRE(ours);
+    }
+}
+
 /* ---- tests ---------------------------------------------------------------- */
 
 static void round_trip_child(int rd, int wr, void *arg)
@@ -280,10 +304,7 @@ static void pooled_window_child(int rd, int wr, void *arg)
     REQUIRE(free_bytes() == before); /* pinned host memory is no GPU memory */
     CUdeviceptr p[3];
     size_t sizes[] = {6 * MIB, 2 * MIB, 4 * MIB + 3};
-    for (int i = 0; i < 3; i++) {
-        REQ_CU(gs_swap_alloc(engine, ctx, 0, sizes[i], &p[i]));
-        fill(p[i], sizes[i], (unsigned)(i + 40));
-    }
+    alloc_filled(ctx, p, sizes, 3, 40);
     gs_swap_window_t w;
     char err[200];
     REQUIRE(gs_swap_window_open(&drv, 0, fds, 4, 4 * MIB, &w, err, sizeof err) == 0);
@@ -293,13 +314,9 @@ static void pooled_window_child(int rd, int wr, void *arg)
     REQUIRE(gs_swap_out(engine, 0, &w, NULL, NULL, &res) == 0);
     REQUIRE(free_bytes() == before);
     REQUIRE(gs_swap_in(engine, 0, &w, 1000, NULL, NULL, &res) == 0);
-    for (int i = 0; i < 3; i++)
-        check(p[i], sizes[i], (unsigned)(i + 40));
+    check_all(p, sizes, 3, 40);
     gs_swap_window_close(&drv, &w);
-    for (int i = 0; i < 3; i++) {
-        int ours;
-        REQ_CU(gs_swap_free(engine, p[i], &ours));
-    }
+    free_all(p, 3);
     /* Not exportable: a descriptor is refused, as on the driver. */
     CUmemAllocationProp plain;
     memset(&plain, 0, sizeof plain);
@@ -367,10 +384,7 @@ static void relay_child(int rd, int wr, void *arg)
     pin_chunks(fds, 5, 4 * MIB);
     CUdeviceptr p[3];
     size_t sizes[] = {6 * MIB, 2 * MIB, 4 * MIB + 3}; /* 14 MiB backed: 4 chunks of 5 */
-    for (int i = 0; i < 3; i++) {
-        REQ_CU(gs_swap_alloc(engine, ctx, 0, sizes[i], &p[i]));
-        fill(p[i], sizes[i], (unsigned)(i + 60));
-    }
+    alloc_filled(ctx, p, sizes, 3, 60);
     gs_swap_window_t w;
     char err[200];
     REQUIRE(gs_swap_window_open_part(&drv, 0, fds, 1, 5, 4 * MIB, &w, err, sizeof err) == 0);
@@ -388,15 +402,11 @@ static void relay_child(int rd, int wr, void *arg)
     for (int i = 0; i < 4; i++)
         REQUIRE(r.reported[i] == 1); /* each once */
     REQUIRE(r.reports >= 3);         /* as the batches came back, not at the end */
-    for (int i = 0; i < 3; i++)
-        check(p[i], sizes[i], (unsigned)(i + 60));
+    check_all(p, sizes, 3, 60);
     gs_swap_window_close(&drv, &w);
     for (int i = 0; i < 5; i++)
         close(fds[i]);
-    for (int i = 0; i < 3; i++) {
-        int ours;
-        REQ_CU(gs_swap_free(engine, p[i], &ours));
-    }
+    free_all(p, 3);
     teardown_engine();
 }
 
@@ -419,10 +429,7 @@ static void partial_child(int rd, int wr, void *arg)
     pin_chunks(fds, 5, 4 * MIB);
     CUdeviceptr p[3];
     size_t sizes[] = {6 * MIB, 2 * MIB, 4 * MIB + 3}; /* 14 MiB backed */
-    for (int i = 0; i < 3; i++) {
-        REQ_CU(gs_swap_alloc(engine, ctx, 0, sizes[i], &p[i]));
-        fill(p[i], sizes[i], (unsigned)(i + 70));
-    }
+    alloc_filled(ctx, p, sizes, 3, 70);
     gs_swap_window_t w;
     char err[200];
     REQUIRE(gs_swap_window_open_part(&drv, 0, fds, 5, 5, 4 * MIB, &w, err, sizeof err) == 0);
@@ -443,15 +450,11 @@ static void partial_child(int rd, int wr, void *arg)
     REQUIRE(strstr(res.error, "window") != NULL);
     deadline = gs_swap_deadline(1000);
     REQUIRE(gs_swap_move(engine, 0, &w, 0, &deadline, &in, &res) == 0);
-    for (int i = 0; i < 3; i++)
-        check(p[i], sizes[i], (unsigned)(i + 70));
+    check_all(p, sizes, 3, 70);
     gs_swap_window_close(&drv, &w);
     for (int i = 0; i < 5; i++)
         close(fds[i]);
-    for (int i = 0; i < 3; i++) {
-        int ours;
-        REQ_CU(gs_swap_free(engine, p[i], &ours));
-    }
+    free_all(p, 3);
     teardown_engine();
 }
 

@@ -350,16 +350,28 @@ static const char *acts(void)
     return out;
 }
 
+/* The defaults without the boost, for a test to change and apply. */
+static gs_sched_config_t sched_config(void)
+{
+    gs_sched_config_t c;
+    gs_sched_config_default(&c);
+    c.boost_us = 0;
+    return c;
+}
+
+static void sched_apply(const gs_sched_config_t *c)
+{
+    char err[200];
+    assert_int_equal(gs_sched_set_config(S, c, err, sizeof err), 0);
+}
+
 static void sched_setup(uint64_t mem)
 {
     uint64_t m[1] = {mem};
     S = gs_sched_new(1, m);
     NOW = 1000 * SEC;
-    char err[200];
-    gs_sched_config_t c;
-    gs_sched_config_default(&c);
-    c.boost_us = 0;
-    assert_int_equal(gs_sched_set_config(S, &c, err, sizeof err), 0);
+    gs_sched_config_t c = sched_config();
+    sched_apply(&c);
     gs_sched_tick(S, NOW);
 }
 
@@ -633,13 +645,10 @@ static void an_exclusive_holder_keeps_its_turn_between_gpu_phases(void **state)
 {
     (void)state;
     sched_setup(100 * MIB);
-    char err[200];
-    gs_sched_config_t c;
-    gs_sched_config_default(&c);
-    c.boost_us = 0;
+    gs_sched_config_t c = sched_config();
     c.policy = GS_POLICY_EXCLUSIVE;
     c.tq_us = 20 * SEC;
-    assert_int_equal(gs_sched_set_config(S, &c, err, sizeof err), 0);
+    sched_apply(&c);
     notebook("a", 60);
     notebook("b", 60);
     gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
@@ -771,12 +780,9 @@ static void the_pause_between_cells_is_no_idle_gap(void **state)
     sched_setup(100 * MIB);
     /* The scheduler off, as in the evaluation before its runs: a cell's
      * end revokes nothing then. */
-    char err[200];
-    gs_sched_config_t c;
-    gs_sched_config_default(&c);
-    c.boost_us = 0;
+    gs_sched_config_t c = sched_config();
     c.enabled = 0;
-    assert_int_equal(gs_sched_set_config(S, &c, err, sizeof err), 0);
+    sched_apply(&c);
     notebook("a", 60);
     notebook("b", 60);
     gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
@@ -790,7 +796,7 @@ static void the_pause_between_cells_is_no_idle_gap(void **state)
     gs_sched_release(S, "a1", 0, last_grant, NOW); /* ... before the idle release */
     NOW += 30 * SEC;                               /* the user thinks */
     c.enabled = 1;
-    assert_int_equal(gs_sched_set_config(S, &c, err, sizeof err), 0);
+    sched_apply(&c);
     gs_sched_cell(S, "a", 1, NOW);
     gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
     acts_keep();
