@@ -46,6 +46,9 @@
 #define IN_WAIT_BASE_MS      2000           /* a swap_in waits for memory: this, plus ... */
 #define IN_WAIT_BYTES_PER_MS 1048576u       /* ... what is leaving at 1 GB/s ... */
 #define IN_WAIT_MAX_MS       30000          /* ... at most */
+/* A relay starts with this many chunks lent at once, so that both sides of
+ * the switch make progress from the start. */
+#define RELAY_MIN_CHUNKS 2
 
 static void free_sum(void **item)
 {
@@ -188,10 +191,29 @@ static psess_t *relay_source(gs_park_t *p, const char *room_for, int g, int64_t 
     return in;
 }
 
+/* Credited only where the relay will happen: every process with memory on
+ * the GPU is of the incoming session's user (chunks are relayed within one
+ * user) and the pool can lend the first chunks now.  Otherwise the budget
+ * stands as it is, rather than let a victim go to the checkpoint tier
+ * beyond it. */
 uint64_t park_swap_relayable(gs_park_t *p, const char *room_for, int g)
 {
     psess_t *in = p->pools && p->cfg.swap ? relay_source(p, room_for, g, INT64_MAX) : NULL;
-    return in ? in->bytes[g] : 0;
+    if (!in)
+        return 0;
+    int uid = -1;
+    for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
+        if (!strcmp(c->session, in->id) && c->lease) {
+            if (uid >= 0 && uid != c->uid)
+                return 0;
+            uid = c->uid;
+        }
+    if (uid < 0 || gs_swap_pools_usable(p->pools, g, (uid_t)uid) < RELAY_MIN_CHUNKS)
+        return 0;
+    for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
+        if (c->used[g] && c->uid != uid)
+            return 0;
+    return in->bytes[g];
 }
 
 /* The switch's relay (doc/parking.md): the pool cannot lend c all it needs
@@ -202,7 +224,6 @@ uint64_t park_swap_relayable(gs_park_t *p, const char *room_for, int g)
  * process with memory to move, and only with a few chunks usable at once
  * (so that both sides can make progress from the start: the incoming one
  * takes GPU memory as the outgoing one frees it).  The lease, or 0. */
-#define RELAY_MIN_CHUNKS 2
 typedef struct {
     psess_t *in; /* NULL: no relay */
     int coming;  /* chunks of the incoming session's leases, of its user */
