@@ -74,6 +74,14 @@ int gpushare_hook_wait_notices(int on);
  * (its next work asks again).  Returns how many GPUs it gives back. */
 int gpushare_hook_release(void);
 
+/* 1: every submission and synchronisation goes straight to the driver,
+ * past the gate and the burst measurement; 0 (the default): through them.
+ * For benchmarks only (bench/eval's in-process A/B of the hook's cost):
+ * while on, this process' work is not gated, so it may run while another
+ * notebook holds the GPU, and a revoke does not wait for it.  Memory is
+ * accounted either way.  Returns the previous setting. */
+int gpushare_hook_passthrough(int on);
+
 #ifdef __cplusplus
 }
 #endif

@@ -189,3 +189,11 @@ HOOK_EXPORT int gpushare_hook_release(void)
     pthread_mutex_unlock(&hook_gate_mu);
     return n;
 }
+
+/* The gate bypassed (1) or in force (0): returns the previous setting.  For
+ * an in-process A/B of the hook's cost; while on, this process' work is not
+ * gated and a revoke does not wait for it (gpushare_hook.h). */
+HOOK_EXPORT int gpushare_hook_passthrough(int on)
+{
+    return atomic_exchange_explicit(&hook_gate_passthrough.v, on ? 1 : 0, memory_order_relaxed);
+}

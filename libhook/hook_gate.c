@@ -20,6 +20,7 @@
 struct hook_line_int hook_gate_word = {HOOK_GATE_CLOSED};
 struct hook_line_u64 hook_gate_epoch = {1};
 struct hook_line_int hook_gate_activity;
+struct hook_line_int hook_gate_passthrough;
 
 pthread_mutex_t hook_gate_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t hook_gate_cv;

@@ -26,6 +26,11 @@ extern struct hook_line_u64 hook_gate_epoch;
 /* Set by submissions, cleared by the idle timer: written by many threads,
  * so it has a line of its own too. */
 extern struct hook_line_int hook_gate_activity;
+/* 1: every SUBMIT and SYNC wrapper calls the driver at once, past the gate
+ * and the burst flags (gpushare_hook_passthrough, for an in-process A/B of
+ * the hook's cost: bench/eval).  Set and read only by a benchmark, so it
+ * stays in every core's cache. */
+extern struct hook_line_int hook_gate_passthrough;
 
 #define HOOK_UUID_LEN 48
 

@@ -26,6 +26,9 @@
 #define HOOK_PTV_PT                1
 #define HOOK_PTV_LG                0
 
+/* gpushare_hook_passthrough(1): straight to the driver (hook_gate.h). */
+#define HOOK_PASSTHROUGH() atomic_load_explicit(&hook_gate_passthrough.v, memory_order_relaxed)
+
 #define HOOK_NESTED_CALL(abi, args)                                                                \
     do {                                                                                           \
         void *r0_ = hook_real_get(HOOK_IDX_##abi);                                                 \
@@ -35,6 +38,8 @@
 #define WRAP_SUBMIT(abi, pt, stream, params, args)                                                 \
     HOOK_EXPORT CUresult abi params                                                                \
     {                                                                                              \
+        if (__builtin_expect(HOOK_PASSTHROUGH(), 0))                                               \
+            HOOK_NESTED_CALL(abi, args);                                                           \
         struct hook_thr *t_ = hook_thread_self();                                                  \
         if (__builtin_expect(t_->nest != 0, 0))                                                    \
             HOOK_NESTED_CALL(abi, args);                                                           \
@@ -51,6 +56,8 @@
 #define WRAP_PLAIN(abi, params, args, after)                                                       \
     HOOK_EXPORT CUresult abi params                                                                \
     {                                                                                              \
+        if (__builtin_expect(HOOK_PASSTHROUGH(), 0))                                               \
+            HOOK_NESTED_CALL(abi, args);                                                           \
         struct hook_thr *t_ = hook_thread_self();                                                  \
         if (__builtin_expect(t_->nest != 0, 0))                                                    \
             HOOK_NESTED_CALL(abi, args);                                                           \

@@ -53,6 +53,8 @@ KNOBS = [
     ("EVAL_SCALE", "1", "1", "multiplies every duration"),
     ("EVAL_COST_ROUNDS", "3", "2", "cost: interleaved rounds"),
     ("EVAL_NULL_BATCHES", "600", "20", "cost: null_launch batches of 256 launches"),
+    ("EVAL_AB_ROUNDS", "10", "2", "cost: in-process A/B rounds (4 batches each: gate on, off)"),
+    ("EVAL_AB_BATCH_S", "0.25", "0.05", "cost: seconds of one A/B batch (at least 25 steps)"),
     ("EVAL_PAIR_ITERS", "4", "3", "pairs: GPU+CPU iterations per job"),
     ("EVAL_PAIR_PERIOD_S", "1.0", "1.0", "pairs: seconds of one iteration, solo"),
     ("EVAL_TQS", "1,2,5,10,20,60", "1,60", "pairs: the thesis' exclusive quanta, s"),
@@ -64,9 +66,12 @@ KNOBS = [
     ("EVAL_INTER_EVERY_S", "1.5", "1.5", "interactive: B starts a cell this often"),
     ("EVAL_INTER_WORKS_MS", "10,50,200", "10,50,200", "interactive: B's cells, ms of GPU work"),
     ("EVAL_INTER_ALONE_S", "6", "2", "interactive: A alone before each shared run, s"),
+    ("EVAL_INTER_WINDOW_S", "4.5", "10", "interactive: the trainer's loss, windows with and without B, s"),
+    ("EVAL_INTER_WINDOWS", "4", "2", "interactive: the trainer's loss, windows with B (one more without)"),
     ("EVAL_RECLAIM_REPS", "8", "3", "reclaim: repetitions (the thesis' 5 s: half)"),
     ("EVAL_SCALE_NS", "1,2,4,8,16,32", "1,2,4", "scale: notebook counts"),
     ("EVAL_SCALE_S", "12", "12", "scale: seconds per count"),
+    ("EVAL_SCALE_LONG", "8=60", "-", "scale: counts that run longer (N=seconds,...): p99 of more cells"),
     ("EVAL_SCALE_GAP_S", "3", "3", "scale: mean pause between a notebook's cells"),
     ("EVAL_SCALE_NATIVE", "1", "0", "scale: also run each N natively (the driver's time slicing)"),
     ("EVAL_THESIS_IDLE_MS", "5000", "5000", "the thesis' idle release, ms (a test shortens it)"),
@@ -561,11 +566,29 @@ def sec_cost(S, meta):
                          paired_overhead_ns=nl.get("hook_overhead_ns_median_of_paired_diffs", ""),
                          real_driver_ns=nl["real_driver_ns"] if nl.get("real_driver_ns", -1) > 0 else "")
         log("cost: round %d done" % rnd)
+    # The hook's cost in one process: batches with the gate in force and
+    # bypassed alternate (notebook.py bench_ab), under the adaptive policy.
+    br.set(**BROKER_FOR["adaptive"])
+    ab = Table(S, "cost_ab.csv", ["workload", "round", "steps", "off_ms", "on_ms", "off_wall_ms",
+                                  "on_wall_ms"])
+    ab_rounds, batch_s = knob("EVAL_AB_ROUNDS", int), dur(knob("EVAL_AB_BATCH_S", float))
+    for model, mode, _ in COST_WORK:
+        ms = hooked.call(300, op="bench", model=model, mode=mode, steps=10, warmup=2)["ms"]
+        steps = max(25 if not SIM else 3, int(batch_s * 1000 / max(ms, 1e-3) + 0.999))
+        r = hooked.call(600, op="bench_ab", model=model, mode=mode, steps=steps, rounds=ab_rounds)
+        if "error" in r:
+            raise RuntimeError("bench_ab: %s" % r["error"])
+        for x in r["rounds"]:
+            ab.add(workload="%s_%s" % (model, mode), steps=4 * steps, **x)
+        log("cost: in-process A/B %s_%s: %d x 4 batches of %d steps" % (model, mode, ab_rounds, steps))
     meta.update(repetitions=rounds, configs=COST_CONFIGS,
                 workloads=[w[0] + "_" + w[1] for w in COST_WORK] + ["null_launch_runtime",
                                                                     "null_launch_driver_api"],
+                ab_rounds=ab_rounds, ab_batch_s=batch_s,
                 notes="one stock and one hooked notebook process; the broker's setting changed "
-                      "between runs with gpushare set; the order of configurations rotates per round")
+                      "between runs with gpushare set; the order of configurations rotates per round; "
+                      "cost_ab.csv: in the hooked process, batches with the gate in force (on) and "
+                      "bypassed (off, gpushare_hook_passthrough) in turn, adaptive policy")
     shutdown([stock, hooked], br)
 
 
@@ -775,6 +798,17 @@ def sec_bigpairs(S, meta):
 
 # ---- 3. interactivity ---------------------------------------------------------------
 
+def steps_between(marks, t0, t1):
+    """A's training steps between t0 and t1, from its [time, steps] marks
+    (linear between two marks)."""
+    def at(t):
+        for (ta, sa), (tb, sb) in zip(marks, marks[1:]):
+            if ta <= t <= tb:
+                return sa + (sb - sa) * (t - ta) / (tb - ta) if tb > ta else sb
+        return marks[-1][1] if t > marks[-1][0] else marks[0][1]
+    return at(t1) - at(t0)
+
+
 def sec_interactive(S, meta):
     T = dur(knob("EVAL_INTER_S", float))
     every = dur(knob("EVAL_INTER_EVERY_S", float))
@@ -831,8 +865,35 @@ def sec_interactive(S, meta):
         record(config, rb, ra)
         if config == "exclusive":
             br.wait_released()
+    # The trainer's loss, in one run of A: B's cells come in windows of W s
+    # with windows of W s without them around each, so that A's rate with B
+    # is compared with its rate just before and after, in the same process
+    # (A's rate alone drifted more from run to run than B costs it).
+    W, K = dur(knob("EVAL_INTER_WINDOW_S", float)), knob("EVAL_INTER_WINDOWS", int)
+    wins = Table(S, "interactive_windows.csv", ["config", "window", "with_b", "start", "end",
+                                                "steps", "steps_per_s", "b_cells", "b_work_ms"])
+    for config in ("native", "adaptive"):
+        a, b = pairs["gpushare" if config == "adaptive" else "native"]
+        if config == "adaptive":
+            br.set(scheduler="on", policy="adaptive", tq=20)
+        t_start = now() + delay
+        edges = [t_start + k * W for k in range(2 * K + 2)]
+        a.send(op="train", seconds=(2 * K + 1) * W + delay, marks=True)
+        b.send(op="cells", every_s=every, works=works,
+               windows=[[edges[2 * k + 1], edges[2 * k + 2]] for k in range(K)])
+        rb, ra = b.recv(timeout + 4 * K * W), a.recv(timeout + 4 * K * W)
+        for k in range(2 * K + 1):
+            w0, w1 = edges[k], edges[k + 1]
+            steps = steps_between(ra["marks"], w0, w1)
+            mine = [c for c in rb["cells"] if w0 <= c[1] < w1]
+            wins.add(config=config, window=k, with_b=k % 2, start=w0, end=w1, steps=steps,
+                     steps_per_s=steps / (w1 - w0), b_cells=len(mine),
+                     b_work_ms=sum(c[0] for c in mine) * cal["gpu_unit_ms"])
+        log("interactive windows %s: A %s steps/s" % (config, ", ".join(
+            "%.1f%s" % (r["steps_per_s"], "*" if r["with_b"] else "") for r in wins
+            if r["config"] == config)))
     meta.update(repetitions=1, calibration=cal, seconds=T, every_s=every, works_ms=works_ms,
-                cells_per_run=count,
+                cells_per_run=count, window_s=W, windows=K,
                 notes="A: ResNet-50 training (batch 64, bf16) in one cell, loss read every 10 "
                       "steps; B: a cell of bf16 matmuls every %.1f s; exclusive = the thesis' "
                       "configuration (tq 20 s, 5 s idle release, no cell watcher)" % every)
@@ -978,6 +1039,11 @@ def sec_scale(S, meta):
     D = dur(knob("EVAL_SCALE_S", float))
     gap = dur(knob("EVAL_SCALE_GAP_S", float))
     native = knob("EVAL_SCALE_NATIVE") == "1"
+    longer = {}
+    for item in knob("EVAL_SCALE_LONG").split(","):
+        if item.strip() and item.strip() != "-":
+            k, _, v = item.partition("=")
+            longer[int(k)] = dur(float(v))
     br = Broker(S, "scale")
     nbs, nat = [], []
     rows = Table(S, "scale.csv", ["config", "n", "seconds", "cells", "gpu_util_pct",
@@ -996,10 +1062,12 @@ def sec_scale(S, meta):
         if cal is None:
             cal = calibrate(nbs[0])
         br.wait_released()
-        scale_run(S, nbs, n, D, gap, cal, br, rows, cell_rows, "gpushare")
+        Dn = longer.get(n, D)
+        scale_run(S, nbs, n, Dn, gap, cal, br, rows, cell_rows, "gpushare")
         if native:  # the same cells (same seeds), the driver's own time slicing
-            scale_run(S, nat, n, D, gap, cal, br, rows, cell_rows, "native")
+            scale_run(S, nat, n, Dn, gap, cal, br, rows, cell_rows, "native")
     meta.update(repetitions=1, calibration=cal, seconds_per_n=D, mean_gap_s=gap, ns=ns,
+                longer={str(k): v for k, v in longer.items()},
                 native=native,
                 notes="notebooks through gpushare-launch under the adaptive policy; each cell "
                       "does 20 to 400 ms of bf16 matmuls (log-uniform), pauses exponential; "

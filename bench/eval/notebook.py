@@ -8,7 +8,8 @@ launcher's watcher reports to the broker, exactly as a notebook cell:
 
 It reads one JSON command per line on stdin and answers with JSON lines on
 stdout (other output goes to stderr).  Commands ("op"): calibrate, train,
-bench, job, alloc, free, hold, probe, cells, random_cells, mem, quit.
+bench, bench_ab, job, alloc, free, hold, probe, cells, random_cells, mem,
+quit.
 
 Two backends with the same commands: the real GPU through PyTorch (the
 default) and, with EVAL_BACKEND=sim, the test suite's simulated driver
@@ -258,17 +259,55 @@ def op_train(gpu, cmd):
     read every 10 steps (a sync, as logging does)."""
     step = gpu.model(cmd.get("model", "resnet50"))["train"]
     steps = 0
+    marks = []  # [time, steps done]: A's rate in any window (the trainer's loss)
     with cell():
         t0 = now()
+        marks.append([t0, 0])
         while True:
             for _ in range(10):
                 out = step()
             gpu.value(out)
             steps += 10
+            marks.append([now(), steps])
             if now() - t0 >= cmd["seconds"]:
                 break
         t1 = now()
-    reply(op="train", steps=steps, start=t0, end=t1, steps_per_s=steps / (t1 - t0))
+    reply(op="train", steps=steps, start=t0, end=t1, steps_per_s=steps / (t1 - t0),
+          marks=marks if cmd.get("marks") else None)
+
+
+def op_bench_ab(gpu, cmd):
+    """Cost alone, in one process: batches of steps of one model alternate
+    between the hook's gate in force and bypassed (gpushare_hook_passthrough),
+    in the order off, on, on, off, then on, off, off, on, ..., so that a
+    drift of the machine's speed cancels; each batch is timed as `bench`
+    times its steps.  Needs the hook (LD_PRELOAD)."""
+    import ctypes
+    try:
+        passthrough = ctypes.CDLL(None).gpushare_hook_passthrough
+    except AttributeError:
+        reply(op="bench_ab", error="no gpushare hook in this process")
+        return
+    passthrough.argtypes, passthrough.restype = [ctypes.c_int], ctypes.c_int
+    fn = gpu.model(cmd["model"])[cmd["mode"]]
+    steps = cmd["steps"]
+    rows = []
+    with cell():
+        gpu.timed_steps(fn, cmd.get("warmup", 5), 1)
+        try:
+            for r in range(cmd["rounds"]):
+                order = (0, 1, 1, 0) if r % 2 == 0 else (1, 0, 0, 1)
+                got = {0: [], 1: []}
+                for gate in order:
+                    passthrough(0 if gate else 1)
+                    got[gate].append(gpu.timed_steps(fn, 1, steps))
+                rows.append(dict(round=r, off_ms=sum(x[0] for x in got[0]) / 2,
+                                 on_ms=sum(x[0] for x in got[1]) / 2,
+                                 off_wall_ms=sum(x[1] for x in got[0]) / 2,
+                                 on_wall_ms=sum(x[1] for x in got[1]) / 2))
+        finally:
+            passthrough(0)
+    reply(op="bench_ab", model=cmd["model"], mode=cmd["mode"], steps=steps, rounds=rows)
 
 
 def op_job(gpu, cmd):
@@ -352,8 +391,17 @@ def op_cells(gpu, cmd):
     previous to finish, as a user does.  Latency: cell start to results."""
     out = []
     t_base = now() + cmd.get("start_delay_s", 0)
-    for i in range(cmd["count"]):
-        wait = t_base + i * cmd["every_s"] - now()
+    starts = [(t_base + i * cmd["every_s"], None) for i in range(cmd.get("count", 0))]
+    # windows ([from, to] on time.monotonic): a cell every every_s within
+    # each, none between (the trainer's loss: A with and without B, in turn);
+    # a cell that would start after its window is left out.
+    for w0, w1 in cmd.get("windows", []):
+        starts += [(w0 + k * cmd["every_s"], w1)
+                   for k in range(int(math.ceil((w1 - w0) / cmd["every_s"])))]
+    for i, (start, until) in enumerate(starts):
+        if until is not None and now() >= until:
+            continue
+        wait = start - now()
         if wait > 0:
             time.sleep(wait)  # the user's pause between cells, not a synchronisation
         units = cmd["works"][i % len(cmd["works"])]
@@ -395,7 +443,7 @@ def op_mem(gpu, cmd):
 
 OPS = {"calibrate": op_calibrate, "bench": op_bench, "train": op_train, "job": op_job,
        "alloc": op_alloc, "free": op_free, "hold": op_hold, "probe": op_probe, "cells": op_cells,
-       "random_cells": op_random_cells, "mem": op_mem}
+       "random_cells": op_random_cells, "mem": op_mem, "bench_ab": op_bench_ab}
 
 
 def null_launch_sim(batches, batch):

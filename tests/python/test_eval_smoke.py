@@ -31,14 +31,15 @@ def results(tmp_path_factory):
                EVAL_SECTION_TIMEOUT="120")
     for k in ("LD_PRELOAD", "GPUSHARE_BROKER", "GPUSHARE_SESSION", "OUT"):
         env.pop(k, None)
-    r = subprocess.run(["bash", RUN, "cost", "bigpairs", "reclaim"], env=env, capture_output=True,
-                       text=True, timeout=400)
+    r = subprocess.run(["bash", RUN, "cost", "bigpairs", "interactive", "reclaim"], env=env,
+                       capture_output=True,
+                       text=True, timeout=500)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return str(out)
 
 
 def test_every_section_says_what_ran(results):
-    for s in ("cost", "bigpairs", "reclaim"):
+    for s in ("cost", "bigpairs", "interactive", "reclaim"):
         with open(os.path.join(results, "meta-%s.json" % s)) as f:
             meta = json.load(f)
         assert meta["ok"] is True, meta
@@ -57,6 +58,25 @@ def test_cost_has_every_workload_in_every_configuration(results):
     for wl in ("mlp_train", "resnet50_infer", "null_launch_runtime"):
         assert {x["config"] for x in r if x["workload"] == wl} == configs
     assert all(float(x["value"]) > 0 for x in r)
+
+
+def test_cost_is_also_measured_in_one_process_gate_on_and_off(results):
+    r = rows(results, "cost_ab.csv")
+    assert {x["workload"] for x in r} == {"%s_%s" % (m, k) for m in ("mlp", "resnet18", "resnet50")
+                                          for k in ("train", "infer")}
+    for x in r:
+        assert float(x["off_ms"]) > 0 and float(x["on_ms"]) > 0, x
+    assert len({x["round"] for x in r}) == 2  # EVAL_AB_ROUNDS on the simulated GPU
+
+
+def test_the_trainer_is_measured_with_and_without_the_short_cells_in_turn(results):
+    r = rows(results, "interactive_windows.csv")
+    for config in ("native", "adaptive"):
+        w = sorted((x for x in r if x["config"] == config), key=lambda x: int(x["window"]))
+        assert [x["with_b"] for x in w] == ["0", "1", "0", "1", "0"], w
+        # B's cells only in its windows, and A trained through all of them
+        assert all((int(x["b_cells"]) > 0) == (x["with_b"] == "1") for x in w), w
+        assert all(float(x["steps"]) > 0 for x in w), w
 
 
 def test_big_pairs_run_through_parking_and_not_natively(results):
@@ -105,9 +125,11 @@ def test_report_writes_the_document_and_figures(results, tmp_path):
     assert "## Targets" in text and "idle handoff" in text
     assert "Command: `" in text and "Repetitions:" in text
     figs = sorted(os.listdir(tmp_path / "eval"))
-    assert figs == ["cost.png", "pairs.png", "reclaim.png", "summary.json"], figs
+    assert figs == ["cost.png", "interactive.png", "pairs.png", "reclaim.png", "summary.json"], figs
     with open(tmp_path / "eval" / "summary.json") as f:
         summary = json.load(f)
     assert list(summary)[:3] == ["machine", "commit", "date"] and len(summary) == 20, summary
     assert summary["bigpairs_50_50_vs_serial"] > 0 and summary["idle_handoff_p50_ms"] > 0
     assert summary["scale8_p99_vs_solo"] is None  # not run
+    assert summary["trainer_loss_pct"] is not None and summary["short_cells_gpu_share_pct"] > 0
+    assert "in-process A/B, PyTorch" in text

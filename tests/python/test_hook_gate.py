@@ -180,3 +180,41 @@ def test_python_ctypes_program_is_gated(fb, tmp_path, sim, endpoint):
     assert "launches 1" in out
     (k,) = kernels(sim, "kpy")
     assert k["start_ns"] >= g["t"]
+
+
+def test_passthrough_bypasses_the_gate_until_turned_off(fb, tmp_path, sim, endpoint):
+    # gpushare_hook_passthrough (the evaluation's in-process A/B of the
+    # hook's cost): while on, a launch goes straight to the driver with no
+    # grant and no acquire, and the wrappers count nothing; turned off, the
+    # next launch waits for its grant again.
+    import subprocess
+    import sys
+    prog = ("import ctypes, gpusim\n"
+            "gpusim.init()\n"
+            "hook = ctypes.CDLL(None)\n"
+            "hook.gpushare_hook_calls.restype = ctypes.c_longlong\n"
+            "print('was', hook.gpushare_hook_passthrough(1), flush=True)\n"
+            "gpusim.launch(us=1000, name='kfree')\n"
+            "gpusim.synchronize()\n"
+            "print('bypassed', hook.gpushare_hook_calls(b'cuLaunchKernel'), flush=True)\n"
+            "print('was', hook.gpushare_hook_passthrough(0), flush=True)\n"
+            "gpusim.launch(us=1000, name='kgated')\n"
+            "gpusim.synchronize()\n"
+            "print('gated', hook.gpushare_hook_calls(b'cuLaunchKernel'), flush=True)\n")
+    env = gstest.hook_env(sim, endpoint, GPUSHARE_IDLE_RELEASE_MS=0)
+    proc = subprocess.Popen([sys.executable, "-c", prog], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        acq = fb.wait_for("acquire")
+        (free,) = kernels(sim, "kfree")
+        assert free["start_ns"] < acq["t"], "the bypassed launch waited for a grant"
+        assert not kernels(sim, "kgated"), "the launch after passthrough(0) did not wait"
+        g = fb.grant(acq)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert out.split("\n")[:4] == ["was 0", "bypassed 0", "was 1", "gated 1"], out
+    (k,) = kernels(sim, "kgated")
+    assert k["start_ns"] >= g["t"]
