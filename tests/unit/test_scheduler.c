@@ -558,6 +558,40 @@ static void adaptive_boost_preempts_and_restores(void **state)
     assert_int_equal(info("short").gpu_time_us, 500 * MS + 81 * MS);
 }
 
+/* Two cells that start together share their boosts; the first to start
+ * runs out of its boost a few ms before the other, and is not preempted
+ * for those few ms (its drain would outlast them).  A holder is preempted
+ * for a boost that has longer to go (a tenth of boost_ms or more). */
+static void a_boost_about_to_end_preempts_nobody(void **state)
+{
+    setup_with(GS_POLICY_ADAPTIVE, 0);
+    const char *nb[3] = {"a", "b", "c"}, *cl[3] = {"ca", "cb", "cc"};
+    for (int i = 0; i < 3; i++) {
+        gs_sched_register(S, nb[i], NOW);
+        gs_sched_join(S, cl[i], nb[i], NOW);
+    }
+    int64_t t0 = NOW;
+    gs_sched_cell(S, "a", 1, NOW);
+    acquire("ca");
+    NOW += 2 * MS;
+    gs_sched_cell(S, "b", 1, NOW);
+    acquire("cb");
+    assert_string_equal(acts(), "G:ca G:cb");
+    /* a had 2 ms alone, then 498 ms of boost at half the GPU: it ends at
+     * t0 + 998 ms, b's at t0 + 1002 ms. */
+    run_to(t0 + 1010 * MS);
+    assert_string_equal(acts(), "");
+    assert_false(info("a").boosted);
+    assert_false(info("b").boosted);
+    assert_int_equal(info("a").state, GS_SESS_RUNNING);
+    assert_int_equal(info("b").state, GS_SESS_RUNNING);
+
+    /* A new cell's boost has 500 ms to go: the others make way for it. */
+    gs_sched_cell(S, "c", 1, NOW);
+    acquire("cc");
+    assert_string_equal(acts(), "R:ca:preempt R:cb:preempt G:cc");
+}
+
 /* Issue 17: cells that start while others run share the GPU with them
  * instead of queueing behind them in start order (each waiting for every
  * earlier cell's whole work made 8 mostly idle notebooks' p99 13 x solo);
@@ -905,6 +939,7 @@ int main(void)
         cmocka_unit_test_teardown(adaptive_shares_while_memory_fits, teardown),
         cmocka_unit_test_teardown(adaptive_slices_when_memory_does_not_fit, teardown),
         cmocka_unit_test_teardown(adaptive_boost_preempts_and_restores, teardown),
+        cmocka_unit_test_teardown(a_boost_about_to_end_preempts_nobody, teardown),
         cmocka_unit_test_teardown(adaptive_new_cells_share_instead_of_queueing, teardown),
         cmocka_unit_test_teardown(adaptive_quanta_grow_with_the_cell, teardown),
         cmocka_unit_test_teardown(off_grants_everything_and_revokes_nothing, teardown),
