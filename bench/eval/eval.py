@@ -570,7 +570,7 @@ def sec_cost(S, meta):
     # bypassed alternate (notebook.py bench_ab), under the adaptive policy.
     br.set(**BROKER_FOR["adaptive"])
     ab = Table(S, "cost_ab.csv", ["workload", "round", "steps", "off_ms", "on_ms", "off_wall_ms",
-                                  "on_wall_ms"])
+                                  "on_wall_ms", "launches_per_step"])
     ab_rounds, batch_s = knob("EVAL_AB_ROUNDS", int), dur(knob("EVAL_AB_BATCH_S", float))
     for model, mode, _ in COST_WORK:
         ms = hooked.call(300, op="bench", model=model, mode=mode, steps=10, warmup=2)["ms"]

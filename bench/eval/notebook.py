@@ -289,6 +289,8 @@ def op_bench_ab(gpu, cmd):
         reply(op="bench_ab", error="no gpushare hook in this process")
         return
     passthrough.argtypes, passthrough.restype = [ctypes.c_int], ctypes.c_int
+    launches = ctypes.CDLL(None).gpushare_hook_launch_count
+    launches.restype = ctypes.c_longlong
     fn = gpu.model(cmd["model"])[cmd["mode"]]
     steps = cmd["steps"]
     rows = []
@@ -298,13 +300,17 @@ def op_bench_ab(gpu, cmd):
             for r in range(cmd["rounds"]):
                 order = (0, 1, 1, 0) if r % 2 == 0 else (1, 0, 0, 1)
                 got = {0: [], 1: []}
+                n0 = launches()
                 for gate in order:
                     passthrough(0 if gate else 1)
                     got[gate].append(gpu.timed_steps(fn, 1, steps))
+                # (the hook counts only launches through the gate: 2 batches
+                # of steps + 1 step of warm-up each)
                 rows.append(dict(round=r, off_ms=sum(x[0] for x in got[0]) / 2,
                                  on_ms=sum(x[0] for x in got[1]) / 2,
                                  off_wall_ms=sum(x[1] for x in got[0]) / 2,
-                                 on_wall_ms=sum(x[1] for x in got[1]) / 2))
+                                 on_wall_ms=sum(x[1] for x in got[1]) / 2,
+                                 launches_per_step=(launches() - n0) / (2 * (steps + 1))))
         finally:
             passthrough(0)
     reply(op="bench_ab", model=cmd["model"], mode=cmd["mode"], steps=steps, rounds=rows)

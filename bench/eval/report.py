@@ -233,10 +233,19 @@ def sec_cost(D, d):
             per = [100 * (num(r["on_ms"]) / num(r["off_ms"]) - 1) for r in rs if num(r["off_ms"])]
             wall = [100 * (num(r["on_wall_ms"]) / num(r["off_wall_ms"]) - 1) for r in rs
                     if num(r["off_wall_ms"])]
+            mean = sum(per) / len(per)
+            sd = (sum((x - mean) ** 2 for x in per) / (len(per) - 1)) ** 0.5 if len(per) > 1 else 0
+            lps = [num(r.get("launches_per_step")) for r in rs if num(r.get("launches_per_step"))]
+            # What the hook's launch cost alone (the null kernel's paired
+            # difference) adds to a step with this many launches.
+            model = (100 * med(lps) * med(paired) / 1e6 / med([num(r["off_ms"]) for r in rs])
+                     if lps and paired else None)
             ab_table.append([wl, "%.4g" % med([num(r["off_ms"]) for r in rs]),
                              "%.4g" % med([num(r["on_ms"]) for r in rs]),
                              "%+.2f %% (%+.2f to %+.2f)" % (med(per), min(per), max(per)),
-                             "%+.2f %%" % med(wall), "%d" % sum(int(num(r["steps"])) for r in rs)])
+                             "%+.2f ± %.2f %%" % (mean, 1.96 * sd / len(per) ** 0.5),
+                             "%+.2f %%" % med(wall), "%d" % sum(int(num(r["steps"])) for r in rs),
+                             f(med(lps) if lps else None, "%.0f"), f(model, "%.3f %%")])
             if worst_ab is None or med(per) > worst_ab[0]:
                 worst_ab = (med(per), wl)
         D.summary["cost_alone_pct"] = worst_ab[0]
@@ -245,9 +254,13 @@ def sec_cost(D, d):
             "`gpushare_hook_passthrough`, every submission straight to the driver), under the "
             "adaptive policy, in the order off, on, on, off, then the reverse, so that a drift "
             "of the machine's speed cancels. Cost: the median over rounds of on / off - 1 "
-            "(CUDA events; range over rounds), and the same from the host's clock.", "")
-        D.table(["workload", "off ms/step", "on ms/step", "cost (range)", "cost, host clock",
-                 "steps"], ab_table)
+            "(CUDA events; range over rounds), their mean with its 95 % confidence interval, "
+            "and the median from the host's clock. Launches per step: counted by the hook in "
+            "the batches through the gate; *launch cost × launches*: what the null kernel's "
+            "paired difference per launch adds to such a step.", "")
+        D.table(["workload", "off ms/step", "on ms/step", "cost, median (range)",
+                 "cost, mean ± 95 % CI", "cost, host clock", "steps", "launches/step",
+                 "launch cost × launches"], ab_table)
     elif paired and real:
         D.summary["cost_alone_pct"] = 100 * med(paired) / med(real)
     if paired:

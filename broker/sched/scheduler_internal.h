@@ -159,6 +159,16 @@ int sched_switchable(const sess_gpu_t *g, int64_t now, int64_t *at);
  * it cannot move. */
 int64_t sched_idle_hint(const sess_gpu_t *g);
 
+/* scheduler_phases.c: cells that alternate GPU and CPU phases, out of
+ * phase.  Its cell alternates (idle gaps measured in its cells). */
+int sched_alternates(const sched_session_t *ss, const sess_gpu_t *g);
+/* Waiter `who` alternates and a holder that alternates (of h[], or of w[]
+ * granted in this decision) is in its GPU phase: `who` waits until the
+ * returned time, and the holder is asked to give the GPU back soon after
+ * its phase; 0: grant it now. */
+int64_t sched_phase_wait(gs_sched_t *s, sched_session_t **h, int nh, sched_session_t **w, int nw,
+                         const sched_session_t *who, int gpu, int64_t now);
+
 /* scheduler_gang.c: a session on several GPUs holds them together */
 /* It may be granted gpu: it holds every lower GPU of its gang (1 when it
  * has no gang). */

@@ -386,7 +386,8 @@ static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, in
     for (int i = 0; i < nw; i++) {
         uint64_t need = sched_footprint(s, w[i], gpu);
         if (!sched_turn_live(&w[i]->g[gpu], now) || !sched_grantable(s, w[i], gpu) ||
-            (held > 0 && !fits(s, gpu, used + need)))
+            (held > 0 && !fits(s, gpu, used + need)) ||
+            sched_phase_wait(s, h, nh, w, nw, w[i], gpu, now))
             continue;
         adaptive_grant(s, w[i], gpu, 0, now);
         used += need;
@@ -411,8 +412,12 @@ static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, in
             break;
         }
         /* One just brought back, queued by its cell's demand before its
-         * acquire, keeps its memory reserved. */
-        if (sched_grantable(s, w[i], gpu))
+         * acquire, keeps its memory reserved; so does one that waits for
+         * another's GPU phase to end (scheduler_phases.c). */
+        int64_t phase = sched_phase_wait(s, h, nh, w, nw, w[i], gpu, now);
+        if (phase)
+            wake = min64(wake, phase);
+        else if (sched_grantable(s, w[i], gpu))
             adaptive_grant(s, w[i], gpu, 0, now);
         used += need;
         held++;
@@ -430,7 +435,7 @@ static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, in
             sched_hint(s, h[i], gpu, sched_idle_hint(&h[i]->g[gpu]), now);
     }
     if (!blocked)
-        return GS_SCHED_NEVER;
+        return wake;
     /* Time slicing: holders whose turn is over make room, oldest first,
      * until what is being given back lets the blocked session in. */
     uint64_t need = sched_footprint(s, blocked, gpu), freed = 0;

@@ -37,6 +37,8 @@ typedef struct {
     uint64_t grant_id;
     int asked;
     int64_t idle_hint;    /* the grant's idle_release_us */
+    int64_t phase_start;  /* its GPU phase under way began */
+    int64_t burst_last;   /* its last GPU phase lasted (the hook's burst; -1: none) */
     double unsub, queued; /* GPU work (us): not submitted yet, queued on the GPU */
     int64_t last_activity;
     /* parking */
@@ -367,8 +369,15 @@ static void end_cell(sim_t *S, nb_t *b)
     b->next_cell_at = b->cell.start > S->now ? b->cell.start : S->now;
 }
 
+static int in_gpu_phase(const nb_t *b)
+{
+    return b->in_cell && b->phase < b->cell.nphases && b->cell.ph[b->phase].gpu;
+}
+
 static void next_phase(sim_t *S, nb_t *b)
 {
+    if (in_gpu_phase(b))
+        b->burst_last = S->now - b->phase_start;
     if (++b->phase >= b->cell.nphases)
         end_cell(S, b);
     else
@@ -382,6 +391,7 @@ static void start_phase(sim_t *S, nb_t *b)
         next_phase(S, b);
     } else if (ph->gpu) {
         b->unsub = (double)ph->us;
+        b->phase_start = S->now;
     } else {
         b->cpu_end = S->now + ph->us;
     }
@@ -395,11 +405,6 @@ static void start_cell(sim_t *S, nb_t *b)
     b->cell_start = S->now;
     send(S, M_CELL, (int)(b - S->nb), 0, 1, 0);
     start_phase(S, b);
-}
-
-static int in_gpu_phase(const nb_t *b)
-{
-    return b->in_cell && b->phase < b->cell.nphases && b->cell.ph[b->phase].gpu;
 }
 
 /* What a hook does at once: submit, give back a drained grant, ask. */
@@ -447,7 +452,7 @@ static void deliver(sim_t *S, const msg_t *m)
     nb_t *b = &S->nb[m->nb];
     switch (m->kind) {
     case M_ACQUIRE:
-        gs_sched_acquire(S->s, b->client, 0, -1, -1, S->now);
+        gs_sched_acquire(S->s, b->client, 0, b->burst_last, b->burst_last, S->now);
         break;
     case M_RELEASE:
         gs_sched_release(S->s, b->client, 0, m->grant_id, S->now);
@@ -647,6 +652,7 @@ int sim_run(const sim_params_t *p, const sim_nb_spec_t *nbs, int n, sim_result_t
         b->rng = next64(&rng);
         snprintf(b->session, sizeof b->session, "%s", nbs[i].name);
         snprintf(b->client, sizeof b->client, "%s.hook", nbs[i].name);
+        b->burst_last = -1;
         gs_sched_register(S->s, b->session, 0);
         gs_sched_join(S->s, b->client, b->session, 0);
         gs_sched_memory(S->s, b->client, 0, nbs[i].bytes, 0);

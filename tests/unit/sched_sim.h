@@ -13,7 +13,8 @@
  *    drains its queue before it answers a revoke, and gives the grant back
  *    by itself after idle_release_us (or the grant's shorter
  *    idle_release_us) without submissions, checked on a tick; hook <->
- *    broker messages take msg_us each way;
+ *    broker messages take msg_us each way; an acquire reports the length
+ *    of its last GPU phase as the hook reports its bursts;
  *  - the launcher says when a cell starts and ends (cell_msg_us late);
  *  - parking mirrors broker/park/park_poll.c on the swap tier: a parked
  *    session whose cell runs (or that asks) is queued by demand and brought

@@ -141,6 +141,47 @@ static void big_pairs_against_serial(void **state)
     assert_true(r <= 1.5);
 }
 
+/* ---- small pairs: two jobs that fit together ------------------------------------------ */
+
+/* Two jobs that fit together, started at once: total over serial, under
+ * adaptive (scheduler on) or the driver's own time slicing (off). */
+static double small_pair(double frac, int enabled)
+{
+    sim_params_t p;
+    params(&p);
+    p.cfg.enabled = enabled;
+    p.end_us = 600 * SEC;
+    job_t j = {frac, 1 * SEC, 4};
+    sim_nb_spec_t nb[2] = {{"a", 2 * GIB, 2 * MS, job_program, &j},
+                           {"b", 2 * GIB, 2 * MS, job_program, &j}};
+    sim_result_t r;
+    assert_int_equal(sim_run(&p, nb, 2, &r), 0);
+    assert_int_equal(r.ncells, 2);
+    int64_t total = r.finished_at[0] > r.finished_at[1] ? r.finished_at[0] : r.finished_at[1];
+    sim_result_free(&r);
+    return (double)total / (2.0 * (double)(j.iters * j.period));
+}
+
+/* Started together, two jobs that alternate GPU and CPU phases share the
+ * GPU in phase under the driver's time slicing (both GPU phases at half
+ * speed, then both CPU phases); adaptive puts them out of phase
+ * (scheduler_phases.c), one's GPU phase in the other's CPU phase. */
+static void small_pairs_run_out_of_phase(void **state)
+{
+    (void)state;
+    for (int k = 0; k < 2; k++) {
+        double frac = k ? 0.9 : 0.5;
+        double native = small_pair(frac, 0), adaptive = small_pair(frac, 1);
+        char what[64];
+        snprintf(what, sizeof what, "smallpairs %s: native vs serial", k ? "90/10" : "50/50");
+        report(what, native);
+        snprintf(what, sizeof what, "smallpairs %s: adaptive vs serial", k ? "90/10" : "50/50");
+        report(what, adaptive);
+        snprintf(what, sizeof what, "smallpairs %s: adaptive vs native", k ? "90/10" : "50/50");
+        target(what, adaptive / native, k ? 1.02 : 0.9);
+    }
+}
+
 /* ---- the trainer and the short cells ----------------------------------------------- */
 
 typedef struct {
@@ -376,6 +417,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(big_pairs_against_serial),
+        cmocka_unit_test(small_pairs_run_out_of_phase),
         cmocka_unit_test(the_trainer_loses_no_more_than_the_short_cells_use),
         cmocka_unit_test(a_short_cell_that_does_not_fit_gets_a_switch),
         cmocka_unit_test(many_idle_notebooks_keep_their_tails),

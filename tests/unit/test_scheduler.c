@@ -27,6 +27,7 @@ static struct {
     char client[32];
     uint64_t grant[2];
     int64_t quantum[2];
+    int64_t idle_release[2]; /* the hint its last grant carried */
 } held[16];
 static int nheld;
 
@@ -59,6 +60,7 @@ static void pull(void)
         if (a.kind == GS_ACT_GRANT) {
             held[k].grant[a.gpu] = a.grant_id;
             held[k].quantum[a.gpu] = a.quantum_us;
+            held[k].idle_release[a.gpu] = a.idle_release_us;
             snprintf(one, sizeof one, "G:%s%s", a.client, dev);
             snprintf(q, sizeof q, "%s/q=%lld", one, (long long)(a.quantum_us / MS));
         } else {
@@ -592,6 +594,92 @@ static void a_boost_about_to_end_preempts_nobody(void **state)
     assert_string_equal(acts(), "R:ca:preempt R:cb:preempt G:cc");
 }
 
+static void acquire_burst(const char *client, int64_t burst_us)
+{
+    assert_int_equal(gs_sched_acquire(S, client, 0, burst_us, burst_us, NOW), 0);
+}
+
+/* Two running cells that alternate GPU and CPU phases (500 ms each) and
+ * fit together: once both have shown an idle gap, the second to ask waits
+ * for the first's GPU phase instead of sharing it (which kept them in
+ * phase: both GPU phases at half speed, then both CPU phases); the holder
+ * is asked to give the GPU back 10 ms after its phase.  Out of phase they
+ * take turns without waiting.  A phase that lasts twice its bursts ends
+ * the wait: they share. */
+static void cells_that_alternate_run_out_of_phase(void **state)
+{
+    setup_with(GS_POLICY_ADAPTIVE, 0);
+    set("boost_ms", "0");
+    const char *nb[2] = {"a", "b"}, *cl[2] = {"ca", "cb"};
+    for (int i = 0; i < 2; i++) {
+        gs_sched_register(S, nb[i], NOW);
+        gs_sched_join(S, cl[i], nb[i], NOW);
+        gs_sched_cell(S, nb[i], 1, NOW);
+    }
+    /* The first round: no gaps yet, so they share (in phase). */
+    acquire_burst("ca", 500 * MS);
+    acquire_burst("cb", 500 * MS);
+    assert_string_equal(acts(), "G:ca G:cb");
+    NOW += 500 * MS;
+    release("ca");
+    release("cb");
+    NOW += 500 * MS;
+    /* Both show a gap now.  a asks first and has it; b waits. */
+    acquire_burst("ca", 500 * MS);
+    assert_string_equal(acts(), "G:ca");
+    NOW += 1 * MS;
+    acquire_burst("cb", 500 * MS);
+    assert_string_equal(acts(), "G:ca"); /* the same grant again, with the hint */
+    assert_int_equal(held[slot("ca")].idle_release[0], 10 * MS);
+    assert_int_equal(info("b").state, GS_SESS_WAITING);
+    NOW += 499 * MS;
+    release("ca");
+    assert_string_equal(acts(), "G:cb");
+    /* a's CPU phase ends as b's GPU phase does: nobody waits. */
+    NOW += 500 * MS;
+    release("cb");
+    acquire_burst("ca", 500 * MS);
+    assert_string_equal(acts(), "G:ca");
+
+    /* b's CPU phase ends early; a's GPU phase runs long: b waits for twice
+     * a's bursts from a's grant (1 s), then they share. */
+    NOW += 300 * MS;
+    acquire_burst("cb", 500 * MS);
+    assert_string_equal(acts(), "G:ca");
+    int64_t a_grant = NOW - 300 * MS;
+    run_to(a_grant + 999 * MS);
+    assert_string_equal(acts(), "");
+    run_to(a_grant + 1000 * MS);
+    assert_string_equal(acts(), "G:cb");
+}
+
+/* A cell that does not alternate (a trainer: no idle gaps) neither waits
+ * for one that does nor holds it back. */
+static void a_cell_without_gaps_shares_as_before(void **state)
+{
+    setup_with(GS_POLICY_ADAPTIVE, 0);
+    set("boost_ms", "0");
+    const char *nb[2] = {"job", "train"}, *cl[2] = {"cj", "ct"};
+    for (int i = 0; i < 2; i++) {
+        gs_sched_register(S, nb[i], NOW);
+        gs_sched_join(S, cl[i], nb[i], NOW);
+        gs_sched_cell(S, nb[i], 1, NOW);
+    }
+    acquire_burst("cj", 500 * MS);
+    assert_string_equal(acts(), "G:cj");
+    NOW += 500 * MS;
+    release("cj");
+    NOW += 500 * MS; /* job has a gap now; train has none */
+    acquire_burst("cj", 500 * MS);
+    acquire_burst("ct", 10 * SEC);
+    assert_string_equal(acts(), "G:cj G:ct");
+    NOW += 500 * MS;
+    release("cj");
+    NOW += 500 * MS;
+    acquire_burst("cj", 500 * MS);
+    assert_string_equal(acts(), "G:cj");
+}
+
 /* Issue 17: cells that start while others run share the GPU with them
  * instead of queueing behind them in start order (each waiting for every
  * earlier cell's whole work made 8 mostly idle notebooks' p99 13 x solo);
@@ -940,6 +1028,8 @@ int main(void)
         cmocka_unit_test_teardown(adaptive_slices_when_memory_does_not_fit, teardown),
         cmocka_unit_test_teardown(adaptive_boost_preempts_and_restores, teardown),
         cmocka_unit_test_teardown(a_boost_about_to_end_preempts_nobody, teardown),
+        cmocka_unit_test_teardown(cells_that_alternate_run_out_of_phase, teardown),
+        cmocka_unit_test_teardown(a_cell_without_gaps_shares_as_before, teardown),
         cmocka_unit_test_teardown(adaptive_new_cells_share_instead_of_queueing, teardown),
         cmocka_unit_test_teardown(adaptive_quanta_grow_with_the_cell, teardown),
         cmocka_unit_test_teardown(off_grants_everything_and_revokes_nothing, teardown),
