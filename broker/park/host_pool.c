@@ -260,14 +260,21 @@ static void lend(gs_host_pool_t *self, struct lease *l, int chunk)
 
 /* Free chunks user uid may have without zeroing, its own first (they leave
  * the clean ones to others): up to max of them into out; how many. */
+/* A chunk a lease of uid may take: free, and clean or uid's own. */
+static int usable_by(const struct chunk *c, uint32_t uid)
+{
+    return c->state == CHUNK_FREE && (c->owner == uid || c->owner == GS_POOL_NOBODY);
+}
+
+/* Up to max chunks usable by uid into out[], its own first (no zeroing
+ * needed); returns how many. */
 static int usable(const gs_host_pool_t *self, uint32_t uid, int *out, int max)
 {
     int have = 0;
     for (int pass = 0; pass < 2 && have < max; pass++)
         for (int i = 0; i < self->nc && have < max; i++) {
             const struct chunk *c = &self->c[i];
-            if (c->state == CHUNK_FREE &&
-                (pass == 0 ? c->owner == uid : c->owner == GS_POOL_NOBODY))
+            if (usable_by(c, uid) && (c->owner == uid) == (pass == 0))
                 out[have++] = i;
         }
     return have;
@@ -331,8 +338,7 @@ int gs_host_pool_usable(const gs_host_pool_t *self, uint32_t uid)
 {
     int n = 0;
     for (int i = 0; i < self->nc; i++)
-        n += self->c[i].state == CHUNK_FREE &&
-             (self->c[i].owner == uid || self->c[i].owner == GS_POOL_NOBODY);
+        n += usable_by(&self->c[i], uid);
     return n;
 }
 

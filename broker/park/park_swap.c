@@ -191,6 +191,21 @@ static psess_t *relay_source(gs_park_t *p, const char *room_for, int g, int64_t 
     return in;
 }
 
+/* The one user whose leases session `in` holds: -1 when it holds none, or
+ * leases of several users (chunks are relayed within one user only).
+ * (It walks the processes: not inside another loop over them.) */
+static int lease_uid(gs_park_t *p, const psess_t *in)
+{
+    int uid = -1;
+    for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
+        if (!strcmp(c->session, in->id) && c->lease) {
+            if (uid >= 0 && uid != c->uid)
+                return -1;
+            uid = c->uid;
+        }
+    return uid;
+}
+
 /* Credited only where the relay will happen: every process with memory on
  * the GPU is of the incoming session's user (chunks are relayed within one
  * user) and the pool can lend the first chunks now.  Otherwise the budget
@@ -201,13 +216,7 @@ uint64_t park_swap_relayable(gs_park_t *p, const char *room_for, int g)
     psess_t *in = p->pools && p->cfg.swap ? relay_source(p, room_for, g, INT64_MAX) : NULL;
     if (!in)
         return 0;
-    int uid = -1;
-    for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
-        if (!strcmp(c->session, in->id) && c->lease) {
-            if (uid >= 0 && uid != c->uid)
-                return 0;
-            uid = c->uid;
-        }
+    int uid = lease_uid(p, in);
     if (uid < 0 || gs_swap_pools_usable(p->pools, g, (uid_t)uid) < RELAY_MIN_CHUNKS)
         return 0;
     for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
@@ -237,18 +246,14 @@ static relay_t relay_plan(gs_park_t *p, const psess_t *ps, int g, int64_t now)
     relay_t r = {relay_source(p, ps->room_for, g, now), 0, 0};
     if (!r.in)
         return r;
-    int movers = 0, in_uid = -1, mixed = 0;
-    for (pclient_t *k = zhashx_first(p->clients); k; k = zhashx_next(p->clients)) {
+    int movers = 0;
+    for (pclient_t *k = zhashx_first(p->clients); k; k = zhashx_next(p->clients))
         if (!strcmp(k->session, ps->id) && k->movable[g]) {
             movers++;
             r.uid = (uid_t)k->uid;
         }
-        if (!strcmp(k->session, r.in->id) && k->lease) {
-            mixed |= in_uid >= 0 && in_uid != k->uid;
-            in_uid = k->uid;
-        }
-    }
-    if (movers != 1 || mixed || in_uid != (int)r.uid) { /* chunks relayed without zeroing only */
+    int in_uid = lease_uid(p, r.in);
+    if (movers != 1 || in_uid < 0 || in_uid != (int)r.uid) { /* relayed without zeroing only */
         r.in = NULL;
         return r;
     }
