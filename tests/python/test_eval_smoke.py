@@ -64,8 +64,13 @@ def test_cost_is_also_measured_in_one_process_gate_on_and_off(results):
     r = rows(results, "cost_ab.csv")
     assert {x["workload"] for x in r} == {"%s_%s" % (m, k) for m in ("mlp", "resnet18", "resnet50")
                                           for k in ("train", "infer")}
+    # notebook.py's simulated models: kernels per step
+    kernels = {"mlp_train": 10, "mlp_infer": 3, "resnet18_train": 20, "resnet18_infer": 6,
+               "resnet50_train": 30, "resnet50_infer": 10}
     for x in r:
         assert float(x["off_ms"]) > 0 and float(x["on_ms"]) > 0, x
+        # the hook counted the launches of the batches through the gate only
+        assert float(x["launches_per_step"]) == kernels[x["workload"]], x
     assert len({x["round"] for x in r}) == 2  # EVAL_AB_ROUNDS on the simulated GPU
 
 
