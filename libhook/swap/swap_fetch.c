@@ -39,6 +39,40 @@ static int connect_to(const char *path, char *err, size_t errlen)
     return s;
 }
 
+/* One answer of the pool socket, with the descriptors it carries (up to
+ * max, *nfd of them): the JSON object, or NULL with err set (no answer in
+ * timeout_ms, the socket closed, or the broker's own "error", whose
+ * descriptors, if any, are closed).  `what`: what the answer is for. */
+static json_t *answer(int s, int timeout_ms, int *fds, int max, int *nfd, const char *what,
+                      char *err, size_t errlen)
+{
+    *nfd = 0;
+    struct pollfd p = {s, POLLIN, 0};
+    if (poll(&p, 1, timeout_ms) != 1) {
+        snprintf(err, errlen, "the broker did not answer %s in %d ms", what, timeout_ms);
+        return NULL;
+    }
+    char buf[512];
+    ssize_t k = gs_fd_recv(s, buf, sizeof buf - 1, fds, max, nfd);
+    if (k <= 0) {
+        snprintf(err, errlen, "pool socket closed before it answered %s", what);
+        return NULL;
+    }
+    buf[k] = '\0';
+    json_t *o = json_loads(buf, 0, NULL);
+    const char *e = NULL;
+    if (o && json_unpack(o, "{s:s}", "error", &e) == 0) {
+        snprintf(err, errlen, "%s", e);
+        json_decref(o);
+        close_all(fds, *nfd);
+        *nfd = 0;
+        return NULL;
+    }
+    if (!o)
+        snprintf(err, errlen, "bad answer from the pool socket");
+    return o;
+}
+
 int gs_swap_fetch_from(const char *path, uint64_t lease, int from, int wait_ms, int *fds, int max,
                        uint64_t *chunk_bytes, int *want, int timeout_ms, char *err, size_t errlen)
 {
@@ -54,31 +88,14 @@ int gs_swap_fetch_from(const char *path, uint64_t lease, int from, int wait_ms, 
         goto fail;
     }
     while (total < 0 || got < total) {
-        struct pollfd p = {s, POLLIN, 0};
-        if (poll(&p, 1, timeout_ms) != 1) {
-            snprintf(err, errlen, "the broker did not answer for the host memory in %d ms",
-                     timeout_ms);
-            goto fail;
-        }
-        char buf[512];
         int n = 0;
-        ssize_t k = gs_fd_recv(s, buf, sizeof buf - 1, fds + got, max - got, &n);
-        if (k <= 0) {
-            snprintf(err, errlen, "pool socket closed before the host memory came");
-            goto fail;
-        }
+        json_t *o = answer(s, timeout_ms, fds + got, max - got, &n, "for the host memory", err,
+                           errlen);
         got += n;
-        buf[k] = '\0';
-        json_t *o = json_loads(buf, 0, NULL);
-        const char *e = NULL;
-        json_int_t chunks = -1, cb = 0, count = -1, all = -1;
-        if (o && json_unpack(o, "{s:s}", "error", &e) == 0) {
-            snprintf(err, errlen, "%s", e);
-            json_decref(o);
+        if (!o)
             goto fail;
-        }
-        if (!o ||
-            json_unpack(o, "{s:I,s:I,s:I,s?I}", "chunks", &chunks, "chunk_bytes", &cb, "count",
+        json_int_t chunks = -1, cb = 0, count = -1, all = -1;
+        if (json_unpack(o, "{s:I,s:I,s:I,s?I}", "chunks", &chunks, "chunk_bytes", &cb, "count",
                         &count, "want", &all) != 0 ||
             count != n || chunks < 0 || chunks > max || cb <= 0) {
             snprintf(err, errlen, "bad answer from the pool socket");
@@ -123,22 +140,11 @@ int gs_swap_return(const char *path, uint64_t lease, const int *positions, int n
     if (s >= 0 && gs_fd_send(s, req, strlen(req), NULL, 0) < 0)
         snprintf(err, errlen, "pool socket: %s", strerror(errno));
     else if (s >= 0) {
-        struct pollfd p = {s, POLLIN, 0};
-        char buf[512];
         int nfd = 0;
-        ssize_t k =
-            poll(&p, 1, timeout_ms) == 1 ? gs_fd_recv(s, buf, sizeof buf - 1, NULL, 0, &nfd) : -1;
-        if (k <= 0)
-            snprintf(err, errlen, "the broker did not answer the return in %d ms", timeout_ms);
-        else {
-            buf[k] = '\0';
-            json_t *a = json_loads(buf, 0, NULL);
-            const char *e = NULL;
-            if (a && json_unpack(a, "{s:s}", "error", &e) == 0)
-                snprintf(err, errlen, "%s", e);
-            else
-                rc = json_is_true(json_object_get(a, "ok")) ? 0 : -1;
-            if (rc && !e)
+        json_t *a = answer(s, timeout_ms, NULL, 0, &nfd, "the return", err, errlen);
+        if (a) {
+            rc = json_is_true(json_object_get(a, "ok")) ? 0 : -1;
+            if (rc)
                 snprintf(err, errlen, "bad answer from the pool socket");
             json_decref(a);
         }
