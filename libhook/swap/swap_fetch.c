@@ -89,8 +89,8 @@ int gs_swap_fetch_from(const char *path, uint64_t lease, int from, int wait_ms, 
     }
     while (total < 0 || got < total) {
         int n = 0;
-        json_t *o = answer(s, timeout_ms, fds + got, max - got, &n, "for the host memory", err,
-                           errlen);
+        json_t *o =
+            answer(s, timeout_ms, fds + got, max - got, &n, "for the host memory", err, errlen);
         got += n;
         if (!o)
             goto fail;
