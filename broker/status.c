@@ -64,6 +64,7 @@ static json_t *session_on_gpu(const gs_status_input_t *in, const gs_session_t *s
         e, "turn_left_s",
         json_real(si.turn_end_us > in->now_us ? (double)(si.turn_end_us - in->now_us) / 1e6 : 0.0));
     json_object_set_new(e, "idle_gap_s", json_real((double)si.idle_gap_us / 1e6));
+    json_object_set_new(e, "think_gap_s", json_real((double)si.think_gap_us / 1e6));
     json_object_set_new(e, "share",
                         json_pack("{s:f, s:f, s:f}", "request", si.request, "limit", si.limit,
                                   "used", si.share_used));

@@ -199,6 +199,7 @@ gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t n
                                 .switched_out = active && !until && v->si[g].switchable,
                                 .switch_at = active ? at : 0,
                                 .cost_us = v->si[g].switch_cost_us,
+                                .think_us = v->si[g].think_gap_us,
                                 .failed = v->ps->failed};
         map[n++] = i;
     }

@@ -82,6 +82,8 @@ typedef struct {
     int64_t switch_at;   /* active, not switchable yet: when it will be (0: not by time) */
     int64_t cost_us;     /* its switch cost: time slicing takes an idle session once it has
                             been idle that long, if sooner than idle_us (0: idle_us) */
+    int64_t think_us;    /* its usual pause between cells (0: unknown): when longer than its
+                            switch cost, time slicing takes it as soon as it is idle */
     int failed;          /* its last park failed: tried after the others */
 } gs_park_cand_t;
 

@@ -490,6 +490,8 @@ int gs_sched_cell(gs_sched_t *s, const char *session, int busy, int64_t now)
     if (!ss)
         return -1;
     ss->last_active = now;
+    if (busy != ss->cell_busy)
+        sched_think_mark(ss, busy, now);
     if (busy && !ss->cell_busy) {
         ss->cell_busy = 1;
         ss->cell_start = now;
@@ -753,7 +755,8 @@ int gs_sched_info(const gs_sched_t *s, const char *session, int gpu, int64_t now
     out->min_slice_us = SCHED_SLICE_FACTOR * out->switch_cost_us;
     out->turn_end_us = sched_turn_end(g);
     out->idle_gap_us = sched_idle_gap(g);
-    out->switchable = sched_switchable(g, now, &out->switchable_at_us);
+    out->think_gap_us = sched_think_gap(ss);
+    out->switchable = sched_switchable(ss, g, now, &out->switchable_at_us);
     return 0;
 }
 

@@ -112,6 +112,7 @@ typedef struct {
     int64_t min_slice_us;     /* 10 x switch_cost_us: its turns last at least that */
     int64_t turn_end_us;      /* its turn on the GPU ends then; 0: no turn */
     int64_t idle_gap_us;      /* its running cell's usual idle gap (measured); 0: unknown */
+    int64_t think_gap_us;     /* its usual pause between cells (measured); 0: unknown */
     int switchable;           /* holds nothing and may be switched out now (see below) */
     int64_t switchable_at_us; /* if not yet, when it will be (GS_SCHED_NEVER: not by time) */
 } gs_sched_info_t;

@@ -84,6 +84,9 @@ struct sched_session {
     int registered;
     int cell_busy;
     int64_t cell_start;
+    int64_t cell_end;               /* the last cell ended (0: none yet) */
+    int64_t thinks[SCHED_GAPS];     /* its last pauses between cells, end to next start */
+    int nthinks, think_next;        /* pauses kept, where the next one goes */
     int64_t last_active;            /* cell start/end, acquire, grant, release */
     gs_sched_residency_t residency; /* parking: only RESIDENT sessions are granted */
     int nclients;
@@ -153,8 +156,12 @@ void sched_turn_over(sess_gpu_t *g);
 void sched_gap_open(const sched_session_t *ss, sess_gpu_t *g, int64_t now);
 void sched_gap_close(const sched_session_t *ss, sess_gpu_t *g, int64_t now);
 int64_t sched_idle_gap(const sess_gpu_t *g);
+/* A cell starts (busy) or ends: its pause between cells is measured. */
+void sched_think_mark(sched_session_t *ss, int busy, int64_t now);
+/* The median of its last pauses between cells; 0 while fewer than 3. */
+int64_t sched_think_gap(const sched_session_t *ss);
 /* May be switched out now; if not, *at says when it may (or NEVER). */
-int sched_switchable(const sess_gpu_t *g, int64_t now, int64_t *at);
+int sched_switchable(const sched_session_t *ss, const sess_gpu_t *g, int64_t now, int64_t *at);
 /* The idle release its grants ask for while a switch is wanted: 0 when
  * it cannot move. */
 int64_t sched_idle_hint(const sess_gpu_t *g);

@@ -72,12 +72,18 @@ static int64_t decide_exclusive(gs_sched_t *s, int gpu, sched_session_t **h, int
          * keeps it from being switched out for a parked waiter anyway, and
          * that waiter, first in the queue, would wait for it while it
          * waited for the waiter (20 s lost per turn on the H200). */
-        sched_session_t *next = w[0];
-        for (int i = 0; i < nw; i++)
-            if (sched_turn_live(&w[i]->g[gpu], now) && sched_grantable(s, w[i], gpu)) {
+        sched_session_t *next = NULL;
+        for (int i = 0; i < nw && !next; i++)
+            if (sched_turn_live(&w[i]->g[gpu], now) && sched_grantable(s, w[i], gpu))
                 next = w[i];
-                break;
-            }
+        /* A parked (or moving) head comes back through parking, which
+         * needs room from the holder it would follow; it does not hold up
+         * a resident waiter behind it meanwhile (that one would wait for
+         * it while parking switched it out: a switch more than needed). */
+        for (int i = 0; i < nw && !next; i++)
+            if (w[i]->residency == GS_SCHED_RESIDENT)
+                next = w[i];
+        next = next ? next : w[0];
         sched_session_grant(s, next, gpu, s->cfg.tq_us, 0, now);
         if (nw == 1)
             return GS_SCHED_NEVER;

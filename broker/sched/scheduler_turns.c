@@ -7,6 +7,8 @@
  * rate).  Two rules keep copying from eating the GPU:
  *  - a turn (a session's time on the GPU, from its grant) lasts at least
  *    10 x its switch cost, so copies take at most a tenth of the GPU's time;
+ *  - a cell that has just started is not switched out before it asks
+ *    for the GPU, for its switch cost;
  *  - a running cell that gives the GPU back by itself between its GPU
  *    phases keeps its turn: it is switched out only when the turn is over,
  *    or when its GPU has been idle for longer than a switch costs, or when
@@ -106,13 +108,51 @@ int64_t sched_idle_gap(const sess_gpu_t *g)
     return v[g->ngaps / 2];
 }
 
-int sched_switchable(const sess_gpu_t *g, int64_t now, int64_t *at)
+void sched_think_mark(sched_session_t *ss, int busy, int64_t now)
+{
+    if (!busy) {
+        ss->cell_end = now > 0 ? now : 1;
+        return;
+    }
+    if (!ss->cell_end)
+        return;
+    ss->thinks[ss->think_next] = now - ss->cell_end;
+    ss->think_next = (ss->think_next + 1) % SCHED_GAPS;
+    if (ss->nthinks < SCHED_GAPS)
+        ss->nthinks++;
+}
+
+/* (Fewer than three say little: a user who ran one cell twice.) */
+int64_t sched_think_gap(const sched_session_t *ss)
+{
+    if (ss->nthinks < 3)
+        return 0;
+    int64_t v[SCHED_GAPS];
+    for (int i = 0; i < ss->nthinks; i++)
+        v[i] = ss->thinks[i];
+    qsort(v, (size_t)ss->nthinks, sizeof *v, cmp64);
+    return v[ss->nthinks / 2];
+}
+
+int sched_switchable(const sched_session_t *ss, const sess_gpu_t *g, int64_t now, int64_t *at)
 {
     *at = GS_SCHED_NEVER;
     if (g->holding)
         return 0;
     int64_t cost = sched_switch_cost(g);
-    if (!sched_turn_live(g, now) || !cost)
+    if (!cost)
+        return 1;
+    /* A cell that has just started and not had the GPU yet is about to ask
+     * for it: switched out now, it would be brought back at once.  (Two
+     * 32 GiB jobs that started together on the H200: the resident one was
+     * parked for the other before its first acquire came, a switch of
+     * 0.8 s more than one after the other.)  It keeps its memory for its
+     * switch cost. */
+    if (ss->cell_busy && g->hold_start < ss->cell_start && now < ss->cell_start + cost) {
+        *at = ss->cell_start + cost;
+        return 0;
+    }
+    if (!sched_turn_live(g, now))
         return 1;
     if (g->released_at && (now - g->released_at >= cost || sched_idle_gap(g) >= cost))
         return 1;

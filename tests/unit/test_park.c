@@ -139,6 +139,33 @@ static void time_slicing_takes_an_idle_session_after_its_switch_cost(void **stat
     assert_int_equal(w, now + 2 * SEC);
 }
 
+/* A notebook whose pauses between cells are usually longer than its
+ * switch costs is switched out for a waiting cell as soon as it is idle:
+ * waiting for a next cell that will not come soon only idles the GPU.
+ * Pauses shorter than the switch (or unknown): it waits its switch cost. */
+static void time_slicing_takes_at_once_a_notebook_that_pauses_longer_than_its_switch(void **state)
+{
+    (void)state;
+    int64_t now = 1000 * SEC;
+    gs_park_cand_t c[] = {idle(60, now - 10 * MS)};
+    c[0].cost_us = 500 * MS;
+    c[0].think_us = 2 * SEC;
+    int picked[1];
+    int64_t w = 0;
+    assert_int_equal(
+        gs_park_policy_choose(c, 1, 60 * MIB, 1, UINT64_MAX, now, 30 * SEC, INT64_MAX, picked, &w),
+        GS_PICK_OK);
+    /* Not for make_room (no time slicing): park_idle_s as before. */
+    assert_int_equal(
+        gs_park_policy_choose(c, 1, 60 * MIB, 0, UINT64_MAX, now, 30 * SEC, INT64_MAX, picked, &w),
+        GS_PICK_WAIT);
+    c[0].think_us = 100 * MS;
+    assert_int_equal(
+        gs_park_policy_choose(c, 1, 60 * MIB, 1, UINT64_MAX, now, 30 * SEC, INT64_MAX, picked, &w),
+        GS_PICK_WAIT);
+    assert_int_equal(w, now + 490 * MS);
+}
+
 static void idle_threshold_waits_or_refuses(void **state)
 {
     (void)state;
@@ -821,6 +848,7 @@ int main(void)
         cmocka_unit_test(busy_sessions_are_never_victims),
         cmocka_unit_test(idle_threshold_waits_or_refuses),
         cmocka_unit_test(time_slicing_takes_an_idle_session_after_its_switch_cost),
+        cmocka_unit_test(time_slicing_takes_at_once_a_notebook_that_pauses_longer_than_its_switch),
         cmocka_unit_test(host_budget_is_respected),
         cmocka_unit_test(failed_sessions_come_last),
         cmocka_unit_test(rates_follow_measured_copies),

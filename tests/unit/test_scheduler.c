@@ -680,6 +680,70 @@ static void a_cell_without_gaps_shares_as_before(void **state)
     assert_string_equal(acts(), "G:cj");
 }
 
+/* A cell that has just started and not had the GPU yet is not switched out
+ * (parking's victims: gs_sched_info's switchable) before its switch cost
+ * has passed: its first acquire is on the way.  Once it has held the GPU,
+ * its turn rules as before. */
+static void a_cell_that_just_started_keeps_its_memory_for_its_switch_cost(void **state)
+{
+    setup_with(GS_POLICY_ADAPTIVE, 0);
+    gs_sched_register(S, "b", NOW);
+    gs_sched_join(S, "cb", "b", NOW);
+    gs_sched_memory(S, "cb", 0, 1000000000ull, NOW);
+    gs_sched_set_move_rates(S, "b", 0, 2e9, 2e9); /* 1 GB: 0.5 s + 0.5 s */
+    assert_true(info("b").switchable);            /* between cells */
+    int64_t t0 = NOW;
+    gs_sched_cell(S, "b", 1, NOW);
+    assert_false(info("b").switchable);
+    assert_int_equal(info("b").switchable_at_us, t0 + 1 * SEC);
+    /* A cell without GPU work is not protected for ever. */
+    gs_sched_info_t later;
+    assert_int_equal(gs_sched_info(S, "b", 0, t0 + 1 * SEC, &later), 0);
+    assert_true(later.switchable);
+    NOW += 100 * MS;
+    acquire("cb");
+    assert_string_equal(acts(), "G:cb");
+    NOW += 10 * MS;
+    release("cb"); /* between two GPU phases: its turn goes on */
+    assert_false(info("b").switchable);
+    assert_int_equal(info("b").switchable_at_us, NOW + 1 * SEC);
+}
+
+/* Exclusive: a parked head waiter comes back through parking; it does not
+ * hold up a resident waiter behind it, which is granted meanwhile. */
+static void exclusive_a_parked_head_does_not_hold_up_a_resident_waiter(void **state)
+{
+    setup_with(GS_POLICY_EXCLUSIVE, 0);
+    for (int i = 0; i < 2; i++) {
+        const char *nb = i ? "b" : "a", *cl = i ? "cb" : "ca";
+        gs_sched_register(S, nb, NOW);
+        gs_sched_join(S, cl, nb, NOW);
+    }
+    gs_sched_set_residency(S, "a", GS_SCHED_PARKED, NOW);
+    gs_sched_cell(S, "a", 1, NOW);
+    gs_sched_demand(S, "a", 0, 1, NOW); /* queued for its cell while parked */
+    NOW += 1 * MS;
+    gs_sched_cell(S, "b", 1, NOW);
+    acquire("cb");
+    assert_string_equal(acts(), "G:cb");
+    assert_int_equal(info("a").state, GS_SESS_WAITING);
+}
+
+static void pauses_between_cells_are_measured(void **state)
+{
+    setup_with(GS_POLICY_ADAPTIVE, 0);
+    gs_sched_register(S, "n", NOW);
+    for (int i = 0; i < 3; i++) {
+        gs_sched_cell(S, "n", 1, NOW);
+        NOW += 100 * MS;
+        gs_sched_cell(S, "n", 0, NOW);
+        assert_int_equal(info("n").think_gap_us, 0); /* fewer than three pauses */
+        NOW += (i + 1) * SEC;
+    }
+    gs_sched_cell(S, "n", 1, NOW); /* pauses of 1, 2 and 3 s: the median */
+    assert_int_equal(info("n").think_gap_us, 2 * SEC);
+}
+
 /* Issue 17: cells that start while others run share the GPU with them
  * instead of queueing behind them in start order (each waiting for every
  * earlier cell's whole work made 8 mostly idle notebooks' p99 13 x solo);
@@ -1030,6 +1094,11 @@ int main(void)
         cmocka_unit_test_teardown(a_boost_about_to_end_preempts_nobody, teardown),
         cmocka_unit_test_teardown(cells_that_alternate_run_out_of_phase, teardown),
         cmocka_unit_test_teardown(a_cell_without_gaps_shares_as_before, teardown),
+        cmocka_unit_test_teardown(a_cell_that_just_started_keeps_its_memory_for_its_switch_cost,
+                                  teardown),
+        cmocka_unit_test_teardown(exclusive_a_parked_head_does_not_hold_up_a_resident_waiter,
+                                  teardown),
+        cmocka_unit_test_teardown(pauses_between_cells_are_measured, teardown),
         cmocka_unit_test_teardown(adaptive_new_cells_share_instead_of_queueing, teardown),
         cmocka_unit_test_teardown(adaptive_quanta_grow_with_the_cell, teardown),
         cmocka_unit_test_teardown(off_grants_everything_and_revokes_nothing, teardown),
