@@ -23,6 +23,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define MS       1000LL
 #define HINT_MIN (10 * MS) /* no idle release sooner: pauses between kernels */
@@ -95,17 +96,22 @@ static int cmp64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The median of n (<= SCHED_GAPS) values, 0 for none. */
+static int64_t median(const int64_t *values, int n)
+{
+    if (n <= 0)
+        return 0;
+    int64_t v[SCHED_GAPS];
+    memcpy(v, values, (size_t)n * sizeof *v);
+    qsort(v, (size_t)n, sizeof *v, cmp64);
+    return v[n / 2];
+}
+
 /* The median of the last gaps: one short pause among long CPU phases (or
  * the reverse) does not change the prediction. */
 int64_t sched_idle_gap(const sess_gpu_t *g)
 {
-    if (!g->ngaps)
-        return 0;
-    int64_t v[SCHED_GAPS];
-    for (int i = 0; i < g->ngaps; i++)
-        v[i] = g->gaps[i];
-    qsort(v, (size_t)g->ngaps, sizeof *v, cmp64);
-    return v[g->ngaps / 2];
+    return median(g->gaps, g->ngaps);
 }
 
 void sched_think_mark(sched_session_t *ss, int busy, int64_t now)
@@ -125,13 +131,7 @@ void sched_think_mark(sched_session_t *ss, int busy, int64_t now)
 /* (Fewer than three say little: a user who ran one cell twice.) */
 int64_t sched_think_gap(const sched_session_t *ss)
 {
-    if (ss->nthinks < 3)
-        return 0;
-    int64_t v[SCHED_GAPS];
-    for (int i = 0; i < ss->nthinks; i++)
-        v[i] = ss->thinks[i];
-    qsort(v, (size_t)ss->nthinks, sizeof *v, cmp64);
-    return v[ss->nthinks / 2];
+    return ss->nthinks < 3 ? 0 : median(ss->thinks, ss->nthinks);
 }
 
 int sched_switchable(const sched_session_t *ss, const sess_gpu_t *g, int64_t now, int64_t *at)

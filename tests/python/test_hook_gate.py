@@ -7,6 +7,10 @@ together, captured work needs no grant, and two GPUs are granted apart.
 simulated driver's log): a call that waits for the grant returns, and its
 work starts, after the grant was sent - however slow the machine is."""
 
+import contextlib
+import subprocess
+import sys
+
 import pytest
 
 import gstest
@@ -14,6 +18,21 @@ from gstest import kernels
 
 
 pytestmark = pytest.mark.fake_broker()
+
+
+@contextlib.contextmanager
+def hooked_python(sim, endpoint, prog):
+    """A Python program run under the hook on the simulated GPU, killed if
+    it is still running when the block ends."""
+    env = gstest.hook_env(sim, endpoint, GPUSHARE_IDLE_RELEASE_MS=0)
+    proc = subprocess.Popen([sys.executable, "-c", prog], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def test_registers_with_hello_and_join(fb, probe):
@@ -155,8 +174,6 @@ def test_disabled_is_pure_pass_through(fb, probe, sim):
 def test_python_ctypes_program_is_gated(fb, tmp_path, sim, endpoint):
     # ctypes finds every function with dlsym on its dlopen("libcuda.so.1")
     # handle: the hook's wrappers, so the launch waits for the grant.
-    import subprocess
-    import sys
     prog = ("import ctypes, gpusim\n"
             "gpusim.init()\n"
             "print('init', flush=True)\n"
@@ -165,17 +182,11 @@ def test_python_ctypes_program_is_gated(fb, tmp_path, sim, endpoint):
             "calls = ctypes.CDLL(None).gpushare_hook_calls\n"
             "calls.restype = ctypes.c_longlong\n"
             "print('launches', calls(b'cuLaunchKernel'), flush=True)\n")
-    env = gstest.hook_env(sim, endpoint, GPUSHARE_IDLE_RELEASE_MS=0)
-    proc = subprocess.Popen([sys.executable, "-c", prog], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
+    with hooked_python(sim, endpoint, prog) as proc:
         acq = fb.wait_for("acquire")
         assert not kernels(sim)
         g = fb.grant(acq)
         out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 0, err
     assert "launches 1" in out
     (k,) = kernels(sim, "kpy")
@@ -187,8 +198,6 @@ def test_passthrough_bypasses_the_gate_until_turned_off(fb, tmp_path, sim, endpo
     # hook's cost): while on, a launch goes straight to the driver with no
     # grant and no acquire, and the wrappers count nothing; turned off, the
     # next launch waits for its grant again.
-    import subprocess
-    import sys
     prog = ("import ctypes, gpusim\n"
             "gpusim.init()\n"
             "hook = ctypes.CDLL(None)\n"
@@ -201,19 +210,13 @@ def test_passthrough_bypasses_the_gate_until_turned_off(fb, tmp_path, sim, endpo
             "gpusim.launch(us=1000, name='kgated')\n"
             "gpusim.synchronize()\n"
             "print('gated', hook.gpushare_hook_calls(b'cuLaunchKernel'), flush=True)\n")
-    env = gstest.hook_env(sim, endpoint, GPUSHARE_IDLE_RELEASE_MS=0)
-    proc = subprocess.Popen([sys.executable, "-c", prog], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
+    with hooked_python(sim, endpoint, prog) as proc:
         acq = fb.wait_for("acquire")
         (free,) = kernels(sim, "kfree")
         assert free["start_ns"] < acq["t"], "the bypassed launch waited for a grant"
         assert not kernels(sim, "kgated"), "the launch after passthrough(0) did not wait"
         g = fb.grant(acq)
         out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 0, err
     assert out.split("\n")[:4] == ["was 0", "bypassed 0", "was 1", "gated 1"], out
     (k,) = kernels(sim, "kgated")
