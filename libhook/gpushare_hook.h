@@ -28,7 +28,7 @@ long long gpushare_hook_launch_count(void);
 void *gpushare_hook_real(const char *name);
 
 /* The gate: 0 closed (waiting for a grant), 1 open (granted), 2 ungated
- * (no broker, or GPUSHARE_DISABLE). */
+ * (no broker, or GPUSHARE_DISABLE), 3 bypassed (gpushare_hook_passthrough). */
 int gpushare_hook_gate(void);
 
 /* Device dev's memory footprint as the hook counts it (bytes): used,
@@ -74,12 +74,14 @@ int gpushare_hook_wait_notices(int on);
  * (its next work asks again).  Returns how many GPUs it gives back. */
 int gpushare_hook_release(void);
 
-/* 1: every submission and synchronisation goes straight to the driver,
- * past the gate and the burst measurement; 0 (the default): through them.
- * For benchmarks only (bench/eval's in-process A/B of the hook's cost):
- * while on, this process' work is not gated, so it may run while another
- * notebook holds the GPU, and a revoke does not wait for it.  Memory is
- * accounted either way.  Returns the previous setting. */
+/* 1: every submission goes past the gate and the burst measurement, and is
+ * not counted (gpushare_hook_calls); 0 (the default): through them.  For
+ * benchmarks only (bench/eval's in-process A/B of the hook's cost): while
+ * on, this process' work is not gated, so it may run while another
+ * notebook holds the GPU, and a revoke does not wait for it; while its
+ * memory is parked the gate holds as usual.  Memory is accounted either
+ * way.  It is a state of the gate word, so the launch path still loads one
+ * word.  Returns the previous setting. */
 int gpushare_hook_passthrough(int on);
 
 #ifdef __cplusplus

@@ -195,5 +195,10 @@ HOOK_EXPORT int gpushare_hook_release(void)
  * gated and a revoke does not wait for it (gpushare_hook.h). */
 HOOK_EXPORT int gpushare_hook_passthrough(int on)
 {
-    return atomic_exchange_explicit(&hook_gate_passthrough.v, on ? 1 : 0, memory_order_relaxed);
+    pthread_mutex_lock(&hook_gate_mu);
+    int was = hook_gate_passthrough;
+    hook_gate_passthrough = on ? 1 : 0;
+    hook_gate_update_locked();
+    pthread_mutex_unlock(&hook_gate_mu);
+    return was;
 }

@@ -20,12 +20,12 @@
 struct hook_line_int hook_gate_word = {HOOK_GATE_CLOSED};
 struct hook_line_u64 hook_gate_epoch = {1};
 struct hook_line_int hook_gate_activity;
-struct hook_line_int hook_gate_passthrough;
 
 pthread_mutex_t hook_gate_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t hook_gate_cv;
 struct hook_gate_state hook_gate_st;
 int hook_gate_gang;
+int hook_gate_passthrough;
 static pthread_once_t cv_once = PTHREAD_ONCE_INIT;
 
 static void cv_init(void)
@@ -52,6 +52,8 @@ void hook_gate_update_locked(void)
         swapped |= hook_gate_st.dev[i].touched && hook_gate_st.dev[i].swapped;
     if (hook_cfg.disabled || (hook_gate_st.client == CS_UNGATED && !swapped))
         w = HOOK_GATE_UNGATED;
+    else if (hook_gate_passthrough && !swapped)
+        w = HOOK_GATE_PASS;
     else if (hook_gate_st.client == CS_UNGATED)
         w = HOOK_GATE_CLOSED; /* until the memory is back */
     else {

@@ -14,9 +14,11 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-enum { HOOK_GATE_CLOSED = 0, HOOK_GATE_OPEN = 1, HOOK_GATE_UNGATED = 2 };
+enum { HOOK_GATE_CLOSED = 0, HOOK_GATE_OPEN = 1, HOOK_GATE_UNGATED = 2, HOOK_GATE_PASS = 3 };
 /* CLOSED: some device this process touched is not granted; OPEN: all are
- * granted; UNGATED: no broker (or GPUSHARE_DISABLE), nothing waits.  Every
+ * granted; UNGATED: no broker (or GPUSHARE_DISABLE), nothing waits; PASS:
+ * gpushare_hook_passthrough(1), submissions go past the gate and the burst
+ * flags uncounted (an in-process A/B of the hook's cost).  Every
  * submission loads it (hook_submit.h), and it changes only at grants,
  * revokes and broker transitions: alone on its cache line, it stays in
  * every submitting core's cache. */
@@ -26,11 +28,6 @@ extern struct hook_line_u64 hook_gate_epoch;
 /* Set by submissions, cleared by the idle timer: written by many threads,
  * so it has a line of its own too. */
 extern struct hook_line_int hook_gate_activity;
-/* 1: every SUBMIT and SYNC wrapper calls the driver at once, past the gate
- * and the burst flags (gpushare_hook_passthrough, for an in-process A/B of
- * the hook's cost: bench/eval).  Set and read only by a benchmark, so it
- * stays in every core's cache. */
-extern struct hook_line_int hook_gate_passthrough;
 
 #define HOOK_UUID_LEN 48
 
@@ -98,6 +95,9 @@ struct hook_gate_state {
     int ctx_destroying; /* a context is being destroyed (or waits to be) */
 };
 extern struct hook_gate_state hook_gate_st;
+/* gpushare_hook_passthrough's setting: the gate word is PASS while it is on
+ * and no memory of the process is parked (hook_gate_update_locked). */
+extern int hook_gate_passthrough;
 /* The broker placed this process' session on several GPUs (hook_place.c),
  * all of them visible here: it takes and holds them together (the broker
  * grants them in GPU order, scheduler_gang.c), so that work on one never

@@ -63,7 +63,9 @@ static inline void hook_submit_track(struct hook_thr *t, CUstream s)
     hook_submit_track_slow(t, s, e);
 }
 
-static inline void hook_submit_enter(struct hook_thr *t, CUstream s, int pt)
+/* Returns the gate word it saw (PASS: the wrapper leaves the call
+ * uncounted). */
+static inline int hook_submit_enter(struct hook_thr *t, CUstream s, int pt)
 {
     s = hook_cuda_norm_stream(s, pt);
     atomic_store_explicit(&t->busy, 1, memory_order_relaxed);
@@ -71,13 +73,14 @@ static inline void hook_submit_enter(struct hook_thr *t, CUstream s, int pt)
     int w = atomic_load_explicit(&hook_gate_word.v, memory_order_acquire);
     if (__builtin_expect(w == HOOK_GATE_OPEN, 1)) {
         hook_submit_track(t, s);
-        return;
+        return w;
     }
     t->bflag = &hook_burst_off.v;
-    if (w == HOOK_GATE_UNGATED)
-        return;
+    if (w == HOOK_GATE_UNGATED || w == HOOK_GATE_PASS)
+        return w;
     atomic_store_explicit(&t->busy, 0, memory_order_release);
     hook_submit_slow(t, s);
+    return w;
 }
 
 /* The burst flag is checked again after the real call: a monitor probe that

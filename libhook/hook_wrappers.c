@@ -26,9 +26,6 @@
 #define HOOK_PTV_PT                1
 #define HOOK_PTV_LG                0
 
-/* gpushare_hook_passthrough(1): straight to the driver (hook_gate.h). */
-#define HOOK_PASSTHROUGH() atomic_load_explicit(&hook_gate_passthrough.v, memory_order_relaxed)
-
 #define HOOK_NESTED_CALL(abi, args)                                                                \
     do {                                                                                           \
         void *r0_ = hook_real_get(HOOK_IDX_##abi);                                                 \
@@ -38,14 +35,12 @@
 #define WRAP_SUBMIT(abi, pt, stream, params, args)                                                 \
     HOOK_EXPORT CUresult abi params                                                                \
     {                                                                                              \
-        if (__builtin_expect(HOOK_PASSTHROUGH(), 0))                                               \
-            HOOK_NESTED_CALL(abi, args);                                                           \
         struct hook_thr *t_ = hook_thread_self();                                                  \
         if (__builtin_expect(t_->nest != 0, 0))                                                    \
             HOOK_NESTED_CALL(abi, args);                                                           \
-        hook_thread_count(t_, HOOK_IDX_##abi);                                                     \
         t_->nest = 1;                                                                              \
-        hook_submit_enter(t_, (stream), pt);                                                       \
+        if (__builtin_expect(hook_submit_enter(t_, (stream), pt) != HOOK_GATE_PASS, 1))            \
+            hook_thread_count(t_, HOOK_IDX_##abi);                                                 \
         void *real_ = hook_real[HOOK_IDX_##abi];                                                   \
         CUresult r_ = real_ ? ((__typeof__(&abi))real_)args : CUDA_ERROR_NOT_FOUND;                \
         hook_submit_leave(t_);                                                                     \
@@ -56,8 +51,6 @@
 #define WRAP_PLAIN(abi, params, args, after)                                                       \
     HOOK_EXPORT CUresult abi params                                                                \
     {                                                                                              \
-        if (__builtin_expect(HOOK_PASSTHROUGH(), 0))                                               \
-            HOOK_NESTED_CALL(abi, args);                                                           \
         struct hook_thr *t_ = hook_thread_self();                                                  \
         if (__builtin_expect(t_->nest != 0, 0))                                                    \
             HOOK_NESTED_CALL(abi, args);                                                           \

@@ -251,7 +251,8 @@ def sec_cost(D, d):
         D.summary["cost_alone_pct"] = worst_ab[0]
         D.w("Side by side in one process (PyTorch): the hooked notebook alternates batches of "
             "steps with the hook's gate in force (*on*) and bypassed (*off*: "
-            "`gpushare_hook_passthrough`, every submission straight to the driver), under the "
+            "`gpushare_hook_passthrough`, every submission past the gate and the burst "
+            "measurement), under the "
             "adaptive policy, in the order off, on, on, off, then the reverse, so that a drift "
             "of the machine's speed cancels. Cost: the median over rounds of on / off - 1 "
             "(CUDA events; range over rounds), their mean with its 95 % confidence interval, "
