@@ -162,6 +162,17 @@ static gs_sched_info_t info(const char *session)
     return i;
 }
 
+/* Notebooks nb[i], each with one client cl[i]; with busy, a cell running. */
+static void notebooks(int n, const char *const *nb, const char *const *cl, int busy)
+{
+    for (int i = 0; i < n; i++) {
+        gs_sched_register(S, nb[i], NOW);
+        gs_sched_join(S, cl[i], nb[i], NOW);
+        if (busy)
+            gs_sched_cell(S, nb[i], 1, NOW);
+    }
+}
+
 /* ---- exclusive ------------------------------------------------------------ */
 
 static void exclusive_first_grant_on_idle_gpu_is_immediate(void **state)
@@ -568,10 +579,7 @@ static void a_boost_about_to_end_preempts_nobody(void **state)
 {
     setup_with(GS_POLICY_ADAPTIVE, 0);
     const char *nb[3] = {"a", "b", "c"}, *cl[3] = {"ca", "cb", "cc"};
-    for (int i = 0; i < 3; i++) {
-        gs_sched_register(S, nb[i], NOW);
-        gs_sched_join(S, cl[i], nb[i], NOW);
-    }
+    notebooks(3, nb, cl, 0);
     int64_t t0 = NOW;
     gs_sched_cell(S, "a", 1, NOW);
     acquire("ca");
@@ -611,11 +619,7 @@ static void cells_that_alternate_run_out_of_phase(void **state)
     setup_with(GS_POLICY_ADAPTIVE, 0);
     set("boost_ms", "0");
     const char *nb[2] = {"a", "b"}, *cl[2] = {"ca", "cb"};
-    for (int i = 0; i < 2; i++) {
-        gs_sched_register(S, nb[i], NOW);
-        gs_sched_join(S, cl[i], nb[i], NOW);
-        gs_sched_cell(S, nb[i], 1, NOW);
-    }
+    notebooks(2, nb, cl, 1);
     /* The first round: no gaps yet, so they share (in phase). */
     acquire_burst("ca", 500 * MS);
     acquire_burst("cb", 500 * MS);
@@ -660,11 +664,7 @@ static void a_cell_without_gaps_shares_as_before(void **state)
     setup_with(GS_POLICY_ADAPTIVE, 0);
     set("boost_ms", "0");
     const char *nb[2] = {"job", "train"}, *cl[2] = {"cj", "ct"};
-    for (int i = 0; i < 2; i++) {
-        gs_sched_register(S, nb[i], NOW);
-        gs_sched_join(S, cl[i], nb[i], NOW);
-        gs_sched_cell(S, nb[i], 1, NOW);
-    }
+    notebooks(2, nb, cl, 1);
     acquire_burst("cj", 500 * MS);
     assert_string_equal(acts(), "G:cj");
     NOW += 500 * MS;
@@ -714,11 +714,8 @@ static void a_cell_that_just_started_keeps_its_memory_for_its_switch_cost(void *
 static void exclusive_a_parked_head_does_not_hold_up_a_resident_waiter(void **state)
 {
     setup_with(GS_POLICY_EXCLUSIVE, 0);
-    for (int i = 0; i < 2; i++) {
-        const char *nb = i ? "b" : "a", *cl = i ? "cb" : "ca";
-        gs_sched_register(S, nb, NOW);
-        gs_sched_join(S, cl, nb, NOW);
-    }
+    const char *nb[2] = {"a", "b"}, *cl[2] = {"ca", "cb"};
+    notebooks(2, nb, cl, 0);
     gs_sched_set_residency(S, "a", GS_SCHED_PARKED, NOW);
     gs_sched_cell(S, "a", 1, NOW);
     gs_sched_demand(S, "a", 0, 1, NOW); /* queued for its cell while parked */
@@ -752,10 +749,7 @@ static void adaptive_new_cells_share_instead_of_queueing(void **state)
 {
     setup_with(GS_POLICY_ADAPTIVE, 0);
     const char *nb[3] = {"train", "a", "b"}, *cl[3] = {"t", "ca", "cb"};
-    for (int i = 0; i < 3; i++) {
-        gs_sched_register(S, nb[i], NOW);
-        gs_sched_join(S, cl[i], nb[i], NOW);
-    }
+    notebooks(3, nb, cl, 0);
     gs_sched_cell(S, "train", 1, NOW);
     acquire("t");
     run_to(NOW + 10 * SEC); /* its boost is long used up */
