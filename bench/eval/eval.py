@@ -607,6 +607,16 @@ def run_pair(nbs, cmd, timeout):
     return total_time(res), res
 
 
+def record_phases(S, section, working_set, mix, config, res):
+    """Each job's phases as it saw them ([GPU s, CPU s] per iteration), one
+    line per job: where a pair's time went (a GPU phase under gpushare
+    includes waiting for the GPU)."""
+    with open(os.path.join(S.out, "phases-%s.jsonl" % section), "a") as f:
+        for k, r in enumerate(res):
+            f.write(json.dumps(dict(working_set=working_set, mix=mix, config=config, job="ab"[k],
+                                    start=r.get("start"), iters=r.get("iters"))) + "\n")
+
+
 def sec_pairs(S, meta):
     iters, period = knob("EVAL_PAIR_ITERS", int), dur(knob("EVAL_PAIR_PERIOD_S", float))
     tqs, gib = knob_list("EVAL_TQS"), knob("EVAL_SMALL_GIB", float)
@@ -630,6 +640,7 @@ def sec_pairs(S, meta):
                  total_s=total, job_a_s=res[0]["seconds"] if res else "",
                  job_b_s=res[1]["seconds"] if len(res) > 1 else "", ok=1, error="",
                  iters=iters, period_s=period)
+        record_phases(S, "pairs", "small", mix, config, res)
         log("pairs %s %s%s: %.2f s" % (mix, config, " tq=%s" % tq if tq else "", total))
 
     for mix, frac in MIXES:
@@ -722,6 +733,7 @@ def sec_bigpairs(S, meta):
                  job_a_s=res[0]["seconds"] if res else "",
                  job_b_s=res[1]["seconds"] if len(res) > 1 else "", ok=ok, error=error,
                  iters=iters, period_s=period)
+        record_phases(S, "bigpairs", "big", mix, config, res)
         log("bigpairs %s %s: %s" % (mix, config, "%.2f s" % total if ok else error))
 
     # Native: one at a time (serial); both at once cannot even allocate.

@@ -498,6 +498,7 @@ int gs_sched_cell(gs_sched_t *s, const char *session, int busy, int64_t now)
         for (int i = 0; i < s->ngpus; i++) {
             sess_gpu_t *g = &ss->g[i];
             g->boost_left = s->cfg.boost_us;
+            g->gaps_stale = 1; /* (sched_gap_close) */
             g->gpu_mark = g->gpu_time + (g->holding ? now - g->hold_start : 0);
         }
     } else if (!busy) {

@@ -70,6 +70,7 @@ typedef struct {
     int64_t released_at;      /* gave the GPU back by itself (idle), 0: no */
     int64_t gaps[SCHED_GAPS]; /* its last idle gaps, release to the next acquire */
     int ngaps, gap_next;      /* gaps kept, where the next one goes */
+    int gaps_stale;           /* they are the previous cell's (sched_gap_close) */
     int64_t hint;             /* idle_release_us its grants carry */
     /* Running totals over its clients, kept by set_wants and set_used in
      * scheduler.c: every decision asks for them, for every session, and

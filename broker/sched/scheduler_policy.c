@@ -92,6 +92,15 @@ static int64_t decide_exclusive(gs_sched_t *s, int gpu, sched_session_t **h, int
     sess_gpu_t *g = &h[0]->g[gpu];
     if (g->revoking || nw == 0 || nh > 1)
         return GS_SCHED_NEVER; /* a release or an acquire brings us back */
+    /* A parked waiter comes in by a switch, which waits for the holder to
+     * go idle: the holder gives the GPU back soon after it does (as under
+     * adaptive).  With the default 200 ms a 4 GiB 50/50 pair on the H200
+     * idled 0.2 s of each 0.9 s phase before every switch. */
+    for (int i = 0; i < nw; i++)
+        if (w[i]->residency != GS_SCHED_RESIDENT) {
+            sched_hint(s, h[0], gpu, sched_idle_hint(g), now);
+            break;
+        }
     if (now >= g->deadline) {
         sched_session_revoke(s, h[0], gpu, "quantum", now);
         return GS_SCHED_NEVER;

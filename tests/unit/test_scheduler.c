@@ -709,6 +709,46 @@ static void a_cell_that_just_started_keeps_its_memory_for_its_switch_cost(void *
     assert_int_equal(info("b").switchable_at_us, NOW + 1 * SEC);
 }
 
+/* Idle gaps belong to the running cell: a cell that alternates 0.5 s CPU
+ * phases, after one whose CPU phases were 60 ms, is switched out as soon as
+ * it gives the GPU back once its first long gap is seen (the switch, 0.2 s,
+ * fits in that CPU phase), not after a switch cost of idle GPU at each of
+ * its phases until the old gaps are outvoted. */
+static void a_new_cell_predicts_with_its_own_gaps(void **state)
+{
+    setup_with(GS_POLICY_ADAPTIVE, 0);
+    gs_sched_register(S, "b", NOW);
+    gs_sched_join(S, "cb", "b", NOW);
+    gs_sched_memory(S, "cb", 0, 1000000000ull, NOW);
+    gs_sched_set_move_rates(S, "b", 0, 1e10, 1e10); /* 1 GB: 0.1 s + 0.1 s */
+    /* A 90/10 cell: GPU phases with 60 ms gaps. */
+    gs_sched_cell(S, "b", 1, NOW);
+    for (int i = 0; i < 4; i++) {
+        acquire("cb");
+        assert_string_equal(acts(), "G:cb");
+        NOW += 900 * MS;
+        release("cb");
+        NOW += 60 * MS;
+    }
+    assert_int_equal(info("b").idle_gap_us, 60 * MS);
+    gs_sched_cell(S, "b", 0, NOW);
+    NOW += 1 * SEC;
+    /* A 50/50 cell: until its first gap the last cell's are the guess. */
+    gs_sched_cell(S, "b", 1, NOW);
+    acquire("cb");
+    assert_string_equal(acts(), "G:cb");
+    NOW += 500 * MS;
+    release("cb");
+    assert_false(info("b").switchable); /* 60 ms gaps: a switch would not fit */
+    NOW += 500 * MS;
+    acquire("cb");
+    assert_string_equal(acts(), "G:cb");
+    assert_int_equal(info("b").idle_gap_us, 500 * MS);
+    NOW += 500 * MS;
+    release("cb");
+    assert_true(info("b").switchable); /* at once: its CPU phase holds a switch */
+}
+
 /* Exclusive: a parked head waiter comes back through parking; it does not
  * hold up a resident waiter behind it, which is granted meanwhile. */
 static void exclusive_a_parked_head_does_not_hold_up_a_resident_waiter(void **state)
@@ -724,6 +764,28 @@ static void exclusive_a_parked_head_does_not_hold_up_a_resident_waiter(void **st
     acquire("cb");
     assert_string_equal(acts(), "G:cb");
     assert_int_equal(info("a").state, GS_SESS_WAITING);
+}
+
+/* Exclusive: while a parked waiter waits for a switch, the holder is asked
+ * to give the GPU back a tenth of its switch cost after it goes idle (the
+ * same grant again, with the hint), not after the default 200 ms. */
+static void exclusive_a_parked_waiter_shortens_the_holders_idle_release(void **state)
+{
+    setup_with(GS_POLICY_EXCLUSIVE, 0);
+    const char *nb[2] = {"a", "b"}, *cl[2] = {"ca", "cb"};
+    notebooks(2, nb, cl, 1);
+    gs_sched_memory(S, "ca", 0, 1000000000ull, NOW);
+    gs_sched_set_move_rates(S, "a", 0, 1e10, 1e10); /* 1 GB: 0.1 s + 0.1 s */
+    acquire("ca");
+    assert_string_equal(acts(), "G:ca");
+    assert_int_equal(held[slot("ca")].idle_release[0], 0);
+    acquire("cb"); /* resident: no switch wanted, no hint */
+    assert_string_equal(acts(), "");
+    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
+    NOW += 1 * MS;
+    gs_sched_tick(S, NOW);
+    assert_string_equal(acts(), "G:ca");
+    assert_int_equal(held[slot("ca")].idle_release[0], 20 * MS);
 }
 
 static void pauses_between_cells_are_measured(void **state)
@@ -1088,6 +1150,9 @@ int main(void)
         cmocka_unit_test_teardown(a_boost_about_to_end_preempts_nobody, teardown),
         cmocka_unit_test_teardown(cells_that_alternate_run_out_of_phase, teardown),
         cmocka_unit_test_teardown(a_cell_without_gaps_shares_as_before, teardown),
+        cmocka_unit_test_teardown(a_new_cell_predicts_with_its_own_gaps, teardown),
+        cmocka_unit_test_teardown(exclusive_a_parked_waiter_shortens_the_holders_idle_release,
+                                  teardown),
         cmocka_unit_test_teardown(a_cell_that_just_started_keeps_its_memory_for_its_switch_cost,
                                   teardown),
         cmocka_unit_test_teardown(exclusive_a_parked_head_does_not_hold_up_a_resident_waiter,
