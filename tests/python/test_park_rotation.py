@@ -59,10 +59,13 @@ def test_running_notebooks_are_time_sliced_by_parking(notebooks, short_tmp):
     launcher = nbs[0].launcher
     for nb in nbs:
         launcher.cell(nb.session, "busy", "train")
+    # 12 s: a turn lasts max(the slice, 10 x the measured switch cost),
+    # and on a loaded machine the switch grows (2.4 s turns in a CI run):
+    # long enough for several turns either way.
     for nb in nbs:
-        nb.send("spin 4")
+        nb.send("spin 12")
     for nb in nbs:
-        done = nb.answer(30)
+        done = nb.answer(60)
         assert done.startswith("ok "), (done, nb.stderr())
     for nb in nbs:
         launcher.cell(nb.session, "idle", "train")
