@@ -101,7 +101,11 @@ def test_running_notebooks_are_time_sliced_by_parking(notebooks, short_tmp):
     for g, r in sliced:
         first = turn_start(g)
         assert g["quantum_us"] <= longest_us, (g, switch_s)
-        assert r["ts"] - first["ts"] >= 0.5 - 1e-3, (first, g, r)
+        # (A grant again at the very end of a turn, for what is left of
+        # it, may follow a release that did not come back by itself: its
+        # turn's start is not in this log; the quantum it carried says.)
+        if g["quantum_us"] >= 50000:
+            assert r["ts"] - first["ts"] >= 0.5 - 1e-3, (first, g, r)
         assert r["ts"] - g["ts"] >= g["quantum_us"] / 1e6 - 1e-3, (g, r)
         after = ev[next(i for i, e in enumerate(ev) if e is r):]
         assert [e["event"] for e in after if e["event"] in ("park", "unpark")][:2] == \
