@@ -10,6 +10,28 @@
 #include "reply.h"
 #include "wire.h"
 
+/* A grant's or revoke's line in the event log.  A grant says its turn
+ * (adaptive: the grants of one turn share it) and its idle release; one
+ * sent again only changes the idle release, and says so. */
+static void log_action(gs_broker_t *b, const gs_client_t *c, const gs_sched_action_t *a)
+{
+    int grant = a->kind == GS_ACT_GRANT;
+    json_t *e = json_pack("{s:s, s:i, s:s, s:I, s:I}", "session", c->session, "pid", (int)c->pid,
+                          "gpu", b->inventory.gpus[a->gpu].uuid, "grant_id",
+                          (json_int_t)a->grant_id, "quantum_us", (json_int_t)a->quantum_us);
+    if (!e)
+        return;
+    if (!grant)
+        json_object_set_new(e, "reason", json_string(a->reason));
+    if (grant && a->turn)
+        json_object_set_new(e, "turn", json_integer((json_int_t)a->turn));
+    if (grant && a->idle_release_us > 0)
+        json_object_set_new(e, "idle_release_us", json_integer((json_int_t)a->idle_release_us));
+    if (grant && a->again)
+        json_object_set_new(e, "again", json_true());
+    gs_eventlog_write(b->eventlog, grant ? "grant" : "revoke", e);
+}
+
 static void send_actions(gs_broker_t *b)
 {
     enum { MAX_DEAD = 16 };
@@ -38,12 +60,7 @@ static void send_actions(gs_broker_t *b)
         json_object_set_new(m, "device", json_string(b->inventory.gpus[a.gpu].uuid));
         json_object_set_new(m, "grant_id", json_integer((json_int_t)a.grant_id));
         if (b->eventlog) /* the fields cost allocations: none without a log */
-            gs_eventlog_write(b->eventlog, a.kind == GS_ACT_GRANT ? "grant" : "revoke",
-                              json_pack("{s:s, s:i, s:s, s:I, s:I, s:s?}", "session", c->session,
-                                        "pid", (int)c->pid, "gpu", b->inventory.gpus[a.gpu].uuid,
-                                        "grant_id", (json_int_t)a.grant_id, "quantum_us",
-                                        (json_int_t)a.quantum_us, "reason",
-                                        a.kind == GS_ACT_GRANT ? NULL : a.reason));
+            log_action(b, c, &a);
         gs_debug("%s %llu to pid %ld (session %s, GPU %d)%s%s",
                  a.kind == GS_ACT_GRANT ? "grant" : "revoke", (unsigned long long)a.grant_id,
                  c->pid, c->session, a.gpu, a.reason ? ": " : "", a.reason ? a.reason : "");

@@ -213,14 +213,18 @@ static void grant_client(gs_sched_t *s, sched_client_t *c, int gpu, int64_t now)
     sess_gpu_t *g = &c->session->g[gpu];
     client_gpu_t *cg = &c->g[gpu];
     set_wants(c, gpu, 0);
-    if (!cg->grant_id) {
+    int again = cg->grant_id != 0;
+    if (!again) {
         cg->grant_id = ++s->next_grant_id;
         cg->revoked = 0;
         g->nheld++;
     }
     int64_t left = g->deadline != GS_SCHED_NEVER && g->deadline > now ? g->deadline - now : 0;
     sched_emit(s, GS_ACT_GRANT, c->id, gpu, cg->grant_id, left, NULL);
-    s->acts[s->nacts - 1].idle_release_us = g->hint;
+    gs_sched_action_t *a = &s->acts[s->nacts - 1];
+    a->idle_release_us = g->hint;
+    a->again = again;
+    a->turn = g->turn_start ? g->turns : 0;
 }
 
 void sched_hint(gs_sched_t *s, sched_session_t *ss, int gpu, int64_t hint, int64_t now)

@@ -67,6 +67,7 @@ typedef struct {
     double out_bps, in_bps;   /* gs_sched_set_move_rates; 0: cannot move */
     int64_t turn_start;       /* 0: no turn */
     int64_t turn_slice;       /* the adaptive slice it was given then */
+    uint64_t turns;           /* turns begun (the event log's grants say which) */
     int64_t released_at;      /* gave the GPU back by itself (idle), 0: no */
     int64_t gaps[SCHED_GAPS]; /* its last idle gaps, release to the next acquire */
     int ngaps, gap_next;      /* gaps kept, where the next one goes */

@@ -54,6 +54,7 @@ void sched_turn_begin(sess_gpu_t *g, int64_t slice, int64_t now)
 {
     g->turn_start = now > 0 ? now : 1; /* (0 means no turn) */
     g->turn_slice = slice;
+    g->turns++;
 }
 
 /* (An idle gap under way goes on being measured: switched out or not, the

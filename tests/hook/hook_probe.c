@@ -359,7 +359,9 @@ int main(int argc, char **argv)
             CUresult r = cuStreamBeginCapture(stream_arg(ARG()), CU_STREAM_CAPTURE_MODE_GLOBAL);
             say("capture_begin %s", err_name(r));
         } else if (strcmp(c, "capture_end") == 0) {
-            CUresult r = cuStreamEndCapture(stream_arg(ARG()), &graph);
+            CUstream s = stream_arg(ARG());
+            say("ending capture"); /* before the call: the drain may end as it returns */
+            CUresult r = cuStreamEndCapture(s, &graph);
             if (r == CUDA_SUCCESS)
                 r = cuGraphInstantiate(&graph_exec, graph, 0);
             say("capture_end %s", err_name(r));

@@ -595,11 +595,13 @@ def read_events(path, kind=None):
 
 def turns(events):
     """The grants of an event log with what ended each: [(grant, revoke or
-    None, release or None)], matched by grant id."""
+    None, release or None)], matched by grant id.  A grant sent again with
+    the same id ("again": a new idle release) is the same grant: the first
+    says when it began and for how long."""
     out = {}
     for e in events:
         if e["event"] == "grant":
-            out[e["grant_id"]] = [e, None, None]
+            out.setdefault(e["grant_id"], [e, None, None])
         elif e["event"] == "revoke" and e["grant_id"] in out:
             out[e["grant_id"]][1] = e
         elif e["event"] == "release" and e["grant_id"] in out:

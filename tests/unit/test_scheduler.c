@@ -28,6 +28,8 @@ static struct {
     uint64_t grant[2];
     int64_t quantum[2];
     int64_t idle_release[2]; /* the hint its last grant carried */
+    uint64_t turn[2];        /* the turn its last grant said */
+    int again[2];            /* its last grant was one sent again */
 } held[16];
 static int nheld;
 
@@ -61,6 +63,8 @@ static void pull(void)
             held[k].grant[a.gpu] = a.grant_id;
             held[k].quantum[a.gpu] = a.quantum_us;
             held[k].idle_release[a.gpu] = a.idle_release_us;
+            held[k].turn[a.gpu] = a.turn;
+            held[k].again[a.gpu] = a.again;
             snprintf(one, sizeof one, "G:%s%s", a.client, dev);
             snprintf(q, sizeof q, "%s/q=%lld", one, (long long)(a.quantum_us / MS));
         } else {
@@ -171,6 +175,17 @@ static void notebooks(int n, const char *const *nb, const char *const *cl, int b
         if (busy)
             gs_sched_cell(S, nb[i], 1, NOW);
     }
+}
+
+/* Notebook nb with one client, its footprint and move rates (both ways)
+ * known: a switch costs 2 x bytes / bps. */
+static void notebook_with_switch_cost(const char *nb, const char *client, uint64_t bytes,
+                                      double bps)
+{
+    gs_sched_register(S, nb, NOW);
+    gs_sched_join(S, client, nb, NOW);
+    gs_sched_memory(S, client, 0, bytes, NOW);
+    gs_sched_set_move_rates(S, nb, 0, bps, bps);
 }
 
 /* ---- exclusive ------------------------------------------------------------ */
@@ -687,11 +702,8 @@ static void a_cell_without_gaps_shares_as_before(void **state)
 static void a_cell_that_just_started_keeps_its_memory_for_its_switch_cost(void **state)
 {
     setup_with(GS_POLICY_ADAPTIVE, 0);
-    gs_sched_register(S, "b", NOW);
-    gs_sched_join(S, "cb", "b", NOW);
-    gs_sched_memory(S, "cb", 0, 1000000000ull, NOW);
-    gs_sched_set_move_rates(S, "b", 0, 2e9, 2e9); /* 1 GB: 0.5 s + 0.5 s */
-    assert_true(info("b").switchable);            /* between cells */
+    notebook_with_switch_cost("b", "cb", 1000000000ull, 2e9); /* 0.5 s + 0.5 s */
+    assert_true(info("b").switchable);                        /* between cells */
     int64_t t0 = NOW;
     gs_sched_cell(S, "b", 1, NOW);
     assert_false(info("b").switchable);
@@ -717,10 +729,7 @@ static void a_cell_that_just_started_keeps_its_memory_for_its_switch_cost(void *
 static void a_new_cell_predicts_with_its_own_gaps(void **state)
 {
     setup_with(GS_POLICY_ADAPTIVE, 0);
-    gs_sched_register(S, "b", NOW);
-    gs_sched_join(S, "cb", "b", NOW);
-    gs_sched_memory(S, "cb", 0, 1000000000ull, NOW);
-    gs_sched_set_move_rates(S, "b", 0, 1e10, 1e10); /* 1 GB: 0.1 s + 0.1 s */
+    notebook_with_switch_cost("b", "cb", 1000000000ull, 1e10); /* 0.1 s + 0.1 s */
     /* A 90/10 cell: GPU phases with 60 ms gaps. */
     gs_sched_cell(S, "b", 1, NOW);
     for (int i = 0; i < 4; i++) {
@@ -786,6 +795,38 @@ static void exclusive_a_parked_waiter_shortens_the_holders_idle_release(void **s
     gs_sched_tick(S, NOW);
     assert_string_equal(acts(), "G:ca");
     assert_int_equal(held[slot("ca")].idle_release[0], 20 * MS);
+    assert_true(held[slot("ca")].again[0]); /* the same grant, sent again */
+}
+
+/* The grants of one turn say its number (the event log's "turn"): a cell
+ * that gives the GPU back between two GPU phases is granted again in the
+ * same turn; a turn that ended (here with the cell) is followed by the
+ * next. */
+static void the_grants_of_one_turn_carry_its_number(void **state)
+{
+    setup_with(GS_POLICY_ADAPTIVE, 0);
+    notebook_with_switch_cost("b", "cb", 1000000000ull, 1e10); /* 0.2 s: turns of 2 s */
+    gs_sched_cell(S, "b", 1, NOW);
+    acquire("cb");
+    assert_string_equal(acts(), "G:cb");
+    uint64_t first = held[slot("cb")].grant[0];
+    assert_int_equal(held[slot("cb")].turn[0], 1);
+    assert_false(held[slot("cb")].again[0]);
+    NOW += 500 * MS;
+    release("cb");
+    NOW += 50 * MS;
+    acquire("cb");
+    assert_string_equal(acts_q(1), "G:cb/q=1450"); /* what is left of it */
+    assert_true(held[slot("cb")].grant[0] != first);
+    assert_int_equal(held[slot("cb")].turn[0], 1);
+    assert_false(held[slot("cb")].again[0]);
+    gs_sched_cell(S, "b", 0, NOW);
+    assert_string_equal(acts(), "R:cb:cell_idle");
+    release("cb");
+    gs_sched_cell(S, "b", 1, NOW);
+    acquire("cb");
+    assert_string_equal(acts(), "G:cb");
+    assert_int_equal(held[slot("cb")].turn[0], 2);
 }
 
 static void pauses_between_cells_are_measured(void **state)
@@ -1153,6 +1194,7 @@ int main(void)
         cmocka_unit_test_teardown(a_new_cell_predicts_with_its_own_gaps, teardown),
         cmocka_unit_test_teardown(exclusive_a_parked_waiter_shortens_the_holders_idle_release,
                                   teardown),
+        cmocka_unit_test_teardown(the_grants_of_one_turn_carry_its_number, teardown),
         cmocka_unit_test_teardown(a_cell_that_just_started_keeps_its_memory_for_its_switch_cost,
                                   teardown),
         cmocka_unit_test_teardown(exclusive_a_parked_head_does_not_hold_up_a_resident_waiter,
