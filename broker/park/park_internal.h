@@ -147,6 +147,11 @@ typedef struct {
 
 #define PARK_MAX_RESV 64
 
+/* How long an unpark for a cell that has just started waits before it
+ * makes room: cell events of cells started together arrive within a few
+ * milliseconds of each other (park_poll.c). */
+#define PARK_START_GRACE_US 20000
+
 /* An answer for a client, waiting for the broker to send it. */
 typedef struct answer {
     zframe_t *peer;

@@ -163,6 +163,18 @@ static int serve_unpark(gs_park_t *p, park_views_t *vs, park_view_t *v, int g, i
     }
     if (late || park_in_flight(vs, g))
         return late;
+    /* Cells that start together: the one on a resident session may be
+     * announced a moment after this one (each notebook's launcher reports
+     * its own).  Taken at once, that session would be switched out as its
+     * cell begins and brought back after this one: on the H200 both 32 GiB
+     * adaptive pairs began with such a switch, 0.8 s each way for nothing.
+     * A short wait lets its cell event arrive; it then keeps its memory
+     * for its switch cost (sched_switchable). */
+    if (ps->demand_since && now < ps->demand_since + PARK_START_GRACE_US) {
+        if (ps->demand_since + PARK_START_GRACE_US < p->wake)
+            p->wake = ps->demand_since + PARK_START_GRACE_US;
+        return 0;
+    }
     char why[200];
     snprintf(why, sizeof why, "make room to unpark session %.64s", ps->id);
     int64_t wait_until = 0;

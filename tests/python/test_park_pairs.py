@@ -83,3 +83,54 @@ def test_two_jobs_that_do_not_fit_both_finish_with_their_data(notebooks, short_t
     # park ever had to revoke a job's grant.
     assert not [e for e in ev if e["event"] == "revoke" and e["reason"] == "park"], \
         [e for e in ev if e["event"] == "revoke"]
+
+
+def test_cells_started_together_do_not_switch_out_the_resident_one(notebooks, short_tmp):
+    """Two cells that start at the same moment, one on a parked notebook and
+    one on the resident notebook whose memory it needs, the parked one's
+    cell event first.  The resident one is not parked before its own cell
+    event has come (it would go out as its cell begins and come back after
+    the other: on the H200 both 32 GiB adaptive pairs began with such a
+    switch, 0.8 s each way for nothing): an unpark for a cell that has just
+    started waits 20 ms before it makes room (park_poll.c), and by then the
+    resident one's cell runs, which keeps its memory for its switch cost."""
+    b, sim, make = notebooks("100M", "park_idle_s=0", GPUSHARE_POOL_CHUNK=str(CHUNK))
+    nbs = [make(n, GPUSHARE_SWAP="on") for n in ("a", "b")]
+    for seed, nb in enumerate(nbs, 1):
+        assert nb.cell("alloc x %d" % (60 * MIB)) == "ok", nb.stderr()
+        assert nb.cell("fill x %d" % seed) == "ok"
+    # One cell on each in turn (a comes back, b goes out, then the other
+    # way round), so that the broker knows b's switch cost: until then a
+    # cell that has just started has none to keep its memory for.
+    gstest.wait_until(lambda: pinned(b) >= 120 * MIB, timeout=20, interval=0.05,
+                      what="the pool to pin 120 MiB (both working sets)")
+    for seed, nb in enumerate(nbs, 1):
+        assert nb.cell("check x %d" % seed) == "ok", nb.stderr()
+    gstest.wait_until(lambda: entry(b.status(), "b")["switch_cost_s"] > 0, timeout=20,
+                      interval=0.05, what="b's switch cost to be measured")
+    assert entry(b.status(), "a")["state"] == "parked"
+    launcher = nbs[0].launcher
+    for nb in nbs:  # a (parked) first, b (resident) right after
+        launcher.cell(nb.session, "busy", "job")
+    for seed, nb in enumerate(nbs, 1):
+        nb.send("job x 2 20 20 %d" % seed)
+    for nb in nbs:
+        assert nb.answer(120) == "ok", "its data changed during the job: %s" % nb.stderr()
+    for nb in nbs:
+        launcher.cell(nb.session, "idle", "job")
+    ev = b.synced_events()
+    start = next(i for i, e in enumerate(ev) if e["event"] == "cell" and e["state"] == "busy"
+                 and e["msg_id"] == "job")
+    after = ev[start:]
+    b_cell = next(i for i, e in enumerate(after) if e["event"] == "cell" and e["session"] == "b")
+    b_parks = [(i, e) for i, e in enumerate(after)
+               if e["event"] == "park_start" and e["session"] == "b"]
+    # Parked at all, then as a running cell (its protection over, or its
+    # GPU idle longer than a switch), never as the idle notebook it was
+    # for the moment between the two cell events.
+    for i, e in b_parks:
+        assert i > b_cell and "its cell runs" in e["why"], after
+    # Both cells ran.  (Which first depends on the machine's load: a
+    # resident cell that has not asked for the GPU within its switch cost
+    # is switched out as a running cell, rightly.)
+    assert {"a", "b"} <= {e["session"] for e in after if e["event"] == "grant"}, after

@@ -552,6 +552,34 @@ static void a_resident_waiter_is_not_held_behind_a_parked_one(void **state)
     assert_string_equal(acts_keep(), "R:b1:quantum");
 }
 
+/* Two cells started together, the parked one's event first: once the
+ * resident one's cell event is in (parking waits 20 ms for it before it
+ * makes room, park_poll.c), that notebook keeps its memory for its switch
+ * cost and is granted at once when it asks. */
+static void cells_started_together_the_resident_one_runs(void **state)
+{
+    (void)state;
+    sched_setup(100 * MIB);
+    gs_sched_config_t c;
+    gs_sched_config_default(&c); /* the boost on, as shipped */
+    sched_apply(&c);
+    notebook("a", 60);
+    notebook("b", 60);
+    gs_sched_set_move_rates(S, "a", 0, 1e8, 1e8);
+    gs_sched_set_move_rates(S, "b", 0, 1e8, 1e8);
+    gs_sched_set_residency(S, "a", GS_SCHED_PARKED, NOW);
+    gs_sched_cell(S, "a", 1, NOW);
+    gs_sched_demand(S, "a", 0, 1, NOW);
+    assert_true(sinfo("b").switchable); /* between cells: the race */
+    gs_sched_cell(S, "b", 1, NOW);
+    assert_false(sinfo("b").switchable);
+    NOW += 5 * MS;
+    gs_sched_acquire(S, "b1", 0, -1, -1, NOW);
+    /* (asked to give the GPU back a tenth of its switch cost after it goes
+     * idle: a parked waiter wants a switch) */
+    assert_string_equal(acts_keep(), "G:b1/idle=125");
+}
+
 /* Issue 17: a turn lasts max(the adaptive slice, 10 x the switch cost),
  * the cost priced with the rates parking measured, at every decision. */
 static void the_slice_follows_the_measured_switch_cost(void **state)
@@ -857,6 +885,7 @@ int main(void)
         cmocka_unit_test_teardown(parked_sessions_are_never_granted, sched_teardown),
         cmocka_unit_test_teardown(parking_a_holder_revokes_it_first, sched_teardown),
         cmocka_unit_test_teardown(a_parked_cell_is_queued_and_slices_the_holder, sched_teardown),
+        cmocka_unit_test_teardown(cells_started_together_the_resident_one_runs, sched_teardown),
         cmocka_unit_test_teardown(a_resident_waiter_is_not_held_behind_a_parked_one,
                                   sched_teardown),
         cmocka_unit_test_teardown(the_slice_follows_the_measured_switch_cost, sched_teardown),
