@@ -151,7 +151,15 @@ int64_t sched_switch_cost(const sess_gpu_t *g);
 /* When the turn ends (0: no turn): its start + max(its slice, 10 x the
  * switch cost now, since rates and footprints change). */
 int64_t sched_turn_end(const sess_gpu_t *g);
+/* A turn is live until what is left of it is shorter than the holder's
+ * idle release (sched_idle_hint, at least 10 ms): a grant for less would
+ * be a round trip for nothing. */
 int sched_turn_live(const sess_gpu_t *g, int64_t now);
+/* Its turn ended while it held nothing, and a switch out is due: until the
+ * returned time (the turn's end + a switch cost; 0: not due) it is not
+ * given a new turn ahead of a parked waiter that needs its memory, since
+ * parking is about to switch it out. */
+int64_t sched_switch_due(const sess_gpu_t *g, int64_t now);
 void sched_turn_begin(sess_gpu_t *g, int64_t slice, int64_t now);
 void sched_turn_over(sess_gpu_t *g);
 /* A release by itself (idle) and the acquire that ends the gap. */

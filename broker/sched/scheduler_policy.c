@@ -408,7 +408,10 @@ static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, in
         used += need;
         held++;
     }
-    sched_session_t *blocked = NULL, *parked = NULL;
+    sched_session_t *blocked = NULL, *parked = NULL, *first_parked = NULL;
+    for (int i = 0; i < nw && !first_parked; i++)
+        if (w[i]->residency != GS_SCHED_RESIDENT)
+            first_parked = w[i];
     for (int i = 0; i < nw; i++) {
         if (w[i]->g[gpu].holding)
             continue; /* its turn went on */
@@ -425,6 +428,16 @@ static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, in
         if (held > 0 && !fits(s, gpu, used + need)) {
             blocked = w[i]; /* first come, first served: nobody overtakes it */
             break;
+        }
+        /* Its turn ended between two of its GPU phases, and the parked
+         * waiter needs its memory: parking switches it out (it holds
+         * nothing and its turn is over).  Granted a new turn first, it
+         * would keep the waiter out for another whole turn. */
+        int64_t due = sched_switch_due(&w[i]->g[gpu], now);
+        if (due && first_parked &&
+            !fits(s, gpu, used + need + sched_footprint(s, first_parked, gpu))) {
+            wake = min64(wake, due);
+            continue;
         }
         /* One just brought back, queued by its cell's demand before its
          * acquire, keeps its memory reserved; so does one that waits for

@@ -45,9 +45,33 @@ int64_t sched_turn_end(const sess_gpu_t *g)
     return g->turn_start + (g->turn_slice > floor ? g->turn_slice : floor);
 }
 
+/* What is left of a turn that is not worth a grant: shorter than the
+ * holder's idle release would be, it would be revoked as it arrived.  (In
+ * CI a notebook that gave the GPU back 0.1 ms before its turn ended was
+ * granted that 0.1 ms and revoked for "quantum" at once.) */
+static int64_t turn_margin(const sess_gpu_t *g)
+{
+    int64_t hint = sched_idle_hint(g);
+    return hint > HINT_MIN ? hint : HINT_MIN;
+}
+
+/* When the turn is over for grants and switches (0: no turn). */
+static int64_t turn_over_at(const sess_gpu_t *g)
+{
+    return g->turn_start ? sched_turn_end(g) - turn_margin(g) : 0;
+}
+
 int sched_turn_live(const sess_gpu_t *g, int64_t now)
 {
-    return g->turn_start && now < sched_turn_end(g);
+    return g->turn_start && now < turn_over_at(g);
+}
+
+int64_t sched_switch_due(const sess_gpu_t *g, int64_t now)
+{
+    if (!g->turn_start || g->holding || sched_turn_live(g, now))
+        return 0;
+    int64_t until = sched_turn_end(g) + sched_switch_cost(g);
+    return now < until ? until : 0;
 }
 
 void sched_turn_begin(sess_gpu_t *g, int64_t slice, int64_t now)
@@ -166,7 +190,7 @@ int sched_switchable(const sched_session_t *ss, const sess_gpu_t *g, int64_t now
         return 1;
     if (g->released_at && (now - g->released_at >= cost || sched_idle_gap(g) >= cost))
         return 1;
-    *at = sched_turn_end(g);
+    *at = turn_over_at(g);
     if (g->released_at && g->released_at + cost < *at)
         *at = g->released_at + cost;
     return 0;

@@ -691,6 +691,44 @@ static void a_busy_cell_is_never_switched_out_early(void **state)
     assert_int_equal(sinfo("a").turn_end_us, 0);
 }
 
+/* The end of a turn while the holder is between two GPU phases, a parked
+ * waiter needing its memory: what is left of the turn under its idle
+ * release (200 ms here) is not granted (it would be revoked as it
+ * arrived), and a new turn is not begun ahead of the waiter while parking
+ * switches it out; if parking has not within a switch cost, it goes on. */
+static void the_end_of_a_turn_is_the_parked_waiters(void **state)
+{
+    (void)state;
+    sched_setup(100 * MIB);
+    notebook("a", 60);
+    notebook("b", 60);
+    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
+    gs_sched_set_move_rates(S, "a", 0, 60.0 * MIB, 60.0 * MIB); /* 2 s a switch: turns of 20 s */
+    int64_t t0 = NOW;
+    gs_sched_cell(S, "a", 1, NOW);
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    assert_string_equal(acts_keep(), "G:a1");
+    gs_sched_cell(S, "b", 1, NOW);
+    gs_sched_demand(S, "b", 0, 1, NOW);
+    assert_string_equal(acts_keep(), "G:a1/idle=200");
+    /* 150 ms before its turn ends, a gives the GPU back and asks again. */
+    NOW = t0 + 20 * SEC - 150 * MS;
+    gs_sched_release(S, "a1", 0, last_grant, NOW);
+    assert_true(sinfo("a").switchable); /* its turn is over for switches */
+    NOW += 1 * MS;
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    assert_string_equal(acts_keep(), "");
+    assert_int_equal(sinfo("a").state, GS_SESS_WAITING);
+    assert_true(sinfo("a").switchable);
+    /* Parking did not take it (say the host pool was full): a switch cost
+     * after its turn's end, it goes on with a new turn. */
+    assert_int_equal(gs_sched_next_deadline(S), t0 + 22 * SEC);
+    NOW = t0 + 22 * SEC;
+    gs_sched_tick(S, NOW);
+    assert_string_equal(acts_keep(), "G:a1/idle=200");
+    assert_int_equal(sinfo("a").turn_end_us, NOW + 20 * SEC);
+}
+
 /* Issue 17 under the exclusive policy: a hold begins a turn of tq (or 10 x
  * the switch cost), and a running cell that gives the GPU back between its
  * GPU phases is not switched out before its turn is over.  (Without a
@@ -889,6 +927,7 @@ int main(void)
         cmocka_unit_test_teardown(a_resident_waiter_is_not_held_behind_a_parked_one,
                                   sched_teardown),
         cmocka_unit_test_teardown(the_slice_follows_the_measured_switch_cost, sched_teardown),
+        cmocka_unit_test_teardown(the_end_of_a_turn_is_the_parked_waiters, sched_teardown),
         cmocka_unit_test_teardown(a_busy_cell_is_never_switched_out_early, sched_teardown),
         cmocka_unit_test_teardown(an_exclusive_holder_keeps_its_turn_between_gpu_phases,
                                   sched_teardown),
