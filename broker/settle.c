@@ -11,7 +11,7 @@
 #include "wire.h"
 
 /* A grant's or revoke's line in the event log.  A grant says its turn
- * (adaptive: the grants of one turn share it) and its idle release; one
+ * (the grants of one turn share it) and its idle release; one
  * sent again only changes the idle release, and says so. */
 static void log_action(gs_broker_t *b, const gs_client_t *c, const gs_sched_action_t *a)
 {

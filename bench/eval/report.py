@@ -108,6 +108,7 @@ def f(x, fmt="%.2f", none="–"):
 class Doc:
     def __init__(self, results, figdir, docpath, machine):
         self.results, self.figdir, self.docpath, self.m = results, figdir, docpath, machine
+        self.commits = {}  # {section: commit} where they differ (section_commits)
         self.lines = []
         self.targets = []  # (target, measured, verdict)
         self.summary = {}  # summary.json: one number per key (SUMMARY_KEYS)
@@ -143,7 +144,7 @@ class Doc:
             tv[0], tv[2] if len(tv) > 2 else "?", tv[4] if len(tv) > 4 else "?")
         return "%s (%s); %s; %s CPUs (%s), %s RAM, kernel %s; gpushare %s" % (
             name, drv, torch, m.get("nproc", "?"), m.get("cpu", "?"), m.get("memory", "?"),
-            m.get("kernel", "?"), m.get("gpushare", "?"))
+            m.get("kernel", "?"), commit_line(m.get("gpushare", "?"), self.commits))
 
     def figure(self, fig, name, title, meta, extra=""):
         os.makedirs(self.figdir, exist_ok=True)
@@ -724,9 +725,39 @@ def bigpairs_ratios(d):
     return out
 
 
-def write_summary(D, machine, path, bigpairs32, sets):
+def section_commits(results, machine, given):
+    """{section: commit} of the sections run: each section's meta says
+    (since 2026-12-04), --section-commit SECTION=COMMIT says for older
+    results merged from several runs, machine.txt for the rest."""
+    out = {}
+    for s in SECTIONS:
+        m = read_meta(results, s)
+        if m:
+            out[s] = m.get("gpushare") or machine.get("gpushare")
+    for kv in given:
+        s, _, c = kv.partition("=")
+        if s not in SECTIONS or not c:
+            raise SystemExit("report.py: --section-commit %s: want SECTION=COMMIT, SECTION one of %s"
+                             % (kv, " ".join(SECTIONS)))
+        out[s] = c
+    return out
+
+
+def commit_line(main, commits):
+    """"9b8ec7e (bigpairs, reclaim: 23f8630)": the main commit and the
+    sections that ran at another."""
+    others = {}
+    for s, c in commits.items():
+        if c and c != main:
+            others.setdefault(c, []).append(s)
+    extra = "; ".join("%s: %s" % (", ".join(ss), c) for c, ss in others.items())
+    return "%s (%s)" % (main, extra) if extra else main
+
+
+def write_summary(D, machine, path, bigpairs32, sets, commits=None):
     out = dict.fromkeys(SUMMARY_KEYS)
-    out.update(machine=D.machine_line(), commit=machine.get("gpushare"), date=machine.get("date"))
+    commit = commit_line(machine.get("gpushare"), commits or {})
+    out.update(machine=D.machine_line(), commit=commit, date=machine.get("date"))
     out.update({k: v for k, v in D.summary.items() if k in out})
     if bigpairs32:
         for mix, v in bigpairs_ratios(bigpairs32).items():
@@ -755,12 +786,17 @@ def main():
                     help="results of a bigpairs run with EVAL_BIG_GIB=32 (summary.json)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a summary.json number measured elsewhere (the park runs)")
+    ap.add_argument("--section-commit", action="append", default=[], metavar="SECTION=COMMIT",
+                    help="the gpushare commit a section ran at, for results merged from "
+                    "several runs whose metas do not say")
     args = ap.parse_args()
     figdir = args.figdir or os.path.join(os.path.dirname(os.path.abspath(args.doc)), "eval")
     machine = read_machine(args.results)
     D = Doc(args.results, figdir, args.doc, machine)
     body = Doc(args.results, figdir, args.doc, machine)
     body.keep = D.keep
+    commits = section_commits(args.results, machine, args.section_commit)
+    D.commits = body.commits = commits
     for fn in (sec_cost, sec_pairs, sec_interactive, sec_reclaim, sec_scale):
         fn(body, args.results)
     metas = [read_meta(args.results, s) for s in SECTIONS]
@@ -784,7 +820,8 @@ def main():
     os.makedirs(os.path.dirname(os.path.abspath(args.doc)), exist_ok=True)
     with open(args.doc, "w") as fh:
         fh.write("\n".join(D.lines).rstrip("\n") + "\n")
-    write_summary(body, machine, os.path.join(figdir, "summary.json"), args.bigpairs32, args.set)
+    write_summary(body, machine, os.path.join(figdir, "summary.json"), args.bigpairs32, args.set,
+                  commits)
     print("wrote %s and %d figures in %s" % (args.doc, len(os.listdir(figdir)) if os.path.isdir(figdir) else 0,
                                              figdir))
 

@@ -76,8 +76,8 @@ typedef struct {
      * grant sent again with the same grant_id only changes this. */
     int64_t idle_release_us;
     int again;     /* grants: sent again with the same grant_id (a new idle_release_us) */
-    uint64_t turn; /* grants under adaptive: the session's turn on this GPU (1, 2, ...;
-                    * a turn outlives the idle releases of its cell), 0: none */
+    uint64_t turn; /* grants: the session's turn on this GPU (1, 2, ...; a turn
+                    * outlives the idle releases of its cell), 0: none */
 } gs_sched_action_t;
 
 typedef enum { GS_SESS_IDLE, GS_SESS_RUNNING, GS_SESS_WAITING } gs_sched_state_t;

@@ -6,6 +6,7 @@ checked here: performance is measured on a GPU, never asserted in CI."""
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -48,6 +49,9 @@ def test_every_section_says_what_ran(results):
         assert meta["repetitions"] >= 1
     machine = open(os.path.join(results, "machine.txt")).read()
     assert "backend: sim" in machine and "nproc:" in machine
+    commit = next(line.split(":", 1)[1].strip() for line in machine.splitlines()
+                  if line.startswith("gpushare:"))
+    assert meta["gpushare"] == commit  # each section keeps the commit it ran at
     assert not os.path.exists(os.path.join(results, ".children"))
 
 
@@ -138,3 +142,33 @@ def test_report_writes_the_document_and_figures(results, tmp_path):
     assert summary["scale8_p99_vs_solo"] is None  # not run
     assert summary["trainer_loss_pct"] is not None and summary["short_cells_gpu_share_pct"] > 0
     assert "in-process A/B, PyTorch" in text
+
+
+def test_summary_names_the_commit_of_each_section(results, tmp_path):
+    """Results merged from two runs: the summary's commit names the
+    sections that ran at another commit, from their metas or, for results
+    whose metas do not say, from --section-commit."""
+    pytest.importorskip("matplotlib")
+    merged = tmp_path / "merged"
+    shutil.copytree(results, merged)
+    with open(merged / "meta-bigpairs.json") as f:
+        meta = json.load(f)
+    main = meta["gpushare"]
+    meta["gpushare"] = "abc1234"
+    with open(merged / "meta-bigpairs.json", "w") as f:
+        json.dump(meta, f)
+
+    def summary(*extra):
+        doc = tmp_path / "evaluation.md"
+        r = subprocess.run([sys.executable, REPORT, str(merged), "--doc", str(doc)] + list(extra),
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        with open(tmp_path / "eval" / "summary.json") as f:
+            return json.load(f)["commit"]
+    assert summary() == "%s (bigpairs: abc1234)" % main
+    assert summary("--section-commit", "reclaim=abc1234") == \
+        "%s (bigpairs, reclaim: abc1234)" % main
+    r = subprocess.run([sys.executable, REPORT, str(merged), "--doc", str(tmp_path / "x.md"),
+                        "--section-commit", "bigpair=abc1234"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode != 0 and "--section-commit bigpair=abc1234" in r.stderr, r.stderr

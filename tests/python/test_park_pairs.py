@@ -21,19 +21,27 @@ def pinned(b):
     return pools[0].get("pinned_bytes", 0)
 
 
-@pytest.mark.parametrize("gpu_ms,cpu_ms", [(200, 300), (300, 50)])
-def test_two_jobs_that_do_not_fit_both_finish_with_their_data(notebooks, short_tmp, gpu_ms,
-                                                              cpu_ms):
+def two_jobs(notebooks):
+    """(broker, [a, b]): two notebooks of 60 MiB each, written with seeds 1
+    and 2, on a GPU of 100 MiB (b's allocation parked a), on the swap
+    tier."""
     b, sim, make = notebooks("100M", "park_idle_s=0", GPUSHARE_POOL_CHUNK=str(CHUNK))
     nbs = [make(n, GPUSHARE_SWAP="on") for n in ("a", "b")]
     for seed, nb in enumerate(nbs, 1):
         assert nb.cell("alloc x %d" % (60 * MIB)) == "ok", nb.stderr()
         assert nb.cell("fill x %d" % seed) == "ok"
-    # (b's allocation parked a.)  The pool pins for both: the one parked
-    # and the one that goes out at the next switch, while the other's
-    # lease is still out (it stayed at one footprint, on the H200 too).
+    # The pool pins for both: the one parked and the one that goes out at
+    # the next switch, while the other's lease is still out (it stayed at
+    # one footprint, on the H200 too).
     gstest.wait_until(lambda: pinned(b) >= 120 * MIB, timeout=20, interval=0.05,
                       what="the pool to pin 120 MiB (both working sets)")
+    return b, nbs
+
+
+@pytest.mark.parametrize("gpu_ms,cpu_ms", [(200, 300), (300, 50)])
+def test_two_jobs_that_do_not_fit_both_finish_with_their_data(notebooks, short_tmp, gpu_ms,
+                                                              cpu_ms):
+    b, nbs = two_jobs(notebooks)
     launcher = nbs[0].launcher
     t0 = time.monotonic()
     for nb in nbs:
@@ -94,16 +102,10 @@ def test_cells_started_together_do_not_switch_out_the_resident_one(notebooks, sh
     switch, 0.8 s each way for nothing): an unpark for a cell that has just
     started waits 20 ms before it makes room (park_poll.c), and by then the
     resident one's cell runs, which keeps its memory for its switch cost."""
-    b, sim, make = notebooks("100M", "park_idle_s=0", GPUSHARE_POOL_CHUNK=str(CHUNK))
-    nbs = [make(n, GPUSHARE_SWAP="on") for n in ("a", "b")]
-    for seed, nb in enumerate(nbs, 1):
-        assert nb.cell("alloc x %d" % (60 * MIB)) == "ok", nb.stderr()
-        assert nb.cell("fill x %d" % seed) == "ok"
+    b, nbs = two_jobs(notebooks)
     # One cell on each in turn (a comes back, b goes out, then the other
     # way round), so that the broker knows b's switch cost: until then a
     # cell that has just started has none to keep its memory for.
-    gstest.wait_until(lambda: pinned(b) >= 120 * MIB, timeout=20, interval=0.05,
-                      what="the pool to pin 120 MiB (both working sets)")
     for seed, nb in enumerate(nbs, 1):
         assert nb.cell("check x %d" % seed) == "ok", nb.stderr()
     gstest.wait_until(lambda: entry(b.status(), "b")["switch_cost_s"] > 0, timeout=20,

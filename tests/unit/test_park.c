@@ -623,6 +623,27 @@ static void the_slice_follows_the_measured_switch_cost(void **state)
     assert_int_equal(sinfo("a").switch_cost_us, 0);
 }
 
+/* a (60 MiB, 2 s a switch: turns of 20 s) holds the GPU in a running
+ * cell, and b (60 MiB, parked) waits for a's memory with a cell of its
+ * own, asked for by parking.  Returns when a's turn began. */
+static int64_t a_holds_and_b_waits_parked(void)
+{
+    sched_setup(100 * MIB);
+    notebook("a", 60);
+    notebook("b", 60);
+    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
+    gs_sched_set_move_rates(S, "a", 0, 60.0 * MIB, 60.0 * MIB);
+    int64_t t0 = NOW;
+    gs_sched_cell(S, "a", 1, NOW);
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    assert_string_equal(acts_keep(), "G:a1");
+    gs_sched_cell(S, "b", 1, NOW);
+    gs_sched_demand(S, "b", 0, 1, NOW);
+    assert_true(sinfo("b").demand);
+    assert_string_equal(acts_keep(), "G:a1/idle=200"); /* a switch is wanted */
+    return t0;
+}
+
 /* Issue 17: a running cell that gives the GPU back between its GPU phases
  * is switched out only when its turn is over, or its GPU has been idle for
  * longer than a switch costs, or its measured idle gaps are that long;
@@ -630,19 +651,7 @@ static void the_slice_follows_the_measured_switch_cost(void **state)
 static void a_busy_cell_is_never_switched_out_early(void **state)
 {
     (void)state;
-    sched_setup(100 * MIB);
-    notebook("a", 60);
-    notebook("b", 60);
-    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
-    gs_sched_set_move_rates(S, "a", 0, 60.0 * MIB, 60.0 * MIB); /* 2 s a switch: turns of 20 s */
-    int64_t t0 = NOW;
-    gs_sched_cell(S, "a", 1, NOW);
-    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
-    assert_string_equal(acts_keep(), "G:a1");
-    gs_sched_cell(S, "b", 1, NOW);
-    gs_sched_demand(S, "b", 0, 1, NOW); /* b waits for a's memory */
-    assert_true(sinfo("b").demand);
-    assert_string_equal(acts_keep(), "G:a1/idle=200");
+    int64_t t0 = a_holds_and_b_waits_parked();
 
     /* A CPU phase: a's hook gives the GPU back by itself (idle). */
     NOW += 1 * SEC;
@@ -699,18 +708,7 @@ static void a_busy_cell_is_never_switched_out_early(void **state)
 static void the_end_of_a_turn_is_the_parked_waiters(void **state)
 {
     (void)state;
-    sched_setup(100 * MIB);
-    notebook("a", 60);
-    notebook("b", 60);
-    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
-    gs_sched_set_move_rates(S, "a", 0, 60.0 * MIB, 60.0 * MIB); /* 2 s a switch: turns of 20 s */
-    int64_t t0 = NOW;
-    gs_sched_cell(S, "a", 1, NOW);
-    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
-    assert_string_equal(acts_keep(), "G:a1");
-    gs_sched_cell(S, "b", 1, NOW);
-    gs_sched_demand(S, "b", 0, 1, NOW);
-    assert_string_equal(acts_keep(), "G:a1/idle=200");
+    int64_t t0 = a_holds_and_b_waits_parked();
     /* 150 ms before its turn ends, a gives the GPU back and asks again. */
     NOW = t0 + 20 * SEC - 150 * MS;
     gs_sched_release(S, "a1", 0, last_grant, NOW);
