@@ -437,6 +437,7 @@ static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, in
         if (due && first_parked &&
             !fits(s, gpu, used + need + sched_footprint(s, first_parked, gpu))) {
             wake = min64(wake, due);
+            used += need; /* resident until parking takes it */
             continue;
         }
         /* One just brought back, queued by its cell's demand before its
