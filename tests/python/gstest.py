@@ -890,6 +890,20 @@ def start_kernel(kernels_dir, env, name="shared-gpu"):
     return km, kc
 
 
+def restart_kernel(km, kc, timeout=60):
+    """km.restart_kernel() and a new client for the new kernel, ready;
+    returns it (kc's channels are stopped).  The old client's IOPub may
+    pass wait_for_ready on a message of the old kernel while its SUB
+    socket has not reconnected yet, and then miss the next cell's output
+    (seen in CI: a cell after a restart timed out waiting for output)."""
+    km.restart_kernel()
+    kc.stop_channels()
+    kc = skip_late_kernel_info(km.client())
+    kc.start_channels()
+    kc.wait_for_ready(timeout=timeout)
+    return kc
+
+
 def kernel_pid(km):
     return km.provisioner.process.pid
 

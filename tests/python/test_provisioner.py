@@ -292,8 +292,7 @@ def test_missing_broker_costs_one_warning_and_no_wait(tmp_path, sim, monkeypatch
     try:
         km, kc = gstest.start_kernel(kernels, env)
         try:
-            km.restart_kernel()
-            kc.wait_for_ready(timeout=60)
+            kc = gstest.restart_kernel(km, kc)
             content, out, _ = gstest.run_cell(kc, "print('works')")
             assert out.strip() == "works"
         finally:
