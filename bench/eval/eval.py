@@ -1093,25 +1093,12 @@ SECTIONS = {"cost": sec_cost, "pairs": sec_pairs, "bigpairs": sec_bigpairs,
             "interactive": sec_interactive, "reclaim": sec_reclaim, "scale": sec_scale}
 
 
-def machine_commit(out):
-    """The gpushare commit run.sh wrote into machine.txt (None: unknown):
-    each section's meta keeps it, so that results merged from several runs
-    say which commit each came from."""
-    try:
-        with open(os.path.join(out, "machine.txt")) as f:
-            for line in f:
-                k, _, v = line.partition(":")
-                if k.strip() == "gpushare" and v.strip():
-                    return v.strip()
-    except OSError:
-        pass
-    return None
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.environ.get("EVAL_RESULTS", "/tmp/gs-eval"))
     ap.add_argument("--command", default=None, help="the command line to record in meta files")
+    ap.add_argument("--commit", default=None,
+                    help="the gpushare commit, kept in each section's meta (run.sh passes it)")
     ap.add_argument("sections", nargs="*", default=list(SECTIONS))
     args = ap.parse_args()
     for s in args.sections:
@@ -1127,7 +1114,7 @@ def main():
     try:
         for name in args.sections:
             meta = dict(section=name, backend="sim" if SIM else "torch",
-                        gpushare=machine_commit(args.out),
+                        gpushare=args.commit,
                         command=args.command or " ".join(["python3"] + sys.argv),
                         knobs={k[0]: os.environ.get(k[0], k[2] if SIM else k[1]) for k in KNOBS},
                         started_unix=time.time())

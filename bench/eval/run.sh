@@ -29,6 +29,7 @@ else
 fi
 
 # The machine, for every figure.
+commit=$(cat .carry/commit.txt 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
 {
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "backend: $backend"
@@ -43,7 +44,7 @@ fi
     echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
     echo "memory: $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
     echo "kernel: $(uname -r)"
-    echo "gpushare: $(cat .carry/commit.txt 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "gpushare: $commit"
 } >"$RES/machine.txt"
 cat "$RES/machine.txt"
 
@@ -65,7 +66,7 @@ for s in $sections; do
         rc=1
         continue
     fi
-    timeout -k 60 "$limit" "$py" bench/eval/eval.py --out "$RES" \
+    timeout -k 60 "$limit" "$py" bench/eval/eval.py --out "$RES" --commit "$commit" \
         --command "${knobs}bash bench/eval/run.sh $s" "$s" 2>&1 | tee -a "$RES/eval.log" || rc=1
     # Should eval.py itself have been killed, end what it started (it
     # records the process group of every child it starts).

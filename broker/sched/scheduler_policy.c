@@ -408,23 +408,19 @@ static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, in
         used += need;
         held++;
     }
-    sched_session_t *blocked = NULL, *parked = NULL, *first_parked = NULL;
-    for (int i = 0; i < nw && !first_parked; i++)
+    /* A parked (or moving) waiter comes back through parking, which
+     * switches someone out for it; it does not hold up the resident
+     * waiters behind it (they would wait for it while it waits for their
+     * memory: two notebooks that do not fit took turns being unparked and
+     * never ran), but holders' turns end for the first of them. */
+    sched_session_t *blocked = NULL, *parked = NULL;
+    for (int i = 0; i < nw && !parked; i++)
         if (w[i]->residency != GS_SCHED_RESIDENT)
-            first_parked = w[i];
+            parked = w[i];
     for (int i = 0; i < nw; i++) {
-        if (w[i]->g[gpu].holding)
-            continue; /* its turn went on */
+        if (w[i]->g[gpu].holding || w[i]->residency != GS_SCHED_RESIDENT)
+            continue; /* its turn went on, or it comes back through parking */
         uint64_t need = sched_footprint(s, w[i], gpu);
-        /* A parked (or moving) waiter comes back through parking, which
-         * switches someone out for it; it does not hold up the resident
-         * waiters behind it (they would wait for it while it waits for
-         * their memory: two notebooks that do not fit took turns being
-         * unparked and never ran), but holders' turns end for it. */
-        if (w[i]->residency != GS_SCHED_RESIDENT) {
-            parked = parked ? parked : w[i];
-            continue;
-        }
         if (held > 0 && !fits(s, gpu, used + need)) {
             blocked = w[i]; /* first come, first served: nobody overtakes it */
             break;
@@ -434,8 +430,7 @@ static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, in
          * nothing and its turn is over).  Granted a new turn first, it
          * would keep the waiter out for another whole turn. */
         int64_t due = sched_switch_due(&w[i]->g[gpu], now);
-        if (due && first_parked &&
-            !fits(s, gpu, used + need + sched_footprint(s, first_parked, gpu))) {
+        if (due && parked && !fits(s, gpu, used + need + sched_footprint(s, parked, gpu))) {
             wake = min64(wake, due);
             used += need; /* resident until parking takes it */
             continue;

@@ -134,8 +134,7 @@ def test_restart_registers_again_and_leaves_no_watcher(kernels, broker, kenv):
     old_pid = kernel_pid(km)
     (old_watcher,) = wait_until(lambda: watchers_of(old_pid), what="the watcher")
     wait_until(lambda: kid in broker.sessions(), what="registered")
-    km.restart_kernel()
-    kc.wait_for_ready(timeout=60)
+    kc = kernels.clients[kid] = gstest.restart_kernel(km, kc)
     new_pid = kernel_pid(km)
     assert new_pid != old_pid
     wait_until(lambda: pid_gone(old_watcher), what="the old watcher to exit")

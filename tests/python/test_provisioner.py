@@ -180,8 +180,7 @@ def test_provisioner_alone_registers_restarts_and_unregisters(tmp_path, broker, 
         assert watchers_of(pid) == []
         assert kid in broker.sessions()
         assert "kernel pid %d" % pid in broker.log()
-        km.restart_kernel()
-        kc.wait_for_ready(timeout=60)
+        kc = gstest.restart_kernel(km, kc)
         new_pid = kernel_pid(km)
         assert "kernel pid %d" % new_pid in broker.log()
         assert kid in broker.sessions()
@@ -200,8 +199,7 @@ def test_restart_and_kill_with_watcher_and_provisioner(tmp_path, broker, kenv):
     try:
         kid = km.kernel_id
         (w,) = wait_until(lambda: watchers_of(kernel_pid(km)), what="the watcher")
-        km.restart_kernel()
-        kc.wait_for_ready(timeout=60)
+        kc = gstest.restart_kernel(km, kc)
         wait_until(lambda: pid_gone(w), what="the old watcher to go")
         (w,) = wait_until(lambda: watchers_of(kernel_pid(km)), what="the new watcher")
         wait_until(lambda: kid in broker.sessions(), what="registered after restart")
