@@ -133,6 +133,8 @@ static const gs_field_spec_t swap_out_fields[] = {
     F_INT("lease", REQ, 1),
     F_INT("chunks", REQ, 1),
     F_INT("chunk_bytes", REQ, 1),
+    F_INT("wait_ms", OPT, 1),
+    F_INT("bytes", OPT, 0), /* a partial park: about this much (0: all) */
 };
 /* lease 0 in swap_in and swapped: the process maps chunks a broker that
  * is gone lent it (it reports swapped_bytes after a restart). */

@@ -746,6 +746,7 @@ static void on_swap(const json_t *m, int out)
     const char *uuid = gs_msg_str(m, "device", "");
     uint64_t lease = (uint64_t)gs_msg_int(m, "lease", 0);
     unsigned wait_ms = (unsigned)gs_msg_int(m, "wait_ms", 0);
+    uint64_t bytes = out ? (uint64_t)gs_msg_int(m, "bytes", 0) : 0; /* a partial park */
     char pool[128] = "";
     pthread_mutex_lock(&hook_gate_mu);
     struct hook_dev *d = hook_gate_dev_by_uuid_locked(uuid);
@@ -767,7 +768,7 @@ static void on_swap(const json_t *m, int out)
         return;
     }
     gs_endpoint_pool_path(sh.endpoint, pool, sizeof pool);
-    hook_swap_command(dev, out, lease, wait_ms, pool, on_swap_done);
+    hook_swap_command(dev, out, lease, wait_ms, bytes, pool, on_swap_done);
 }
 
 /* The gate opens for a device once its memory is back (on the swap

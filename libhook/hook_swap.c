@@ -40,6 +40,7 @@ static size_t granularity = 2u << 20;
 struct command {
     int dev, out;   /* dev -1: bring every GPU back (hook_swap_recover) */
     uint64_t lease; /* a later swap_in taken over may change it (mu) */
+    uint64_t bytes; /* swap out: this much, the rest stays (0: all) */
     unsigned wait_ms;
     int no_wait; /* a swap_out came after this swap_in: no waiting for memory (mu) */
     char pool[108];
@@ -330,7 +331,7 @@ static void run_out(const struct command *c, hook_swap_report_t *rep)
     }
     gs_swap_result_t res;
     gs_swap_calls_t calls = {NULL, more_chunks, NULL, &relay};
-    rep->ok = gs_swap_move(engine, c->dev, &window[c->dev], 1, NULL, &calls, &res) == 0;
+    rep->ok = gs_swap_move(engine, c->dev, &window[c->dev], 1, c->bytes, NULL, &calls, &res) == 0;
     close_fds(fds, n); /* imported (the mappings hold the memory) or not needed */
     rep->bytes = res.bytes;
     rep->elapsed_us = res.elapsed_ns / 1000;
@@ -395,7 +396,7 @@ static void run_in(const struct command *c, hook_swap_report_t *rep)
     pthread_mutex_unlock(&mu);
     gs_swap_result_t res;
     gs_swap_calls_t calls = {in_progress, NULL, chunks_back, (void *)c};
-    rep->ok = gs_swap_move(engine, c->dev, &w, 0, &in_deadline[c->dev], &calls, &res) == 0;
+    rep->ok = gs_swap_move(engine, c->dev, &w, 0, 0, &in_deadline[c->dev], &calls, &res) == 0;
     pthread_mutex_lock(&mu);
     coming[c->dev].running = 0;
     pthread_mutex_unlock(&mu);
@@ -543,8 +544,8 @@ static void out_supersedes_locked(int dev)
         __atomic_store_n(&in_deadline[dev], 0, __ATOMIC_RELEASE);
 }
 
-void hook_swap_command(int dev, int out, uint64_t lease, unsigned wait_ms, const char *pool_path,
-                       hook_swap_done_fn done)
+void hook_swap_command(int dev, int out, uint64_t lease, unsigned wait_ms, uint64_t bytes,
+                       const char *pool_path, hook_swap_done_fn done)
 {
     struct command *c = calloc(1, sizeof *c);
     if (!c || dev < 0 || dev >= MAX_DEVS) {
@@ -558,6 +559,7 @@ void hook_swap_command(int dev, int out, uint64_t lease, unsigned wait_ms, const
     *c = (struct command){.dev = dev,
                           .out = out,
                           .lease = lease,
+                          .bytes = out ? bytes : 0,
                           .wait_ms = wait_ms ? wait_ms : SWAP_IN_WAIT_MS,
                           .done = done};
     snprintf(c->pool, sizeof c->pool, "%s", pool_path ? pool_path : "");

@@ -69,9 +69,11 @@ typedef void (*hook_swap_done_fn)(const hook_swap_report_t *report);
 
 /* Queues a command for the swap thread (started on first use).  pool_path:
  * the broker's pool socket, for a swap out; wait_ms: how long a swap in
- * waits for memory the other side of a switch frees (0: the default). */
-void hook_swap_command(int dev, int out, uint64_t lease, unsigned wait_ms, const char *pool_path,
-                       hook_swap_done_fn done);
+ * waits for memory the other side of a switch frees (0: the default);
+ * bytes: a swap out moves about this much and leaves the rest on the GPU
+ * (whole segments: a little more; 0: everything). */
+void hook_swap_command(int dev, int out, uint64_t lease, unsigned wait_ms, uint64_t bytes,
+                       const char *pool_path, hook_swap_done_fn done);
 /* 1 while GPU dev has parked memory or a command under way. */
 int hook_swap_parked(int dev);
 /* 1 while GPU dev's memory comes back from host memory (a swap in under

@@ -341,7 +341,7 @@ void gs_park_on_client_gone(gs_park_t *p, const char *client, int exited, int64_
         ps->npids = n;
         if (n == 0 && !park_swap_session_holds(p, ps->id)) {
             ps->st = PS_RESIDENT;
-            ps->failed = ps->stuck = 0;
+            ps->failed = ps->stuck = ps->partial = 0;
             memset(ps->bytes, 0, sizeof ps->bytes);
             gs_sched_set_residency(p->sched, ps->id, GS_SCHED_RESIDENT, now);
         }
@@ -703,6 +703,7 @@ void park_finish_park(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t
              j->stuck ? "; a process could not be brought back" : "; the session was left running");
     /* A stuck session is treated as parked: it is brought back when it can. */
     ps->st = j->stuck ? PS_PARKED : PS_RESIDENT;
+    ps->partial = 0; /* a stuck one counts as all out until it is back */
     gs_sched_set_residency(p->sched, ps->id, j->stuck ? GS_SCHED_PARKED : GS_SCHED_RESIDENT, now);
     gs_warn("session %s: %s", ps->id, ps->why);
     gs_eventlog_write(p->eventlog, "park_failed",
@@ -736,7 +737,7 @@ void park_finish_unpark(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64
         return;
     }
     ps->st = PS_RESIDENT;
-    ps->failed = ps->stuck = 0;
+    ps->failed = ps->stuck = ps->partial = 0;
     ps->retries = 0;
     ps->unparks++;
     ps->unpark_s = s;

@@ -80,6 +80,14 @@ typedef struct {
      * this one as they free up (park_swap.c, relay_lease). */
     char room_for[GS_SCHED_ID_MAX];
     int relay; /* its lease grows: swap_out waits for chunks (relay_wait_ms) */
+    /* A partial park (swap tier, a switch): part[g] is what the session
+     * coming back needs, so only about that much goes out (park_victims;
+     * 0: everything); moved_out sums what the hooks moved; partial: parked
+     * with the rest still on the GPU (bytes[] is what is out, its
+     * footprint less bytes[] stays resident, park_free_signed). */
+    uint64_t part[GS_MAX_GPUS];
+    uint64_t moved_out;
+    int partial;
     /* park_move.c: restored onto GPU move_to instead of move_from (-1: in
      * place); no_move: the driver refused once, never again */
     int move_from, move_to, no_move;

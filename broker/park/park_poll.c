@@ -275,7 +275,7 @@ static void poll_once(gs_park_t *p, int64_t now)
     /* A parked session's memory, as its hooks report it (an adopted one
      * is only known so). */
     for (int i = 0; i < vs.n; i++)
-        for (int g = 0; g < p->ngpus && vs.v[i].ps->st == PS_PARKED; g++)
+        for (int g = 0; g < p->ngpus && vs.v[i].ps->st == PS_PARKED && !vs.v[i].ps->partial; g++)
             if (vs.v[i].foot[g] > vs.v[i].ps->bytes[g])
                 vs.v[i].ps->bytes[g] = vs.v[i].foot[g];
     update_demand(p, &vs, now);

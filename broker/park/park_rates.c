@@ -9,6 +9,8 @@
  * API ~2.5 GB/s out, the swap tier ~35 GB/s), so one estimate for both
  * would be wrong for either.
  */
+#include <math.h>
+
 #include "park_internal.h"
 
 void park_rates_init(gs_park_t *p)
@@ -45,6 +47,34 @@ static int tier_now(const gs_park_t *p, const park_view_t *v, int g)
     return TIER_CHECKPOINT;
 }
 
+#define SEGMENT (1ull << 30) /* a hook moves whole segments (swap_engine.h) */
+
+/* What a switch on the swap tier moves of v's memory on GPU g: a session
+ * parked in part brings back what is out; a resident one, beside a session
+ * parked there, gives up only the room that one lacks (a partial park,
+ * park_victims), in whole segments; otherwise all of it. */
+static uint64_t switch_bytes(const gs_park_t *p, const park_views_t *vs, const park_view_t *v,
+                             int g)
+{
+    const psess_t *ps = v->ps;
+    uint64_t foot = v->foot[g];
+    if (ps->st == PS_PARKED)
+        return ps->partial && ps->bytes[g] ? ps->bytes[g] : foot;
+    if (ps->st != PS_RESIDENT)
+        return foot;
+    uint64_t in = 0; /* the largest session out on the swap tier here */
+    for (int i = 0; i < vs->n; i++) {
+        const psess_t *o = vs->v[i].ps;
+        if (o != ps && o->st == PS_PARKED && o->tier == TIER_SWAP && o->bytes[g] > in)
+            in = o->bytes[g];
+    }
+    if (!in)
+        return foot;
+    int64_t lacks = (int64_t)(in + park_margin(p, g)) - park_free_signed(p, vs, g);
+    uint64_t moves = lacks > 0 ? (uint64_t)lacks + SEGMENT : SEGMENT;
+    return moves < foot ? moves : foot;
+}
+
 void park_rates_tell(gs_park_t *p, const park_views_t *vs)
 {
     for (int i = 0; i < vs->n; i++) {
@@ -57,8 +87,26 @@ void park_rates_tell(gs_park_t *p, const park_views_t *vs)
                 int own = ps->rates_tier == t;
                 out = own && ps->out_bps > 0 ? ps->out_bps : p->out_bps[t][g];
                 in = own && ps->in_bps > 0 ? ps->in_bps : p->in_bps[t][g];
+                /* The scheduler prices a switch as the footprint out and
+                 * back.  On the swap tier a switch moves only what the
+                 * room needs (switch_bytes), and the session going out
+                 * and the one coming in copy at once (the GPU waits for
+                 * the longer of the two, about half the sum): the rates
+                 * it is told are scaled so that it prices that. */
+                uint64_t foot = v->foot[g] ? v->foot[g] : ps->bytes[g];
+                if (t == TIER_SWAP && foot) {
+                    double f = 0.5 * (double)switch_bytes(p, vs, v, g) / (double)foot;
+                    if (f < 1.0 / 64)
+                        f = 1.0 / 64;
+                    out /= f;
+                    in /= f;
+                }
             }
-            if (out == ps->told_out[g] && in == ps->told_in[g])
+            /* Footprints move by a little all the time: tell a change of
+             * more than 1 %. */
+            if ((out == 0) == (ps->told_out[g] == 0) && (in == 0) == (ps->told_in[g] == 0) &&
+                fabs(out - ps->told_out[g]) <= 0.01 * ps->told_out[g] &&
+                fabs(in - ps->told_in[g]) <= 0.01 * ps->told_in[g])
                 continue;
             if (gs_sched_set_move_rates(p->sched, ps->id, g, out, in) == 0) {
                 ps->told_out[g] = out;

@@ -44,8 +44,11 @@ static void session_status(const gs_park_t *p, const char *session, int gpu, int
     uint64_t parked = away && gpu < GS_MAX_GPUS ? ps->bytes[gpu] : 0;
     if (ps && ps->st == PS_PARKED)
         json_object_set_new(e, "state", json_string("parked"));
-    if (away)
-        json_object_set_new(e, "resident_bytes", json_integer(0));
+    if (away) { /* parked in part (a switch): the rest is still on the GPU */
+        json_int_t foot = json_integer_value(json_object_get(e, "resident_bytes"));
+        json_int_t left = ps->partial && foot > (json_int_t)parked ? foot - (json_int_t)parked : 0;
+        json_object_set_new(e, "resident_bytes", json_integer(left));
+    }
     json_object_set_new(e, "parked_bytes", json_integer((json_int_t)parked));
     json_object_set_new(e, "parking", parking_state(p, ps, session, now));
     /* `park` asked for it: parked once the session is idle */

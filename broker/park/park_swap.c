@@ -85,6 +85,8 @@ static void send_swap(gs_park_t *p, pclient_t *c, int gpu, int out)
         psess_t *ps = park_sess(p, c->session, 0);
         if (ps && ps->relay) /* its chunks come as the incoming session frees them */
             json_object_set_new(m, "wait_ms", json_integer(relay_wait_ms(c->movable[gpu])));
+        if (ps && ps->part[gpu]) /* a partial park: the rest stays on the GPU */
+            json_object_set_new(m, "bytes", json_integer((json_int_t)ps->part[gpu]));
     } else {
         /* Memory that is still leaving (a switch's pipeline) is waited for,
          * not for ever: if that park fails the unpark is retried. */
@@ -136,6 +138,8 @@ static void begin_phase(gs_park_t *p, psess_t *ps, int phase, int64_t now)
     ps->swap_deadline = now + SWAP_DEADLINE;
     ps->job = ++p->next_job;
     ps->swap_waiting = 0;
+    if (phase == SWAP_OUT)
+        ps->moved_out = 0;
     for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
         if (!strcmp(c->session, ps->id) &&
             (c->lease || (phase == SWAP_IN && c->swapped[ps->swap_gpu]))) {
@@ -339,6 +343,16 @@ int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now)
         gs_info("session %s waited %.2f s for the host pool", ps->id,
                 (double)(now - ps->pool_wait_since) / SEC);
     ps->pool_wait_since = 0;
+    /* A partial park: one process moves what the session coming back
+     * needs (park_victims), and counts as leaving only that much
+     * (park_swap_leaving) until its answer says what went out. */
+    int movers = 0;
+    for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
+        movers += !strcmp(c->session, ps->id) && c->movable[g];
+    if (ps->part[g] && movers == 1 && ps->part[g] < movable)
+        ps->bytes[g] = ps->part[g];
+    else
+        memset(ps->part, 0, sizeof ps->part);
     ps->tier = TIER_SWAP;
     ps->swap_gpu = g;
     ps->swap_rollback_failed = 0;
@@ -388,6 +402,14 @@ static void phase_done(gs_park_t *p, psess_t *ps, int64_t now)
         j.stuck = ps->swap_rollback_failed;
         snprintf(j.error, sizeof j.error, "%s", ps->swap_first_error);
     }
+    /* A partial park is parked with what went out; the rest stays. */
+    int g = ps->swap_gpu;
+    if (!j.unpark && j.ok && ps->part[g]) {
+        ps->partial = 1;
+        if (ps->moved_out)
+            ps->bytes[g] = ps->moved_out;
+    }
+    memset(ps->part, 0, sizeof ps->part);
     ps->swap_phase = SWAP_NONE;
     ps->job = 0;
     if (j.unpark && j.ok)
@@ -426,6 +448,8 @@ void park_swap_answered(gs_park_t *p, pclient_t *c, int gpu, const json_t *msg, 
         ps->swap_elapsed_us = us; /* the processes move at once: the longest counts */
     if (out)
         c->swap_moved = ok || bytes > 0;
+    if (out && ok)
+        ps->moved_out += bytes;
     if (!ok) {
         char text[300];
         snprintf(text, sizeof text, "pid %ld: swap %s: %.200s", c->pid, out ? "out" : "in",

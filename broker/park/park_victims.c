@@ -90,8 +90,12 @@ int64_t park_free_signed(const gs_park_t *p, const park_views_t *vs, int g)
     int64_t left = (int64_t)p->total[g];
     for (int i = 0; i < vs->n; i++) {
         const psess_t *ps = vs->v[i].ps;
-        if (ps->st == PS_PARKED)
+        if (ps->st == PS_PARKED) {
+            /* Parked in part: what did not go out is still on the GPU. */
+            if (ps->partial && vs->v[i].foot[g] > ps->bytes[g])
+                left -= (int64_t)(vs->v[i].foot[g] - ps->bytes[g]);
             continue;
+        }
         /* One coming back counts with all it brings, not with what its
          * hook reported so far: two sessions let in on the same room (one
          * of them through a switch's pipeline) ran out of memory. */
@@ -214,6 +218,23 @@ gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t n
     if (c && map && picked)
         rc = gs_park_policy_choose(c, n, need, allow_switched, budget_left, now, p->cfg.idle_us,
                                    deadline, picked, wait_until);
+    /* A switch on the swap tier needs room for what the session coming
+     * back has out, not for all the victim holds: the last victim moves
+     * only what is still needed (a partial park).  A make_room for a new
+     * allocation parks its victims whole: a parked session is not a
+     * victim again, so its remainder could not be taken later. */
+    const psess_t *coming = exclude ? park_sess(p, exclude, 0) : NULL;
+    int partial_ok = coming && coming->st == PS_PARKED && coming->tier == TIER_SWAP;
+    uint64_t left = need;
+    for (int k = 0; rc == GS_PICK_OK && k < n; k++) {
+        if (!picked[k])
+            continue;
+        psess_t *victim = vs->v[map[k]].ps;
+        memset(victim->part, 0, sizeof victim->part);
+        if (partial_ok && left && left < c[k].bytes)
+            victim->part[g] = left;
+        left = left > c[k].bytes ? left - c[k].bytes : 0;
+    }
     for (int k = 0; rc == GS_PICK_OK && k < n; k++) {
         if (!picked[k])
             continue;

@@ -636,8 +636,8 @@ static CUresult finish(struct mover *m, const struct batch *b)
     return CUDA_SUCCESS;
 }
 
-static int move(gs_swap_engine_t *e, int dev, gs_swap_window_t *w, int out, const int64_t *deadline,
-                const gs_swap_calls_t *calls, gs_swap_result_t *res)
+static int move(gs_swap_engine_t *e, int dev, gs_swap_window_t *w, int out, uint64_t limit,
+                const int64_t *deadline, const gs_swap_calls_t *calls, gs_swap_result_t *res)
 {
     memset(res, 0, sizeof *res);
     int64_t t0 = now_ns();
@@ -645,9 +645,18 @@ static int move(gs_swap_engine_t *e, int dev, gs_swap_window_t *w, int out, cons
     size_t n = 0, nu = 0;
     gs_swap_range_t *rs = collect(e, dev, !out, &n);
     struct unit *us = NULL;
+    unsigned char *placed_now = NULL; /* out: ranges given a place by this move */
     struct mover m = {e, w, out, calls, NULL, NULL, 0, 0, 0, NULL, NULL, res};
     int rc = 0;
     if (n && !rs) {
+        snprintf(res->error, sizeof res->error, "out of memory");
+        rc = -1;
+        goto done;
+    }
+    placed_now = out && n ? calloc(n, 1) : NULL;
+    for (size_t i = 0; placed_now && i < n; i++)
+        placed_now[i] = !rs[i].host_set;
+    if (out && n && !placed_now) {
         snprintf(res->error, sizeof res->error, "out of memory");
         rc = -1;
         goto done;
@@ -676,11 +685,20 @@ static int move(gs_swap_engine_t *e, int dev, gs_swap_window_t *w, int out, cons
             goto done;
         }
         for (int k = 0; k < rs[i].nseg; k++)
-            if (!rs[i].seg[k] == !out) { /* out: segments on the GPU; in: those not */
+            if (!rs[i].seg[k] == !out && (!out || !limit || m.total < limit)) {
+                /* out: segments on the GPU (up to limit); in: those not */
                 us[nu++] = (struct unit){i, k, 0};
                 m.total += seg_len(&rs[i], k);
             }
     }
+    /* A partial swap out: the ranges that stay whole on the GPU give their
+     * new places back, so that a later swap out places them afresh after
+     * what is out then (place). */
+    for (size_t k = 0; placed_now && k < nu; k++)
+        placed_now[us[k].range] = 0; /* moving: keeps its place */
+    for (size_t i = 0; placed_now && i < n; i++)
+        if (placed_now[i])
+            rs[i].host_set = 0;
     m.rs = rs;
     m.us = us;
     m.nu = nu;
@@ -801,6 +819,7 @@ static int move(gs_swap_engine_t *e, int dev, gs_swap_window_t *w, int out, cons
         res->ranges += out ? !rs[i].resident_bytes : !gs_swap_range_parked(&rs[i]);
 done:
     pthread_mutex_unlock(&e->op);
+    free(placed_now);
     free(us);
     free(rs);
     free(m.busy);
@@ -809,11 +828,11 @@ done:
     return rc;
 }
 
-int gs_swap_move(gs_swap_engine_t *e, int dev, gs_swap_window_t *w, int out,
+int gs_swap_move(gs_swap_engine_t *e, int dev, gs_swap_window_t *w, int out, uint64_t limit,
                  const int64_t *deadline, const gs_swap_calls_t *calls, gs_swap_result_t *res)
 {
     static const int64_t no_wait = 0;
-    return move(e, dev, w, out, deadline ? deadline : &no_wait, calls, res);
+    return move(e, dev, w, out, limit, deadline ? deadline : &no_wait, calls, res);
 }
 
 int gs_swap_out(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w,
@@ -821,7 +840,7 @@ int gs_swap_out(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w,
 {
     gs_swap_window_t copy = *w; /* without calls nothing changes it */
     gs_swap_calls_t calls = {progress, NULL, NULL, arg};
-    return gs_swap_move(e, dev, &copy, 1, NULL, &calls, res);
+    return gs_swap_move(e, dev, &copy, 1, 0, NULL, &calls, res);
 }
 
 int64_t gs_swap_deadline(unsigned wait_ms)
@@ -842,7 +861,7 @@ int gs_swap_in_until(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w,
 {
     gs_swap_window_t copy = *w;
     gs_swap_calls_t calls = {progress, NULL, NULL, arg};
-    return gs_swap_move(e, dev, &copy, 0, deadline, &calls, res);
+    return gs_swap_move(e, dev, &copy, 0, 0, deadline, &calls, res);
 }
 
 /* ---- sharing with other processes (legacy IPC emulated) --------------------- */

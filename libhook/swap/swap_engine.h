@@ -172,8 +172,14 @@ typedef struct {
  * with the caller's calls.  Memory that the other side of a switch is
  * still giving back (GPU memory coming in, chunks going out) is waited
  * for with what is finished handed over first, so that neither side
- * holds what the other waits for. */
-int gs_swap_move(gs_swap_engine_t *self, int dev, gs_swap_window_t *w, int out,
+ * holds what the other waits for.
+ *
+ * A partial swap out (limit > 0): it stops after the segment that brings
+ * what went out to limit bytes, and the rest stays on the GPU (a partial
+ * park: the session coming in needs only that much room).  Only the
+ * ranges with a segment out take a place in the window.  A swap in
+ * ignores limit: it brings back whatever is out. */
+int gs_swap_move(gs_swap_engine_t *self, int dev, gs_swap_window_t *w, int out, uint64_t limit,
                  const int64_t *deadline, const gs_swap_calls_t *calls, gs_swap_result_t *res);
 
 /* Moves every resident range of GPU dev into window w.  0, or -1 with

@@ -180,6 +180,60 @@ static void parked_memory_round_trips_bit_exact(void **state)
     simtest_in_child(round_trip_child, NULL);
 }
 
+/* A partial swap out moves whole segments until it reaches its limit and
+ * leaves the rest on the GPU; the swap in brings back only what went out;
+ * a range that stayed takes no place in the window, so a later full park
+ * places it after what is there then (a stale place would overlap). */
+static void partial_out_child(int rd, int wr, void *arg)
+{
+    (void)rd, (void)wr, (void)arg;
+    CUcontext ctx = setup(2);
+    size_t before = free_bytes();
+    size_t sizes[] = {8 * MIB, 6 * MIB, 4 * MIB}; /* segments of 2 MiB */
+    CUdeviceptr p[3];
+    alloc_filled(ctx, p, sizes, 3, 80);
+    gs_swap_window_t w = host_window(32 * MIB, 8 * MIB);
+    gs_swap_calls_t none = {0};
+    gs_swap_result_t res;
+    /* 5 MiB asked: three segments of the first range (6 MiB) go. */
+    REQUIRE(gs_swap_move(engine, 0, &w, 1, 5 * MIB, NULL, &none, &res) == 0);
+    REQUIRE(res.bytes == 6 * MIB);
+    uint64_t resident, parked;
+    gs_swap_ranges_totals(ranges, 0, &resident, &parked);
+    REQUIRE(resident == 12 * MIB && parked == 6 * MIB);
+    REQUIRE(free_bytes() == before - 12 * MIB);
+    int out = 0;
+    for (int i = 0; i < 3; i++) { /* only what went out has a place */
+        gs_swap_range_t r;
+        REQUIRE(gs_swap_ranges_find(ranges, p[i], &r));
+        REQUIRE(r.resident_bytes == r.bytes ? !r.host_set : r.host_set);
+        out += r.resident_bytes < r.bytes;
+    }
+    REQUIRE(out >= 1 && out <= 2);
+    int64_t deadline = gs_swap_deadline(1000);
+    REQUIRE(gs_swap_move(engine, 0, &w, 0, 0, &deadline, &none, &res) == 0);
+    REQUIRE(res.bytes == 6 * MIB);
+    check_all(p, sizes, 3, 80);
+    /* Now all of it, the other way round in the window: bit-exact again. */
+    REQUIRE(gs_swap_move(engine, 0, &w, 1, 10 * MIB, NULL, &none, &res) == 0);
+    REQUIRE(res.bytes == 10 * MIB); /* the first range and one segment of the second */
+    REQUIRE(gs_swap_move(engine, 0, &w, 0, 0, &deadline, &none, &res) == 0);
+    REQUIRE(gs_swap_out(engine, 0, &w, NULL, NULL, &res) == 0);
+    REQUIRE(res.bytes == 18 * MIB && res.ranges == 3);
+    REQUIRE(free_bytes() == before);
+    REQUIRE(gs_swap_in(engine, 0, &w, 1000, NULL, NULL, &res) == 0);
+    check_all(p, sizes, 3, 80);
+    free_all(p, 3);
+    teardown_engine();
+}
+
+static void a_partial_swap_out_leaves_the_rest_on_the_gpu(void **state)
+{
+    (void)state;
+    simtest_fresh("256M", NULL);
+    simtest_in_child(partial_out_child, NULL);
+}
+
 static void free_while_parked_child(int rd, int wr, void *arg)
 {
     (void)rd, (void)wr, (void)arg;
@@ -391,14 +445,14 @@ static void relay_child(int rd, int wr, void *arg)
     struct relay_probe r = {.fds = fds, .nfds = 5, .next = 1};
     gs_swap_calls_t out = {NULL, probe_more, NULL, &r};
     gs_swap_result_t res;
-    REQUIRE(gs_swap_move(engine, 0, &w, 1, NULL, &out, &res) == 0);
+    REQUIRE(gs_swap_move(engine, 0, &w, 1, 0, NULL, &out, &res) == 0);
     REQUIRE(free_bytes() == before);
     REQUIRE(w.mapped == 4); /* the fifth chunk was never needed */
     REQUIRE(r.waited == 0); /* every chunk was at hand */
     REQUIRE(r.more_calls >= 3);
     gs_swap_calls_t in = {NULL, NULL, probe_done, &r};
     int64_t deadline = gs_swap_deadline(1000);
-    REQUIRE(gs_swap_move(engine, 0, &w, 0, &deadline, &in, &res) == 0);
+    REQUIRE(gs_swap_move(engine, 0, &w, 0, 0, &deadline, &in, &res) == 0);
     for (int i = 0; i < 4; i++)
         REQUIRE(r.reported[i] == 1); /* each once */
     REQUIRE(r.reports >= 3);         /* as the batches came back, not at the end */
@@ -442,14 +496,14 @@ static void partial_child(int rd, int wr, void *arg)
     struct relay_probe r = {.fds = fds, .nfds = 5, .next = 5};
     gs_swap_calls_t in = {NULL, NULL, probe_done, &r};
     int64_t deadline = gs_swap_deadline(200);
-    REQUIRE(gs_swap_move(engine, 0, &w, 0, &deadline, &in, &res) == -1);
+    REQUIRE(gs_swap_move(engine, 0, &w, 0, 0, &deadline, &in, &res) == -1);
     REQUIRE(r.reported[4] == 1 && r.reported[0] == 1); /* the spare one, and range 0's first */
     REQ_CU(cuMemFree(block));
     /* Parked again now: range 0 would go to [14, 20) MiB, onto position 4. */
     REQUIRE(gs_swap_out(engine, 0, &w, NULL, NULL, &res) == -1);
     REQUIRE(strstr(res.error, "window") != NULL);
     deadline = gs_swap_deadline(1000);
-    REQUIRE(gs_swap_move(engine, 0, &w, 0, &deadline, &in, &res) == 0);
+    REQUIRE(gs_swap_move(engine, 0, &w, 0, 0, &deadline, &in, &res) == 0);
     check_all(p, sizes, 3, 70);
     gs_swap_window_close(&drv, &w);
     for (int i = 0; i < 5; i++)
@@ -687,6 +741,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(parked_memory_round_trips_bit_exact, simtest_teardown),
+        cmocka_unit_test_teardown(a_partial_swap_out_leaves_the_rest_on_the_gpu, simtest_teardown),
         cmocka_unit_test_teardown(a_free_while_parked_gives_the_range_up, simtest_teardown),
         cmocka_unit_test_teardown(a_window_too_small_moves_nothing, simtest_teardown),
         cmocka_unit_test_teardown(progress_is_reported_batch_by_batch, simtest_teardown),

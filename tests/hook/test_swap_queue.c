@@ -102,24 +102,24 @@ static void queue_child(int rd, int wr, void *arg)
 
     /* GPU 1's swap out holds the thread up (the fetch waits for the pool);
      * GPU 0's own swap out is queued behind it. */
-    hook_swap_command(1, 1, 7, 0, path, done);
-    hook_swap_command(0, 1, 8, 0, path, done);
+    hook_swap_command(1, 1, 7, 0, 0, path, done);
+    hook_swap_command(0, 1, 8, 0, 0, path, done);
     /* A swap_in for GPU 3, which has nothing out and nothing queued:
      * answered at once, not after the commands queued for other GPUs. */
     REQUIRE(count() == 0);
-    hook_swap_command(3, 0, 9, 2000, NULL, done);
+    hook_swap_command(3, 0, 9, 2000, 0, NULL, done);
     REQUIRE(count() == 1);
     REQUIRE(answers[0].dev == 3 && !answers[0].out && answers[0].ok && answers[0].lease == 9);
 
     /* GPU 0's swap_in, sent twice (the second under a new lease): the
      * second joins the first. */
-    hook_swap_command(0, 0, 10, 2000, NULL, done);
-    hook_swap_command(0, 0, 11, 3000, NULL, done);
+    hook_swap_command(0, 0, 10, 2000, 0, NULL, done);
+    hook_swap_command(0, 0, 11, 3000, 0, NULL, done);
     REQUIRE(count() == 1);
 
     /* Last in the queue, a swap out for GPU 2 (no pool there: it fails at
      * once): once it is answered, everything before it is. */
-    hook_swap_command(2, 1, 12, 0, "/nonexistent/pool.sock", done);
+    hook_swap_command(2, 1, 12, 0, 0, "/nonexistent/pool.sock", done);
     close(pool); /* the pool is gone: the swap outs fail, the swap in runs */
     unlink(path);
     int marker = 0;
