@@ -769,6 +769,67 @@ static void an_exclusive_holder_keeps_its_turn_between_gpu_phases(void **state)
     assert_true(sinfo("a").switchable);
 }
 
+/* Issue 17: a GPU phase that the rest of a turn cannot hold is not begun
+ * in it.  Phases of 1.2 s in turns of 2 s: after the first, 0.8 s are
+ * left, so the turn ends at that idle release and the session is
+ * switchable there, in its CPU phase (before, its second phase was
+ * revoked half way and brought back for the rest: two switches more).
+ * Phases of 0.5 s keep the turn (and the session) until one would not
+ * fit. */
+static void a_phase_that_the_turn_cannot_hold_ends_the_turn(void **state)
+{
+    (void)state;
+    sched_setup(100 * MIB);
+    gs_sched_config_t c = sched_config();
+    c.policy = GS_POLICY_EXCLUSIVE;
+    c.tq_us = 2 * SEC;
+    sched_apply(&c);
+    notebook("a", 60);
+    notebook("b", 60);
+    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
+    gs_sched_set_move_rates(S, "a", 0, 600.0 * MIB, 600.0 * MIB); /* 0.2 s a switch */
+    gs_sched_cell(S, "b", 1, NOW);
+    gs_sched_demand(S, "b", 0, 1, NOW);
+    gs_sched_cell(S, "a", 1, NOW);
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    acts_keep();
+    int64_t t0 = NOW;
+    assert_int_equal(sinfo("a").turn_end_us, t0 + 2 * SEC);
+    /* Phases of 0.5 s with CPU phases of 50 ms (shorter than a switch):
+     * after each of the first two a keeps its turn and is granted again;
+     * after the third, 1.6 s in, 0.4 s are left: the turn is over. */
+    for (int k = 0; k < 2; k++) {
+        NOW += 500 * MS;
+        gs_sched_release(S, "a1", 0, last_grant, NOW);
+        assert_false(sinfo("a").switchable);
+        NOW += 50 * MS;
+        gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+        assert_string_equal(acts_keep(), "G:a1");
+    }
+    NOW += 500 * MS;
+    gs_sched_release(S, "a1", 0, last_grant, NOW);
+    assert_true(sinfo("a").switchable);
+    /* The same with a phase of 1.2 s. */
+    sched_teardown(NULL);
+    sched_setup(100 * MIB);
+    sched_apply(&c);
+    notebook("a", 60);
+    notebook("b", 60);
+    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
+    gs_sched_set_move_rates(S, "a", 0, 600.0 * MIB, 600.0 * MIB);
+    gs_sched_cell(S, "b", 1, NOW);
+    gs_sched_demand(S, "b", 0, 1, NOW);
+    gs_sched_cell(S, "a", 1, NOW);
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    acts_keep();
+    t0 = NOW;
+    /* A phase of 1.2 s: 0.8 s are left, less than one phase. */
+    NOW += 1200 * MS;
+    gs_sched_release(S, "a1", 0, last_grant, NOW);
+    assert_true(sinfo("a").switchable);
+    assert_int_equal(sinfo("a").turn_end_us, t0 + 2 * SEC);
+}
+
 /* Issue 17: a cell that has just started and does not fit takes what it
  * needs, a switch: a trainer's turn, grown with its long cell, is cut to
  * the shortest a switch allows, max(adaptive_min_s, 10 x its switch
@@ -930,6 +991,7 @@ int main(void)
         cmocka_unit_test_teardown(an_exclusive_holder_keeps_its_turn_between_gpu_phases,
                                   sched_teardown),
         cmocka_unit_test_teardown(the_pause_between_cells_is_no_idle_gap, sched_teardown),
+        cmocka_unit_test_teardown(a_phase_that_the_turn_cannot_hold_ends_the_turn, sched_teardown),
         cmocka_unit_test_teardown(a_new_cell_cuts_a_long_turn_to_the_shortest, sched_teardown),
         cmocka_unit_test_teardown(cell_end_drops_the_demand, sched_teardown),
         cmocka_unit_test_teardown(no_boost_while_parked, sched_teardown),
