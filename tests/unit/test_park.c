@@ -830,6 +830,45 @@ static void a_phase_that_the_turn_cannot_hold_ends_the_turn(void **state)
     assert_int_equal(sinfo("a").turn_end_us, t0 + 2 * SEC);
 }
 
+/* Issue 17: gaps measured shorter than a switch: an idle GPU for as long
+ * as a switch costs is no sign of a long gap; twice the usual gap is.
+ * Gaps of 0.4 s, a switch of 0.5 s: not switchable 0.5 s into a gap,
+ * switchable 0.8 s into it. */
+static void regular_short_gaps_keep_the_memory_past_a_switch_cost(void **state)
+{
+    (void)state;
+    sched_setup(100 * MIB);
+    gs_sched_config_t c = sched_config();
+    c.policy = GS_POLICY_EXCLUSIVE;
+    c.tq_us = 20 * SEC;
+    sched_apply(&c);
+    notebook("a", 60);
+    notebook("b", 60);
+    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
+    gs_sched_set_move_rates(S, "a", 0, 240.0 * MIB, 240.0 * MIB); /* 0.5 s a switch */
+    gs_sched_cell(S, "b", 1, NOW);
+    gs_sched_demand(S, "b", 0, 1, NOW);
+    gs_sched_cell(S, "a", 1, NOW);
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    acts_keep();
+    for (int k = 0; k < 3; k++) {
+        NOW += 500 * MS;
+        gs_sched_release(S, "a1", 0, last_grant, NOW);
+        NOW += 400 * MS;
+        gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+        assert_string_equal(acts_keep(), "G:a1");
+    }
+    assert_int_equal(sinfo("a").idle_gap_us, 400 * MS);
+    NOW += 500 * MS;
+    gs_sched_release(S, "a1", 0, last_grant, NOW);
+    int64_t gap0 = NOW;
+    NOW += 500 * MS;
+    assert_false(sinfo("a").switchable);
+    assert_int_equal(sinfo("a").switchable_at_us, gap0 + 800 * MS);
+    NOW += 300 * MS;
+    assert_true(sinfo("a").switchable);
+}
+
 /* Issue 17: a cell that has just started and does not fit takes what it
  * needs, a switch: a trainer's turn, grown with its long cell, is cut to
  * the shortest a switch allows, max(adaptive_min_s, 10 x its switch
@@ -992,6 +1031,8 @@ int main(void)
                                   sched_teardown),
         cmocka_unit_test_teardown(the_pause_between_cells_is_no_idle_gap, sched_teardown),
         cmocka_unit_test_teardown(a_phase_that_the_turn_cannot_hold_ends_the_turn, sched_teardown),
+        cmocka_unit_test_teardown(regular_short_gaps_keep_the_memory_past_a_switch_cost,
+                                  sched_teardown),
         cmocka_unit_test_teardown(a_new_cell_cuts_a_long_turn_to_the_shortest, sched_teardown),
         cmocka_unit_test_teardown(cell_end_drops_the_demand, sched_teardown),
         cmocka_unit_test_teardown(no_boost_while_parked, sched_teardown),
