@@ -420,7 +420,8 @@ static void on_memory(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     uint64_t used = (uint64_t)gs_msg_int(msg, "used_bytes", 0);
     gs_sched_memory(self->sched, c->key, i, used, gs_clock_now_us());
     gs_park_on_memory(self->park, c->key, i, used, (uint64_t)gs_msg_int(msg, "movable_bytes", 0),
-                      (uint64_t)gs_msg_int(msg, "swapped_bytes", 0), gs_clock_now_us());
+                      (uint64_t)gs_msg_int(msg, "swapped_bytes", 0),
+                      (uint64_t)gs_msg_int(msg, "peak_bytes", 0), gs_clock_now_us());
     gs_settle(self);
 }
 

@@ -350,7 +350,7 @@ void gs_park_on_client_gone(gs_park_t *p, const char *client, int exited, int64_
 }
 
 void gs_park_on_memory(gs_park_t *p, const char *client, int gpu, uint64_t used, uint64_t movable,
-                       uint64_t swapped, int64_t now)
+                       uint64_t swapped, uint64_t peak, int64_t now)
 {
     pclient_t *c = p ? zhashx_lookup(p->clients, client) : NULL;
     if (!c || gpu < 0 || gpu >= GS_MAX_GPUS)
@@ -358,6 +358,7 @@ void gs_park_on_memory(gs_park_t *p, const char *client, int gpu, uint64_t used,
     c->used[gpu] = used;
     c->movable[gpu] = movable;
     c->swapped[gpu] = swapped;
+    c->peak[gpu] = peak;
     park_swap_reported_out(p, c, gpu, swapped, now);
 }
 

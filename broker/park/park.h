@@ -102,7 +102,7 @@ void gs_park_on_join(gs_park_t *self, const char *client, const char *session, l
 /* A hook's memory report: what it holds on GPU gpu, how much of that it
  * can swap out itself, and how much is out in host memory now. */
 void gs_park_on_memory(gs_park_t *self, const char *client, int gpu, uint64_t used,
-                       uint64_t movable, uint64_t swapped, int64_t now);
+                       uint64_t movable, uint64_t swapped, uint64_t peak, int64_t now);
 /* A hook's answer to swap_out / swap_in (a `swapped` message). */
 void gs_park_on_swapped(gs_park_t *self, const char *client, int gpu, const json_t *msg,
                         int64_t now);

@@ -109,6 +109,7 @@ typedef struct {
     uint64_t used[GS_MAX_GPUS];    /* its memory report */
     uint64_t movable[GS_MAX_GPUS]; /* of which it can swap out */
     uint64_t swapped[GS_MAX_GPUS]; /* out in host memory, as its hook reports */
+    uint64_t peak[GS_MAX_GPUS];    /* the most it has held (a partial park leaves room for it) */
     uint64_t lease;                /* host memory lent to it (swap tier), 0 none */
     int lease_chunks;
     int swap_wait;  /* CW_*: the answer awaited */

@@ -153,6 +153,17 @@ static int64_t protected_until(const park_view_t *v, int64_t now)
     return now - ps->unparked_at < longest ? ps->unparked_at + longest : 0;
 }
 
+/* How much more than they hold now the session's processes on GPU g
+ * have held at their peaks. */
+static uint64_t park_peak_excess(const gs_park_t *p, const char *session, int g)
+{
+    uint64_t sum = 0;
+    for (const pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
+        if (!strcmp(c->session, session) && c->peak[g] > c->used[g])
+            sum += c->peak[g] - c->used[g];
+    return sum;
+}
+
 /* A session waiting for a make_room answer is in the middle of an
  * allocation: not a victim. */
 static int asking(const gs_park_t *p, const char *session)
@@ -225,7 +236,13 @@ gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t n
      * victim again, so its remainder could not be taken later. */
     const psess_t *coming = exclude ? park_sess(p, exclude, 0) : NULL;
     int partial_ok = coming && coming->st == PS_PARKED && coming->tier == TIER_SWAP;
-    uint64_t left = need;
+    /* A partial park leaves room for what the session coming back has
+     * held beyond its footprint (its temporaries: its processes' peaks).
+     * With only the margin free, on the H200 a 56 GiB notebook back from
+     * a switch could not allocate 1 GiB to check its data: the victim's
+     * remainder cannot be parked later (a parked session is not a victim),
+     * and the third notebook did not fit in the host budget. */
+    uint64_t left = need + (partial_ok ? park_peak_excess(p, exclude, g) : 0);
     for (int k = 0; rc == GS_PICK_OK && k < n; k++) {
         if (!picked[k])
             continue;
@@ -278,9 +295,11 @@ void park_explain(gs_park_t *p, const park_views_t *vs, int g, uint64_t need, co
                  park_mib(bb, sizeof bb, park_host_used(p)));
         return;
     }
-    uint64_t busy = 0, young = 0, cannot = 0;
+    uint64_t busy = 0, young = 0, cannot = 0, part = 0;
     for (int i = 0; i < vs->n; i++) {
         const park_view_t *v = &vs->v[i];
+        if (v->ps->st == PS_PARKED && v->ps->partial && v->foot[g] > v->ps->bytes[g])
+            part += v->foot[g] - v->ps->bytes[g];
         if (v->ps->st == PS_PARKED || (exclude && !strcmp(v->s->id, exclude)))
             continue;
         if (v->reason[0])
@@ -298,7 +317,13 @@ void park_explain(gs_park_t *p, const park_views_t *vs, int g, uint64_t need, co
                      park_mib(c, sizeof c, young), park_mib(d, sizeof d, cannot));
     uint64_t held = park_swap_held_used(p, g);
     if (held && n > 0 && (size_t)n < len)
+        n += snprintf(out + n, len - (size_t)n,
+                      ", %s held by processes dropped while they run (until they join again or "
+                      "exit)",
+                      park_mib(a, sizeof a, held));
+    if (part && n > 0 && (size_t)n < len)
         snprintf(out + n, len - (size_t)n,
-                 ", %s held by processes dropped while they run (until they join again or exit)",
-                 park_mib(a, sizeof a, held));
+                 ", %s left on the GPU by sessions parked in part (a switch moved only what "
+                 "the room needed)",
+                 park_mib(a, sizeof a, part));
 }

@@ -151,3 +151,33 @@ def test_cells_started_together_do_not_switch_out_the_resident_one(notebooks, sh
     # resident cell that has not asked for the GPU within its switch cost
     # is switched out as a running cell, rightly.)
     assert {"a", "b"} <= {e["session"] for e in after if e["event"] == "grant"}, after
+
+
+def test_a_partial_park_leaves_room_for_what_the_one_coming_back_held(notebooks, short_tmp):
+    """A switch moves only what the session coming back lacks, plus what it
+    has held beyond its working set (its processes' peaks): a notebook that
+    allocated a temporary once, back from a switch, allocates it again
+    without anyone else being parked.  (On the H200 a 56 GiB notebook back
+    from a switch could not allocate 1 GiB to check its data: only the
+    margin was free, the partly parked one's remainder cannot be parked
+    later, and the third notebook exceeded the host budget.)"""
+    b, nbs = two_jobs(notebooks)
+    a, bb = nbs
+    # a (parked by b's allocation, then back) holds a temporary of 12 MiB
+    # once: its peak is 72 MiB.
+    assert a.cell("check x 1") == "ok", a.stderr()
+    assert a.cell("alloc t %d" % (12 * MIB)) == "ok", a.stderr()
+    assert a.cell("free t") == "ok"
+    # b comes back (a goes out in part), then a again (b goes out in part,
+    # leaving 12 MiB more than a's 60 MiB need).
+    assert bb.cell("check x 2") == "ok", bb.stderr()
+    assert entry(b.status(), "a")["state"] == "parked"
+    assert a.cell("check x 1") == "ok", a.stderr()
+    parks_before = len([e for e in b.synced_events() if e["event"] == "park_start"])
+    assert a.cell("alloc t %d" % (12 * MIB)) == "ok", a.stderr()
+    ev = b.synced_events()
+    assert len([e for e in ev if e["event"] == "park_start"]) == parks_before, ev[-10:]
+    last_b = [e for e in ev if e["event"] == "park" and e["session"] == "b"][-1]
+    assert last_b["bytes"] < 60 * MIB, last_b  # in part
+    assert a.cell("free t") == "ok"
+    assert a.cell("check x 1") == "ok" and bb.cell("check x 2") == "ok"
