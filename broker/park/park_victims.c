@@ -236,13 +236,18 @@ gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t n
      * victim again, so its remainder could not be taken later. */
     const psess_t *coming = exclude ? park_sess(p, exclude, 0) : NULL;
     int partial_ok = coming && coming->st == PS_PARKED && coming->tier == TIER_SWAP;
-    /* A partial park leaves room for what the session coming back has
-     * held beyond its footprint (its temporaries: its processes' peaks).
-     * With only the margin free, on the H200 a 56 GiB notebook back from
-     * a switch could not allocate 1 GiB to check its data: the victim's
-     * remainder cannot be parked later (a parked session is not a victim),
-     * and the third notebook did not fit in the host budget. */
-    uint64_t left = need + (partial_ok ? park_peak_excess(p, exclude, g) : 0);
+    /* A partial park leaves room for what the session coming back will
+     * allocate beyond its footprint (its temporaries): what its processes
+     * held at their peaks, and at least 1/32 of the GPU (4.4 GiB on the
+     * H200).  With only the margin free, on the H200 a 56 GiB notebook
+     * back from a switch could not allocate the 2 GiB it checks its data
+     * with (it had never checked before, so its peak did not say): the
+     * victim's remainder cannot be parked later (a parked session is not
+     * a victim), and the third notebook did not fit in the host budget. */
+    uint64_t slack = partial_ok ? park_peak_excess(p, exclude, g) : 0;
+    if (partial_ok && slack < p->total[g] / 32)
+        slack = p->total[g] / 32;
+    uint64_t left = need + slack;
     for (int k = 0; rc == GS_PICK_OK && k < n; k++) {
         if (!picked[k])
             continue;

@@ -654,6 +654,8 @@ int gs_sched_set_residency(gs_sched_t *s, const char *session, gs_sched_residenc
             end_boost(&ss->g[i], now);
             sched_session_revoke(s, ss, i, "park", now); /* even with the scheduler off */
             sched_turn_over(&ss->g[i]);                  /* switched out */
+            if (ss->g[i].released_at)
+                ss->g[i].gap_switched = 1; /* (sched_gap_close) */
         }
     ss->residency = r;
     decide_all(s, now);

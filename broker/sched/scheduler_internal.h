@@ -64,14 +64,16 @@ typedef struct {
     int demand; /* queued for its parked cell, without an acquire */
     /* switching (scheduler_turns.c): a turn is its time on the GPU under
      * adaptive, which outlives the idle releases of its running cell */
-    double out_bps, in_bps;     /* gs_sched_set_move_rates; 0: cannot move */
-    int64_t turn_start;         /* 0: no turn */
-    int64_t turn_slice;         /* the adaptive slice it was given then */
-    uint64_t turns;             /* turns begun (the event log's grants say which) */
-    int64_t released_at;        /* gave the GPU back by itself (idle), 0: no */
-    int64_t gaps[SCHED_GAPS];   /* its last idle gaps, release to the next acquire */
-    int ngaps, gap_next;        /* gaps kept, where the next one goes */
-    int gaps_stale;             /* they are the previous cell's (sched_gap_close) */
+    double out_bps, in_bps;   /* gs_sched_set_move_rates; 0: cannot move */
+    int64_t turn_start;       /* 0: no turn */
+    int64_t turn_slice;       /* the adaptive slice it was given then */
+    uint64_t turns;           /* turns begun (the event log's grants say which) */
+    int64_t released_at;      /* gave the GPU back by itself (idle), 0: no */
+    int64_t gaps[SCHED_GAPS]; /* its last idle gaps, release to the next acquire */
+    int ngaps, gap_next;      /* gaps kept, where the next one goes */
+    int gaps_stale;           /* they are the previous cell's (sched_gap_close) */
+    int gap_switched;         /* switched out during the gap under way (sched_idle_gap) */
+    unsigned char gap_was_switched[SCHED_GAPS]; /* per kept gap */
     int64_t phases[SCHED_GAPS]; /* its last GPU phases: a hold to its idle release */
     int nphases, phase_next;
     int64_t hint; /* idle_release_us its grants carry */

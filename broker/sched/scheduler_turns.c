@@ -132,6 +132,8 @@ void sched_gap_close(const sched_session_t *ss, sess_gpu_t *g, int64_t now)
 {
     if (!g->released_at)
         return;
+    int switched = g->gap_switched;
+    g->gap_switched = 0;
     if (!ss->registered || ss->cell_busy) {
         /* A new cell is a new program: its first gap replaces the last
          * cell's.  (Until then they are the best guess: a cell run again.)
@@ -143,6 +145,7 @@ void sched_gap_close(const sched_session_t *ss, sess_gpu_t *g, int64_t now)
             g->gaps_stale = 0;
         }
         g->gaps[g->gap_next] = now - g->released_at;
+        g->gap_was_switched[g->gap_next] = (unsigned char)switched;
         g->gap_next = (g->gap_next + 1) % SCHED_GAPS;
         if (g->ngaps < SCHED_GAPS)
             g->ngaps++;
@@ -171,7 +174,17 @@ static int64_t median(const int64_t *values, int n)
  * the reverse) does not change the prediction. */
 int64_t sched_idle_gap(const sess_gpu_t *g)
 {
-    return median(g->gaps, g->ngaps);
+    /* A gap it was switched out in says less of what staying costs than
+     * one it stayed in: the switch lengthens it (its hook copies in its
+     * process while the program computes).  On the H200 a 50/50 pair of
+     * 32 GiB jobs had CPU phases of 0.35 s staying and 0.55 s switched,
+     * against a switch of 0.47 s.  The gaps it stayed in, when it has any. */
+    int64_t stayed[SCHED_GAPS];
+    int n = 0;
+    for (int i = 0; i < g->ngaps; i++)
+        if (!g->gap_was_switched[i])
+            stayed[n++] = g->gaps[i];
+    return n ? median(stayed, n) : median(g->gaps, g->ngaps);
 }
 
 void sched_think_mark(sched_session_t *ss, int busy, int64_t now)
