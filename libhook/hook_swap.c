@@ -56,6 +56,10 @@ static int recover_queued; /* a hook_swap_recover waits in the queue or runs */
 static void enqueue_locked(struct command *c);
 static int thread_started;
 static gs_swap_window_t window[MAX_DEVS];
+/* The lease each window's chunks are from: a partial park parked further
+ * fetches that lease's other chunks as it needs them (0: a window a
+ * broker that is gone lent, or none). */
+static uint64_t window_lease[MAX_DEVS];
 static int busy[MAX_DEVS];
 /* The command the swap thread runs for each GPU, and until when a swap in
  * there waits for memory (moved by later commands: hook_swap_command). */
@@ -303,6 +307,10 @@ static void run_out(const struct command *c, hook_swap_report_t *rep)
     struct relay relay = {c, gs_swap_deadline(c->wait_ms), fds, 0, 0, 0};
     pthread_mutex_lock(&mu);
     int have_window = window[c->dev].va != 0;
+    /* Parked in part, and now the rest: the chunks not mapped yet are
+     * fetched from the same lease as the copies need them. */
+    if (have_window && c->lease && window_lease[c->dev] == c->lease)
+        relay.may_fetch = 1;
     pthread_mutex_unlock(&mu);
     if (!have_window) {
         int want = 0;
@@ -323,6 +331,7 @@ static void run_out(const struct command *c, hook_swap_report_t *rep)
         relay.may_fetch = 1;
         pthread_mutex_lock(&mu);
         window[c->dev] = w;
+        window_lease[c->dev] = c->lease;
         pthread_mutex_unlock(&mu);
         if (n < want)
             gs_info("swap out on GPU %d: %d of %d chunks of host memory now, the rest as the "
@@ -342,6 +351,7 @@ static void run_out(const struct command *c, hook_swap_report_t *rep)
     if (parked == 0) { /* nothing went out: the memory goes back to the pool */
         pthread_mutex_lock(&mu);
         gs_swap_window_close(&drv, &window[c->dev]);
+        window_lease[c->dev] = 0;
         pthread_mutex_unlock(&mu);
     }
 }
@@ -410,6 +420,7 @@ static void run_in(const struct command *c, hook_swap_report_t *rep)
      * (which zeroes it before another user gets it). */
     pthread_mutex_lock(&mu);
     gs_swap_window_close(&drv, &window[c->dev]);
+    window_lease[c->dev] = 0;
     pthread_mutex_unlock(&mu);
 }
 
@@ -429,6 +440,7 @@ static int recover_all(unsigned wait_ms)
         if (gs_swap_in(engine, dev, &w, wait_ms, NULL, NULL, &res) == 0) {
             pthread_mutex_lock(&mu);
             gs_swap_window_close(&drv, &window[dev]);
+            window_lease[dev] = 0;
             pthread_mutex_unlock(&mu);
             gs_warn("the broker is gone: GPU %d's memory is back from host memory (%.1f GB in "
                     "%.2f s)",

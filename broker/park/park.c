@@ -566,6 +566,9 @@ int park_start(gs_park_t *p, psess_t *ps, const char *why, int64_t now)
         ps->pids[i] = pids[i];
         ps->start[i] = gs_proc_start(pids[i]); /* 0: gone, the worker skips it */
     }
+    /* Parked in part already: the rest goes out into the same lease. */
+    ps->rest = ps->st == PS_PARKED && ps->partial && ps->tier == TIER_SWAP;
+    ps->out_before = ps->rest ? ps->bytes[ps->swap_gpu] : 0;
     for (int g = 0; g < p->ngpus; g++) {
         gs_sched_info_t si;
         ps->bytes[g] = gs_sched_info(p->sched, ps->id, g, now, &si) == 0 ? si.resident_bytes : 0;
@@ -576,7 +579,8 @@ int park_start(gs_park_t *p, psess_t *ps, const char *why, int64_t now)
     /* The tier is chosen by how long the session has been idle before its
      * grant is revoked (the release that follows counts as activity). */
     int64_t idle = idle_for(p, ps->id, now);
-    if (!ps->deep_next && gs_park_policy_deep(&p->cfg, idle, !swap_only(p, ps->id, now))) {
+    if (!ps->deep_next && !ps->rest &&
+        gs_park_policy_deep(&p->cfg, idle, !swap_only(p, ps->id, now))) {
         ps->deep_next = 1;
         gs_info("session %s goes to the deep tier (checkpoint): idle for %.0f s "
                 "(park_deep_idle_s = %.0f)",
@@ -679,14 +683,17 @@ static void room_failures(gs_park_t *p, const psess_t *ps, const char *text)
 void park_finish_park(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t now)
 {
     uint64_t bytes = total_bytes(p, ps);
+    /* The rest of a session parked in part: this copy moved only that. */
+    uint64_t moved = bytes > ps->out_before ? bytes - ps->out_before : bytes;
+    ps->out_before = 0;
     double s = (double)j->elapsed_us / SEC;
     if (j->ok) {
         ps->st = PS_PARKED;
         ps->failed = ps->stuck = 0;
         ps->parks++;
         ps->park_s = s;
-        ps->park_gbps = s >= 0.001 ? (double)bytes / s / 1e9 : -1;
-        park_rates_measured(p, ps, 1, bytes, s);
+        ps->park_gbps = s >= 0.001 ? (double)moved / s / 1e9 : -1;
+        park_rates_measured(p, ps, 1, moved, s);
         gs_sched_set_residency(p->sched, ps->id, GS_SCHED_PARKED, now);
         ps->parked_at = now;
         gs_info("session %s parked (%s tier): %.1f MiB in %.3f s (%.2f GB/s)", ps->id,

@@ -88,6 +88,10 @@ typedef struct {
     uint64_t part[GS_MAX_GPUS];
     uint64_t moved_out;
     int partial;
+    /* Parked in part and now parked further, for room its remainder can
+     * give (park_swap_try_park): out_before is what was out already. */
+    int rest;
+    uint64_t out_before;
     /* park_move.c: restored onto GPU move_to instead of move_from (-1: in
      * place); no_move: the driver refused once, never again */
     int move_from, move_to, no_move;

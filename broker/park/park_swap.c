@@ -287,6 +287,18 @@ static uint64_t relay_lease(gs_park_t *p, const relay_t *r, psess_t *ps, pclient
 
 int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now)
 {
+    if (ps->rest) {
+        /* Parked in part, the rest follows into the lease it holds; should
+         * that fail, the rollback brings all of it back (swap_moved), the
+         * part out before included. */
+        memset(ps->part, 0, sizeof ps->part);
+        ps->relay = 0;
+        for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
+            if (!strcmp(c->session, ps->id) && c->lease)
+                c->swap_moved = 1;
+        begin_phase(p, ps, SWAP_OUT, now);
+        return 1;
+    }
     int g = only_gpu(p, ps);
     ps->pool_short = 0;
     ps->relay = 0;
@@ -408,8 +420,12 @@ static void phase_done(gs_park_t *p, psess_t *ps, int64_t now)
         ps->partial = 1;
         if (ps->moved_out)
             ps->bytes[g] = ps->moved_out;
+    } else if (!j.unpark && j.ok && ps->rest) { /* the rest is out too */
+        ps->partial = 0;
+        ps->bytes[g] = ps->out_before + ps->moved_out;
     }
     memset(ps->part, 0, sizeof ps->part);
+    ps->rest = 0;
     ps->swap_phase = SWAP_NONE;
     ps->job = 0;
     if (j.unpark && j.ok)
@@ -447,7 +463,7 @@ void park_swap_answered(gs_park_t *p, pclient_t *c, int gpu, const json_t *msg, 
     if (us > ps->swap_elapsed_us)
         ps->swap_elapsed_us = us; /* the processes move at once: the longest counts */
     if (out)
-        c->swap_moved = ok || bytes > 0;
+        c->swap_moved = ok || bytes > 0 || ps->rest; /* (park_swap_try_park) */
     if (out && ok)
         ps->moved_out += bytes;
     if (!ok) {

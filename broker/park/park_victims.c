@@ -153,6 +153,16 @@ static int64_t protected_until(const park_view_t *v, int64_t now)
     return now - ps->unparked_at < longest ? ps->unparked_at + longest : 0;
 }
 
+/* What a session parked in part (on the swap tier) still holds on GPU g. */
+static uint64_t part_left(const park_view_t *v, int g)
+{
+    const psess_t *ps = v->ps;
+    if (ps->st != PS_PARKED || !ps->partial || ps->tier != TIER_SWAP || ps->stuck ||
+        ps->swap_gpu != g || v->foot[g] <= ps->bytes[g])
+        return 0;
+    return v->foot[g] - ps->bytes[g];
+}
+
 /* How much more than they hold now the session's processes on GPU g
  * have held at their peaks. */
 static uint64_t park_peak_excess(const gs_park_t *p, const char *session, int g)
@@ -186,6 +196,19 @@ gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t n
     int n = 0;
     for (int i = 0; c && map && picked && i < vs->n; i++) {
         park_view_t *v = &vs->v[i];
+        /* One parked in part gives its remainder, while it does not ask to
+         * come back. */
+        uint64_t left_on_gpu = part_left(v, g);
+        if (left_on_gpu && !v->reason[0] && !v->ps->job && !v->ps->demand_since && !v->cell_busy &&
+            !v->demand && (!exclude || strcmp(v->s->id, exclude) != 0)) {
+            c[n] = (gs_park_cand_t){.bytes = left_on_gpu,
+                                    .host_bytes = left_on_gpu,
+                                    .last_active = v->last_active,
+                                    .idle = 1,
+                                    .failed = v->ps->failed};
+            map[n++] = i;
+            continue;
+        }
         if (v->reason[0] || v->ps->st != PS_RESIDENT || v->ps->stuck || !v->foot[g] ||
             (exclude && !strcmp(v->s->id, exclude)) || asking(p, v->s->id))
             continue;
@@ -232,18 +255,18 @@ gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t n
     /* A switch on the swap tier needs room for what the session coming
      * back has out, not for all the victim holds: the last victim moves
      * only what is still needed (a partial park).  A make_room for a new
-     * allocation parks its victims whole: a parked session is not a
-     * victim again, so its remainder could not be taken later. */
+     * allocation parks its victims whole.  A session parked in part is a
+     * victim again for its remainder (the candidates above). */
     const psess_t *coming = exclude ? park_sess(p, exclude, 0) : NULL;
     int partial_ok = coming && coming->st == PS_PARKED && coming->tier == TIER_SWAP;
     /* A partial park leaves room for what the session coming back will
      * allocate beyond its footprint (its temporaries): what its processes
      * held at their peaks, and at least 1/32 of the GPU (4.4 GiB on the
-     * H200).  With only the margin free, on the H200 a 56 GiB notebook
-     * back from a switch could not allocate the 2 GiB it checks its data
-     * with (it had never checked before, so its peak did not say): the
-     * victim's remainder cannot be parked later (a parked session is not
-     * a victim), and the third notebook did not fit in the host budget. */
+     * H200), so that its next allocations need no second park.  (On the
+     * H200 a 56 GiB notebook back from a switch checked its data with
+     * 2 GiB it had never held before; the remainder of the one parked in
+     * part could not be taken then, and the notebook died of OOM.  It can
+     * now: the rest of it goes out into the same lease.) */
     uint64_t slack = partial_ok ? park_peak_excess(p, exclude, g) : 0;
     if (partial_ok && slack < p->total[g] / 32)
         slack = p->total[g] / 32;

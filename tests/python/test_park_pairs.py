@@ -181,3 +181,38 @@ def test_a_partial_park_leaves_room_for_what_the_one_coming_back_held(notebooks,
     assert last_b["bytes"] < 60 * MIB, last_b  # in part
     assert a.cell("free t") == "ok"
     assert a.cell("check x 1") == "ok" and bb.cell("check x 2") == "ok"
+
+
+def test_a_session_parked_in_part_gives_its_remainder_to_an_allocation(notebooks, short_tmp):
+    """A session parked in part by a switch is a victim again for what it
+    still holds: an allocation that does not fit beside it parks the rest
+    into the same lease, and both notebooks keep their data.  (Before, its
+    remainder could not be taken: the allocation failed, and on the H200 a
+    notebook died of OOM.)"""
+    b, nbs = two_jobs(notebooks)
+    a, bb = nbs
+    # Switches until b is out in part (the first park, for b's allocation,
+    # may have gone to the checkpoint tier: a switch back from there moves
+    # all).
+    for _ in range(3):
+        assert a.cell("check x 1") == "ok", a.stderr()
+        st = entry(b.status(), "b")
+        if st["state"] == "parked" and st["resident_bytes"] > 0:
+            break
+        assert bb.cell("check x 2") == "ok", bb.stderr()
+    st = entry(b.status(), "b")
+    assert st["state"] == "parked" and st["resident_bytes"] > 16 * MIB, st
+    # 24 MiB more for a: more than is free beside b's remainder.
+    assert a.cell("alloc t %d" % (24 * MIB)) == "ok", a.stderr()
+    st = entry(b.status(), "b")
+    assert st["state"] == "parked" and st["resident_bytes"] == 0, st
+    assert st["parked_bytes"] == 60 * MIB, st
+    ev = b.synced_events()
+    last = [e for e in ev if e["event"] == "park" and e["session"] == "b"][-1]
+    assert last["tier"] == "swap", last
+    assert not [e for e in ev if e["event"] in ("park_failed", "unpark_failed")], ev[-10:]
+    assert a.cell("fill t 7") == "ok" and a.cell("check t 7") == "ok"
+    assert a.cell("free t") == "ok"
+    # b comes back whole, with its data.
+    assert bb.cell("check x 2") == "ok", bb.stderr()
+    assert a.cell("check x 1") == "ok", a.stderr()

@@ -769,6 +769,27 @@ static void an_exclusive_holder_keeps_its_turn_between_gpu_phases(void **state)
     assert_true(sinfo("a").switchable);
 }
 
+/* Under exclusive with quantum tq: a (60 MiB, moving at rate bytes/s each
+ * way) holds the GPU for a cell that has just started, b (60 MiB) waits
+ * parked for it with a cell of its own. */
+static void exclusive_pair(int64_t tq, double rate)
+{
+    sched_setup(100 * MIB);
+    gs_sched_config_t c = sched_config();
+    c.policy = GS_POLICY_EXCLUSIVE;
+    c.tq_us = tq;
+    sched_apply(&c);
+    notebook("a", 60);
+    notebook("b", 60);
+    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
+    gs_sched_set_move_rates(S, "a", 0, rate, rate);
+    gs_sched_cell(S, "b", 1, NOW);
+    gs_sched_demand(S, "b", 0, 1, NOW);
+    gs_sched_cell(S, "a", 1, NOW);
+    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
+    acts_keep();
+}
+
 /* Issue 17: a GPU phase that the rest of a turn cannot hold is not begun
  * in it.  Phases of 1.2 s in turns of 2 s: after the first, 0.8 s are
  * left, so the turn ends at that idle release and the session is
@@ -779,20 +800,7 @@ static void an_exclusive_holder_keeps_its_turn_between_gpu_phases(void **state)
 static void a_phase_that_the_turn_cannot_hold_ends_the_turn(void **state)
 {
     (void)state;
-    sched_setup(100 * MIB);
-    gs_sched_config_t c = sched_config();
-    c.policy = GS_POLICY_EXCLUSIVE;
-    c.tq_us = 2 * SEC;
-    sched_apply(&c);
-    notebook("a", 60);
-    notebook("b", 60);
-    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
-    gs_sched_set_move_rates(S, "a", 0, 600.0 * MIB, 600.0 * MIB); /* 0.2 s a switch */
-    gs_sched_cell(S, "b", 1, NOW);
-    gs_sched_demand(S, "b", 0, 1, NOW);
-    gs_sched_cell(S, "a", 1, NOW);
-    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
-    acts_keep();
+    exclusive_pair(2 * SEC, 600.0 * MIB); /* 0.2 s a switch */
     int64_t t0 = NOW;
     assert_int_equal(sinfo("a").turn_end_us, t0 + 2 * SEC);
     /* Phases of 0.5 s with CPU phases of 50 ms (shorter than a switch):
@@ -811,17 +819,7 @@ static void a_phase_that_the_turn_cannot_hold_ends_the_turn(void **state)
     assert_true(sinfo("a").switchable);
     /* The same with a phase of 1.2 s. */
     sched_teardown(NULL);
-    sched_setup(100 * MIB);
-    sched_apply(&c);
-    notebook("a", 60);
-    notebook("b", 60);
-    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
-    gs_sched_set_move_rates(S, "a", 0, 600.0 * MIB, 600.0 * MIB);
-    gs_sched_cell(S, "b", 1, NOW);
-    gs_sched_demand(S, "b", 0, 1, NOW);
-    gs_sched_cell(S, "a", 1, NOW);
-    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
-    acts_keep();
+    exclusive_pair(2 * SEC, 600.0 * MIB);
     t0 = NOW;
     /* A phase of 1.2 s: 0.8 s are left, less than one phase. */
     NOW += 1200 * MS;
@@ -837,20 +835,7 @@ static void a_phase_that_the_turn_cannot_hold_ends_the_turn(void **state)
 static void regular_short_gaps_keep_the_memory_past_a_switch_cost(void **state)
 {
     (void)state;
-    sched_setup(100 * MIB);
-    gs_sched_config_t c = sched_config();
-    c.policy = GS_POLICY_EXCLUSIVE;
-    c.tq_us = 20 * SEC;
-    sched_apply(&c);
-    notebook("a", 60);
-    notebook("b", 60);
-    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
-    gs_sched_set_move_rates(S, "a", 0, 240.0 * MIB, 240.0 * MIB); /* 0.5 s a switch */
-    gs_sched_cell(S, "b", 1, NOW);
-    gs_sched_demand(S, "b", 0, 1, NOW);
-    gs_sched_cell(S, "a", 1, NOW);
-    gs_sched_acquire(S, "a1", 0, -1, -1, NOW);
-    acts_keep();
+    exclusive_pair(20 * SEC, 240.0 * MIB); /* 0.5 s a switch */
     for (int k = 0; k < 3; k++) {
         NOW += 500 * MS;
         gs_sched_release(S, "a1", 0, last_grant, NOW);
