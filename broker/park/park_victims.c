@@ -279,10 +279,6 @@ gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t n
         if (partial_ok && left && left < c[k].bytes)
             victim->part[g] = left;
         left = left > c[k].bytes ? left - c[k].bytes : 0;
-    }
-    for (int k = 0; rc == GS_PICK_OK && k < n; k++) {
-        if (!picked[k])
-            continue;
         /* A running cell switched out says why it paid (event log). */
         char full[400];
         const gs_sched_info_t *si = &vs->v[map[k]].si[g];
@@ -299,7 +295,6 @@ gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t n
                      (double)si->idle_gap_us / 1e6);
         else
             snprintf(full, sizeof full, "%s", why);
-        psess_t *victim = vs->v[map[k]].ps;
         snprintf(victim->room_for, sizeof victim->room_for, "%s", exclude ? exclude : "");
         if (park_start(p, victim, full, now) != 0)
             rc = GS_PICK_NONE; /* cannot happen: the reason was checked */

@@ -97,6 +97,15 @@ void sched_turn_begin(sess_gpu_t *g, int64_t slice, int64_t now)
     g->turns++;
 }
 
+/* The last SCHED_GAPS values: v goes at *next, the oldest giving way. */
+static void ring_push(int64_t *ring, int *n, int *next, int64_t v)
+{
+    ring[*next] = v;
+    *next = (*next + 1) % SCHED_GAPS;
+    if (*n < SCHED_GAPS)
+        (*n)++;
+}
+
 /* (An idle gap under way goes on being measured: switched out or not, the
  * program's CPU phase lasts as long.) */
 void sched_turn_over(sess_gpu_t *g)
@@ -121,10 +130,7 @@ void sched_gap_open(const sched_session_t *ss, sess_gpu_t *g, int64_t now)
     if (g->gaps_stale)
         g->nphases = g->phase_next = 0;
     if (g->hold_start && now > g->hold_start) {
-        g->phases[g->phase_next] = now - g->hold_start;
-        g->phase_next = (g->phase_next + 1) % SCHED_GAPS;
-        if (g->nphases < SCHED_GAPS)
-            g->nphases++;
+        ring_push(g->phases, &g->nphases, &g->phase_next, now - g->hold_start);
     }
 }
 
@@ -144,11 +150,8 @@ void sched_gap_close(const sched_session_t *ss, sess_gpu_t *g, int64_t now)
             g->ngaps = g->gap_next = 0;
             g->gaps_stale = 0;
         }
-        g->gaps[g->gap_next] = now - g->released_at;
         g->gap_was_switched[g->gap_next] = (unsigned char)switched;
-        g->gap_next = (g->gap_next + 1) % SCHED_GAPS;
-        if (g->ngaps < SCHED_GAPS)
-            g->ngaps++;
+        ring_push(g->gaps, &g->ngaps, &g->gap_next, now - g->released_at);
     }
     g->released_at = 0;
 }
@@ -195,10 +198,7 @@ void sched_think_mark(sched_session_t *ss, int busy, int64_t now)
     }
     if (!ss->cell_end)
         return;
-    ss->thinks[ss->think_next] = now - ss->cell_end;
-    ss->think_next = (ss->think_next + 1) % SCHED_GAPS;
-    if (ss->nthinks < SCHED_GAPS)
-        ss->nthinks++;
+    ring_push(ss->thinks, &ss->nthinks, &ss->think_next, now - ss->cell_end);
 }
 
 /* (Fewer than three say little: a user who ran one cell twice.) */

@@ -645,23 +645,10 @@ static int move(gs_swap_engine_t *e, int dev, gs_swap_window_t *w, int out, uint
     size_t n = 0, nu = 0;
     gs_swap_range_t *rs = collect(e, dev, !out, &n);
     struct unit *us = NULL;
-    unsigned char *placed_now = NULL; /* out: ranges given a place by this move */
     struct mover m = {e, w, out, calls, NULL, NULL, 0, 0, 0, NULL, NULL, res};
     int rc = 0;
     if (n && !rs) {
         snprintf(res->error, sizeof res->error, "out of memory");
-        rc = -1;
-        goto done;
-    }
-    placed_now = out && n ? calloc(n, 1) : NULL;
-    for (size_t i = 0; placed_now && i < n; i++)
-        placed_now[i] = !rs[i].host_set;
-    if (out && n && !placed_now) {
-        snprintf(res->error, sizeof res->error, "out of memory");
-        rc = -1;
-        goto done;
-    }
-    if (out && place(e, dev, rs, n, w, res->error, sizeof res->error) != 0) {
         rc = -1;
         goto done;
     }
@@ -691,14 +678,15 @@ static int move(gs_swap_engine_t *e, int dev, gs_swap_window_t *w, int out, uint
                 m.total += seg_len(&rs[i], k);
             }
     }
-    /* A partial swap out: the ranges that stay whole on the GPU give their
-     * new places back, so that a later swap out places them afresh after
-     * what is out then (place). */
-    for (size_t k = 0; placed_now && k < nu; k++)
-        placed_now[us[k].range] = 0; /* moving: keeps its place */
-    for (size_t i = 0; placed_now && i < n; i++)
-        if (placed_now[i])
-            rs[i].host_set = 0;
+    /* Swap out: every range listed has something on the GPU, so those
+     * with a segment going out are the first ones, up to the last unit's
+     * (a partial swap out stops there); only they take a place in the
+     * window, and a range that stays is placed afresh by a later one. */
+    if (out &&
+        place(e, dev, rs, nu ? us[nu - 1].range + 1 : 0, w, res->error, sizeof res->error) != 0) {
+        rc = -1;
+        goto done;
+    }
     m.rs = rs;
     m.us = us;
     m.nu = nu;
@@ -819,7 +807,6 @@ static int move(gs_swap_engine_t *e, int dev, gs_swap_window_t *w, int out, uint
         res->ranges += out ? !rs[i].resident_bytes : !gs_swap_range_parked(&rs[i]);
 done:
     pthread_mutex_unlock(&e->op);
-    free(placed_now);
     free(us);
     free(rs);
     free(m.busy);
