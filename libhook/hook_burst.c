@@ -12,14 +12,17 @@
  * monitor thread; nothing is recorded or synchronised on the program's
  * thread.
  *
- * The monitor (one thread per device, started at its first burst) probes:
- * it sets the flag to PROBING, records one timing event on every stream of
- * the device that got work (hook_streams_record, events from a pool) and
- * polls them until they complete.  If the flag is still PROBING afterwards,
- * nothing was submitted since the events were recorded and the burst is
- * over; otherwise it probes again after a pause (1/8 of the burst so far,
- * 1 to 4 ms: a probe costs the program's launch loop ~10 us of contention
- * in the driver on an H200).  A submission that was on its way into the
+ * The monitor (one thread per device, started at its first burst) first
+ * watches: it sets the flag to PROBING and looks again after a pause (1/8
+ * of the burst so far, 1 to 4 ms); a submission meanwhile set it back, and
+ * the burst goes on without the monitor calling the driver.  After a pause
+ * without submissions it probes: it records one timing event on every
+ * stream of the device that got work (hook_streams_record, events from a
+ * pool) and polls them until they complete.  If the flag is still PROBING
+ * afterwards, nothing was submitted since the events were recorded and the
+ * burst is over; otherwise it watches again.  (A probe costs the program's
+ * launch loop 10-30 us of contention in the driver on an H200; watching
+ * costs it one note per pause.)  A submission that was on its way into the
  * driver while the flag was cleared either precedes the event on its stream
  * or sees PROBING when it checks the flag after the call (the driver
  * serialises the two on the stream), so no work escapes a probe.
@@ -484,18 +487,45 @@ static CUresult wait_event(const struct hook_streams_ev *e, uint64_t *seen)
 /* Each device's reference, used by its monitor thread only. */
 static struct refstate refst[HOOK_MAX_DEVICES];
 
+/* The pause between probes: 1/8 of the burst so far, 1 to 4 ms.  Work
+ * queued behind a probe's events ends precisely; work submitted and
+ * completed within a pause is seen at the next probe, up to a pause late. */
+static uint64_t probe_pause(uint64_t start)
+{
+    uint64_t now = hook_clock_ns(), pause = now > start ? (now - start) / 8 : 0;
+    return pause < PAUSE_MIN_NS ? PAUSE_MIN_NS : pause > PAUSE_MAX_NS ? PAUSE_MAX_NS : pause;
+}
+
+/* Watches device dev's flag for ns without calling the driver: PROBING,
+ * and a submission sets it back to ACTIVE (its note; hook_submit.h).
+ * Returns whether the program submitted meanwhile. */
+static int still_submitting(int dev, uint64_t ns)
+{
+    atomic_store(&react_ns[dev], 0);
+    atomic_store(&hook_burst_flag[dev], HOOK_BURST_PROBING);
+    pause_ns(ns);
+    return atomic_load(&hook_burst_flag[dev]) == HOOK_BURST_ACTIVE;
+}
+
 static void monitor_bursts(int dev, uint64_t start)
 {
-    /* The note that woke this thread came from inside a launch call: let
-     * that call finish first, or its check after the call would find the
-     * first probe under way and make the probe look too early (work that
-     * the probe's events cover would be taken for new work). */
-    uint64_t woke = hook_clock_ns();
-    if (woke < start + FIRST_PROBE_NS)
-        pause_ns(start + FIRST_PROBE_NS - woke);
     struct refstate *r = &refst[dev];
     uint64_t end = start, merge_ns = (uint64_t)hook_cfg.burst_merge_us * 1000ULL;
+    /* The note that woke this thread came from inside a launch call: the
+     * first watch lets that call finish (its check after the call finds
+     * PROBING and counts as submitting), so no probe starts under it. */
+    uint64_t window = FIRST_PROBE_NS;
     for (;;) {
+        /* A probe costs the program's launch loop 10-30 us of contention in
+         * the driver (on an H200: 0.7-1 % of a launch-bound PyTorch step
+         * with probes every 1-4 ms).  While the program keeps submitting,
+         * its burst is not over, so the monitor only watches the flag; it
+         * probes once a whole pause passed without a submission.  The cost:
+         * idle gaps of the GPU shorter than a pause, while the program
+         * still submits, merge into the burst (as the grant sees it: held
+         * all along). */
+        while (still_submitting(dev, window))
+            window = probe_pause(start);
         unsigned long long since;
         monitor_hold(dev, &since);
         if (r->ev && !ref_valid(r->gen))
@@ -559,18 +589,7 @@ static void monitor_bursts(int dev, uint64_t start)
             add_burst(dev, start, end);
             start = end = react;
         }
-        /* Probes are not free: recording on the program's streams contends
-         * with its launches in the driver (~10 us of a launch loop per
-         * probe on an H200).  So pause 1/8 of the burst so far, 1 to 4 ms.
-         * Work queued behind a probe's events ends precisely; work
-         * submitted and completed within a pause is seen at the next probe,
-         * up to a pause late.  The pause counts from the new work, so a
-         * monitor that noticed it late probes at once. */
-        uint64_t now = hook_clock_ns(), pause = now > start ? (now - start) / 8 : 0;
-        pause = pause < PAUSE_MIN_NS ? PAUSE_MIN_NS : pause > PAUSE_MAX_NS ? PAUSE_MAX_NS : pause;
-        uint64_t from = react && react > t0 ? react : t0;
-        if (now < from + pause)
-            pause_ns(from + pause - now);
+        window = probe_pause(start);
     }
 }
 

@@ -13,6 +13,9 @@
  *   stream              create a stream (printed: its index)
  *   launch S us [kname] cuLaunchKernel on stream S (index; L = legacy,
  *                       P = per-thread) for us microseconds
+ *   trickle n us gap    n launches of us microseconds on the legacy stream,
+ *                       gap microseconds of host time apart (a program that
+ *                       keeps submitting while the GPU idles in between)
  *   memcpy S            a 4 KiB cuMemcpyHtoDAsync on stream S (L: cuMemcpyHtoD)
  *   sync | ssync S      cuCtxSynchronize | cuStreamSynchronize
  *   threads n us        n threads launching one kernel each on the legacy
@@ -321,6 +324,18 @@ int main(int argc, char **argv)
             say("launching %s", name);
             CUresult r = launch(s, us, name);
             say("launched %s %s", name, err_name(r));
+        } else if (strcmp(c, "trickle") == 0) {
+            int n = atoi(ARG());
+            unsigned long long us = strtoull(ARG(), NULL, 10);
+            long gap = atol(ARG());
+            say("launching ktrickle");
+            CUresult r = CUDA_SUCCESS;
+            for (int k = 0; k < n && r == CUDA_SUCCESS; k++) {
+                r = launch(CU_STREAM_LEGACY, us, "ktrickle");
+                struct timespec ts = {gap / 1000000, (gap % 1000000) * 1000L};
+                nanosleep(&ts, NULL);
+            }
+            say("launched ktrickle %s", err_name(r));
         } else if (strcmp(c, "memcpy") == 0) {
             const char *sa = ARG();
             CUstream s = stream_arg(sa);

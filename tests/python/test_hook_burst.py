@@ -167,6 +167,26 @@ def test_a_long_burst_with_many_launches(fb, probe, sim):
     assert found and near(last, want), (last, want, why(p))
 
 
+def test_a_program_that_keeps_submitting_is_watched_not_probed(fb, probe, sim):
+    # 120 kernels of 100 us, 300 us of host time apart: the GPU idles
+    # between them (longer than the 100 us merge threshold), but the program
+    # never stops submitting for a whole pause (1 ms or more), so its burst
+    # goes on and the monitor calls the driver only once it stops.  A probe
+    # costs a launch loop 10-30 us on an H200; probing every 1-4 ms, the
+    # monitor cost launch-bound PyTorch steps 0.7-1 %.
+    p = probe(["init", "trickle", "120", "100", "300", "sync", "bursts", "end"],
+              GPUSHARE_LOG="debug")
+    found, _, last, done = bursts(p)
+    assert p.wait() == 0
+    probes = [line for line in p.stderr().splitlines() if "probe GPU 0: recorded" in line]
+    ks = kernels(sim, "ktrickle")
+    span_us = (ks[-1]["end_ns"] - ks[0]["start_ns"]) / 1000
+    assert len(ks) == 120 and span_us >= 36000
+    assert len(probes) <= 4, (len(probes), why(p))
+    assert found and last >= 0.8 * span_us, (last, span_us, why(p))  # one burst, gaps in it
+    assert last <= (done - p.time_of("launching ktrickle")) / 1000
+
+
 def test_captured_work_is_no_burst_until_the_graph_runs(fb, probe, sim):
     p = probe(["init", "stream", "capture_begin", "0", "launch", "0", "15000", "kcap",
                "capture_end", "0", "bursts",
