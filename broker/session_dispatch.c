@@ -274,7 +274,8 @@ static void on_join(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     join_gang(self, s->id, msg);
     gs_park_on_join(self->park, c->key, s->id, c->peer_pid, (long)self->peer.uid,
                     strcmp(gs_msg_str(msg, "memory_mode", "device"), "managed") == 0,
-                    json_is_true(json_object_get(msg, "swap")), now);
+                    json_is_true(json_object_get(msg, "swap")),
+                    (uint64_t)gs_msg_int(msg, "swap_segment_bytes", 0), now);
     if (old[0] && strcmp(old, s->id) != 0)
         gs_settle_forget_session(self, old);
     c->epoch = ++self->next_epoch;

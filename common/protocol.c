@@ -84,6 +84,7 @@ static const gs_field_spec_t join_fields[] = {
     F_STRARR("devices", REQ),
     F_ENUM("memory_mode", OPT, memory_mode_values),
     F_BOOL("swap", OPT),
+    F_INT("swap_segment_bytes", OPT, 1048576),
     F_BOOL("gang", OPT),
 };
 static const gs_field_spec_t acquire_fields[] = {

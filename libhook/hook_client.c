@@ -203,8 +203,11 @@ static void send_join(void)
     pthread_mutex_unlock(&hook_gate_mu);
     json_object_set_new(m, "devices", devs);
     json_object_set_new(m, "memory_mode", json_string(hook_cfg.managed ? "managed" : "device"));
-    if (!hook_cfg.managed && hook_swap_available())
+    if (!hook_cfg.managed && hook_swap_available()) {
         json_object_set_new(m, "swap", json_true());
+        json_object_set_new(m, "swap_segment_bytes",
+                            json_integer((json_int_t)hook_swap_segment_bytes()));
+    }
     if (hook_gate_gang) /* a broker restarted since the placement learns it here */
         json_object_set_new(m, "gang", json_true());
     send_msg(m);

@@ -83,9 +83,9 @@ static void init_once(void)
     ranges = gs_swap_ranges_new();
     const char *s = getenv("GPUSHARE_SWAP_STREAMS");
     gs_swap_engine_config_t cfg = {.streams = s ? atoi(s) : 4};
-    /* The unit of a move (1 GiB, the pool's chunk): a switch's two sides
-     * hand memory to each other segment by segment, so a test with a
-     * small GPU and small chunks needs small segments too. */
+    /* The unit of a move (GS_SWAP_SEGMENT_DEFAULT, 256 MiB): a switch's
+     * two sides hand memory to each other segment by segment, so a test
+     * with a small GPU and small chunks needs small segments too. */
     const char *seg = getenv("GPUSHARE_SWAP_SEGMENT");
     if (seg) {
         char *end = NULL;
@@ -128,6 +128,11 @@ HOOK_EXPORT int gpushare_hook_swap_backing(int on)
 int hook_swap_available(void)
 {
     return ready();
+}
+
+size_t hook_swap_segment_bytes(void)
+{
+    return ready() ? gs_swap_engine_segment_bytes(engine) : 0;
 }
 
 /* Backed when the granularity wastes at most an eighth of the size. */

@@ -29,6 +29,10 @@ gs_swap_engine_t *hook_swap_engine(void);
 /* The tier is on in this process (GPUSHARE_SWAP=on and the driver has
  * what it needs); told to the broker in `join`. */
 int hook_swap_available(void);
+/* The unit it moves memory in (GPUSHARE_SWAP_SEGMENT, 256 MiB by default),
+ * 0 without the tier; told to the broker in `join`, whose estimate of a
+ * partial switch rounds to it. */
+size_t hook_swap_segment_bytes(void);
 
 /* cuMemAlloc's path: 1 when the swap tier served the call (its result in
  * *r), 0 when the caller allocates plainly. ctx is current, on GPU dev. */

@@ -278,7 +278,7 @@ json_t *gs_park_config_json_of(const gs_park_t *p)
 /* ---- clients ------------------------------------------------------------------ */
 
 void gs_park_on_join(gs_park_t *p, const char *client, const char *session, long peer_pid,
-                     long peer_uid, int managed, int swap, int64_t now)
+                     long peer_uid, int managed, int swap, uint64_t swap_segment, int64_t now)
 {
     if (!p)
         return;
@@ -294,6 +294,7 @@ void gs_park_on_join(gs_park_t *p, const char *client, const char *session, long
     c->uid = peer_uid;
     c->managed = managed;
     c->swap = swap && !managed;
+    c->segment = swap_segment ? swap_segment : PARK_OLD_SEGMENT;
     c->start = peer_pid > 0 ? gs_proc_start(peer_pid) : 0;
     if (p->pools)
         park_swap_client_back(p, c, now); /* it joined again: its held lease is its own */

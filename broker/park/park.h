@@ -95,10 +95,12 @@ void gs_park_handle_items(gs_park_t *self, const zmq_pollitem_t *items, int n, i
 /* ---- events from the broker (now: CLOCK_MONOTONIC in µs) ------------------- */
 
 /* A hook joined: its credentials pid (0 unknown) and uid (-1 unknown), its
- * memory mode and whether it can swap (the swap tier).  A process left
- * locked or checkpointed by a previous broker is brought back. */
+ * memory mode, whether it can swap (the swap tier) and the segment it
+ * moves memory in (0 unknown: a hook older than `swap_segment_bytes`,
+ * which moved 1 GiB segments).  A process left locked or checkpointed by
+ * a previous broker is brought back. */
 void gs_park_on_join(gs_park_t *self, const char *client, const char *session, long peer_pid,
-                     long peer_uid, int managed, int swap, int64_t now);
+                     long peer_uid, int managed, int swap, uint64_t swap_segment, int64_t now);
 /* A hook's memory report: what it holds on GPU gpu, how much of that it
  * can swap out itself, and how much is out in host memory now. */
 void gs_park_on_memory(gs_park_t *self, const char *client, int gpu, uint64_t used,

@@ -70,6 +70,7 @@ typedef struct {
     /* its own copy rates (park_rates.c), measured on rates_tier */
     double out_bps, in_bps;
     int rates_tier;
+    uint64_t segment; /* the largest segment its hooks move memory in (park_rates.c) */
     double told_out[GS_MAX_GPUS], told_in[GS_MAX_GPUS]; /* what the scheduler was told */
     /* swap tier (park_swap.c) */
     int swap_gpu, swap_phase, swap_waiting, swap_failed, swap_rollback_failed;
@@ -110,6 +111,7 @@ typedef struct {
     unsigned long long start; /* when pid started (proc_alive.h), 0 unknown */
     int managed;
     int swap;                      /* its hook can swap (join) */
+    uint64_t segment;              /* and moves memory in segments of this size (join) */
     uint64_t used[GS_MAX_GPUS];    /* its memory report */
     uint64_t movable[GS_MAX_GPUS]; /* of which it can swap out */
     uint64_t swapped[GS_MAX_GPUS]; /* out in host memory, as its hook reports */
@@ -159,6 +161,10 @@ typedef struct {
 } resv_t;
 
 #define PARK_MAX_RESV 64
+
+/* The segment of a hook that did not say (older than `swap_segment_bytes`
+ * in join): 1 GiB, what hooks moved then. */
+#define PARK_OLD_SEGMENT (1ull << 30)
 
 /* How long an unpark for a cell that has just started waits before it
  * makes room: cell events of cells started together arrive within a few

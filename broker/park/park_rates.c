@@ -47,12 +47,10 @@ static int tier_now(const gs_park_t *p, const park_view_t *v, int g)
     return TIER_CHECKPOINT;
 }
 
-#define SEGMENT (1ull << 30) /* a hook moves whole segments (swap_engine.h) */
-
 /* What a switch on the swap tier moves of v's memory on GPU g: a session
  * parked in part brings back what is out; a resident one, beside a session
  * parked there, gives up only the room that one lacks (a partial park,
- * park_victims), in whole segments; otherwise all of it. */
+ * park_victims), in whole segments of its hooks; otherwise all of it. */
 static uint64_t switch_bytes(const gs_park_t *p, const park_views_t *vs, const park_view_t *v,
                              int g)
 {
@@ -71,12 +69,28 @@ static uint64_t switch_bytes(const gs_park_t *p, const park_views_t *vs, const p
     if (!in)
         return foot;
     int64_t lacks = (int64_t)(in + park_margin(p, g)) - park_free_signed(p, vs, g);
-    uint64_t moves = lacks > 0 ? (uint64_t)lacks + SEGMENT : SEGMENT;
+    uint64_t seg = ps->segment ? ps->segment : PARK_OLD_SEGMENT;
+    uint64_t moves = lacks > 0 ? (uint64_t)lacks + seg : seg;
     return moves < foot ? moves : foot;
+}
+
+/* The segment each session's hooks move memory in (the largest its
+ * clients told at join): a partial park moves whole segments, so up to
+ * one more than the room needs.  One pass over the clients. */
+static void session_segments(gs_park_t *p, const park_views_t *vs)
+{
+    for (int i = 0; i < vs->n; i++)
+        vs->v[i].ps->segment = 0;
+    for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients)) {
+        psess_t *ps = c->swap ? park_sess(p, c->session, 0) : NULL;
+        if (ps && c->segment > ps->segment)
+            ps->segment = c->segment;
+    }
 }
 
 void park_rates_tell(gs_park_t *p, const park_views_t *vs)
 {
+    session_segments(p, vs);
     for (int i = 0; i < vs->n; i++) {
         const park_view_t *v = &vs->v[i];
         psess_t *ps = v->ps;

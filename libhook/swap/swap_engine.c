@@ -51,9 +51,9 @@ gs_swap_engine_t *gs_swap_engine_new(const gs_swap_driver_t *d, gs_swap_ranges_t
     if (!e->cfg.piece_bytes)
         e->cfg.piece_bytes = 64u << 20;
     if (!e->cfg.batch_bytes)
-        e->cfg.batch_bytes = 1u << 30;
+        e->cfg.batch_bytes = GS_SWAP_SEGMENT_DEFAULT;
     if (!e->cfg.seg_bytes)
-        e->cfg.seg_bytes = 1u << 30;
+        e->cfg.seg_bytes = GS_SWAP_SEGMENT_DEFAULT;
     e->names = gs_swap_names_new();
     if (!e->names) {
         free(e);
@@ -61,6 +61,11 @@ gs_swap_engine_t *gs_swap_engine_new(const gs_swap_driver_t *d, gs_swap_ranges_t
     }
     pthread_mutex_init(&e->op, NULL);
     return e;
+}
+
+size_t gs_swap_engine_segment_bytes(const gs_swap_engine_t *self)
+{
+    return self ? self->cfg.seg_bytes : 0;
 }
 
 void gs_swap_engine_destroy(gs_swap_engine_t **self_p)

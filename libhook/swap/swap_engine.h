@@ -40,14 +40,24 @@ typedef struct gs_swap_engine gs_swap_engine_t;
 typedef struct {
     int streams;        /* copies in flight per context (1..16) */
     size_t piece_bytes; /* one copy's size (64 MiB) */
-    size_t batch_bytes; /* memory released or taken per batch of copies (1 GiB) */
-    size_t seg_bytes;   /* physical memory of a range comes in segments of this size (1 GiB) */
+    size_t batch_bytes; /* memory released or taken per batch of copies (256 MiB) */
+    size_t seg_bytes;   /* physical memory of a range comes in segments of this size (256 MiB) */
 } gs_swap_engine_config_t;
+
+/* The unit of a move: the segment (GS_SWAP_SEGMENT_DEFAULT unless the
+ * configuration says otherwise).  256 MiB: in a switch the incoming side
+ * waits for the outgoing one to free memory segment by segment, so smaller
+ * segments start it sooner (a 4 GiB switch on the H200: 0.097 s in with
+ * 256 MiB against 0.125 s with 1 GiB; bench/results/eval-2026-12-04). */
+#define GS_SWAP_SEGMENT_DEFAULT (256u << 20)
 
 /* The table and the ranges outlive the engine. */
 gs_swap_engine_t *gs_swap_engine_new(const gs_swap_driver_t *d, gs_swap_ranges_t *ranges,
                                      const gs_swap_engine_config_t *cfg);
 void gs_swap_engine_destroy(gs_swap_engine_t **self_p);
+/* The segment size in force (the broker is told it: a partial park moves
+ * whole segments). */
+size_t gs_swap_engine_segment_bytes(const gs_swap_engine_t *self);
 
 /* ---- allocation ---------------------------------------------------------- */
 

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A range's physical memory comes in segments (1 GiB by default; the last
+/* A range's physical memory comes in segments (256 MiB by default; the last
  * may be smaller), so that a large allocation leaves the GPU and comes back
  * piece by piece: a switch between two notebooks overlaps one's way out
  * with the other's way in even when each holds one huge tensor. */

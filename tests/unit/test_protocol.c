@@ -268,7 +268,8 @@ static void test_schema_matches_spec(void **state)
         [GS_MSG_UNREGISTER] = "session:string<=128,id!",
         [GS_MSG_CELL] = "session:string<=128,id! state:enum(busy|idle)! msg_id:string!",
         [GS_MSG_JOIN] = "pid:int>=1! session:string<=128,id? devices:string_array! "
-                        "memory_mode:enum(device|managed)? swap:bool? gang:bool?",
+                        "memory_mode:enum(device|managed)? swap:bool? "
+                        "swap_segment_bytes:int>=1048576? gang:bool?",
         [GS_MSG_ACQUIRE] = "device:string! burst_p90_us:int>=0? burst_last_us:int>=0?",
         [GS_MSG_GRANT] = "device:string! grant_id:int>=1! quantum_us:int>=0! epoch:int>=1? "
                          "idle_release_us:int>=0?",
@@ -538,7 +539,7 @@ static void test_int_minimums(void **state)
             checked++;
         }
     }
-    assert_int_equal(checked, 38);
+    assert_int_equal(checked, 39);
     expect_fail("{\"v\":1,\"type\":\"make_room\",\"device\":\"d\",\"bytes\":0}", GS_PERR_BAD_VALUE,
                 "field \"bytes\" must be >= 1, got 0");
     expect_fail("{\"v\":1,\"type\":\"hello\",\"role\":\"hook\",\"pid\":-5}", GS_PERR_BAD_VALUE,
