@@ -11,6 +11,14 @@ slowdown (latency over the work alone) under four textbook disciplines:
   srpt  shortest remaining work first (knows every cell's size in advance)
 
     python3 bench/sched_bounds.py [--n 8] [--gap 2.0] [--seconds 900] [--seed 17]
+    python3 bench/sched_bounds.py --eval-trace [--n 8] [--gap 3.0] [--seconds 60]
+
+--eval-trace replays the very cells of the evaluation's scale section
+(bench/eval/eval.py: notebook i of N draws from random.Random(1000 N + i) a
+think time, then a cell's units of 0.175 ms, rounded as the notebook does;
+a notebook thinks again only after its cell has ended, and starts no cell
+past the window) and takes quantiles as eval.py does, so that its p99 is
+what the same cells would have had under each discipline with no overheads.
 
 Standard library only; deterministic for a seed.  doc/scheduling.md quotes
 its output: without knowing cell sizes (fifo, ps, las) the p99 at 45-50 %
@@ -21,9 +29,28 @@ import math
 import random
 
 
-def simulate(policy, n, gap, seconds, seed):
+def eval_cells(n, gap, unit_ms=0.175):
+    """Per notebook, its (think, size) draws as bench/eval/notebook.py's
+    op_random_cells makes them for the scale section (20-400 ms)."""
+    lo, hi = max(1, round(20 / unit_ms)), max(1, round(400 / unit_ms))
+
+    def cells(i):
+        rng = random.Random(1000 * n + i)
+        while True:
+            think = rng.expovariate(1.0 / gap)
+            units = max(1, int(round(math.exp(rng.uniform(math.log(lo), math.log(hi))))))
+            yield think, units * unit_ms / 1000
+
+    return [cells(i) for i in range(n)]
+
+
+def simulate(policy, n, gap, seconds, seed, trace=None):
     rng = random.Random(seed)
-    arrive = [rng.expovariate(1 / gap) for _ in range(n)]
+    if trace:  # the evaluation's cells: each notebook's own draws, closed loop
+        draw = [next(t) for t in trace]
+        arrive = [d[0] if d[0] < seconds else math.inf for d in draw]
+    else:
+        arrive = [rng.expovariate(1 / gap) for _ in range(n)]
     active = {}  # notebook -> [remaining, size, start, attained]
     t, slow, work = 0.0, [], 0.0
 
@@ -41,7 +68,7 @@ def simulate(policy, n, gap, seconds, seed):
         first = [i for i in ids if active[i][3] <= low + 1e-12]
         return {i: 1 / len(first) for i in first}
 
-    while t < seconds:
+    while t < seconds or (trace and active):
         r = rates()
         t_arr, who = min(((arrive[i], i) for i in range(n) if i not in active),
                          default=(math.inf, None))
@@ -56,6 +83,8 @@ def simulate(policy, n, gap, seconds, seed):
             if above:
                 t_level = t + (min(above) - low) / next(iter(r.values()))
         t_next = min(t_arr, t_end, t_level)
+        if t_next == math.inf:
+            break
         for i, x in r.items():
             active[i][0] -= x * (t_next - t)
             active[i][3] += x * (t_next - t)
@@ -64,26 +93,43 @@ def simulate(policy, n, gap, seconds, seed):
             job = active.pop(done)
             slow.append((t - job[2]) / job[1])
             work += job[1]
-            arrive[done] = t + rng.expovariate(1 / gap)
+            if trace:
+                draw[done] = next(trace[done])
+                arrive[done] = t + draw[done][0] if t + draw[done][0] < seconds else math.inf
+            else:
+                arrive[done] = t + rng.expovariate(1 / gap)
         elif t == t_arr:
-            size = 0.020 * math.exp(rng.uniform(0, math.log(20)))
+            size = draw[who][1] if trace else 0.020 * math.exp(rng.uniform(0, math.log(20)))
             active[who] = [size, size, t, 0.0]
     slow.sort()
-    q = lambda p: slow[min(len(slow) - 1, int(math.ceil(p * (len(slow) - 1))))]
+    if trace:  # eval.py's quantile
+        q = lambda p: slow[min(len(slow) - 1, int(p * len(slow)))]
+    else:
+        q = lambda p: slow[min(len(slow) - 1, int(math.ceil(p * (len(slow) - 1))))]
     return len(slow), work / t, q(0.5), q(0.9), q(0.99)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=8)
-    ap.add_argument("--gap", type=float, default=2.0, help="mean think time, s")
-    ap.add_argument("--seconds", type=float, default=900.0)
+    ap.add_argument("--gap", type=float, default=None, help="mean think time, s (2; 3 with --eval-trace)")
+    ap.add_argument("--seconds", type=float, default=None, help="900; 60 with --eval-trace")
     ap.add_argument("--seed", type=int, default=17)
+    ap.add_argument("--eval-trace", action="store_true",
+                    help="the evaluation's own cells (its seeds; defaults --gap 3 --seconds 60)")
     a = ap.parse_args()
-    print("%d notebooks, mean think time %.1f s, %.0f s" % (a.n, a.gap, a.seconds))
+    if a.eval_trace:
+        a.gap = 3.0 if a.gap is None else a.gap
+        a.seconds = 60.0 if a.seconds is None else a.seconds
+    else:
+        a.gap = 2.0 if a.gap is None else a.gap
+        a.seconds = 900.0 if a.seconds is None else a.seconds
+    print("%d notebooks, mean think time %.1f s, %.0f s%s" % (
+        a.n, a.gap, a.seconds, ", the evaluation's cells" if a.eval_trace else ""))
     print("%-5s %6s %7s %6s %6s %6s" % ("", "cells", "load %", "p50", "p90", "p99"))
     for policy in ("fifo", "ps", "las", "srpt"):
-        cells, load, p50, p90, p99 = simulate(policy, a.n, a.gap, a.seconds, a.seed)
+        trace = eval_cells(a.n, a.gap) if a.eval_trace else None
+        cells, load, p50, p90, p99 = simulate(policy, a.n, a.gap, a.seconds, a.seed, trace)
         print("%-5s %6d %7.1f %6.2f %6.2f %6.2f" % (policy, cells, 100 * load, p50, p90, p99))
 
 
