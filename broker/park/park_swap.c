@@ -243,6 +243,20 @@ typedef struct {
     uid_t uid;
 } relay_t;
 
+/* How many of the session's processes have memory to move on GPU g, and
+ * the uid of (the last of) them in *uid when asked. */
+static int session_movers(gs_park_t *p, const char *session, int g, long *uid)
+{
+    int movers = 0;
+    for (pclient_t *k = zhashx_first(p->clients); k; k = zhashx_next(p->clients))
+        if (!strcmp(k->session, session) && k->movable[g]) {
+            movers++;
+            if (uid)
+                *uid = k->uid;
+        }
+    return movers;
+}
+
 /* Looks at the processes once (zhashx has one cursor per table: the
  * caller's loop over them must not be disturbed). */
 static relay_t relay_plan(gs_park_t *p, const psess_t *ps, int g, int64_t now)
@@ -250,12 +264,9 @@ static relay_t relay_plan(gs_park_t *p, const psess_t *ps, int g, int64_t now)
     relay_t r = {relay_source(p, ps->room_for, g, now), 0, 0};
     if (!r.in)
         return r;
-    int movers = 0;
-    for (pclient_t *k = zhashx_first(p->clients); k; k = zhashx_next(p->clients))
-        if (!strcmp(k->session, ps->id) && k->movable[g]) {
-            movers++;
-            r.uid = (uid_t)k->uid;
-        }
+    long uid = -1;
+    int movers = session_movers(p, ps->id, g, &uid);
+    r.uid = (uid_t)uid;
     int in_uid = lease_uid(p, r.in);
     if (movers != 1 || in_uid < 0 || in_uid != (int)r.uid) { /* relayed without zeroing only */
         r.in = NULL;
@@ -358,9 +369,7 @@ int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now)
     /* A partial park: one process moves what the session coming back
      * needs (park_victims), and counts as leaving only that much
      * (park_swap_leaving) until its answer says what went out. */
-    int movers = 0;
-    for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
-        movers += !strcmp(c->session, ps->id) && c->movable[g];
+    int movers = session_movers(p, ps->id, g, NULL);
     if (ps->part[g] && movers == 1 && ps->part[g] < movable)
         ps->bytes[g] = ps->part[g];
     else
