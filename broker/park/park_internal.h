@@ -71,7 +71,7 @@ typedef struct {
     double out_bps, in_bps;
     int rates_tier;
     uint64_t segment; /* the largest segment its hooks move memory in (park_rates.c) */
-    double told_out[GS_MAX_GPUS], told_in[GS_MAX_GPUS]; /* what the scheduler was told */
+    gs_sched_move_t told[GS_MAX_GPUS]; /* what the scheduler was told */
     /* swap tier (park_swap.c) */
     int swap_gpu, swap_phase, swap_waiting, swap_failed, swap_rollback_failed;
     int64_t swap_deadline, swap_elapsed_us;

@@ -2,10 +2,11 @@
  * park_rates.c - what a switch costs: how fast parking moves memory out
  * and back, per tier and GPU (every copy moves the estimate halfway,
  * gs_park_policy_rate_update) and per session (its own copies, while it
- * stays on the tier they were made on), and telling the scheduler, whose
- * turns last at least 10 x a session's switch cost and which switches a
- * running cell out only when that pays (scheduler.h,
- * gs_sched_set_move_rates).  The tiers differ twentyfold (the checkpoint
+ * stays on the tier they were made on), what a switch moves (a partial
+ * park on the swap tier, both ways at once), and telling the scheduler,
+ * whose turns last at least 10 x a session's switch cost and which
+ * switches a running cell out only when that pays (scheduler.h,
+ * gs_sched_set_move).  The tiers differ twentyfold (the checkpoint
  * API ~2.5 GB/s out, the swap tier ~35 GB/s), so one estimate for both
  * would be wrong for either.
  */
@@ -95,37 +96,36 @@ void park_rates_tell(gs_park_t *p, const park_views_t *vs)
         const park_view_t *v = &vs->v[i];
         psess_t *ps = v->ps;
         for (int g = 0; g < p->ngpus; g++) {
-            double out = 0, in = 0;
+            gs_sched_move_t m = {0};
             if (!v->reason[0] && (v->foot[g] || ps->bytes[g])) { /* it can move */
                 int t = tier_now(p, v, g);
                 int own = ps->rates_tier == t;
-                out = own && ps->out_bps > 0 ? ps->out_bps : p->out_bps[t][g];
-                in = own && ps->in_bps > 0 ? ps->in_bps : p->in_bps[t][g];
-                /* The scheduler prices a switch as the footprint out and
-                 * back.  On the swap tier a switch moves only what the
-                 * room needs (switch_bytes), and the session going out
-                 * and the one coming in copy at once (the GPU waits for
-                 * the longer of the two, about half the sum): the rates
-                 * it is told are scaled so that it prices that. */
+                m.out_bps = own && ps->out_bps > 0 ? ps->out_bps : p->out_bps[t][g];
+                m.in_bps = own && ps->in_bps > 0 ? ps->in_bps : p->in_bps[t][g];
+                /* On the swap tier a switch moves only what the room
+                 * needs (switch_bytes, at least 1/32 of the footprint),
+                 * and the session going out and the one coming in copy at
+                 * once: the GPU waits for the longer of the two, about
+                 * half the sum.  Elsewhere a switch is a whole park. */
                 uint64_t foot = v->foot[g] ? v->foot[g] : ps->bytes[g];
                 if (t == TIER_SWAP && foot) {
-                    double f = 0.5 * (double)switch_bytes(p, vs, v, g) / (double)foot;
-                    if (f < 1.0 / 64)
-                        f = 1.0 / 64;
-                    out /= f;
-                    in /= f;
+                    m.bytes = switch_bytes(p, vs, v, g);
+                    if (m.bytes < foot / 32)
+                        m.bytes = foot / 32;
+                    m.overlapped = 1;
                 }
             }
             /* Footprints move by a little all the time: tell a change of
              * more than 1 %. */
-            if ((out == 0) == (ps->told_out[g] == 0) && (in == 0) == (ps->told_in[g] == 0) &&
-                fabs(out - ps->told_out[g]) <= 0.01 * ps->told_out[g] &&
-                fabs(in - ps->told_in[g]) <= 0.01 * ps->told_in[g])
+            const gs_sched_move_t *was = &ps->told[g];
+            if ((m.out_bps == 0) == (was->out_bps == 0) && (m.in_bps == 0) == (was->in_bps == 0) &&
+                fabs(m.out_bps - was->out_bps) <= 0.01 * was->out_bps &&
+                fabs(m.in_bps - was->in_bps) <= 0.01 * was->in_bps &&
+                m.overlapped == was->overlapped &&
+                fabs((double)m.bytes - (double)was->bytes) <= 0.01 * (double)was->bytes)
                 continue;
-            if (gs_sched_set_move_rates(p->sched, ps->id, g, out, in) == 0) {
-                ps->told_out[g] = out;
-                ps->told_in[g] = in;
-            }
+            if (gs_sched_set_move(p->sched, ps->id, g, &m) == 0)
+                ps->told[g] = m;
         }
     }
 }

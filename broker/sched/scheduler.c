@@ -678,16 +678,24 @@ int gs_sched_demand(gs_sched_t *s, const char *session, int gpu, int on, int64_t
     return 0;
 }
 
+int gs_sched_set_move(gs_sched_t *s, const char *session, int gpu, const gs_sched_move_t *m)
+{
+    sched_session_t *ss = sched_session_find(s, session);
+    if (!ss || !m || gpu < 0 || gpu >= s->ngpus)
+        return -1;
+    gs_sched_move_t *g = &ss->g[gpu].move;
+    *g = *m;
+    g->out_bps = m->out_bps > 0 ? m->out_bps : 0;
+    g->in_bps = m->in_bps > 0 ? m->in_bps : 0;
+    g->overlapped = m->overlapped != 0;
+    return 0;
+}
+
 int gs_sched_set_move_rates(gs_sched_t *s, const char *session, int gpu, double out_bps,
                             double in_bps)
 {
-    sched_session_t *ss = sched_session_find(s, session);
-    if (!ss || gpu < 0 || gpu >= s->ngpus)
-        return -1;
-    sess_gpu_t *g = &ss->g[gpu];
-    g->out_bps = out_bps > 0 ? out_bps : 0;
-    g->in_bps = in_bps > 0 ? in_bps : 0;
-    return 0;
+    gs_sched_move_t m = {out_bps, in_bps, 0, 0};
+    return gs_sched_set_move(s, session, gpu, &m);
 }
 
 int gs_sched_session_holding(const gs_sched_t *s, const char *session)

@@ -221,10 +221,20 @@ int gs_sched_set_residency(gs_sched_t *self, const char *session, gs_sched_resid
  * its clients asks and is granted.  -1: unknown session or GPU. */
 int gs_sched_demand(gs_sched_t *self, const char *session, int gpu, int on, int64_t now_us);
 
-/* How fast the session's memory on the GPU leaves and comes back, bytes
- * per second (parking's measurements: the session's own, or the GPU's for
- * the tier it would use); 0: it cannot move.  Its switch cost is then its
- * footprint over each rate, summed, and under adaptive:
+/* What switching the session out of the GPU and back in moves, as
+ * parking knows it (gs_sched_set_move). */
+typedef struct {
+    double out_bps, in_bps; /* how fast its memory leaves and comes back, bytes per second
+                               (the session's own copies, or the GPU's for the tier it
+                               would use); 0: it cannot move */
+    uint64_t bytes;         /* what a switch moves each way; 0: its footprint (a whole park) */
+    int overlapped;         /* its way out runs beside the way in of the session it makes
+                               room for (the swap tier): the GPU waits about half the sum */
+} gs_sched_move_t;
+
+/* How the session's memory on the GPU moves (gs_sched_move_t).  Its switch
+ * cost is then what a switch moves over each rate, summed (halved when
+ * the two ways overlap), and under adaptive:
  *  - its turns last max(the adaptive slice, 10 x the switch cost), so that
  *    copying takes at most a tenth of the GPU's time;
  *  - holding nothing while its cell runs (an idle release between GPU
@@ -234,6 +244,8 @@ int gs_sched_demand(gs_sched_t *self, const char *session, int gpu, int on, int6
  *    fits in its own idle gap is the cheap one); until then it keeps its
  *    turn, and is granted again at once when it asks.
  * -1: unknown session or GPU. */
+int gs_sched_set_move(gs_sched_t *self, const char *session, int gpu, const gs_sched_move_t *m);
+/* gs_sched_set_move of a whole park at these rates (bytes 0, not overlapped). */
 int gs_sched_set_move_rates(gs_sched_t *self, const char *session, int gpu, double out_bps,
                             double in_bps);
 

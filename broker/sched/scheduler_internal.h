@@ -64,7 +64,7 @@ typedef struct {
     int demand; /* queued for its parked cell, without an acquire */
     /* switching (scheduler_turns.c): a turn is its time on the GPU under
      * adaptive, which outlives the idle releases of its running cell */
-    double out_bps, in_bps;   /* gs_sched_set_move_rates; 0: cannot move */
+    gs_sched_move_t move;     /* gs_sched_set_move; rates 0: cannot move */
     int64_t turn_start;       /* 0: no turn */
     int64_t turn_slice;       /* the adaptive slice it was given then */
     uint64_t turns;           /* turns begun (the event log's grants say which) */

@@ -31,10 +31,12 @@
 
 int64_t sched_switch_cost(const sess_gpu_t *g)
 {
-    if (!g->footprint || g->out_bps <= 0 || g->in_bps <= 0)
+    const gs_sched_move_t *m = &g->move;
+    if (!g->footprint || m->out_bps <= 0 || m->in_bps <= 0)
         return 0;
-    double s = (double)g->footprint / g->out_bps + (double)g->footprint / g->in_bps;
-    return (int64_t)llround(s * 1e6);
+    double bytes = (double)(m->bytes ? m->bytes : g->footprint);
+    double s = bytes / m->out_bps + bytes / m->in_bps;
+    return (int64_t)llround((m->overlapped ? 0.5 * s : s) * 1e6);
 }
 
 int64_t sched_turn_end(const sess_gpu_t *g)

@@ -623,6 +623,33 @@ static void the_slice_follows_the_measured_switch_cost(void **state)
     assert_int_equal(sinfo("a").switch_cost_us, 0);
 }
 
+/* A switch on the swap tier moves only part of a session (what the one
+ * coming back lacks), both ways at once: parking says so, and the switch
+ * cost, and with it the turn, is priced on what moves. */
+static void a_partial_overlapped_switch_is_priced_on_what_moves(void **state)
+{
+    (void)state;
+    sched_setup(100 * MIB);
+    notebook("a", 60);
+    notebook("b", 60);
+    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
+    /* A whole park: 60 MiB out and back at 120 MiB/s, 1 s. */
+    gs_sched_move_t m = {120.0 * MIB, 120.0 * MIB, 0, 0};
+    assert_int_equal(gs_sched_set_move(S, "a", 0, &m), 0);
+    assert_int_equal(sinfo("a").switch_cost_us, 1 * SEC);
+    /* 24 MiB each way: 0.4 s in sequence ... */
+    m.bytes = 24 * MIB;
+    gs_sched_set_move(S, "a", 0, &m);
+    assert_int_equal(sinfo("a").switch_cost_us, 400 * MS);
+    /* ... 0.2 s beside the other session's way in. */
+    m.overlapped = 1;
+    gs_sched_set_move(S, "a", 0, &m);
+    assert_int_equal(sinfo("a").switch_cost_us, 200 * MS);
+    assert_int_equal(sinfo("a").min_slice_us, 2 * SEC); /* 10 x, adaptive_min_s */
+    assert_int_equal(gs_sched_set_move(S, "nobody", 0, &m), -1);
+    assert_int_equal(gs_sched_set_move(S, "a", 0, NULL), -1);
+}
+
 /* a (60 MiB, 2 s a switch: turns of 20 s) holds the GPU in a running
  * cell, and b (60 MiB, parked) waits for a's memory with a cell of its
  * own, asked for by parking.  Returns when a's turn began. */
@@ -1010,6 +1037,8 @@ int main(void)
         cmocka_unit_test_teardown(a_resident_waiter_is_not_held_behind_a_parked_one,
                                   sched_teardown),
         cmocka_unit_test_teardown(the_slice_follows_the_measured_switch_cost, sched_teardown),
+        cmocka_unit_test_teardown(a_partial_overlapped_switch_is_priced_on_what_moves,
+                                  sched_teardown),
         cmocka_unit_test_teardown(the_end_of_a_turn_is_the_parked_waiters, sched_teardown),
         cmocka_unit_test_teardown(a_busy_cell_is_never_switched_out_early, sched_teardown),
         cmocka_unit_test_teardown(an_exclusive_holder_keeps_its_turn_between_gpu_phases,
