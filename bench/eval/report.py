@@ -55,9 +55,9 @@ def read_meta(d, section):
         return json.load(f)
 
 
-def read_machine(d):
+def read_machine(d, name="machine.txt"):
     m = {}
-    path = os.path.join(d, "machine.txt")
+    path = os.path.join(d, name)
     if os.path.exists(path):
         with open(path) as f:
             for line in f:
@@ -109,6 +109,10 @@ class Doc:
     def __init__(self, results, figdir, docpath, machine):
         self.results, self.figdir, self.docpath, self.m = results, figdir, docpath, machine
         self.commits = {}  # {section: commit} where they differ (section_commits)
+        # {section: machine} of sections merged from a run on another
+        # machine: machine-SECTION.txt beside machine.txt
+        self.machines = {s: read_machine(results, "machine-%s.txt" % s) for s in SECTIONS
+                         if os.path.exists(os.path.join(results, "machine-%s.txt" % s))}
         self.lines = []
         self.targets = []  # (target, measured, verdict)
         self.summary = {}  # summary.json: one number per key (SUMMARY_KEYS)
@@ -132,9 +136,27 @@ class Doc:
             self.w("| " + " | ".join(str(c) for c in r) + " |")
         self.w("")
 
-    def machine_line(self):
-        m = self.m
-        if self.sim:
+    def machine_line(self, sections=None):
+        """The machine of the given sections (a list: those merged from a
+        run on another machine say theirs), or of the whole document (None:
+        the main machine, then each other machine with its sections)."""
+        if sections is None:
+            line = self.one_machine(self.m)
+            others = {}
+            for s, m in self.machines.items():
+                others.setdefault(self.one_machine(m), []).append(s)
+            for other, ss in others.items():
+                line += ". %s %s on: %s" % ("Sections" if len(ss) > 1 else "Section", ", ".join(ss), other)
+            return line
+        groups = {}  # machine line -> its sections, in order
+        for s in sections:
+            groups.setdefault(self.one_machine(self.machines.get(s, self.m)), []).append(s)
+        if len(groups) <= 1:
+            return next(iter(groups)) if groups else self.one_machine(self.m)
+        return "; ".join("%s on %s" % (", ".join(ss), line) for line, ss in groups.items())
+
+    def one_machine(self, m):
+        if m.get("backend") == "sim":
             return "SIMULATED GPU (%s), %s CPUs; not a GPU result" % (m.get("gpu", "?"), m.get("nproc", "?"))
         gpu = [x.strip() for x in m.get("gpu", "?").split(",")]
         name = gpu[0]
@@ -144,7 +166,8 @@ class Doc:
             tv[0], tv[2] if len(tv) > 2 else "?", tv[4] if len(tv) > 4 else "?")
         return "%s (%s); %s; %s CPUs (%s), %s RAM, kernel %s; gpushare %s" % (
             name, drv, torch, m.get("nproc", "?"), m.get("cpu", "?"), m.get("memory", "?"),
-            m.get("kernel", "?"), commit_line(m.get("gpushare", "?"), self.commits))
+            m.get("kernel", "?"), commit_line(m.get("gpushare", "?"), {} if m is not self.m else {
+                s: c for s, c in self.commits.items() if s not in self.machines}))
 
     def figure(self, fig, name, title, meta, extra=""):
         os.makedirs(self.figdir, exist_ok=True)
@@ -152,11 +175,13 @@ class Doc:
         fig.savefig(path, dpi=110, bbox_inches="tight")
         plt.close(fig)
         rel = os.path.relpath(path, os.path.dirname(os.path.abspath(self.docpath)))
+        sections = (meta or {}).get("sections") or [(meta or {}).get("section")]
+        machine = self.machine_line([x for x in sections if x])
         reps = meta.get("repetitions", "?") if meta else "?"
         cmd = meta.get("command", "?") if meta else "?"
         self.w("![%s](%s)" % (title, rel), "",
                "*%s.* Command: `%s`. Machine: %s. Repetitions: %s.%s" % (
-                   title, cmd, self.machine_line(), reps, " " + extra if extra else ""), "")
+                   title, cmd, machine, reps, " " + extra if extra else ""), "")
 
     def target(self, what, measured, value, limit, by):
         """A target check (value at most limit): met, or missed by how much;
@@ -423,7 +448,8 @@ def sec_pairs(D, d):
         ax.set_yticklabels(labels, fontsize=7)
         ax.invert_yaxis()
     meta = ms or mb
-    cmd_meta = dict(meta or {}, command="; ".join(m["command"] for m in (ms, mb) if m))
+    cmd_meta = dict(meta or {}, command="; ".join(m["command"] for m in (ms, mb) if m),
+                    sections=[m["section"] for m in (ms, mb) if m])
     D.figure(fig, "pairs.png", "Two jobs sharing one GPU: total time relative to serial", cmd_meta,
              "A missing bar: cannot run. Red line: the big pairs' target (0.95 x serial for "
              "90/10, 0.75 x for 50/50).")

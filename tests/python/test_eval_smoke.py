@@ -172,3 +172,30 @@ def test_summary_names_the_commit_of_each_section(results, tmp_path):
                         "--section-commit", "bigpair=abc1234"], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode != 0 and "--section-commit bigpair=abc1234" in r.stderr, r.stderr
+
+
+def test_sections_merged_from_another_machine_say_so(results, tmp_path):
+    """A section merged from a run on another card (machine-SECTION.txt
+    beside machine.txt) is named with its machine in the document's machine
+    line, in summary.json and in its figure's caption; the others keep the
+    main machine."""
+    pytest.importorskip("matplotlib")
+    merged = tmp_path / "merged"
+    shutil.copytree(results, merged)
+    (merged / "machine-bigpairs.txt").write_text(
+        "backend: torch\ngpu: NVIDIA H100 80GB HBM3, 580.159.04, 81559 MiB\n"
+        "torch: 2.11.0+cu130 cuda: 13.0 torchvision: 0.26.0+cu130\nnproc: 16\n"
+        "gpushare: abc1234\n")
+    doc = tmp_path / "evaluation.md"
+    r = subprocess.run([sys.executable, REPORT, str(merged), "--doc", str(doc)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    with open(tmp_path / "eval" / "summary.json") as f:
+        machine = json.load(f)["machine"]
+    assert machine.startswith("SIMULATED GPU") and \
+        "Section bigpairs on: NVIDIA H100 80GB HBM3" in machine, machine
+    text = doc.read_text()
+    caption = next(l for l in text.splitlines() if l.startswith("*Two jobs sharing one GPU"))
+    assert "Machine: NVIDIA H100 80GB HBM3" in caption and "gpushare abc1234" in caption, caption
+    caption = next(l for l in text.splitlines() if l.startswith("*Idle reclaim"))
+    assert "H100" not in caption, caption
