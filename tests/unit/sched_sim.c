@@ -44,6 +44,8 @@ typedef struct {
     /* parking */
     pst_t pst;
     int64_t move_start, move_end, demand_since, demand_expire, unparked_at;
+    uint64_t out;    /* in host memory (a partial park leaves the rest on the GPU) */
+    uint64_t moving; /* what its copy under way moves */
     uint64_t grants_at_unpark;
 } nb_t;
 
@@ -93,6 +95,8 @@ void sim_params_default(sim_params_t *p)
     p->out_bps = 35e9; /* the swap tier on the H200 */
     p->in_bps = 35e9;
     p->move_fixed_us = 10 * 1000; /* a lease round trip and the swap_out/in messages */
+    p->partial = 1;
+    p->seg_bytes = 256 * MIB;
     p->park_idle_us = 0;
     gs_sched_config_default(&p->cfg);
     p->end_us = 60 * SEC;
@@ -158,12 +162,18 @@ static int64_t copy_us(const sim_t *S, uint64_t bytes, double bps)
     return (int64_t)llround((double)bytes / bps * 1e6) + S->p->move_fixed_us;
 }
 
+/* What it holds on the GPU: all of it while it comes back (it takes the
+ * memory as it goes), else what is not out. */
+static uint64_t on_gpu(const nb_t *b)
+{
+    return b->pst == P_IN ? b->spec->bytes : b->spec->bytes - b->out;
+}
+
 static int64_t free_bytes(const sim_t *S)
 {
     int64_t left = (int64_t)S->p->gpu_bytes;
     for (int i = 0; i < S->n; i++)
-        if (S->nb[i].pst != P_PARKED)
-            left -= (int64_t)S->nb[i].spec->bytes;
+        left -= (int64_t)on_gpu(&S->nb[i]);
     return left;
 }
 
@@ -179,14 +189,16 @@ static gs_sched_info_t info(const sim_t *S, const nb_t *b)
     return si;
 }
 
-static void start_park(sim_t *S, nb_t *b)
+/* bytes: what goes out (0: all it holds). */
+static void start_park(sim_t *S, nb_t *b, uint64_t bytes)
 {
-    TRACE(S, "park: %s goes out", b->session);
+    b->moving = bytes && bytes < on_gpu(b) ? bytes : on_gpu(b);
+    TRACE(S, "park: %s goes out (%llu MiB)", b->session, (unsigned long long)(b->moving / MIB));
     gs_sched_set_residency(S->s, b->session, GS_SCHED_MOVING, S->now);
     b->pst = gs_sched_session_holding(S->s, b->session) ? P_REVOKING : P_OUT;
     if (b->pst == P_OUT) {
         b->move_start = S->now;
-        b->move_end = S->now + copy_us(S, b->spec->bytes, S->p->out_bps);
+        b->move_end = S->now + copy_us(S, b->moving, S->p->out_bps);
     }
 }
 
@@ -194,7 +206,7 @@ static void start_unpark(sim_t *S, nb_t *b)
 {
     /* A switch runs both ways at once: the one coming back takes memory
      * as the one going out frees it, so it ends no sooner than that. */
-    int64_t end = S->now + copy_us(S, b->spec->bytes, S->p->in_bps);
+    int64_t end = S->now + copy_us(S, b->out, S->p->in_bps);
     for (int i = 0; i < S->n; i++)
         if (S->nb[i].pst == P_OUT && S->nb[i].move_end > end)
             end = S->nb[i].move_end;
@@ -211,12 +223,14 @@ static void move_done(sim_t *S, nb_t *b)
     if (b->pst == P_OUT) {
         TRACE(S, "park: %s parked", b->session);
         b->pst = P_PARKED;
+        b->out += b->moving;
         S->r->parks++;
         gs_sched_set_residency(S->s, b->session, GS_SCHED_PARKED, S->now);
         return;
     }
     TRACE(S, "park: %s back", b->session);
     b->pst = P_RES;
+    b->out = 0;
     S->r->unparks++;
     b->unparked_at = S->now;
     b->demand_since = 0;
@@ -278,8 +292,8 @@ static void choose_victims(sim_t *S, const nb_t *head, uint64_t need)
             at = si.switchable_at_us;
         if (until && (si.switchable || at) && at < until)
             at = until;
-        c[n] = (gs_park_cand_t){.bytes = b->spec->bytes,
-                                .host_bytes = b->spec->bytes,
+        c[n] = (gs_park_cand_t){.bytes = on_gpu(b),
+                                .host_bytes = on_gpu(b),
                                 .last_active = si.last_active_us,
                                 .idle = idle,
                                 .settling = settling,
@@ -293,9 +307,43 @@ static void choose_victims(sim_t *S, const nb_t *head, uint64_t need)
                                                  S->p->park_idle_us, NEVER, picked, &wait);
     if (rc == GS_PICK_WAIT && wait < S->park_wake)
         S->park_wake = wait;
-    for (int k = 0; rc == GS_PICK_OK && k < n; k++)
-        if (picked[k])
-            start_park(S, &S->nb[map[k]]);
+    /* The last victim moves only what is still needed, plus room for
+     * GPU/32, in whole segments (park_victims.c). */
+    uint64_t left = need + S->p->gpu_bytes / 32;
+    for (int k = 0; rc == GS_PICK_OK && k < n; k++) {
+        if (!picked[k])
+            continue;
+        uint64_t part = 0;
+        if (S->p->partial && left < c[k].bytes)
+            part = (left + S->p->seg_bytes - 1) / S->p->seg_bytes * S->p->seg_bytes;
+        start_park(S, &S->nb[map[k]], part);
+        left = left > c[k].bytes ? left - c[k].bytes : 0;
+    }
+}
+
+/* What parking tells the scheduler of each session's switch
+ * (park_rates.c): the swap tier's rates, both ways at once, and what a
+ * switch moves: beside a session parked (in part), only the room it
+ * lacks, in whole segments; otherwise all of it. */
+static void tell_moves(sim_t *S)
+{
+    uint64_t in = 0;
+    for (int i = 0; i < S->n; i++)
+        if (S->nb[i].pst == P_PARKED && S->nb[i].out > in)
+            in = S->nb[i].out;
+    for (int i = 0; i < S->n; i++) {
+        nb_t *b = &S->nb[i];
+        uint64_t foot = b->pst == P_PARKED ? b->out : b->spec->bytes;
+        gs_sched_move_t m = {S->p->out_bps, S->p->in_bps, foot, 1};
+        if (S->p->partial && b->pst == P_RES && in) {
+            int64_t lacks = (int64_t)(in + margin(S)) - free_bytes(S);
+            uint64_t moves = (lacks > 0 ? (uint64_t)lacks : 0) + S->p->seg_bytes;
+            m.bytes = moves < foot ? moves : foot;
+        }
+        if (m.bytes < foot / 32)
+            m.bytes = foot / 32;
+        gs_sched_set_move(S->s, b->session, 0, &m);
+    }
 }
 
 static void park_poll(sim_t *S)
@@ -308,9 +356,10 @@ static void park_poll(sim_t *S)
         if (b->pst == P_REVOKING && !gs_sched_session_holding(S->s, b->session)) {
             b->pst = P_OUT;
             b->move_start = S->now;
-            b->move_end = S->now + copy_us(S, b->spec->bytes, S->p->out_bps);
+            b->move_end = S->now + copy_us(S, b->moving, S->p->out_bps);
         }
     }
+    tell_moves(S);
     update_demand(S);
     /* The needs, first come first served. */
     for (;;) {
@@ -323,10 +372,10 @@ static void park_poll(sim_t *S)
         }
         if (!head)
             return;
-        int64_t need = (int64_t)(head->spec->bytes + margin(S)), free = free_bytes(S), leaving = 0;
+        int64_t need = (int64_t)(head->out + margin(S)), free = free_bytes(S), leaving = 0;
         int in_flight = 0;
         for (int i = 0; i < S->n; i++) {
-            leaving += S->nb[i].pst == P_OUT ? (int64_t)S->nb[i].spec->bytes : 0;
+            leaving += S->nb[i].pst == P_OUT ? (int64_t)S->nb[i].moving : 0;
             in_flight |= S->nb[i].pst == P_OUT || S->nb[i].pst == P_REVOKING;
         }
         if (free >= need || (leaving && free + leaving >= need)) {
@@ -656,8 +705,6 @@ int sim_run(const sim_params_t *p, const sim_nb_spec_t *nbs, int n, sim_result_t
         gs_sched_register(S->s, b->session, 0);
         gs_sched_join(S->s, b->client, b->session, 0);
         gs_sched_memory(S->s, b->client, 0, nbs[i].bytes, 0);
-        if (p->gpu_bytes) /* parking's rates (park_rates.c) */
-            gs_sched_set_move_rates(S->s, b->session, 0, p->out_bps, p->in_bps);
         b->more = nbs[i].program(nbs[i].arg, 0, 0, &b->rng, &b->cell);
         b->next_cell_at = b->cell.start;
     }
@@ -667,6 +714,7 @@ int sim_run(const sim_params_t *p, const sim_nb_spec_t *nbs, int n, sim_result_t
         left -= (int64_t)nbs[i].bytes;
         if (left < 0) {
             S->nb[i].pst = P_PARKED;
+            S->nb[i].out = nbs[i].bytes;
             gs_sched_set_residency(S->s, S->nb[i].session, GS_SCHED_PARKED, 0);
         }
     }

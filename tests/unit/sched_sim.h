@@ -20,7 +20,9 @@
  *    session whose cell runs (or that asks) is queued by demand and brought
  *    back when its memory fits, switching out idle sessions and active
  *    ones that hold nothing; copies take bytes / rate + move_fixed_us, and
- *    a switch's two copies overlap.
+ *    a switch's two copies overlap; a switch moves only what the session
+ *    coming back lacks, plus room for GPU/32, in whole segments (a partial
+ *    park), and parking tells the scheduler so (park_rates.c).
  * A notebook runs cells one after the other; each cell is a list of GPU
  * phases (work in microseconds of the GPU alone, ended by a sync) and CPU
  * phases.  Everything is deterministic: same inputs, same results.
@@ -67,6 +69,9 @@ typedef struct {
     int64_t idle_release_us; /* the hook's idle release (200 ms) */
     double out_bps, in_bps;  /* parking's copies (the swap tier) */
     int64_t move_fixed_us;   /* each copy's fixed cost */
+    int partial;             /* 1: a switch moves only what the session coming back lacks
+                                (a partial park, park_victims.c), in seg_bytes */
+    uint64_t seg_bytes;      /* the hooks' swap segment (256 MiB) */
     int64_t park_idle_us;    /* park_idle_s */
     gs_sched_config_t cfg;
     int64_t end_us; /* stop then (virtual time from 0) */
