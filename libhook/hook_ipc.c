@@ -16,6 +16,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -86,14 +87,18 @@ static void serve_one(int c)
         close(fds[i]);
 }
 
+/* The listening socket comes as the argument: server_fd is set only after
+ * the thread starts, and a thread that read it first accepted on -1 and
+ * quit, leaving the process's handles unanswerable (seen under load). */
 static void *server_main(void *arg)
 {
-    (void)arg;
+    int listen_fd = (int)(intptr_t)arg;
     for (;;) {
-        int c = accept4(server_fd, NULL, NULL, SOCK_CLOEXEC);
+        int c = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
         if (c < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
+            gs_warn("CUDA IPC server stops: accept: %s", strerror(errno));
             return NULL;
         }
         serve_one(c);
@@ -118,7 +123,7 @@ static int serve(void)
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old); /* signals are the program's */
         pthread_t t;
-        if (pthread_create(&t, NULL, server_main, NULL) == 0) {
+        if (pthread_create(&t, NULL, server_main, (void *)(intptr_t)fd) == 0) {
             pthread_detach(t);
             server_fd = fd;
             server_pid = getpid();
@@ -180,13 +185,26 @@ int hook_ipc_open(CUdeviceptr *p, const CUipcMemHandle *handle, CUresult *r)
     struct answer a = {0};
     int fds[GS_FD_PASS_MAX], n = 0;
     struct pollfd pf = {s, POLLIN, 0};
-    if (s < 0 || connect(s, (struct sockaddr *)&sa, len) != 0 ||
-        send(s, &h.base, sizeof h.base, MSG_NOSIGNAL) != sizeof h.base || poll(&pf, 1, 5000) != 1 ||
-        gs_fd_recv(s, &a, sizeof a, fds, GS_FD_PASS_MAX, &n) != (ssize_t)sizeof a || !a.ok ||
-        n != a.nseg) {
+    const char *step = NULL;
+    if (s < 0)
+        step = "socket";
+    else if (connect(s, (struct sockaddr *)&sa, len) != 0)
+        step = "connect";
+    else if (send(s, &h.base, sizeof h.base, MSG_NOSIGNAL) != sizeof h.base)
+        step = "send";
+    else if (poll(&pf, 1, 5000) != 1)
+        step = "no answer in 5 s";
+    else if (gs_fd_recv(s, &a, sizeof a, fds, GS_FD_PASS_MAX, &n) != (ssize_t)sizeof a)
+        step = "receive";
+    if (step || !a.ok || n != a.nseg) {
+        int err = errno;
         a.error[sizeof a.error - 1] = '\0';
-        gs_warn("cannot open a CUDA IPC handle of pid %d: %s", (int)h.pid,
-                a.error[0] ? a.error : "its process does not answer");
+        if (step)
+            gs_warn("cannot open a CUDA IPC handle of pid %d: its process does not answer (%s: %s)",
+                    (int)h.pid, step, strerror(err));
+        else
+            gs_warn("cannot open a CUDA IPC handle of pid %d: %s", (int)h.pid,
+                    a.error[0] ? a.error : "descriptors missing from its answer");
         for (int i = 0; i < n; i++)
             close(fds[i]);
         if (s >= 0)
