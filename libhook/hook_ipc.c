@@ -192,9 +192,10 @@ int hook_ipc_open(CUdeviceptr *p, const CUipcMemHandle *handle, CUresult *r)
         step = "connect";
     else if (send(s, &h.base, sizeof h.base, MSG_NOSIGNAL) != sizeof h.base)
         step = "send";
-    else if (poll(&pf, 1, 5000) != 1)
+    else if (poll(&pf, 1, 5000) != 1) {
         step = "no answer in 5 s";
-    else if (gs_fd_recv(s, &a, sizeof a, fds, GS_FD_PASS_MAX, &n) != (ssize_t)sizeof a)
+        errno = ETIMEDOUT;
+    } else if (gs_fd_recv(s, &a, sizeof a, fds, GS_FD_PASS_MAX, &n) != (ssize_t)sizeof a)
         step = "receive";
     if (step || !a.ok || n != a.nseg) {
         int err = errno;
