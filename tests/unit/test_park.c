@@ -477,13 +477,19 @@ static void parking_a_holder_revokes_it_first(void **state)
     assert_string_equal(acts(), "");
 }
 
-static void a_parked_cell_is_queued_and_slices_the_holder(void **state)
+/* a and b of 60 MiB on a GPU of 100 MiB: one of them (`parked`) is out. */
+static void two_that_do_not_fit(const char *parked)
 {
-    (void)state;
     sched_setup(100 * MIB);
     notebook("a", 60);
     notebook("b", 60);
-    gs_sched_set_residency(S, "a", GS_SCHED_PARKED, NOW);
+    gs_sched_set_residency(S, parked, GS_SCHED_PARKED, NOW);
+}
+
+static void a_parked_cell_is_queued_and_slices_the_holder(void **state)
+{
+    (void)state;
+    two_that_do_not_fit("a");
     gs_sched_cell(S, "b", 1, NOW);
     gs_sched_acquire(S, "b1", 0, -1, -1, NOW);
     assert_string_equal(acts_keep(), "G:b1");
@@ -529,10 +535,7 @@ static void a_parked_cell_is_queued_and_slices_the_holder(void **state)
 static void a_resident_waiter_is_not_held_behind_a_parked_one(void **state)
 {
     (void)state;
-    sched_setup(100 * MIB);
-    notebook("a", 60);
-    notebook("b", 60);
-    gs_sched_set_residency(S, "a", GS_SCHED_PARKED, NOW);
+    two_that_do_not_fit("a");
     gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
     gs_sched_cell(S, "a", 1, NOW);
     gs_sched_cell(S, "b", 1, NOW);
@@ -585,10 +588,7 @@ static void cells_started_together_the_resident_one_runs(void **state)
 static void the_slice_follows_the_measured_switch_cost(void **state)
 {
     (void)state;
-    sched_setup(100 * MIB);
-    notebook("a", 60);
-    notebook("b", 60);
-    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
+    two_that_do_not_fit("b");
     /* 60 MiB at 120 MiB/s each way: 1 s a switch, turns of 10 s. */
     gs_sched_set_move_rates(S, "a", 0, 120.0 * MIB, 120.0 * MIB);
     assert_int_equal(sinfo("a").switch_cost_us, 1 * SEC);
@@ -629,10 +629,7 @@ static void the_slice_follows_the_measured_switch_cost(void **state)
 static void a_partial_overlapped_switch_is_priced_on_what_moves(void **state)
 {
     (void)state;
-    sched_setup(100 * MIB);
-    notebook("a", 60);
-    notebook("b", 60);
-    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
+    two_that_do_not_fit("b");
     /* A whole park: 60 MiB out and back at 120 MiB/s, 1 s. */
     gs_sched_move_t m = {120.0 * MIB, 120.0 * MIB, 0, 0};
     assert_int_equal(gs_sched_set_move(S, "a", 0, &m), 0);
@@ -655,10 +652,7 @@ static void a_partial_overlapped_switch_is_priced_on_what_moves(void **state)
  * own, asked for by parking.  Returns when a's turn began. */
 static int64_t a_holds_and_b_waits_parked(void)
 {
-    sched_setup(100 * MIB);
-    notebook("a", 60);
-    notebook("b", 60);
-    gs_sched_set_residency(S, "b", GS_SCHED_PARKED, NOW);
+    two_that_do_not_fit("b");
     gs_sched_set_move_rates(S, "a", 0, 60.0 * MIB, 60.0 * MIB);
     int64_t t0 = NOW;
     gs_sched_cell(S, "a", 1, NOW);
