@@ -195,6 +195,10 @@ class Doc:
         self.targets.append((what, measured, verdict))
         return verdict
 
+    def reference(self, what, measured, why):
+        """A row of the targets' table that is not a target (why not)."""
+        self.targets.append((what, measured, "not a target: " + why))
+
 
 def by_points(v, lim):
     """Ratios with a percentage target (1.03 against 1.01): in points."""
@@ -310,9 +314,12 @@ def sec_cost(D, d):
     ax.set_ylabel("time / stock")
     ax.legend(fontsize=8)
     D.figure(fig, "cost.png", "Cost alone: time per step or launch relative to stock", meta)
-    D.target("cost alone ≤ 1 % (every workload and configuration, separate processes)",
-             "worst %.2f %% (%s)" % (100 * (worst[0] - 1), worst[1]), worst[0], 1.01,
-             by_points)
+    # Issue 17 replaced this target by the in-process A/B below: between
+    # separate processes the VM varies by +-20-40 %, hiding a 1 % cost.
+    D.reference("cost between separate processes (every workload and configuration)",
+                "worst %.2f %% (%s)" % (100 * (worst[0] - 1), worst[1]),
+                "the machine varies by ±20-40 % between processes; the target is the "
+                "in-process A/B below")
     v = D.summary.get("cost_alone_pct")
     D.target("cost alone ≤ 0.5 %% (in-process A/B%s)" % (
         ", PyTorch, worst workload" if ab else ", null kernel"), f(v, "%.2f %%"), v, 0.5,
