@@ -42,6 +42,13 @@ import threading
 import time
 import uuid
 
+# A test run started in the background (`nohup .ci/run &`) ignores SIGINT,
+# and programs inherit an ignored signal through exec: a test's Ctrl-C to
+# a program (run-demo.sh's trap) would do nothing.  A handler is not
+# inherited, so the programs the tests start get SIGINT's default again.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 # ---- where things are: the one place that names the build's products ----
 
 HERE = os.path.dirname(os.path.abspath(__file__))
