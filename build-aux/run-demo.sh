@@ -39,6 +39,11 @@ mkdir -p "$state"
 export GPUSHARE_BROKER="ipc://$state/broker.sock"
 export JUPYTER_PATH="$prefix/share/jupyter${JUPYTER_PATH:+:$JUPYTER_PATH}"
 export PYDEVD_DISABLE_FILE_VALIDATION=1
+# `make install` put the kernel's extension (gpushare_ipython: the wait
+# line) in the prefix's site-packages, on python's path only for /usr and
+# /usr/local: a prefix of one's own is added here.
+ext=$(find "$prefix/lib" -maxdepth 5 -type d -name gpushare_ipython -print -quit 2>/dev/null)
+[ -n "$ext" ] && export PYTHONPATH="$(dirname "$ext")${PYTHONPATH:+:$PYTHONPATH}"
 
 if ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 ' && [ -z "${GPUSHARE_FORCE_SIM:-}" ]; then
     echo "run-demo: using the NVIDIA driver"

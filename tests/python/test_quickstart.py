@@ -126,8 +126,12 @@ def test_example_notebook_as_a_user_runs_it(tmp_path, sim, prefix):
                 content, stdout, stderr = ch.run(cell["source"])
                 assert content["status"] == "ok", (cell["source"], content, stderr)
                 out += stdout
+            # The kernelspec's extension (the wait line) loaded from where
+            # `make install` put it.
+            _, loaded, _ = ch.run("import sys; print('gpushare_ipython' in sys.modules)")
         finally:
             ch.close()
+        assert loaded.strip() == "True", demo.stderr()
         assert "hook preloaded: True" in out
         assert "backend: simulated" in out
         assert "read back: b'sharedshared'" in out
