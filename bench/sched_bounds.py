@@ -3,12 +3,14 @@
 "scale" workload (issue 17): N mostly idle notebooks, each thinking for an
 exponential time (mean --gap s) and then running a cell of log-uniform
 20-400 ms of GPU work, one GPU, no overheads at all.  Prints the cells'
-slowdown (latency over the work alone) under four textbook disciplines:
+slowdown (latency over the work alone) under five disciplines:
 
   fifo  one cell at a time in arrival order (gpushare's boost until issue 17)
   ps    processor sharing (the driver's time slicing between contexts)
   las   least attained service first (preemptive, no size knowledge)
   srpt  shortest remaining work first (knows every cell's size in advance)
+  mlfq  two levels: cells younger than --young-ms first, time slicing within
+        each level (no size knowledge; a boost for every new cell)
 
     python3 bench/sched_bounds.py [--n 8] [--gap 2.0] [--seconds 900] [--seed 17]
     python3 bench/sched_bounds.py --eval-trace [--n 8] [--gap 3.0] [--seconds 60]
@@ -21,8 +23,8 @@ past the window) and takes quantiles as eval.py does, so that its p99 is
 what the same cells would have had under each discipline with no overheads.
 
 Standard library only; deterministic for a seed.  doc/scheduling.md quotes
-its output: without knowing cell sizes (fifo, ps, las) the p99 at 45-50 %
-offered load stays above 4 x; only size knowledge (srpt) gets it under 3 x.
+its output: without knowing cell sizes (fifo, ps, las, mlfq) the p99 at 45-50 %
+offered load stays at 3.6-4.3 x; only size knowledge (srpt) gets it under 3 x.
 """
 import argparse
 import math
@@ -44,7 +46,7 @@ def eval_cells(n, gap, unit_ms=0.175):
     return [cells(i) for i in range(n)]
 
 
-def simulate(policy, n, gap, seconds, seed, trace=None):
+def simulate(policy, n, gap, seconds, seed, trace=None, young=0.1):
     rng = random.Random(seed)
     if trace:  # the evaluation's cells: each notebook's own draws, closed loop
         draw = [next(t) for t in trace]
@@ -64,6 +66,10 @@ def simulate(policy, n, gap, seconds, seed, trace=None):
             return {min(ids, key=lambda i: active[i][2]): 1.0}
         if policy == "srpt":
             return {min(ids, key=lambda i: active[i][0]): 1.0}
+        if policy == "mlfq":
+            fresh = [i for i in ids if active[i][3] < young - 1e-12]
+            pick = fresh or ids
+            return {i: 1 / len(pick) for i in pick}
         low = min(active[i][3] for i in ids)  # las: the least attained share equally
         first = [i for i in ids if active[i][3] <= low + 1e-12]
         return {i: 1 / len(first) for i in first}
@@ -82,6 +88,10 @@ def simulate(policy, n, gap, seconds, seed, trace=None):
             above = [active[i][3] for i in active if active[i][3] > low + 1e-12]
             if above:
                 t_level = t + (min(above) - low) / next(iter(r.values()))
+        if policy == "mlfq":  # a young cell comes of age
+            for i, x in r.items():
+                if active[i][3] < young - 1e-12:
+                    t_level = min(t_level, t + (young - active[i][3]) / x)
         t_next = min(t_arr, t_end, t_level)
         if t_next == math.inf:
             break
@@ -115,6 +125,8 @@ def main():
     ap.add_argument("--gap", type=float, default=None, help="mean think time, s (2; 3 with --eval-trace)")
     ap.add_argument("--seconds", type=float, default=None, help="900; 60 with --eval-trace")
     ap.add_argument("--seed", type=int, default=17)
+    ap.add_argument("--young-ms", type=float, default=100.0,
+                    help="mlfq: how long a cell is young (first level), ms")
     ap.add_argument("--eval-trace", action="store_true",
                     help="the evaluation's own cells (its seeds; defaults --gap 3 --seconds 60)")
     a = ap.parse_args()
@@ -127,9 +139,10 @@ def main():
     print("%d notebooks, mean think time %.1f s, %.0f s%s" % (
         a.n, a.gap, a.seconds, ", the evaluation's cells" if a.eval_trace else ""))
     print("%-5s %6s %7s %6s %6s %6s" % ("", "cells", "load %", "p50", "p90", "p99"))
-    for policy in ("fifo", "ps", "las", "srpt"):
+    for policy in ("fifo", "ps", "las", "mlfq", "srpt"):
         trace = eval_cells(a.n, a.gap) if a.eval_trace else None
-        cells, load, p50, p90, p99 = simulate(policy, a.n, a.gap, a.seconds, a.seed, trace)
+        cells, load, p50, p90, p99 = simulate(policy, a.n, a.gap, a.seconds, a.seed, trace,
+                                             a.young_ms / 1000)
         print("%-5s %6d %7.1f %6.2f %6.2f %6.2f" % (policy, cells, 100 * load, p50, p90, p99))
 
 
