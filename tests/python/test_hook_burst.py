@@ -182,8 +182,15 @@ def test_a_program_that_keeps_submitting_is_watched_not_probed(fb, probe, sim):
     ks = kernels(sim, "ktrickle")
     span_us = (ks[-1]["end_ns"] - ks[0]["start_ns"]) / 1000
     assert len(ks) == 120 and span_us >= 36000
-    assert len(probes) <= 4, (len(probes), why(p))
-    assert found and last >= 0.8 * span_us, (last, span_us, why(p))  # one burst, gaps in it
+    # A loaded machine can stop the program for a whole pause (1 ms or
+    # more): the monitor may then probe, and end the burst if the GPU is
+    # idle, as it should.  Such stalls show as GPU idle gaps of 1 ms or
+    # more; the burst that must be one runs from the last of them.
+    stalls = [i + 1 for i in range(len(ks) - 1) if ks[i + 1]["start_ns"] - ks[i]["end_ns"] >= 1e6]
+    tail = ks[stalls[-1]:] if stalls else ks
+    tail_us = (tail[-1]["end_ns"] - tail[0]["start_ns"]) / 1000
+    assert len(probes) <= 4 + len(stalls), (len(probes), stalls, why(p))
+    assert found and last >= 0.8 * tail_us, (last, tail_us, stalls, why(p))  # gaps in one burst
     assert last <= (done - p.time_of("launching ktrickle")) / 1000
 
 
