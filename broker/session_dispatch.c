@@ -445,9 +445,11 @@ static void on_make_room(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     if (!c)
         return;
     json_t *seq = json_object_get(msg, "seq");
+    /* timeout_ms: how long the hook waits (it is then told why it waits);
+     * a hook that does not say waits 30 s and is never told. */
     if (gs_park_make_room(self->park, peer, c->session, i, (uint64_t)gs_msg_int(msg, "bytes", 1),
                           json_is_integer(seq) ? (long long)json_integer_value(seq) : -1,
-                          gs_clock_now_us()))
+                          gs_msg_int(msg, "timeout_ms", 0), gs_clock_now_us()))
         gs_settle(self); /* parks victims; answers once there is room */
     else
         gs_settle_answers(self); /* refused at once */

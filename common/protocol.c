@@ -122,12 +122,14 @@ static const gs_field_spec_t memory_fields[] = {
 static const gs_field_spec_t make_room_fields[] = {
     F_STR("device", REQ),
     F_INT("bytes", REQ, 1),
+    F_INT("timeout_ms", OPT, 0), /* how long the hook waits (then told why it waits) */
 };
 static const gs_field_spec_t room_fields[] = {
     F_STR("device", REQ),
     F_BOOL("ok", REQ),
     F_INT("free_bytes", OPT, 0),
     F_STR("reason", OPT),
+    F_BOOL("waiting", OPT), /* not an answer: the request waits, for reason */
 };
 static const gs_field_spec_t swap_out_fields[] = {
     F_STR("device", REQ),

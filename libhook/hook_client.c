@@ -85,7 +85,8 @@
 struct room_req {
     int dev;
     uint64_t bytes;
-    long long seq; /* 0: not sent yet */
+    unsigned timeout_ms; /* told to the broker: it says why we wait, and answers before */
+    long long seq;       /* 0: not sent yet */
     int done, ok;
     char reason[256];
     struct room_req *next;
@@ -276,6 +277,7 @@ static void send_pending(void)
             continue;
         json_object_set_new(m, "device", json_string(hook_gate_st.dev[q->dev].uuid));
         json_object_set_new(m, "bytes", json_integer((json_int_t)(q->bytes ? q->bytes : 1)));
+        json_object_set_new(m, "timeout_ms", json_integer((json_int_t)q->timeout_ms));
         q->seq = io.seq;
         out[n++] = m;
     }
@@ -349,7 +351,7 @@ int hook_client_make_room(int dev, uint64_t bytes, unsigned timeout_ms, char *re
         reason[0] = 0;
     if (dev < 0 || dev >= HOOK_MAX_DEVICES || !timeout_ms)
         return 0;
-    struct room_req q = {.dev = dev, .bytes = bytes};
+    struct room_req q = {.dev = dev, .bytes = bytes, .timeout_ms = timeout_ms};
     uint64_t deadline = hook_clock_ns() + (uint64_t)timeout_ms * 1000000ULL;
     struct timespec ts = {(time_t)(deadline / 1000000000ULL), (long)(deadline % 1000000000ULL)};
     int timed_out = 0;
@@ -376,10 +378,13 @@ int hook_client_make_room(int dev, uint64_t bytes, unsigned timeout_ms, char *re
             *pp = q.next;
             break;
         }
-    hook_wait_room_leave_locked(&hook_gate_st.dev[dev]);
-    pthread_mutex_unlock(&hook_gate_mu);
     if (!q.done)
         snprintf(q.reason, sizeof q.reason, "the broker did not answer within %u ms", timeout_ms);
+    /* The wait line's summary says why the allocation failed. */
+    snprintf(hook_gate_st.dev[dev].room_error, sizeof hook_gate_st.dev[dev].room_error, "%s",
+             q.done && q.ok ? "" : q.reason);
+    hook_wait_room_leave_locked(&hook_gate_st.dev[dev]);
+    pthread_mutex_unlock(&hook_gate_mu);
     if (reason_len)
         snprintf(reason, reason_len, "%s", q.reason);
     return q.done && q.ok;
@@ -621,8 +626,30 @@ static void room_answered(long long seq, int ok, const char *reason)
     pthread_mutex_unlock(&hook_gate_mu);
 }
 
+/* The broker says why request seq still waits: the wait line shows it,
+ * and the log says it once per reason. */
+static void room_waits(long long seq, const char *reason)
+{
+    int dev = -1;
+    pthread_mutex_lock(&hook_gate_mu);
+    for (struct room_req *q = sh.rooms; q; q = q->next)
+        if (q->seq == seq && !q->done)
+            dev = q->dev;
+    int news = dev >= 0 && strcmp(hook_gate_st.dev[dev].room_info, reason) != 0;
+    if (news)
+        snprintf(hook_gate_st.dev[dev].room_info, sizeof hook_gate_st.dev[dev].room_info, "%s",
+                 reason);
+    pthread_mutex_unlock(&hook_gate_mu);
+    if (news)
+        gs_warn("an allocation waits for room on GPU %d: %s", dev, reason);
+}
+
 static void on_room(const json_t *m)
 {
+    if (gs_msg_bool(m, "waiting", 0)) {
+        room_waits(gs_msg_int(m, "seq", -1), gs_msg_str(m, "reason", "no reason given"));
+        return;
+    }
     int ok = gs_msg_bool(m, "ok", 0);
     const char *why = gs_msg_str(m, "reason", NULL);
     room_answered(gs_msg_int(m, "seq", -1), ok, why || ok ? why : "the broker could not make room");

@@ -15,7 +15,7 @@ struct hook_config hook_cfg;
 
 #define DEFAULT_IDLE_RELEASE_MS 200
 #define DEFAULT_BURST_MERGE_US  100
-#define DEFAULT_MAKE_ROOM_MS    30000
+#define DEFAULT_MAKE_ROOM_MS    300000
 
 static unsigned env_uint(const char *name, unsigned dflt)
 {

@@ -131,7 +131,11 @@ static json_t *wait_entry_locked(const struct hook_dev *d, int dev, uint64_t now
         json_object_set_new(e, "total_bytes", json_integer((json_int_t)total));
     } else if (!strcmp(why, "room")) {
         json_object_set_new(e, "room_bytes", json_integer((json_int_t)d->room_bytes));
+        if (d->room_info[0])
+            json_object_set_new(e, "info", json_string(d->room_info));
     }
+    if (d->room_error[0]) /* the last allocation that waited for room failed, why */
+        json_object_set_new(e, "room_error", json_string(d->room_error));
     return e;
 }
 

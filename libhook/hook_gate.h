@@ -63,6 +63,8 @@ struct hook_dev {
      * (hook_wait.h): threads at the gate, allocations waiting for room. */
     int gate_waiters, room_waiters;
     uint64_t room_bytes;      /* the allocation the latest room request is for */
+    char room_info[420];      /* why it waits, as the broker said (room with waiting) */
+    char room_error[300];     /* why the last room request failed ("": it did not) */
     uint64_t wait_begin_ns;   /* someone has waited since (0: nobody waits) */
     uint64_t waited_ns;       /* all waits that ended, together */
     unsigned long long waits; /* how many ended */

@@ -45,6 +45,7 @@ void hook_wait_room_enter_locked(struct hook_dev *d, uint64_t bytes)
     GS_ASSERT_HELD(&hook_gate_mu);
     d->room_waiters++;
     d->room_bytes = bytes;
+    d->room_info[0] = 0;
     begin_locked(d);
 }
 

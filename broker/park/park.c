@@ -245,8 +245,7 @@ int gs_park_set(gs_park_t *p, const char *key, const json_t *v, char *err, size_
 {
     if (gs_park_policy_config_set(&p->cfg, key, v, p->host_ram, err, errlen) != 0)
         return -1;
-    if (p->pools)
-        gs_swap_pools_set_budget(p->pools, p->cfg.host_budget);
+    park_ledger_refresh(p, p->mem_at - 1);
     p->wake = 0; /* look again at once */
     for (psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess))
         ps->no_demand = 0;
@@ -266,8 +265,7 @@ void gs_park_config_restore(gs_park_t *p, void *saved)
     if (saved)
         p->cfg = *(gs_park_config_t *)saved;
     free(saved);
-    if (p->pools)
-        gs_swap_pools_set_budget(p->pools, p->cfg.host_budget);
+    park_ledger_refresh(p, p->mem_at - 1);
 }
 
 json_t *gs_park_config_json_of(const gs_park_t *p)
@@ -530,6 +528,19 @@ static void submit(gs_park_t *p, psess_t *ps, int unpark, int64_t now)
         park_swap_unpark(p, ps, now);
         return;
     }
+    char full[400];
+    if (!unpark && !park_ledger_take_image(p, ps, full, sizeof full)) {
+        /* Not beyond the host's memory: the OOM killer would take a
+         * notebook.  The session stays on the GPU, and says why. */
+        gs_park_job_t j;
+        memset(&j, 0, sizeof j);
+        j.id = ps->job = ++p->next_job;
+        snprintf(j.error, sizeof j.error, "%s", full);
+        ps->tier = TIER_CHECKPOINT;
+        park_finish_park(p, ps, &j, now);
+        ps->job = 0;
+        return;
+    }
     ps->tier = TIER_CHECKPOINT;
     gs_park_job_t *j = calloc(1, sizeof *j);
     if (!j)
@@ -633,12 +644,13 @@ int gs_park_request(gs_park_t *p, const char *session, int64_t now, char *info, 
         snprintf(info, len, "nothing to park: the session holds no GPU memory");
         return 0;
     }
-    if (park_host_used(p) + bytes > p->cfg.host_budget) {
+    if (bytes > park_host_room(p, -1)) {
+        char c[32];
         snprintf(info, len,
-                 "parking would exceed the host budget for parked memory (park_host_budget %s, "
+                 "host memory is full: parking %s would not fit (%s free for parked memory, "
                  "%s parked)",
-                 park_mib(a, sizeof a, p->cfg.host_budget),
-                 park_mib(b, sizeof b, park_host_used(p)));
+                 park_mib(a, sizeof a, bytes), park_mib(b, sizeof b, park_host_room(p, -1)),
+                 park_mib(c, sizeof c, park_host_used(p)));
         return -1;
     }
     ps->asked = 1;

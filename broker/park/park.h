@@ -115,9 +115,13 @@ void gs_park_on_client_gone(gs_park_t *self, const char *client, int exited, int
 
 /* make_room from a hook of session: answered now (ok:false, returns 0) or,
  * when it returns 1, once gs_park_poll has parked victims (room); either
- * way the answer comes from gs_park_next_answer.  seq < 0: none. */
+ * way the answer comes from gs_park_next_answer.  seq < 0: none.
+ * timeout_ms: how long the hook waits (0: a hook that does not say, 30 s);
+ * while memory held elsewhere may still become free (busy or just idle
+ * sessions, a full host), the request waits up to then and the hook is
+ * told why (room with waiting: true). */
 int gs_park_make_room(gs_park_t *self, zframe_t *peer, const char *session, int gpu, uint64_t bytes,
-                      long long seq, int64_t now);
+                      long long seq, long long timeout_ms, int64_t now);
 
 /* `park` (%gpushare release): park session now, without waiting for
  * park_idle_s or a need for room, once it is idle (no running cell, grant

@@ -11,6 +11,8 @@
 #include "park.h"
 #include "park_cuda.h"
 #include "park_worker.h"
+#include "host_ledger.h"
+#include "host_meminfo.h"
 #include "sched/park_policy.h"
 #include "pool_socket.h"
 #include "swap_pools.h"
@@ -58,6 +60,7 @@ typedef struct {
     int demoting;      /* brought back from the swap tier to go to the deep tier */
     int deep_next;     /* its next park goes to the checkpoint tier */
     int64_t pool_refused_at; /* swap-only, and the pool could not take it then */
+    int64_t room_refused_at; /* a make_room of its own was refused then (park_room.c) */
     int asked;               /* its notebook asked to be parked (`park`): once it is idle */
     /* Parked on the checkpoint tier only because the pool lacked room: the
      * pool grows by its footprint (pool_short bytes on GPU pool_short_gpu),
@@ -148,6 +151,8 @@ typedef struct room {
     uint64_t goal;  /* answer ok once the estimated free memory reaches this */
     int rounds;     /* victim sets started for it */
     char fail[420]; /* a victim's park failed: the answer's reason */
+    int told_ok;    /* the hook said how long it waits: it is told why it waits */
+    char told[420]; /* the last reason it was told (room with waiting: true) */
     struct room *next;
 } room_t;
 
@@ -190,6 +195,9 @@ struct gs_park {
     char swap_unavailable[200];
     gs_park_config_t cfg;
     uint64_t host_ram;
+    gs_host_meminfo_t mem; /* the machine's, read at mem_at (park_ledger.c) */
+    int64_t mem_at;
+    char mem_err[200];
     gs_park_cuda_t *api; /* NULL: unavailable */
     char unavailable[200];
     gs_park_worker_t *worker;
@@ -248,6 +256,9 @@ int park_swap_available(const gs_park_t *p);
  * cannot move is small: the swap tier would take it (if the pool can lend
  * the host memory then). */
 int park_swap_suits(const gs_park_t *p, const char *session, int g);
+/* The swap tier could park the session in part on GPU g now: it suits
+ * the tier and one process moves its memory there. */
+int park_swap_can_part(gs_park_t *p, const char *session, int g);
 /* Parks ps on the swap tier if it qualifies and the pool can lend: 1
  * started; 2 waiting for the pool, which is pinning or zeroing what it
  * lacks (ps is PS_REVOKING again: tried at each poll, at most
@@ -340,6 +351,19 @@ void park_rates_init(gs_park_t *p);
 void park_rates_measured(gs_park_t *p, psess_t *ps, int out, uint64_t bytes, double seconds);
 /* Tell the scheduler how fast each session's memory would move now. */
 void park_rates_tell(gs_park_t *p, const park_views_t *vs);
+
+/* park_ledger.c: host memory through one ledger (host_ledger.h) */
+gs_host_ledger_t park_ledger(const gs_park_t *p);
+/* Reads the machine (at most once a second), derives the auto budget and
+ * steers the pools' budget by the ledger. */
+void park_ledger_refresh(gs_park_t *p, int64_t now);
+int64_t park_ledger_next(const gs_park_t *p);
+/* Host bytes a park on GPU g may take now: the ledger's room and the
+ * unused chunks of g's pool (every pool's for g < 0). */
+uint64_t park_host_room(const gs_park_t *p, int g);
+/* May ps be checkpointed (its image in host memory)?  1; or 0 with why. */
+int park_ledger_take_image(gs_park_t *p, const psess_t *ps, char *why, size_t len);
+json_t *park_ledger_json(const gs_park_t *p);
 
 /* park_room.c: make_room requests */
 void park_room_reply(gs_park_t *p, room_t *r, int ok, uint64_t free_bytes, const char *reason);

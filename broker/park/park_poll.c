@@ -314,6 +314,11 @@ int gs_park_poll(gs_park_t *p, int64_t now)
     if (!p || !p->api)
         return 0;
     park_swap_check_held(p, now);
+    int64_t mem_was = p->mem_at;
+    park_ledger_refresh(p, now);
+    if (p->mem_at != mem_was) /* the machine's memory changed: the budget may allow more */
+        for (psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess))
+            ps->no_demand = 0;
     if (p->pools) { /* the pools follow what may be parked soon, parked or not */
         /* At most every TARGETS_EVERY: the walk over every client cost 11 %
          * of the broker's CPU under the load test's storms (doc/load-test.md),
@@ -351,5 +356,9 @@ int64_t gs_park_next_deadline(const gs_park_t *p)
         due = p->held_check_at; /* held memory: are its processes still there? */
     if (p->pools && p->targets_stale && p->targets_at < due)
         due = p->targets_at;
+    /* The machine's memory is read again once a second while anything is
+     * parked or asked for (what waits on the ledger may fit then). */
+    if ((p->rooms || park_host_used(p)) && park_ledger_next(p) < due)
+        due = park_ledger_next(p);
     return due;
 }

@@ -15,8 +15,13 @@
 #include "protocol.h"
 
 #define SEC          1000000LL
-#define ROOM_WAIT_US (25 * SEC) /* under the hook's 30 s make_room timeout */
-#define ROOM_ROUNDS  3          /* victim sets tried for one request */
+#define ROOM_WAIT_US (25 * SEC) /* a hook that does not say: under its 30 s */
+/* A hook that says how long it waits is answered a second before. */
+#define ROOM_WAIT_MAX_US (24 * 3600 * SEC)
+/* A caching allocator (PyTorch's) that is refused frees its cache and asks
+ * again: within this, its second request waits for room. */
+#define ROOM_CACHE_US (10 * SEC)
+#define ROOM_ROUNDS   3 /* victim sets tried for one request */
 /* Before saying "nothing to park", a request waits this long for news: the
  * end of another notebook's cell comes from its launcher on another
  * connection and may arrive just after the allocation that needs its room. */
@@ -50,6 +55,15 @@ void park_room_reply(gs_park_t *p, room_t *r, int ok, uint64_t free_bytes, const
     park_answer(p, r->peer, m);
 }
 
+/* Another request of this session waits too. */
+static int asking_room(const gs_park_t *p, const char *session)
+{
+    for (const room_t *r = p->rooms; r; r = r->next)
+        if (!strcmp(r->session, session))
+            return 1;
+    return 0;
+}
+
 static void room_done(gs_park_t *p, room_t *r)
 {
     for (room_t **pp = &p->rooms; *pp; pp = &(*pp)->next)
@@ -76,6 +90,63 @@ static void reserve(gs_park_t *p, const park_views_t *vs, room_t *r, int64_t now
     v->until = now + SEC;
 }
 
+/* Whether a request that cannot be served now should wait rather than
+ * fail (the allocation then fails as native CUDA would): only while the
+ * room may still come, from memory that sessions hold which could become
+ * parkable (their cells end, they become idle long enough) or from host
+ * memory filled now.  Not for memory of sessions that themselves wait for
+ * room (they would wait for each other), nor, at first, when the
+ * requester holds as much as it lacks: a caching allocator frees its cache
+ * when refused and asks again, and that second request waits. */
+static int room_may_wait(gs_park_t *p, const park_views_t *vs, const room_t *r,
+                         gs_park_pick_rc_t rc, int64_t now)
+{
+    if (now >= r->deadline || r->fail[0])
+        return 0;
+    uint64_t others = 0, own = 0;
+    for (int i = 0; i < vs->n; i++) {
+        const park_view_t *v = &vs->v[i];
+        if (!strcmp(v->s->id, r->session)) {
+            own = v->foot[r->gpu];
+            continue;
+        }
+        if (v->ps->st == PS_RESIDENT && !v->reason[0] && !asking_room(p, v->s->id))
+            others += v->foot[r->gpu];
+    }
+    if (!others && rc != GS_PICK_BUDGET)
+        return 0;
+    const psess_t *ps = park_sess(p, r->session, 0);
+    int asked_again = ps && ps->room_refused_at && now - ps->room_refused_at < ROOM_CACHE_US;
+    return asked_again || own < r->bytes;
+}
+
+/* Tell the waiting hook why (once per reason): its wait line shows it. */
+static void room_tell(gs_park_t *p, room_t *r, const char *reason)
+{
+    if (!strcmp(r->told, reason))
+        return;
+    int first = !r->told[0];
+    snprintf(r->told, sizeof r->told, "%s", reason);
+    if (first) {
+        gs_info("room for %.1f MiB on GPU %d for session %s waits: %s", r->bytes / MIB, r->gpu,
+                r->session, reason);
+        gs_eventlog_write(p->eventlog, "room_wait",
+                          json_pack("{s:s, s:s, s:I, s:s}", "session", r->session, "gpu",
+                                    p->uuids[r->gpu], "bytes", (json_int_t)r->bytes, "reason",
+                                    reason));
+    }
+    if (!r->told_ok)
+        return;
+    json_t *m = gs_msg_new(GS_MSG_ROOM);
+    json_object_set_new(m, "device", json_string(p->uuids[r->gpu]));
+    json_object_set_new(m, "ok", json_false());
+    json_object_set_new(m, "waiting", json_true());
+    json_object_set_new(m, "reason", json_string(reason));
+    if (r->seq >= 0)
+        json_object_set_new(m, "seq", json_integer(r->seq));
+    park_answer(p, r->peer, m);
+}
+
 /* 1: answered (go on with the next need); 0: it waits. */
 int park_serve_room(gs_park_t *p, park_views_t *vs, room_t *r, int64_t now)
 {
@@ -89,8 +160,13 @@ int park_serve_room(gs_park_t *p, park_views_t *vs, room_t *r, int64_t now)
     if (park_in_flight(vs, r->gpu))
         return 0;
     if (r->fail[0] || r->rounds >= ROOM_ROUNDS || now >= r->deadline) {
+        /* After a wait, its last reason: what the allocation waited for. */
+        char waited[480];
+        snprintf(waited, sizeof waited, "waited %.0f s: %s", (double)(now - r->since) / SEC,
+                 r->told);
         park_room_reply(p, r, 0, free_now,
-                        r->fail[0]           ? r->fail
+                        r->fail[0]                         ? r->fail
+                        : now >= r->deadline && r->told[0] ? waited
                         : now >= r->deadline ? "timed out waiting for sessions to become idle"
                                              : "parked sessions did not free enough memory");
         room_done(p, r);
@@ -115,13 +191,22 @@ int park_serve_room(gs_park_t *p, park_views_t *vs, room_t *r, int64_t now)
     }
     char reason[400];
     park_explain(p, vs, r->gpu, r->goal - free_now, r->session, rc, now, reason, sizeof reason);
+    if (room_may_wait(p, vs, r, rc, now)) {
+        room_tell(p, r, reason);
+        if (r->deadline < p->wake)
+            p->wake = r->deadline;
+        return 0;
+    }
+    psess_t *ps = park_sess(p, r->session, 0);
+    if (ps)
+        ps->room_refused_at = now;
     park_room_reply(p, r, 0, free_now, reason);
     room_done(p, r);
     return 1;
 }
 
 int gs_park_make_room(gs_park_t *p, zframe_t *peer, const char *session, int gpu, uint64_t bytes,
-                      long long seq, int64_t now)
+                      long long seq, long long timeout_ms, int64_t now)
 {
     room_t tmp = {.peer = peer, .seq = seq, .gpu = gpu, .bytes = bytes};
     snprintf(tmp.session, sizeof tmp.session, "%s", session);
@@ -145,6 +230,15 @@ int gs_park_make_room(gs_park_t *p, zframe_t *peer, const char *session, int gpu
     r->peer = zframe_dup(peer);
     r->since = now;
     r->deadline = r->since + ROOM_WAIT_US;
+    if (timeout_ms > 0) { /* answered a second before the hook gives up */
+        if (timeout_ms > ROOM_WAIT_MAX_US / 1000)
+            timeout_ms = ROOM_WAIT_MAX_US / 1000;
+        int64_t wait = timeout_ms * 1000 - SEC;
+        r->deadline = r->since + (wait < SEC                ? timeout_ms * 500
+                                  : wait > ROOM_WAIT_MAX_US ? ROOM_WAIT_MAX_US
+                                                            : wait);
+        r->told_ok = 1;
+    }
     park_views_t vs = park_views(p, r->since);
     uint64_t free_now = park_free(p, &vs, gpu);
     if (free_now >= bytes) /* memory the hooks did not report: park the whole size */

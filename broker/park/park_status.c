@@ -50,6 +50,11 @@ static void session_status(const gs_park_t *p, const char *session, int gpu, int
         json_object_set_new(e, "resident_bytes", json_integer(left));
     }
     json_object_set_new(e, "parked_bytes", json_integer((json_int_t)parked));
+    /* What it needs free on the GPU to come back (its parked memory and
+     * the driver's rounding margin): the capacity a user is waiting for. */
+    if (parked)
+        json_object_set_new(e, "back_needs_bytes",
+                            json_integer((json_int_t)(parked + park_margin(p, gpu))));
     json_object_set_new(e, "parking", parking_state(p, ps, session, now));
     /* `park` asked for it: parked once the session is idle */
     json_object_set_new(e, "park_asked", json_boolean(ps && ps->asked));
@@ -114,6 +119,9 @@ static json_t *park_status(const gs_park_t *p)
         json_object_set_new(o, "swap_problem", json_string(p->swap_unavailable));
     if (p->pools)
         json_object_set_new(o, "pool", gs_swap_pools_status(p->pools));
+    /* Capacity: the host ledger (park_ledger.c), what bounds it, and the
+     * room a parked session needs on its GPU to come back. */
+    json_object_set_new(o, "host", park_ledger_json(p));
     return o;
 }
 

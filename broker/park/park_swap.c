@@ -223,10 +223,18 @@ uint64_t park_swap_relayable(gs_park_t *p, const char *room_for, int g)
     int uid = lease_uid(p, in);
     if (uid < 0 || gs_swap_pools_usable(p->pools, g, (uid_t)uid) < RELAY_MIN_CHUNKS)
         return 0;
-    for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
+    uint64_t leased = 0;
+    for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients)) {
         if (c->used[g] && c->uid != uid)
             return 0;
-    return in->bytes[g];
+        if (!strcmp(c->session, in->id) && c->lease)
+            leased += (uint64_t)gs_swap_pools_lease_chunks(p->pools, c->lease, (uid_t)uid) *
+                      gs_swap_pools_chunk_bytes(p->pools);
+    }
+    /* Its lease comes back whole (a session parked in part holds a lease
+     * for all it can move): the host ledger counts those chunks as pinned,
+     * so they are what the switch frees. */
+    return leased > in->bytes[g] ? leased : in->bytes[g];
 }
 
 /* The switch's relay (doc/parking.md): the pool cannot lend c all it needs
@@ -255,6 +263,12 @@ static int session_movers(gs_park_t *p, const char *session, int g, long *uid)
                 *uid = k->uid;
         }
     return movers;
+}
+
+int park_swap_can_part(gs_park_t *p, const char *session, int g)
+{
+    return p->pools && p->cfg.swap && park_swap_suits(p, session, g) &&
+           session_movers(p, session, g, NULL) == 1;
 }
 
 /* Looks at the processes once (zhashx has one cursor per table: the
@@ -324,7 +338,12 @@ int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now)
         if (!strcmp(c->session, ps->id))
             movable += c->movable[g];
     relay_t relay = relay_plan(p, ps, g, now);
-    /* Host memory for all of them, or none. */
+    int movers = session_movers(p, ps->id, g, NULL);
+    int part = ps->part[g] && movers == 1 && ps->part[g] < movable;
+    /* Host memory for all of them, or none.  A partial park leases all
+     * the process can move too: the engine gives every range it touches
+     * its whole place in the window, and the rest may follow later into
+     * the same lease. */
     for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients)) {
         if (strcmp(c->session, ps->id) != 0 || !c->movable[g])
             continue;
@@ -341,7 +360,13 @@ int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now)
             int first = !ps->pool_wait_since;
             if (first)
                 ps->pool_wait_since = now;
-            if (now - ps->pool_wait_since < POOL_WAIT_MAX &&
+            /* Waiting for the pin beats the checkpoint tier for as long
+             * as a checkpoint of this much would take (16 s for 32 GiB). */
+            int64_t wait_max = POOL_WAIT_MAX;
+            double ckpt_bps = p->out_bps[TIER_CHECKPOINT][g];
+            if (ckpt_bps > 0 && (double)movable / ckpt_bps * SEC > (double)wait_max)
+                wait_max = (int64_t)((double)movable / ckpt_bps * SEC);
+            if (now - ps->pool_wait_since < wait_max &&
                 gs_swap_pools_coming(p->pools, g, movable)) {
                 if (first)
                     gs_info("session %s waits for the host pool of GPU %d: %s of %s still being "
@@ -349,8 +374,8 @@ int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now)
                             ps->id, g, a, m);
                 ps->st = PS_REVOKING;                 /* tried again at each poll (park_poll.c) */
                 gs_swap_pools_hold(p->pools, 0, now); /* pinning goes on beside copies */
-                if (ps->pool_wait_since + POOL_WAIT_MAX < p->wake)
-                    p->wake = ps->pool_wait_since + POOL_WAIT_MAX;
+                if (ps->pool_wait_since + wait_max < p->wake)
+                    p->wake = ps->pool_wait_since + wait_max;
                 return 2;
             }
             ps->pool_wait_since = 0;
@@ -369,8 +394,7 @@ int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now)
     /* A partial park: one process moves what the session coming back
      * needs (park_victims), and counts as leaving only that much
      * (park_swap_leaving) until its answer says what went out. */
-    int movers = session_movers(p, ps->id, g, NULL);
-    if (ps->part[g] && movers == 1 && ps->part[g] < movable)
+    if (part)
         ps->bytes[g] = ps->part[g];
     else
         memset(ps->part, 0, sizeof ps->part);
@@ -769,8 +793,12 @@ void park_swap_targets(gs_park_t *p)
                 holders += !zhashx_lookup(sums, ps->id);
             }
         zhashx_destroy(&sums);
+        /* Pinned ahead for the largest footprint as soon as one session
+         * holds memory (within the host ledger, park_ledger.c): the first
+         * park of a fresh broker lands on the swap tier too, and a program
+         * outside Jupyter, which parks there only, can be parked at all. */
         gs_swap_pools_set_target(p->pools, g,
                                  gs_swap_pools_lent(p->pools, g) + fell_short +
-                                     (holders >= 2 ? biggest + spare : 0));
+                                     (holders >= 1 ? biggest + spare : 0));
     }
 }

@@ -190,6 +190,18 @@ gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t n
                                const char *exclude, int allow_switched, int64_t deadline,
                                int64_t now, int64_t *wait_until, const char *why)
 {
+    /* A partial park leaves room for what the session it makes room for
+     * will allocate beyond its footprint (its temporaries): what its
+     * processes held at their peaks, and at least 1/32 of the GPU (4.4 GiB
+     * on the H200, 2.5 GiB on the H100), so that its next allocations need
+     * no second park.  (On the H200 a 56 GiB notebook back from a switch
+     * checked its data with 2 GiB it had never held before; the remainder
+     * of the one parked in part could not be taken then, and the notebook
+     * died of OOM.  It can now: the rest of it goes out into the same
+     * lease.) */
+    uint64_t slack = exclude ? park_peak_excess(p, exclude, g) : 0;
+    if (slack < p->total[g] / 32)
+        slack = p->total[g] / 32;
     gs_park_cand_t *c = calloc((size_t)vs->n + 1, sizeof *c);
     int *map = calloc((size_t)vs->n + 1, sizeof *map),
         *picked = calloc((size_t)vs->n + 1, sizeof *picked);
@@ -238,46 +250,36 @@ gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t n
                                 .switch_at = active ? at : 0,
                                 .cost_us = v->si[g].switch_cost_us,
                                 .think_us = v->si[g].think_gap_us,
-                                .failed = v->ps->failed};
+                                .failed = v->ps->failed,
+                                /* The smallest move: the swap tier parks it in part. */
+                                .partial = park_swap_can_part(p, v->s->id, g),
+                                .part_slack = slack};
         map[n++] = i;
     }
-    uint64_t used = park_host_used(p);
-    /* A session coming back from the swap tier frees its host memory as the
-     * one going out fills it (the switch's relay, park_swap.c): a switch
-     * needs host room for one notebook, not two. */
-    uint64_t relayed = park_swap_relayable(p, exclude, g);
-    used = used > relayed ? used - relayed : 0;
-    uint64_t budget_left = p->cfg.host_budget > used ? p->cfg.host_budget - used : 0;
+    /* What the host ledger has room for (park_ledger.c), and what a
+     * session coming back from the swap tier frees as the one going out
+     * fills it (the switch's relay, park_swap.c): a switch needs host room
+     * for one notebook, not two. */
+    uint64_t budget_left = park_host_room(p, g) + park_swap_relayable(p, exclude, g);
     gs_park_pick_rc_t rc = GS_PICK_NONE;
     if (c && map && picked)
         rc = gs_park_policy_choose(c, n, need, allow_switched, budget_left, now, p->cfg.idle_us,
                                    deadline, picked, wait_until);
-    /* A switch on the swap tier needs room for what the session coming
-     * back has out, not for all the victim holds: the last victim moves
-     * only what is still needed (a partial park).  A make_room for a new
-     * allocation parks its victims whole.  A session parked in part is a
-     * victim again for its remainder (the candidates above). */
-    const psess_t *coming = exclude ? park_sess(p, exclude, 0) : NULL;
-    int partial_ok = coming && coming->st == PS_PARKED && coming->tier == TIER_SWAP;
-    /* A partial park leaves room for what the session coming back will
-     * allocate beyond its footprint (its temporaries): what its processes
-     * held at their peaks, and at least 1/32 of the GPU (4.4 GiB on the
-     * H200), so that its next allocations need no second park.  (On the
-     * H200 a 56 GiB notebook back from a switch checked its data with
-     * 2 GiB it had never held before; the remainder of the one parked in
-     * part could not be taken then, and the notebook died of OOM.  It can
-     * now: the rest of it goes out into the same lease.) */
-    uint64_t slack = partial_ok ? park_peak_excess(p, exclude, g) : 0;
-    if (partial_ok && slack < p->total[g] / 32)
-        slack = p->total[g] / 32;
-    uint64_t left = need + slack;
+    /* Room is made by the smallest move: a victim the swap tier can park
+     * in part moves only what is still needed, plus the slack (a switch
+     * needs room for what the session coming back has out, an allocation
+     * for itself), not all it holds; the policy took those first.  A
+     * session parked in part is a victim again for its remainder (the
+     * candidates above). */
+    uint64_t left = need;
     for (int k = 0; rc == GS_PICK_OK && k < n; k++) {
         if (!picked[k])
             continue;
         psess_t *victim = vs->v[map[k]].ps;
         memset(victim->part, 0, sizeof victim->part);
-        if (partial_ok && left && left < c[k].bytes)
-            victim->part[g] = left;
+        uint64_t part = left + slack;
+        if (c[k].partial && left && part < c[k].bytes)
+            victim->part[g] = part;
         left = left > c[k].bytes ? left - c[k].bytes : 0;
         /* A running cell switched out says why it paid (event log). */
         char full[400];
@@ -309,13 +311,26 @@ gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t n
 void park_explain(gs_park_t *p, const park_views_t *vs, int g, uint64_t need, const char *exclude,
                   gs_park_pick_rc_t rc, int64_t now, char *out, size_t len)
 {
-    char a[32], bb[32], c[32], d[32];
+    char a[32], bb[32], c[32], d[32], e[32], f[32];
     if (rc == GS_PICK_BUDGET) {
+        gs_host_ledger_t l = park_ledger(p);
+        const char *bound = gs_host_ledger_bound(&l);
+        char by[120];
+        if (!strcmp(bound, "budget"))
+            snprintf(by, sizeof by, "park_host_budget %s", park_mib(f, sizeof f, l.budget));
+        else if (!strcmp(bound, "reserve"))
+            snprintf(by, sizeof by, "the machine's free memory less park_host_reserve %s",
+                     park_mib(f, sizeof f, l.reserve));
+        else
+            snprintf(by, sizeof by, "%s of host memory less park_host_reserve %s",
+                     park_mib(e, sizeof e, l.limit), park_mib(f, sizeof f, l.reserve));
         snprintf(out, len,
-                 "parking would exceed the host budget for parked memory (park_host_budget %s, "
-                 "%s parked)",
-                 park_mib(a, sizeof a, p->cfg.host_budget),
-                 park_mib(bb, sizeof bb, park_host_used(p)));
+                 "GPU %d and host memory are full: %s more is needed on the GPU, and host memory "
+                 "has room for %s more parked memory (bound by %s; %s parked, %s pinned, %s in "
+                 "checkpoint images)",
+                 g, park_mib(a, sizeof a, need), park_mib(bb, sizeof bb, park_host_room(p, g)), by,
+                 park_mib(c, sizeof c, park_host_used(p)), park_mib(d, sizeof d, l.pinned),
+                 park_mib(e, sizeof e, l.images));
         return;
     }
     uint64_t busy = 0, young = 0, cannot = 0, part = 0;

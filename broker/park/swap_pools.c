@@ -360,6 +360,26 @@ uint64_t gs_swap_pools_lent(const gs_swap_pools_t *self, int gpu)
     return sum;
 }
 
+void gs_swap_pools_stats(const gs_swap_pools_t *self, int gpu, gs_host_pool_stats_t *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int g = 0; g < self->ngpus; g++)
+        if (gpu < 0 || gpu == g) {
+            gs_host_pool_stats_t st;
+            gs_host_pool_stats(self->pool[g].logic, &st);
+            out->chunk_bytes = st.chunk_bytes;
+            out->budget_bytes += st.budget_bytes;
+            out->target_bytes += st.target_bytes;
+            out->pinned_bytes += st.pinned_bytes;
+            out->lent_bytes += st.lent_bytes;
+            out->free_bytes += st.free_bytes;
+            out->clean_bytes += st.clean_bytes;
+            out->pinning_bytes += st.pinning_bytes;
+            out->pin_failures += st.pin_failures;
+            out->leases += st.leases;
+        }
+}
+
 int gs_swap_pools_serve(void *arg, const gs_pool_request_t *req, int *fds, int max,
                         uint64_t *chunk_bytes, int *want, char *err, size_t errlen)
 {

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "host_pool.h"
 #include "pool_socket.h"
 
 typedef struct gs_swap_pools gs_swap_pools_t;
@@ -75,6 +76,10 @@ int gs_swap_pools_coming(const gs_swap_pools_t *self, int gpu, uint64_t bytes);
 int gs_swap_pools_return(gs_swap_pools_t *self, uint64_t lease, int64_t now_us);
 /* Lent bytes on GPU gpu (all GPUs: gpu < 0). */
 uint64_t gs_swap_pools_lent(const gs_swap_pools_t *self, int gpu);
+
+/* The pools' figures on GPU gpu, summed over all GPUs for gpu < 0 (the
+ * host ledger counts what is pinned and being pinned). */
+void gs_swap_pools_stats(const gs_swap_pools_t *self, int gpu, gs_host_pool_stats_t *out);
 
 /* The pool socket's callback (arg: this object): the chunks of the lease
  * asked for, exported as descriptors, or an early return of some of them,

@@ -12,6 +12,16 @@
 
 #define SEC 1000000LL
 
+/* host_ledger.h's auto reserve (the policy library does not link the
+ * park library): a sixteenth of the RAM, at least 2 GiB, at most half. */
+static uint64_t auto_reserve(uint64_t ram)
+{
+    uint64_t r = ram / 16, floor = 2ull << 30;
+    if (r < floor)
+        r = floor;
+    return r > ram / 2 ? ram / 2 : r;
+}
+
 void gs_park_policy_config_default(gs_park_config_t *c, int ngpus, const char (*uuids)[48],
                                    uint64_t host_ram)
 {
@@ -22,6 +32,8 @@ void gs_park_policy_config_default(gs_park_config_t *c, int ngpus, const char (*
     c->deep_idle_us = 3600 * SEC;
     c->budget_auto = 1;
     c->host_budget = host_ram / 2;
+    c->reserve_auto = 1;
+    c->host_reserve = auto_reserve(host_ram);
     c->lock_timeout_us = 5 * SEC;
     c->ngpus = ngpus < 0 ? 0 : ngpus > GS_SCHED_MAX_GPUS ? GS_SCHED_MAX_GPUS : ngpus;
     for (int i = 0; uuids && i < c->ngpus; i++)
@@ -196,9 +208,35 @@ int gs_park_policy_config_set(gs_park_config_t *c, const char *key, const json_t
         c->host_budget = b;
         return 0;
     }
+    if (!strcmp(key, "park_host_reserve") || !strcmp(key, "park_host_memory")) {
+        int reserve = !strcmp(key, "park_host_reserve");
+        uint64_t b;
+        if (json_is_string(v) && !strcmp(json_string_value(v), "auto")) {
+            if (reserve) {
+                c->reserve_auto = 1;
+                c->host_reserve = auto_reserve(host_ram);
+            } else
+                c->host_memory = 0;
+            return 0;
+        }
+        if (gs_park_policy_parse_bytes(v, &b) != 0 || (!reserve && !b))
+            return bad(err, errlen, key,
+                       reserve ? "bytes (a number, or with a K/M/G/T suffix) or \"auto\" (a "
+                                 "sixteenth of the RAM, at least 2 GiB)"
+                               : "bytes above 0 (a number, or with a K/M/G/T suffix) or \"auto\" "
+                                 "(the RAM, or the cgroup's limit)",
+                       v);
+        if (reserve) {
+            c->reserve_auto = 0;
+            c->host_reserve = b;
+        } else
+            c->host_memory = b;
+        return 0;
+    }
     snprintf(err, errlen,
              "%.80s: no such setting (park, park.<gpu>, park_idle_s, park_host_budget, "
-             "park_plain, park_swap, park_lock_timeout_s, park_deep_idle_s)",
+             "park_host_reserve, park_host_memory, park_plain, park_swap, park_lock_timeout_s, "
+             "park_deep_idle_s)",
              key);
     return -1;
 }
@@ -214,6 +252,12 @@ json_t *gs_park_policy_config_json(const gs_park_config_t *c)
                         c->budget_auto ? json_string("auto")
                                        : json_integer((json_int_t)c->host_budget));
     json_object_set_new(o, "park_host_budget_bytes", json_integer((json_int_t)c->host_budget));
+    json_object_set_new(o, "park_host_reserve",
+                        c->reserve_auto ? json_string("auto")
+                                        : json_integer((json_int_t)c->host_reserve));
+    json_object_set_new(o, "park_host_memory",
+                        c->host_memory ? json_integer((json_int_t)c->host_memory)
+                                       : json_string("auto"));
     for (int g = 0; g < c->ngpus; g++) {
         char k[32];
         snprintf(k, sizeof k, "park.%d", g);
@@ -226,9 +270,18 @@ json_t *gs_park_policy_config_json(const gs_park_config_t *c)
 
 typedef struct {
     int idx;
-    int tier; /* 0 idle, 1 switched out; +2 when its last park failed */
+    int tier; /* 0 idle, 2 switched out; +4 when its last park failed; +1 whole (not in part) */
     int64_t key;
 } order_t;
+
+/* What candidate v would move (and take from the host) towards `left`. */
+static uint64_t take_of(const gs_park_cand_t *v, uint64_t left)
+{
+    if (!v->partial)
+        return v->bytes;
+    uint64_t t = left + v->part_slack;
+    return t < v->bytes ? t : v->bytes;
+}
 
 static int cmp_order(const void *a, const void *b)
 {
@@ -266,7 +319,8 @@ gs_park_pick_rc_t gs_park_policy_choose(const gs_park_cand_t *c, int n, uint64_t
                     : c[i].settling ? 0
                                     : allow_switched && c[i].switched_out;
         if (ready)
-            ord[no++] = (order_t){i, (c[i].idle ? 0 : 1) + (c[i].failed ? 2 : 0), c[i].last_active};
+            ord[no++] = (order_t){i, (c[i].idle ? 0 : 2) + (c[i].failed ? 4 : 0) + !c[i].partial,
+                                  c[i].last_active};
         else if (c[i].idle)
             soon[ns++] = (order_t){i, 0, c[i].last_active + idle_for};
         else if (c[i].settling)
@@ -276,25 +330,29 @@ gs_park_pick_rc_t gs_park_policy_choose(const gs_park_cand_t *c, int n, uint64_t
     }
     qsort(ord, (size_t)no, sizeof *ord, cmp_order);
     uint64_t sum = 0, host = 0;
-    for (int k = 0; k < no && sum < need; k++) {
+    uint64_t *took = calloc((size_t)n + 1, sizeof *took);
+    for (int k = 0; took && k < no && sum < need; k++) {
         const gs_park_cand_t *v = &c[ord[k].idx];
-        if (host + v->host_bytes > budget_left) {
+        uint64_t t = take_of(v, need - sum);
+        uint64_t h = v->host_bytes; /* its lease: all it can move (park_swap.c) */
+        if (host + h > budget_left) {
             budget_hit = 1;
             continue;
         }
         picked[ord[k].idx] = 1;
-        sum += v->bytes;
-        host += v->host_bytes;
+        took[ord[k].idx] = t;
+        sum += t;
+        host += h;
     }
     gs_park_pick_rc_t rc;
-    if (sum >= need) {
+    if (took && sum >= need) {
         /* Prune: drop victims the others cover, most recently active first,
          * so least recently active ones are the ones kept. */
         for (int k = no - 1; k >= 0; k--) {
             int i = ord[k].idx;
-            if (picked[i] && sum - c[i].bytes >= need) {
+            if (picked[i] && sum - took[i] >= need) {
                 picked[i] = 0;
-                sum -= c[i].bytes;
+                sum -= took[i];
             }
         }
         rc = GS_PICK_OK;
@@ -309,12 +367,14 @@ gs_park_pick_rc_t gs_park_policy_choose(const gs_park_cand_t *c, int n, uint64_t
             if (soon[k].key > deadline)
                 break;
             const gs_park_cand_t *v = &c[soon[k].idx];
-            if (host + v->host_bytes > budget_left) {
+            uint64_t t = take_of(v, need > more ? need - more : 0);
+            uint64_t h = v->host_bytes;
+            if (host + h > budget_left) {
                 budget_hit = 1;
                 continue;
             }
-            host += v->host_bytes;
-            more += v->bytes;
+            host += h;
+            more += t;
             if (more >= need) {
                 *wait_until = soon[k].key;
                 rc = GS_PICK_WAIT;
@@ -326,6 +386,7 @@ gs_park_pick_rc_t gs_park_policy_choose(const gs_park_cand_t *c, int n, uint64_t
     }
     free(ord);
     free(soon);
+    free(took);
     return rc;
 }
 

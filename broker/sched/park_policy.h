@@ -36,14 +36,20 @@ typedef struct {
     int enabled;                    /* park = on|off (on) */
     int gpu_off[GS_SCHED_MAX_GPUS]; /* park.<gpu> = off */
     int64_t idle_us;                /* park_idle_s (30 s): idle this long to be parked */
-    uint64_t host_budget;           /* park_host_budget in bytes (auto: half the RAM) */
+    uint64_t host_budget;           /* park_host_budget in bytes (auto: what the host ledger
+                                       allows, broker/park/host_ledger.h; kept up to date) */
     int budget_auto;                /* host_budget is "auto" */
-    int plain;                      /* park_plain (off): also park programs outside Jupyter */
-    int swap;                       /* park_swap (on): the swap tier where a session can use it */
-    int64_t lock_timeout_us;        /* park_lock_timeout_s (5 s) */
-    int64_t deep_idle_us;           /* park_deep_idle_s (3600 s; 0: never): idle this long,
-                                       a session goes to the checkpoint tier */
-    int ngpus;                      /* for park.<gpu> */
+    uint64_t host_reserve;          /* park_host_reserve: host memory never used for parking
+                                       (auto: host_ledger's auto reserve of the RAM) */
+    int reserve_auto;
+    uint64_t host_memory;    /* park_host_memory: host memory counted on (0: auto,
+                                MemTotal or the cgroup's limit) */
+    int plain;               /* park_plain (off): also park programs outside Jupyter */
+    int swap;                /* park_swap (on): the swap tier where a session can use it */
+    int64_t lock_timeout_us; /* park_lock_timeout_s (5 s) */
+    int64_t deep_idle_us;    /* park_deep_idle_s (3600 s; 0: never): idle this long,
+                                a session goes to the checkpoint tier */
+    int ngpus;               /* for park.<gpu> */
     char uuids[GS_SCHED_MAX_GPUS][48]; /* park.<uuid> */
 } gs_park_config_t;
 
@@ -51,7 +57,8 @@ void gs_park_policy_config_default(gs_park_config_t *c, int ngpus, const char (*
                                    uint64_t host_ram);
 
 /* A parking key: park, park.<index|uuid>, park_idle_s, park_host_budget,
- * park_plain, park_swap, park_lock_timeout_s, park_deep_idle_s. */
+ * park_host_reserve, park_host_memory, park_plain, park_swap, park_lock_timeout_s,
+ * park_deep_idle_s. */
 int gs_park_policy_is_key(const char *key);
 
 /* One setting by name (values as gs_sched_set takes them; bytes as a number
@@ -85,6 +92,10 @@ typedef struct {
     int64_t think_us;    /* its usual pause between cells (0: unknown): when longer than its
                             switch cost, time slicing takes it as soon as it is idle */
     int failed;          /* its last park failed: tried after the others */
+    int partial;         /* can be parked in part (the swap tier moves segments): it moves
+                            only what is still needed, plus part_slack, and is taken before
+                            the whole ones (the smallest move makes room) */
+    uint64_t part_slack; /* room a partial park leaves besides the need (temporaries) */
 } gs_park_cand_t;
 
 typedef enum {
@@ -94,7 +105,10 @@ typedef enum {
     GS_PICK_BUDGET /* enough, but the host budget does not allow it */
 } gs_park_pick_rc_t;
 
-/* Choose victims for `need` bytes among n candidates: idle ones idle for
+/* Choose victims for `need` bytes among n candidates (those that can be
+ * parked in part first: each moves only what is left to cover, plus its
+ * part_slack; its host_bytes still count whole against the budget, the
+ * lease it needs): idle ones idle for
  * idle_us (least recently active first; with allow_switched, for time
  * slicing, already once idle for their switch cost if that is shorter),
  * then, with allow_switched, active sessions holding nothing that may be

@@ -14,10 +14,12 @@ from gstest import MIB, configure, entry, inject, park_broker, wait_until
 SIZE = 60 * MIB
 
 
-def two_notebooks(notebooks, *settings):
-    """a holds 60 MiB of 100 MiB and is idle; b has not allocated yet."""
-    b, sim, make = notebooks("100M", "park_idle_s=0", *settings)
-    a, nb = make("a"), make("b")
+def two_notebooks(notebooks, *settings, **b_env):
+    """a holds 60 MiB of 100 MiB and is idle; b has not allocated yet.  The
+    checkpoint tier (park_swap=off): its steps are what fails here (the
+    pool pins ahead, so a would go to the swap tier)."""
+    b, sim, make = notebooks("100M", "park_idle_s=0", "park_swap=off", *settings)
+    a, nb = make("a"), make("b", **b_env)
     assert a.cell("alloc x %d" % SIZE) == "ok", a.stderr()
     assert a.cell("fill x 1") == "ok"
     return b, sim, a, nb
@@ -79,9 +81,14 @@ def test_an_unpark_that_keeps_failing_is_tried_again(notebooks, short_tmp):
 
 
 def test_host_budget_refuses_and_loses_nothing(notebooks, short_tmp):
-    broker, sim, a, b = two_notebooks(notebooks, "park_host_budget=50M")
+    # The host is full: the allocation waits, says why, and fails as native
+    # CUDA would once the hook's make-room timeout (3 s here) is over.
+    broker, sim, a, b = two_notebooks(notebooks, "park_host_budget=50M",
+                                      GPUSHARE_MAKE_ROOM_TIMEOUT_MS="3000")
     assert b.cell("alloc x %d" % SIZE) == "err CUDA_ERROR_OUT_OF_MEMORY"
-    assert "host budget" in b.stderr()
+    assert "waits for room on GPU 0: GPU 0 and host memory are full" in b.stderr(), b.stderr()
+    assert "park_host_budget" in b.stderr()
+    assert broker.events("room_wait")
     st = broker.status()
     assert st["parking"]["host_budget_bytes"] == 50 * MIB
     assert st["config"]["park_host_budget"] == 50 * MIB

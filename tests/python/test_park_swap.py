@@ -166,7 +166,9 @@ def test_expandable_segments_memory_goes_out_and_back(swap_notebooks, short_tmp)
     assert c.cell("alloc z %d" % (30 * MIB)) == "ok", c.stderr()
     e = entry(b.status(), "a")
     assert e["parking"] == "parked" and e["park_tier"] == "swap", e
-    assert e["parked_bytes"] == 60 * MIB and e["resident_bytes"] == 0, e
+    # The smallest move: only what c lacks (and a slack) went out.
+    assert 0 < e["parked_bytes"] < 60 * MIB, e
+    assert e["parked_bytes"] + e["resident_bytes"] == 60 * MIB, e
     assert a.cell("check x 6") == "ok", a.stderr()
     assert entry(b.status(), "a")["unparks"] == 1
 
@@ -485,7 +487,12 @@ def test_a_switch_needs_host_room_for_one_notebook_not_two(notebooks, short_tmp)
     seeds = {"a": 1, "b": 2, "c": 3}
     for rnd in range(2):
         for n in "abc":
-            assert nbs[n].cell("check x %d" % seeds[n]) == "ok", (n, nbs[n].stderr(), b.log())
+            try:
+                r = nbs[n].cell("check x %d" % seeds[n])
+            except Exception:
+                open("/tmp/brokerlog.txt", "w").write(b.log())
+                raise
+            assert r == "ok", (n, nbs[n].stderr(), b.log())
             assert nbs[n].cell("run 1") == "ok"
     parks = b.events("park")
     assert len(parks) >= 5, parks

@@ -78,6 +78,34 @@ static void never_more_than_needed(void **state)
     assert_string_equal(chosen(picked, 3), "");
 }
 
+/* Issue 33: a 1 GiB scratch allocation next to idle 24 GiB notebooks.
+ * One that the swap tier can park in part moves 1 GiB and its slack, not
+ * 24 GiB, and is taken before whole parks, even of older sessions. */
+static void the_smallest_move_makes_room(void **state)
+{
+    (void)state;
+    gs_park_cand_t c[] = {idle(24 * 1024, 100 * SEC), idle(24 * 1024, 200 * SEC)};
+    c[1].partial = 1;
+    c[1].part_slack = 256 * MIB;
+    int picked[2];
+    int64_t w = 0;
+    assert_int_equal(gs_park_policy_choose(c, 2, 1024 * MIB, 0, UINT64_MAX, 1000 * SEC, 0,
+                                           INT64_MAX, picked, &w),
+                     GS_PICK_OK);
+    assert_string_equal(chosen(picked, 2), "1");
+    /* Its lease still counts whole against the host's room. */
+    assert_int_equal(gs_park_policy_choose(c, 2, 1024 * MIB, 0, 4096 * MIB, 1000 * SEC, 0,
+                                           INT64_MAX, picked, &w),
+                     GS_PICK_BUDGET);
+    /* A part covers at most what the session holds: with 512 MiB it
+     * cannot, and the whole park of the other one is enough alone. */
+    c[1].bytes = c[1].host_bytes = 512 * MIB;
+    assert_int_equal(gs_park_policy_choose(c, 2, 1024 * MIB, 0, UINT64_MAX, 1000 * SEC, 0,
+                                           INT64_MAX, picked, &w),
+                     GS_PICK_OK);
+    assert_string_equal(chosen(picked, 2), "0");
+}
+
 static void busy_sessions_are_never_victims(void **state)
 {
     (void)state;
@@ -1015,6 +1043,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(least_recently_active_goes_first),
         cmocka_unit_test(never_more_than_needed),
+        cmocka_unit_test(the_smallest_move_makes_room),
         cmocka_unit_test(busy_sessions_are_never_victims),
         cmocka_unit_test(idle_threshold_waits_or_refuses),
         cmocka_unit_test(time_slicing_takes_an_idle_session_after_its_switch_cost),

@@ -279,8 +279,8 @@ static void test_schema_matches_spec(void **state)
                            "used_us:int>=0? overuse_us:int>=0?",
         [GS_MSG_MEMORY] = "device:string! used_bytes:int>=0! managed_bytes:int>=0? "
                           "peak_bytes:int>=0? movable_bytes:int>=0? swapped_bytes:int>=0?",
-        [GS_MSG_MAKE_ROOM] = "device:string! bytes:int>=1!",
-        [GS_MSG_ROOM] = "device:string! ok:bool! free_bytes:int>=0? reason:string?",
+        [GS_MSG_MAKE_ROOM] = "device:string! bytes:int>=1! timeout_ms:int>=0?",
+        [GS_MSG_ROOM] = "device:string! ok:bool! free_bytes:int>=0? reason:string? waiting:bool?",
         [GS_MSG_SWAP_OUT] = "device:string! lease:int>=1! chunks:int>=1! chunk_bytes:int>=1! "
                             "wait_ms:int>=1? bytes:int>=0?",
         [GS_MSG_SWAP_IN] = "device:string! lease:int>=0! wait_ms:int>=1?",
@@ -539,7 +539,7 @@ static void test_int_minimums(void **state)
             checked++;
         }
     }
-    assert_int_equal(checked, 39);
+    assert_int_equal(checked, 40);
     expect_fail("{\"v\":1,\"type\":\"make_room\",\"device\":\"d\",\"bytes\":0}", GS_PERR_BAD_VALUE,
                 "field \"bytes\" must be >= 1, got 0");
     expect_fail("{\"v\":1,\"type\":\"hello\",\"role\":\"hook\",\"pid\":-5}", GS_PERR_BAD_VALUE,

@@ -79,6 +79,8 @@ def why_waiting(d):
     if state == "parked":
         return "this notebook's memory is in host memory and comes back when the GPU has room"
     if state == "room":
+        if d.get("info"):  # the broker said why the room does not come yet
+            return "%s needed: %s" % (_gb(d.get("room_bytes", 0)), d["info"])
         return ("the GPU is full: room is being made for %s (idle notebooks' memory goes to "
                 "host memory)" % _gb(d.get("room_bytes", 0)))
     return "waiting"
@@ -95,6 +97,8 @@ def why_waited(d):
     if state == "parked":
         return "memory waited in host memory for room"
     if state == "room":
+        if d.get("room_error"):  # the allocation failed as native CUDA would, and why
+            return "no room for %s: %s" % (_gb(d.get("room_bytes", 0)), d["room_error"])
         return "room made on the GPU for %s" % _gb(d.get("room_bytes", 0))
     return "waiting"
 
@@ -171,6 +175,16 @@ class CellWatch:
                 total += d.get("for_s", 0.0)
         return total
 
+    def _outcome(self, state):
+        """The reasons for the summary: a wait for room this cell had that
+        ended in failure says so, and why (the hook's room_error)."""
+        failed = {d.get("gpu"): d["room_error"] for d in state.get("devices", [])
+                  if d.get("room_error")}
+        if not failed:
+            return self.reasons
+        return ["no room: %s" % "; ".join(failed.values()) if r.startswith("room made") else r
+                for r in self.reasons]
+
     def poll(self):
         state = self.hook.wait_state()
         if not state:
@@ -185,7 +199,7 @@ class CellWatch:
                     self.reasons.append(why)
             self._show(render_waiting(long_ones, len(devs)))
         elif self.handle is not None and not waits:
-            self._show(render_summary(self.waited(state), self.reasons), done=True)
+            self._show(render_summary(self.waited(state), self._outcome(state)), done=True)
 
     def finish(self):
         """At the cell's end, on the kernel's main thread: the thread stops
@@ -195,7 +209,7 @@ class CellWatch:
             self.thread.join(5)
         if self.handle is not None:
             state = self.hook.wait_state() or {}
-            self._show(render_summary(self.waited(state), self.reasons), done=True)
+            self._show(render_summary(self.waited(state), self._outcome(state)), done=True)
 
 
 class WaitLine:
