@@ -487,12 +487,7 @@ def test_a_switch_needs_host_room_for_one_notebook_not_two(notebooks, short_tmp)
     seeds = {"a": 1, "b": 2, "c": 3}
     for rnd in range(2):
         for n in "abc":
-            try:
-                r = nbs[n].cell("check x %d" % seeds[n])
-            except Exception:
-                open("/tmp/brokerlog.txt", "w").write(b.log())
-                raise
-            assert r == "ok", (n, nbs[n].stderr(), b.log())
+            assert nbs[n].cell("check x %d" % seeds[n]) == "ok", (n, nbs[n].stderr(), b.log())
             assert nbs[n].cell("run 1") == "ok"
     parks = b.events("park")
     assert len(parks) >= 5, parks
