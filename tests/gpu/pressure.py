@@ -150,7 +150,7 @@ def configs(m):
         g = m["gpu_bytes"]
         raw = min(0.3 * g, m["host_room"] / 2) if c == "many" else 0.5 * g
         size = max(m["unit"], int(round(raw / m["unit"])) * m["unit"])
-        out.append((c, sum(capacity(m, size)), size))
+        out.append((c, max(2, sum(capacity(m, size))), size))  # two at least: they share
     return out
 
 
@@ -230,15 +230,20 @@ class Notebook:
                "bit_exact": None, "error": None}
         t0 = time.time()
         self.ctx.driver.drive("busy " + self.name)
+        limit = min(CELL_TIMEOUT, DEADLINE - time.time())
         try:
             self.proc.stdin.write(cmd + "\n")
             self.proc.stdin.flush()
-            row.update(json.loads(readline(self.proc, min(CELL_TIMEOUT, DEADLINE - time.time()))))
+            row.update(json.loads(readline(self.proc, limit)))
         except TimeoutError:
-            # waited too long: counted as stuck (not as a death), and
-            # stopped, so that it holds nothing and answers nothing late
-            row["error"] = "timeout: no answer within %.0f s" % CELL_TIMEOUT
-            self.ctx.stuck.add(self.name)
+            # waited too long: counted as stuck (not as a death; cut short
+            # by the run's deadline: neither), and stopped, so that it
+            # holds nothing and answers nothing late
+            if limit < CELL_TIMEOUT:
+                row["error"] = "deadline: the run's time was up after %.0f s" % limit
+            else:
+                row["error"] = "timeout: no answer within %.0f s" % CELL_TIMEOUT
+                self.ctx.stuck.add(self.name)
             self.dead = True
             self.proc.kill()
         except (EOFError, OSError, ValueError) as e:
