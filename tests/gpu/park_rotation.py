@@ -7,11 +7,11 @@ park/unpark times and GB/s.  Writes JSON lines to stdout.
     park_rotation.py CARRY_DIR OUT_DIR [GIB] [ROUNDS]"""
 import json
 import os
-import select
-import signal
 import subprocess
 import sys
 import time
+
+from bench_procs import CellDriver, readline, start_broker, stop_broker
 
 CARRY, OUT = sys.argv[1], sys.argv[2]
 GIB = float(sys.argv[3]) if len(sys.argv) > 3 else 60
@@ -28,40 +28,18 @@ env = dict(os.environ, GPUSHARE_BROKER=EP,
            LD_LIBRARY_PATH=os.path.join(CARRY, "lib") + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
 
 
-def readline(proc, timeout):
-    """A line from proc's stdout within timeout seconds (select, no sleeps)."""
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    if not ready:
-        raise TimeoutError("no answer within %ds" % timeout)
-    return proc.stdout.readline().strip()
-
-
 def emit(**kw):
     print(json.dumps(kw), flush=True)
 
 
 def main():
-    os.makedirs("/tmp/gs", exist_ok=True)
-    blog = open(os.path.join(OUT, "park-broker.log"), "w")
     # PARK_SET: more settings ("placement=pack" for the move on two GPUs).
-    extra = [a for kv in os.environ.get("PARK_SET", "").split() for a in ("--set", kv)]
-    broker = subprocess.Popen([os.path.join(CARRY, "gpushare", "gpushare-broker"), "-v", "-e", EP,
-                               "--set", "park_idle_s=0", "--set",
-                               "park_host_budget=" + os.environ.get("PARK_HOST_BUDGET", "100G"),
-                               "--event-log", os.path.join(OUT, "park-events.jsonl")] + extra,
-                              env=env, stderr=blog)
-    deadline = time.time() + 30
-    while not os.path.exists("/tmp/gs/park.sock"):
-        if time.time() > deadline:
-            raise SystemExit("broker did not start")
-        time.sleep(0.05)  # waiting for a process to bind: no event to await
-    driver = subprocess.Popen([os.path.join(CARRY, "gpushare", "cell_driver"), EP], env=env,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-
-    def drive(cmd, timeout=30):
-        driver.stdin.write(cmd + "\n")
-        driver.stdin.flush()
-        return readline(driver, timeout)
+    settings = ["park_idle_s=0", "park_host_budget=" + os.environ.get("PARK_HOST_BUDGET", "100G")]
+    broker = start_broker(CARRY, EP, os.path.join(OUT, "park-broker.log"),
+                          settings + os.environ.get("PARK_SET", "").split(),
+                          os.path.join(OUT, "park-events.jsonl"), env)
+    driver = CellDriver(CARRY, EP, env)
+    drive = driver.drive
 
     workers = {}
     for k in KS:
@@ -144,13 +122,8 @@ def main():
                 w.stdin.flush()
             except Exception:
                 pass
-        driver.stdin.write("quit\n")
-        driver.stdin.flush()
-        broker.send_signal(signal.SIGTERM)  # unparks whatever is parked
-        try:
-            broker.wait(120)
-        except subprocess.TimeoutExpired:
-            broker.kill()
+        driver.close()
+        stop_broker(broker, 120)  # SIGTERM: it unparks whatever is parked
         for w in workers.values():
             try:
                 w.wait(60)

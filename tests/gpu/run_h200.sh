@@ -5,8 +5,8 @@
 # JSON lines to $OUT/results.jsonl plus logs.
 #   bash tests/gpu/run_h200.sh [SECTION...]   (from the repository root)
 # Sections: validate launch launch_streams torch revoke broker park fastpark
-# swap notebook (default: all but park, fastpark and swap, which run alone, and
-# launch_streams, ~4 minutes of its own).
+# swap pressure notebook (default: all but park, fastpark, swap and pressure,
+# which run alone, and launch_streams, ~4 minutes of its own).
 set -u
 sections=" ${*:-validate launch torch revoke broker notebook} "
 want() { [[ $sections == *" $1 "* ]]; }
@@ -169,6 +169,29 @@ if want swap; then
     while read -r line; do record "swap/alloc/native" "$line"; done <"$OUT/alloc-native.jsonl"
     while read -r line; do record "swap/alloc/hook" "$line"; done <"$OUT/alloc-hook.jsonl"
     while read -r line; do record "swap/alloc/hook-swap" "$line"; done <"$OUT/alloc-swap.jsonl"
+fi
+
+# 6c. Memory under pressure (issue 33): notebooks sized from the card and
+#     the host (tests/gpu/pressure.py: "many", 5 x 24 GiB on an 80 GB card
+#     with 128 GiB of RAM, and "big", 2 x 40 GiB), both tiers side by side,
+#     the broker with its default settings but park_idle_s=0; first within
+#     GPU + host capacity, then one notebook beyond it.  Each configuration
+#     runs under its own timeout (PRESSURE_TIMEOUT, default 420 s shared
+#     between them), the script's own deadline 40 s before it so that it
+#     stops everything it started and writes its summary.
+if want pressure; then
+    confs=${PRESSURE_CONFIGS:-many big}
+    [ -n "${PRESSURE_N:-}${PRESSURE_GIB:-}" ] && confs=custom
+    set -- $confs
+    each=$(( ${PRESSURE_TIMEOUT:-420} / $# ))
+    for c in $confs; do
+        d=$OUT/pressure-$c
+        mkdir -p "$d"
+        PRESSURE_CONFIGS=$c PRESSURE_DEADLINE_S=$(( each - 40 )) timeout -k 15 "$each" \
+            python3 tests/gpu/pressure.py "$C" "$d" >"$d/stdout.jsonl" 2>>"$OUT/errors.log"
+        while read -r line; do record "pressure/$c" "$line" >/dev/null; done <"$d/stdout.jsonl"
+        grep '"event": "summary"' "$d/stdout.jsonl" || echo "pressure/$c: no summary (see $d)"
+    done
 fi
 
 # 7. Two notebooks of PyTorch cells started by gpushare-launch (issue 5):

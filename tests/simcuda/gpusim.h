@@ -65,6 +65,21 @@ int gpusim_inject_failure(const char *call, int count, int error, int pid);
  * "unlock"; -1 for another step. */
 int gpusim_inject_checkpoint_failure(const char *step, int count);
 
+/* The simulated host's memory (GPUSHARE_SIM_HOST_MEMORY): what is charged
+ * against it now, all processes of the segment together.  Dead processes'
+ * charges are dropped before reading. */
+struct gpusim_host_stats {
+    unsigned long long limit;  /* bytes; 0: unlimited */
+    unsigned long long used;   /* pinned + images */
+    unsigned long long peak;   /* the most `used` has been since the machine was made */
+    unsigned long long pinned; /* cuMemHostAlloc/cuMemAllocHost, host cuMemCreate */
+    unsigned long long images; /* checkpoint images (device memory parked in host memory) */
+    unsigned int kills;        /* processes the simulated OOM killer killed */
+    int last_killed_pid;       /* 0: none */
+};
+/* Fills *out; 0, or -1 with no segment (needs no cuInit). */
+int gpusim_host_stats(struct gpusim_host_stats *out);
+
 #ifdef __cplusplus
 }
 #endif

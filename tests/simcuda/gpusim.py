@@ -19,7 +19,10 @@ Command line (exit status 0 on success, 1 with the CUDA error on stderr):
     python3 gpusim.py alloc BYTES [--hold]      allocate (K/M/G suffixes);
                                                 --hold keeps it until stdin
                                                 is closed
-    python3 gpusim.py info                      devices, memory, busy time
+    python3 gpusim.py info                      devices, memory, busy time,
+                                                the host's memory (host_stats)
+    python3 gpusim.py host                      the host's memory only (no
+                                                cuInit: for a test watching)
     python3 gpusim.py inject CALL [COUNT] [--error NAME] [--pid PID]
                                                 the next COUNT (1) calls of
                                                 CALL fail (gpusim_inject_failure)
@@ -32,7 +35,7 @@ import threading
 __all__ = [
     "CudaError", "Stream", "init", "alloc", "free", "write", "read", "launch",
     "synchronize", "mem_info", "busy_ns", "process_busy_ns", "stream",
-    "is_simulated", "inject_failure",
+    "is_simulated", "inject_failure", "host_stats",
 ]
 
 _lib = None
@@ -278,6 +281,28 @@ def process_busy_ns(device=None):
     return fn(ctypes.c_int(_device if device is None else device))
 
 
+class _HostStats(ctypes.Structure):
+    _fields_ = [("limit", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong),
+                ("peak", ctypes.c_ulonglong), ("pinned", ctypes.c_ulonglong),
+                ("images", ctypes.c_ulonglong), ("kills", ctypes.c_uint),
+                ("last_killed_pid", ctypes.c_int)]
+
+
+def host_stats():
+    """The simulated host's memory (GPUSHARE_SIM_HOST_MEMORY), all processes
+    together, as a dict: limit (0: unlimited), used, peak, pinned, images
+    (checkpoint images), kills (by the simulated OOM killer),
+    last_killed_pid.  Needs no init(); the machine must exist.  ValueError
+    without one."""
+    fn = _load().gpusim_host_stats
+    fn.argtypes = [ctypes.POINTER(_HostStats)]
+    fn.restype = ctypes.c_int
+    st = _HostStats()
+    if fn(ctypes.byref(st)) != 0:
+        raise ValueError("no simulated machine (no process of GPUSHARE_SIM_NAME called cuInit)")
+    return {name: getattr(st, name) for name, _ in _HostStats._fields_}
+
+
 def _error_code(name):
     """The CUresult number of a CUDA_ERROR_... name."""
     lib = _load()
@@ -337,7 +362,15 @@ def _main(argv):
     j.add_argument("count", type=int, nargs="?", default=1)
     j.add_argument("--error", default="0", help="CUDA_ERROR_... name or number")
     j.add_argument("--pid", type=int, default=0, help="only this process' calls")
+    sub.add_parser("host", help="print the simulated host's memory (GPUSHARE_SIM_HOST_MEMORY)")
     args = ap.parse_args(argv)
+    if args.cmd == "host":
+        try:
+            print(json.dumps(host_stats()))
+        except (ValueError, OSError) as e:
+            print("gpusim.py: %s" % e, file=sys.stderr)
+            return 1
+        return 0
     if args.cmd == "inject":
         try:
             inject_failure(args.call, args.count,
@@ -364,8 +397,10 @@ def _main(argv):
             free(p)
         else:
             fr, total = mem_info()
-            print(json.dumps({"simulated": is_simulated(), "free": fr, "total": total,
-                              "busy_ns": busy_ns() if is_simulated() else None}))
+            sim = is_simulated()
+            print(json.dumps({"simulated": sim, "free": fr, "total": total,
+                              "busy_ns": busy_ns() if sim else None,
+                              "host": host_stats() if sim else None}))
     except (CudaError, RuntimeError, OSError) as e:
         print("gpusim.py: %s" % e, file=sys.stderr)
         return 1

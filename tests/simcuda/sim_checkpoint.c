@@ -9,6 +9,8 @@
  *               LOCKED (or CUDA_ERROR_TIMEOUT and the gate reopens);
  *   checkpoint: park device memory in host memory, give the capacity back,
  *               CHECKPOINTED (managed memory: CUDA_ERROR_NOT_SUPPORTED);
+ *               the image is charged to the host's memory, and one that
+ *               does not fit gets the target killed (sim_host.c);
  *   restore:    take the capacity again (or CUDA_ERROR_OUT_OF_MEMORY),
  *               map the memory back at the same addresses, LOCKED; with
  *               GPU pairs, on the new GPUs (pairs_map: every GPU of the
@@ -74,6 +76,8 @@ static CUresult do_checkpoint(void)
         if (rc != CUDA_SUCCESS)
             sim_mem_restore_locked(); /* undo: nothing changes on failure */
     }
+    uint64_t image = 0, used = 0, limit = 0;
+    int killed = 0;
     if (rc == CUDA_SUCCESS) {
         sim_shm_lock();
         struct sim_proc *p = sim_proc_self_locked();
@@ -82,13 +86,21 @@ static CUresult do_checkpoint(void)
             p->resident[d] -= b;
             p->checkpointed[d] += b;
             sim_seg->used[d] -= b < sim_seg->used[d] ? b : sim_seg->used[d];
+            image += b;
         }
+        /* the image is in this process' host memory: beyond the host's,
+         * Linux's OOM killer would take this process */
+        used = sim_seg->host_used;
+        limit = sim_seg->host_limit;
+        killed = p && sim_host_image_charge_locked(p, image) != 0;
         if (p)
             p->state = CU_PROCESS_STATE_CHECKPOINTED;
         sim_shm_broadcast(&sim_seg->slot_cv);
         sim_shm_unlock();
     }
     sim_unlock();
+    if (killed)
+        sim_host_oom_kill(image, used, limit);
     return rc;
 }
 
@@ -160,6 +172,7 @@ static CUresult do_restore(void)
             p->resident[d] += need[d];
             p->checkpointed[d] = 0;
         }
+        sim_host_image_release_locked(p); /* back on the GPU */
         /* Moved: the process' ordinals name the new GPUs from now on (its
          * cuDeviceGetUuid says so, as on the real driver). */
         for (int i = 0; i < sim_g.nvisible; i++)

@@ -134,6 +134,14 @@ int sim_config_load(struct sim_config *cfg)
             return bad("GPUSHARE_SIM_KERNEL_US", v, "expected microseconds, 0 to 3600000000");
         cfg->kernel_us = n;
     }
+    v = getenv("GPUSHARE_SIM_HOST_MEMORY");
+    if (v && *v) {
+        if (sim_parse_size(v, &n) || n == 0)
+            return bad("GPUSHARE_SIM_HOST_MEMORY", v,
+                       "expected a byte count with optional K/M/G/T suffix, e.g. 64G; "
+                       "unset for no limit");
+        cfg->host_memory = n;
+    }
     v = getenv("GPUSHARE_SIM_LOG");
     if (v && *v)
         snprintf(cfg->log_path, sizeof cfg->log_path, "%s", v);

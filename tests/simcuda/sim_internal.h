@@ -37,12 +37,13 @@
 /* ---- configuration (sim_env.c) ---------------------------------------- */
 
 struct sim_config {
-    char name[256];               /* shm segment name, starts with '/' */
-    int devices;                  /* GPUSHARE_SIM_DEVICES */
-    unsigned long long memory;    /* GPUSHARE_SIM_MEMORY, bytes per device */
-    unsigned concurrency;         /* GPUSHARE_SIM_CONCURRENCY */
-    unsigned long long kernel_us; /* GPUSHARE_SIM_KERNEL_US (per process) */
-    char log_path[4096];          /* GPUSHARE_SIM_LOG, "" = none */
+    char name[256];                 /* shm segment name, starts with '/' */
+    int devices;                    /* GPUSHARE_SIM_DEVICES */
+    unsigned long long memory;      /* GPUSHARE_SIM_MEMORY, bytes per device */
+    unsigned concurrency;           /* GPUSHARE_SIM_CONCURRENCY */
+    unsigned long long kernel_us;   /* GPUSHARE_SIM_KERNEL_US (per process) */
+    char log_path[4096];            /* GPUSHARE_SIM_LOG, "" = none */
+    unsigned long long host_memory; /* GPUSHARE_SIM_HOST_MEMORY, bytes; 0 = unlimited */
 };
 
 /* Fills cfg from the environment; on a malformed variable prints one line
@@ -67,6 +68,10 @@ struct sim_proc {
     uint64_t checkpointed[SIM_MAX_DEVICES]; /* bytes parked in host memory */
     uint64_t busy_ns[SIM_MAX_DEVICES];
     uint32_t slots_held[SIM_MAX_DEVICES];
+    /* host memory charged to this process (sim_host.c): pinned memory it
+     * made (cuMemHostAlloc, host cuMemCreate), and its checkpoint image */
+    uint64_t host_pinned;
+    uint64_t host_image;
     /* checkpoint mailbox: one request at a time per target */
     int32_t req_busy;
     int32_t req_caller;
@@ -82,7 +87,7 @@ struct sim_proc {
     unsigned char req_pairs[SIM_MAX_DEVICES][2][16];
 };
 
-#define SIM_MAGIC 0x67707573696d3034ULL /* "gpusim04" */
+#define SIM_MAGIC 0x67707573696d3035ULL /* "gpusim05" */
 
 /* An armed failure injection (gpusim_inject_failure): the next `count`
  * calls of `call` made by process `pid` (0: any) return `error`. */
@@ -140,6 +145,13 @@ struct sim_segment {
     struct sim_inject inject[SIM_INJECT_SLOTS];
     uint64_t next_share_id;
     struct sim_share shares[SIM_MAX_SHARES];
+    /* the host's memory for pinned memory and checkpoint images
+     * (GPUSHARE_SIM_HOST_MEMORY; sim_host.c) */
+    uint64_t host_limit; /* 0: unlimited */
+    uint64_t host_used;
+    uint64_t host_peak;
+    uint32_t host_kills; /* processes the simulated OOM killer killed */
+    int32_t host_last_killed;
     struct sim_proc procs[SIM_MAX_PROCS];
 };
 
@@ -180,6 +192,22 @@ void sim_share_leave_locked(uint64_t id);
 void sim_slot_acquire(int dev);
 void sim_slot_release(int dev, uint64_t busy_ns);
 void sim_proc_unregister(void);
+
+/* ---- host memory (sim_host.c) ---------------------------------------- */
+
+/* Pinned host memory made by this process: counted against the host's
+ * memory (GPUSHARE_SIM_HOST_MEMORY), CUDA_ERROR_OUT_OF_MEMORY beyond it. */
+CUresult sim_host_charge(uint64_t bytes);
+void sim_host_uncharge(uint64_t bytes);
+/* The checkpoint image of process p (segment mutex held): charged, or -1
+ * when it does not fit (the caller is then killed: sim_host_oom_kill). */
+int sim_host_image_charge_locked(struct sim_proc *p, uint64_t bytes);
+void sim_host_image_release_locked(struct sim_proc *p);
+/* A process gone: its charges dropped (segment mutex held). */
+void sim_host_proc_gone_locked(const struct sim_proc *p);
+/* The simulated OOM killer: this process, whose checkpoint image of
+ * `bytes` did not fit, says so and dies of SIGKILL.  Call without locks. */
+_Noreturn void sim_host_oom_kill(uint64_t bytes, uint64_t used, uint64_t limit);
 
 /* ---- failure injection (sim_inject.c) --------------------------------- */
 
@@ -473,9 +501,10 @@ enum sim_alloc_kind { SIM_MEM_DEVICE = 1, SIM_MEM_MANAGED, SIM_MEM_HOST };
 
 struct sim_alloc {
     uintptr_t base;
-    size_t size;        /* as requested */
-    size_t map_size;    /* page-rounded mapping */
-    uint64_t accounted; /* bytes counted against capacity (0 for host) */
+    size_t size;           /* as requested */
+    size_t map_size;       /* page-rounded mapping */
+    uint64_t accounted;    /* bytes counted against capacity (0 for host) */
+    uint64_t host_charged; /* pinned host memory: bytes charged to the host (sim_host.c) */
     int dev;
     int kind;
     int from_pool;   /* stream-ordered (cuMemAllocAsync): not legacy-IPC capable */
@@ -502,6 +531,7 @@ struct sim_phys {
     unsigned long long handle_types; /* requestedHandleTypes */
     uint64_t id;                     /* process-unique (MEMORY_BLOCK_ID) */
     uint64_t accounted;              /* bytes this process counts against capacity */
+    uint64_t host_charged;           /* host memory it made: bytes charged to the host */
     uint64_t share_id;               /* device memory exported or imported: its sim_share */
     int refs;                        /* handle references: create/import/retain - release */
     int maps;

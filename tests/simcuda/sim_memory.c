@@ -3,7 +3,8 @@
  * a real anonymous mapping (MAP_NORESERVE), so a device pointer is an
  * ordinary address that copies and sets use directly (unified addressing).
  * Device and managed allocations are counted against the shared capacity,
- * rounded up to SIM_ALLOC_ROUND (512) bytes; host allocations are not.
+ * rounded up to SIM_ALLOC_ROUND (512) bytes; host allocations are not:
+ * they are charged to the host's memory instead (sim_host.c).
  * The checkpoint half parks the contents in malloc'ed memory and leaves
  * the address range reserved (PROT_NONE) so restore maps it back in place.
  *
@@ -46,8 +47,15 @@ CUresult sim_mem_alloc_locked(struct sim_ctx *ctx, size_t size, int kind, int lo
         return CUDA_ERROR_NOT_SUPPORTED;
 #endif
     }
+    /* pinned host memory takes the host's RAM (page by page, as pinning does) */
+    uint64_t host = kind == SIM_MEM_HOST ? map : 0;
     if (acc) {
         CUresult rc = sim_capacity_reserve(ctx->dev, acc);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    }
+    if (host) {
+        CUresult rc = sim_host_charge(host);
         if (rc != CUDA_SUCCESS)
             return rc;
     }
@@ -58,6 +66,7 @@ CUresult sim_mem_alloc_locked(struct sim_ctx *ctx, size_t size, int kind, int lo
         a->size = size;
         a->map_size = map;
         a->accounted = acc;
+        a->host_charged = host;
         a->dev = ctx->dev;
         a->kind = kind;
         a->id = sim_new_id();
@@ -73,6 +82,8 @@ CUresult sim_mem_alloc_locked(struct sim_ctx *ctx, size_t size, int kind, int lo
             munmap(p, map);
         if (acc)
             sim_capacity_release(ctx->dev, acc);
+        if (host)
+            sim_host_uncharge(host);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (kind == SIM_MEM_MANAGED)
@@ -89,6 +100,8 @@ void sim_mem_release_locked(struct sim_alloc *a)
         close(a->fd);
     if (a->accounted)
         sim_capacity_release(a->dev, a->accounted);
+    if (a->host_charged)
+        sim_host_uncharge(a->host_charged);
     if (a->kind == SIM_MEM_MANAGED)
         sim_g.managed_count--;
     free(a->saved);

@@ -38,6 +38,7 @@ static void init_segment(struct sim_segment *s, const struct sim_config *cfg)
     s->device_count = (uint32_t)cfg->devices;
     s->concurrency = cfg->concurrency;
     s->capacity = cfg->memory;
+    s->host_limit = cfg->host_memory;
     snprintf(s->name, sizeof s->name, "%s", cfg->name);
 
     pthread_mutexattr_init(&ma);
@@ -111,6 +112,8 @@ static void adopt_if_abandoned(const struct sim_config *cfg)
         sim_seg->device_count = (uint32_t)cfg->devices;
         sim_seg->concurrency = cfg->concurrency;
         sim_seg->capacity = cfg->memory;
+        sim_seg->host_limit = cfg->host_memory;
+        sim_seg->host_used = 0; /* nobody lives to hold any */
         memset(sim_seg->used, 0, sizeof sim_seg->used);
         memset(sim_seg->slots_used, 0, sizeof sim_seg->slots_used);
         memset(sim_seg->shares, 0, sizeof sim_seg->shares);
@@ -424,6 +427,7 @@ static void release_entry_locked(struct sim_proc *p)
         sim_seg->slots_used[d] -=
             p->slots_held[d] < sim_seg->slots_used[d] ? p->slots_held[d] : sim_seg->slots_used[d];
     }
+    sim_host_proc_gone_locked(p);
     memset(p, 0, sizeof *p);
     sim_shm_broadcast(&sim_seg->slot_cv);
     sim_shm_broadcast(&sim_seg->ctl_cv);

@@ -4,8 +4,10 @@
  * reserved PROT_NONE mappings; physical allocations (cuMemCreate) are
  * memfds, so mapping one at several addresses shares the contents as on a
  * GPU.  Device physical memory counts against capacity at cuMemCreate;
- * host memory (CU_MEM_LOCATION_TYPE_HOST_NUMA / _HOST) does not, and needs
- * only cuInit, no context (as on a real driver).
+ * host memory (CU_MEM_LOCATION_TYPE_HOST_NUMA / _HOST) does not (it is
+ * charged to the host's memory instead, by its creator only: an import
+ * makes no new memory; sim_host.c), and needs only cuInit, no context (as
+ * on a real driver).
  *
  * The real driver's rules are enforced where a program could come to rely
  * on breaking them:
@@ -78,6 +80,8 @@ static void phys_free_locked(struct sim_phys *ph)
         close(ph->fd);
     if (ph->accounted && !ph->saved)
         sim_capacity_release(ph->dev, ph->accounted);
+    if (ph->host_charged)
+        sim_host_uncharge(ph->host_charged);
     if (ph->share_id) {
         /* this process stops holding the shared memory with its last handle */
         int others = 0;
@@ -312,12 +316,15 @@ static CUresult mem_create(CUmemGenericAllocationHandle *handle, size_t size,
               : prop->location.type == CU_MEM_LOCATION_TYPE_HOST ? 0
                                                                  : prop->location.id;
     ph->handle_types = prop->requestedHandleTypes;
-    ph->accounted = loc == SIM_LOC_DEVICE ? size : 0; /* host memory is not the GPU's */
+    ph->accounted = loc == SIM_LOC_DEVICE ? size : 0;  /* host memory is not the GPU's */
+    ph->host_charged = loc == SIM_LOC_HOST ? size : 0; /* but the host's (sim_host.c) */
     ph->refs = 1;
     sim_lock();
     ph->id = sim_new_id();
     if (ph->accounted)
         rc = sim_capacity_reserve(ph->dev, size);
+    else
+        rc = sim_host_charge(size);
     if (rc == CUDA_SUCCESS) {
         ph->fd = sim_vmm_memfd(size, loc);
         if (ph->fd < 0 || sim_phys_add_locked(ph) != 0) {
@@ -325,6 +332,8 @@ static CUresult mem_create(CUmemGenericAllocationHandle *handle, size_t size,
                 close(ph->fd);
             if (ph->accounted)
                 sim_capacity_release(ph->dev, size);
+            if (ph->host_charged)
+                sim_host_uncharge(size);
             rc = CUDA_ERROR_OUT_OF_MEMORY;
         }
     }

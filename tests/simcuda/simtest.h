@@ -49,7 +49,8 @@ void simtest_child_fail(const char *file, int line, const char *what, CUresult r
 
 /* A machine of its own for the current test: sets GPUSHARE_SIM_NAME
  * (/gpusim-test-<pid>-<n>), _MEMORY and _CONCURRENCY (NULL: unset), clears
- * the other GPUSHARE_SIM_* variables and unlinks any old segment. */
+ * the other GPUSHARE_SIM_* variables (_HOST_MEMORY too) and unlinks any
+ * old segment. */
 void simtest_fresh(const char *memory, const char *concurrency);
 /* Also log to a fresh file; returns its path. */
 const char *simtest_fresh_log(void);

@@ -50,9 +50,9 @@ def env(**extra):
     return e
 
 
-def run(args, **kw):
-    return subprocess.run([sys.executable] + args, env=env(), capture_output=True, text=True,
-                          timeout=60, **kw)
+def run(args, extra_env=None, **kw):
+    return subprocess.run([sys.executable] + args, env=env(**(extra_env or {})),
+                          capture_output=True, text=True, timeout=60, **kw)
 
 
 def cli(*args, **kw):
@@ -150,7 +150,36 @@ def test_cli_inject():
     assert r.returncode == 1 and "no CUDA error" in r.stderr, r.stderr
 
 
-TESTS = [test_api, test_cli_work, test_cli_alloc, test_cli_alloc_hold, test_cli_inject]
+def test_host_stats():
+    """host_stats() and `gpusim.py host` read the simulated host's memory
+    (GPUSHARE_SIM_HOST_MEMORY) that pinned memory is charged to."""
+    machine = {"GPUSHARE_SIM_NAME": NAME + "-host", "GPUSHARE_SIM_HOST_MEMORY": "8M"}
+    code = textwrap.dedent("""
+        import ctypes, gpusim, subprocess, sys, json
+        gpusim.init()
+        lib = gpusim._load()
+        p = ctypes.c_void_p()
+        assert lib.cuMemAllocHost_v2(ctypes.byref(p), ctypes.c_size_t(6 << 20)) == 0
+        assert lib.cuMemAllocHost_v2(ctypes.byref(ctypes.c_void_p()), ctypes.c_size_t(4 << 20)) == 2
+        st = gpusim.host_stats()
+        assert st["limit"] == 8 << 20 and st["used"] == 6 << 20 and st["kills"] == 0, st
+        out = subprocess.run([sys.executable, sys.argv[1], "host"], capture_output=True,
+                             text=True, timeout=30)
+        assert json.loads(out.stdout)["pinned"] == 6 << 20, out.stdout + out.stderr
+        assert lib.cuMemFreeHost(p) == 0
+        assert gpusim.host_stats()["used"] == 0
+        print("ok")
+    """)
+    try:
+        r = run(["-c", code, os.path.join(SRCDIR, "gpusim.py")], extra_env=machine)
+        assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+    finally:
+        if os.path.exists("/dev/shm" + machine["GPUSHARE_SIM_NAME"]):
+            os.unlink("/dev/shm" + machine["GPUSHARE_SIM_NAME"])
+
+
+TESTS = [test_api, test_cli_work, test_cli_alloc, test_cli_alloc_hold, test_cli_inject,
+         test_host_stats]
 
 
 def main():

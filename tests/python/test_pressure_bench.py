@@ -1,0 +1,141 @@
+"""The memory-pressure bench (tests/gpu/pressure.py, issue 33) on the
+simulated GPU, tiny: a 64 MiB card and a simulated host of 96 MiB
+(GPUSHARE_SIM_HOST_MEMORY), the real broker with its default settings
+(park_idle_s=0), notebooks on both tiers.  Checked: the bench sizes itself
+from the card and the host, writes a row per cell with what the GPU
+machine's run is read for, a summary that adds them up, and MemAvailable
+samples; no cell ever sees its data changed.  Performance is never
+asserted here."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+import gstest
+
+PRESSURE = os.path.join(gstest.SRCDIR, "tests", "gpu", "pressure.py")
+CELL_DRIVER = os.path.join(gstest.BUILDDIR, "bench", "cell_driver")
+CELL_FIELDS = {"config", "phase", "notebook", "tier", "round", "cmd", "wall_s", "waited_s",
+               "bit_exact", "ok", "error"}
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    """Runs the bench once: (its JSON lines, its OUT directory)."""
+    top = tmp_path_factory.mktemp("pressure")
+    carry, out = top / "carry", top / "out"
+    (carry / "gpushare").mkdir(parents=True)
+    (carry / "lib").mkdir()
+    for path in (gstest.BROKER, gstest.HOOK, CELL_DRIVER):
+        os.symlink(path, carry / "gpushare" / os.path.basename(path))
+    sockdir = tempfile.mkdtemp(prefix="gs")  # ipc socket paths hold 107 bytes
+    env = gstest.sim_env(top, memory="64M", concurrency=4, extra={
+        "GPUSHARE_SIM_HOST_MEMORY": "96M",
+        "GPUSHARE_POOL_CHUNK": "4M",  # the broker's pool pins small chunks on this small host
+        "PRESSURE_BACKEND": "sim", "PRESSURE_CONFIGS": "many", "PRESSURE_ROUNDS": "1",
+        "PRESSURE_DEADLINE_S": "100", "PRESSURE_CELL_TIMEOUT_S": "40",
+        "PRESSURE_ENDPOINT": "ipc://%s/p.sock" % sockdir,
+    })
+    for k in ("GPUSHARE_BROKER", "GPUSHARE_SESSION", "GPUSHARE_SWAP", "PRESSURE_N",
+              "PRESSURE_GIB", "PRESSURE_TIERS", "PRESSURE_PHASES"):
+        env.pop(k, None)
+    try:
+        r = subprocess.run([sys.executable, PRESSURE, str(carry), str(out)], env=env,
+                           capture_output=True, text=True, cwd=os.path.dirname(PRESSURE),
+                           timeout=300)
+    finally:
+        gstest.unlink_sim(env)
+        shutil.rmtree(sockdir, ignore_errors=True)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    lines = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    assert lines, r.stderr[-3000:]
+    return lines, out
+
+
+def of(lines, event):
+    return [x for x in lines if x["event"] == event]
+
+
+def test_the_bench_sizes_itself_from_the_card_and_the_host(bench):
+    lines, _ = bench
+    (cfg,) = of(lines, "config")
+    # 64 MiB card, host room half the simulated host (the broker's default
+    # budget is half the RAM): notebooks of min(0.3 x 64, 48 / 2) -> 20 MiB;
+    # three on the GPU beside a cell's scratch, two parked at once.
+    assert cfg["bytes"] == 20 << 20 and cfg["scratch_bytes"] == 2 << 20, cfg
+    assert (cfg["gpu_fits"], cfg["host_fits"], cfg["notebooks"]) == (3, 2, 5), cfg
+    assert cfg["over_notebooks"] == 6
+    assert cfg["machine"]["sim_host_bytes"] == 96 << 20
+    assert cfg["broker_settings"]["park_idle_s"] == "0"
+
+
+def test_every_cell_has_a_row_and_no_data_ever_changes(bench):
+    lines, _ = bench
+    cells = of(lines, "cell")
+    for c in cells:
+        assert CELL_FIELDS <= set(c), c
+        assert c["bit_exact"] is not False, c  # a changed byte is never excused
+        assert c["ok"] == (c["error"] is None), c
+        if c["cmd"] == "cell" and c["ok"]:
+            assert c["same_address"] is True and c["bit_exact"] is True, c
+    fit = [c for c in cells if c["phase"] == "fit"]
+    names = {c["notebook"] for c in fit}
+    assert len(names) == 5
+    assert {c["tier"] for c in fit} == {"swap", "checkpoint"}  # both tiers in one run
+    for n in names:  # an allocation, then a round of cells
+        assert [c["cmd"] for c in fit if c["notebook"] == n][0] == "alloc"
+        assert [(c["cmd"], c["round"]) for c in fit if c["notebook"] == n][-1][1] == 1
+    over = {c["notebook"] for c in cells if c["phase"] == "over"}
+    assert len(over) == 6  # every notebook of the over phase got to run
+
+
+def test_the_summary_adds_up_the_rows(bench):
+    lines, out = bench
+    cells = of(lines, "cell")
+    (s,) = of(lines, "summary")
+    assert s["cells"] == len(cells)
+    assert s["cells_ok"] == sum(1 for c in cells if c["ok"])
+    assert s["deaths"] == len(of(lines, "death")) == len(s["dead"])
+    assert s["fit"]["cells"] + s["over"]["cells"] == len(cells)
+    assert "dmesg" in s and s["mem_available_min"] > 0
+    assert s["sim_host"]["limit"] == 96 << 20 and s["sim_host"]["peak"] > 0
+    assert s["sim_host"]["used"] == 0  # everything closed: nothing left charged
+    samples = [json.loads(x) for x in open(out / "pressure-host.jsonl")]
+    assert len(samples) >= 2 and all(x["mem_available"] > 0 for x in samples)
+    assert any(x.get("sim_host_used", 0) > 0 for x in samples)
+    assert (out / "pressure.jsonl").read_text().count('"event": "cell"') == len(cells)
+
+
+def broker_has_host_ledger(out):
+    """Issue 33's host-memory ledger in the broker lands in parallel with
+    this bench: until it does, the broker does not know the simulated
+    host's size (its default budget is half of the real machine's RAM),
+    parks beyond it, and the simulated OOM killer takes a checkpointed
+    notebook.  Detected by the ledger's keys in the status' parking object;
+    update this when the ledger lands under another name."""
+    try:
+        st = json.loads((out / "pressure-many-status.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return any("ledger" in k or "host_available" in k for k in (st.get("parking") or {}))
+
+
+def test_nothing_dies_and_every_notebook_finishes(bench):
+    lines, out = bench
+    (s,) = of(lines, "summary")
+    problems = []
+    if s["deaths"] or s["sim_host"]["oom_kills"]:
+        problems.append("died: %s (simulated OOM kills: %d)" % (s["dead"],
+                                                                s["sim_host"]["oom_kills"]))
+    if s["stuck"] or s["deadline_hit"]:
+        problems.append("waited for ever: %s" % s["stuck"])
+    if s["fit"]["notebooks_finished"] != 5 or s["over"]["notebooks_finished"] != 6:
+        problems.append("not every notebook finished: %s / %s" % (s["fit"], s["over"]))
+    if problems and not broker_has_host_ledger(out):
+        # The broker's ledger (issue 33) lands in parallel: xfail until then.
+        pytest.xfail("the broker has no host-memory ledger yet: " + "; ".join(problems))
+    assert not problems, problems
