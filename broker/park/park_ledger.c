@@ -40,7 +40,8 @@ static gs_host_ledger_t ledger_without(const gs_park_t *p, const psess_t *skip)
     uint64_t ram = p->mem.total ? p->mem.total : p->host_ram;
     l.limit = p->cfg.host_memory && p->cfg.host_memory < ram ? p->cfg.host_memory : ram;
     l.available = p->mem.total ? p->mem.available : UINT64_MAX;
-    l.reserve = p->cfg.host_reserve;
+    /* auto: a part of what is counted on (park_host_memory, or the RAM) */
+    l.reserve = p->cfg.reserve_auto ? gs_host_ledger_auto_reserve(l.limit) : p->cfg.host_reserve;
     l.budget = p->cfg.budget_auto ? 0 : p->cfg.host_budget;
     uint64_t made, making;
     images(p, skip, &made, &making);

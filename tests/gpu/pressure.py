@@ -303,8 +303,13 @@ class Config:
         self.closed = threading.Condition()
         self.closes = 0  # notebooks closed so far: an allocation that failed waits for the next
         self.notebooks = []
+        settings = ["park_idle_s=" + PARK_IDLE_S]
+        # On the simulated GPU the broker is told the simulated host's size
+        # (park_host_memory), as it reads a real machine's from the kernel.
+        if SIM and knob("GPUSHARE_SIM_HOST_MEMORY", ""):
+            settings.append("park_host_memory=" + knob("GPUSHARE_SIM_HOST_MEMORY", ""))
         self.broker = start_broker(carry, EP, os.path.join(run.out, "pressure-%s-broker.log" % name),
-                                   ["park_idle_s=" + PARK_IDLE_S],
+                                   settings,
                                    os.path.join(run.out, "pressure-%s-events.jsonl" % name), env)
         self.driver = CellDriver(carry, EP, env)
 
