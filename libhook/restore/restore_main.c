@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,6 +26,7 @@
 #include "restore_loop.h"
 
 static volatile sig_atomic_t stop_flag;
+static sigset_t stop_sigs, unblocked; /* SIGTERM and SIGINT; the mask without them */
 
 static void on_stop(int sig)
 {
@@ -38,20 +40,26 @@ static int alive(void *ctx, int pid, unsigned long long start)
     return gs_proc_alive(pid, start);
 }
 
+/* Pending counts: the signals stay blocked outside naps. */
 static int stop_requested(void *ctx)
 {
     (void)ctx;
-    return stop_flag;
+    sigset_t pending;
+    if (stop_flag)
+        return 1;
+    sigpending(&pending);
+    return sigismember(&pending, SIGTERM) || sigismember(&pending, SIGINT);
 }
 
-/* A signal ends the nap (no SA_RESTART): a stop is seen at once. */
+/* The stop signals are let in only here, atomically with the wait: they
+ * end the nap at once, and never interrupt a driver call (a restore of
+ * many GB must not be cut in the middle by a signal). */
 static void nap_ms(void *ctx, unsigned ms)
 {
-    (void)ctx;
-    if (stop_flag)
+    if (stop_requested(ctx))
         return;
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    ppoll(NULL, 0, &ts, &unblocked);
 }
 
 static uint64_t now_ms(void *ctx)
@@ -73,6 +81,12 @@ static void signals(void)
     /* A closing terminal must not end it while the process it brings
      * back runs on (nohup'd). */
     signal(SIGHUP, SIG_IGN);
+    sigemptyset(&stop_sigs);
+    sigaddset(&stop_sigs, SIGTERM);
+    sigaddset(&stop_sigs, SIGINT);
+    sigprocmask(SIG_BLOCK, &stop_sigs, &unblocked);
+    sigdelset(&unblocked, SIGTERM);
+    sigdelset(&unblocked, SIGINT);
 }
 
 int main(int argc, char **argv)
