@@ -62,6 +62,7 @@
 #include "hook_drain.h"
 #include "hook_mem.h"
 #include "hook_place.h"
+#include "hook_restore.h"
 #include "hook_thread.h"
 #include "hook_wait.h"
 #include "gs_assert.h"
@@ -428,6 +429,10 @@ static void go_ungated(const char *why, uint64_t retry_in_ms)
     hook_gate_update_locked();
     pthread_cond_broadcast(&hook_gate_cv);
     pthread_mutex_unlock(&hook_gate_mu);
+    /* A broker that dies may leave this process on the checkpoint tier,
+     * from which it cannot come back by itself (hook_restore.h). */
+    if (was_ready)
+        hook_restore_broker_lost();
     if (warn) {
         if (was_ready)
             gs_warn("lost the gpushare broker at %s (%s); running without GPU sharing until it "
@@ -574,6 +579,9 @@ static void on_welcome(const json_t *m, const gs_peer_t *peer)
         return;
     }
     io.ready = 1;
+    /* Before the join: this broker adopts what is still parked, and parks
+     * nothing of ours before we joined. */
+    hook_restore_stop();
     io.heartbeat_ms = (int)gs_msg_int(m, "heartbeat_ms", DEFAULT_HB_MS);
     io.next_heartbeat = now_ms() + (uint64_t)io.heartbeat_ms;
     io.epoch = 0; /* a new connection: no membership until the join is answered */
@@ -1136,6 +1144,7 @@ static void *io_main(void *arg)
         }
         if (!io.ready && sh.decided)
             recover_swapped();
+        hook_restore_reap();
         uint64_t mem_wake = io.ready ? send_memory(now) : 0;
         /* sleep until the next timer or event */
         uint64_t wake = now + 1000;
@@ -1179,6 +1188,7 @@ static void *io_main(void *arg)
                 read_socket();
         }
     }
+    hook_restore_stop();
     if (io.zctx)
         exit_flush();
     pthread_mutex_lock(&hook_gate_mu);
@@ -1278,6 +1288,7 @@ void hook_client_stop(void)
  * device.  The inherited connection itself is closed by hook_fork.c. */
 void hook_client_atfork_child(void)
 {
+    hook_restore_atfork_child();
     if (sh.efd >= 0)
         close(sh.efd);
     for (int i = 0; i < sh.nreleases; i++)

@@ -61,6 +61,17 @@ void hook_config_read(void)
     hook_cfg.bursts_off = bursts && strcmp(bursts, "0") == 0;
     hook_cfg.make_room_ms = env_uint("GPUSHARE_MAKE_ROOM_TIMEOUT_MS", DEFAULT_MAKE_ROOM_MS);
     memory_env();
+    const char *helper = getenv("GPUSHARE_RESTORE_HELPER");
+    if (!helper || !*helper)
+        helper = GS_RESTORE_HELPER;
+    else if (strcmp(helper, "off") == 0)
+        helper = "";
+    if (strlen(helper) >= sizeof hook_cfg.restore_helper) {
+        gs_warn("ignoring GPUSHARE_RESTORE_HELPER (a path of at most %zu bytes)",
+                sizeof hook_cfg.restore_helper - 1);
+        helper = GS_RESTORE_HELPER;
+    }
+    snprintf(hook_cfg.restore_helper, sizeof hook_cfg.restore_helper, "%s", helper);
     /* The broker refuses a session id outside the protocol's id rule; better
      * to join a session of our own than to send a join it cannot read. */
     const char *sess = getenv("GPUSHARE_SESSION");

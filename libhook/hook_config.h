@@ -16,6 +16,9 @@ struct hook_config {
     int managed;              /* GPUSHARE_MEMORY=managed */
     uint64_t memory_limit;    /* GPUSHARE_MEMORY_LIMIT, 0 = none */
     unsigned make_room_ms;    /* GPUSHARE_MAKE_ROOM_TIMEOUT_MS */
+    /* GPUSHARE_RESTORE_HELPER, else the installed gpushare-restore; "" for
+     * GPUSHARE_RESTORE_HELPER=off */
+    char restore_helper[4096];
 };
 extern struct hook_config hook_cfg;
 

@@ -60,6 +60,7 @@ BROKER = os.path.join(BUILDDIR, "broker", "gpushare-broker")
 CLI = os.path.join(BUILDDIR, "cli", "gpushare")
 LAUNCH = os.path.join(BUILDDIR, "launcher", "gpushare-launch")
 HOOK = os.path.join(BUILDDIR, "libhook", ".libs", "libgpushare-hook.so")
+RESTORE_HELPER = os.path.join(BUILDDIR, "libhook", "restore", "gpushare-restore")
 UNIT = os.path.join(BUILDDIR, "broker", "gpushare-broker.service")
 PROBE = os.path.join(BUILDDIR, "tests", "hook", "hook_probe")
 SIMLIB_DIR = os.path.join(BUILDDIR, "tests", "simcuda", ".libs")
@@ -95,6 +96,8 @@ def sim_env(tmp_path, memory="1G", concurrency=None, extra=None):
         # the provisioner's entry point (with_provisioner in the tests)
         "PYTHONPATH": os.pathsep.join([GPUSIM_DIR, EXTENSION_PATH]),
         "GPUSHARE_HOOK": HOOK,
+        # the hook's helper for a broker's death (else the installed one)
+        "GPUSHARE_RESTORE_HELPER": RESTORE_HELPER,
         "GPUSHARE_LOGO_DIR": LOGO_DIR,
     })
     if concurrency:

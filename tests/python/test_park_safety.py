@@ -14,12 +14,12 @@ from gstest import MIB, configure, entry, inject, park_broker, wait_until
 SIZE = 60 * MIB
 
 
-def two_notebooks(notebooks, *settings, **b_env):
+def two_notebooks(notebooks, *settings, a_env=None, **b_env):
     """a holds 60 MiB of 100 MiB and is idle; b has not allocated yet.  The
     checkpoint tier (park_swap=off): its steps are what fails here (the
     pool pins ahead, so a would go to the swap tier)."""
     b, sim, make = notebooks("100M", "park_idle_s=0", "park_swap=off", *settings)
-    a, nb = make("a"), make("b", **b_env)
+    a, nb = make("a", **(a_env or {})), make("b", **b_env)
     assert a.cell("alloc x %d" % SIZE) == "ok", a.stderr()
     assert a.cell("fill x 1") == "ok"
     return b, sim, a, nb
@@ -134,11 +134,14 @@ def test_a_broker_that_exits_unparks_everyone_first(notebooks, short_tmp):
 
 
 def test_the_next_broker_brings_back_what_a_dead_one_left_parked(notebooks, short_tmp):
-    broker, sim, a, b = two_notebooks(notebooks)
+    # Without the restore helper, which would bring a back before the next
+    # broker comes (test_park_broker_death.py).
+    broker, sim, a, b = two_notebooks(notebooks, a_env={"GPUSHARE_RESTORE_HELPER": "off"})
     assert b.cell("alloc x %d" % SIZE) == "ok"
     assert entry(broker.status(), "a")["parking"] == "parked"
     broker.stop(signal.SIGKILL)  # a stays checkpointed, frozen
     b.kill()  # its memory goes back
+    assert "cannot start the restore helper" not in a.stderr()  # off is not missing
     again = park_broker(short_tmp, sim, "park_idle_s=0")
     try:
         # a's hook reconnects and joins; the new broker finds it checkpointed.
