@@ -203,7 +203,9 @@ int gs_park_policy_config_set(gs_park_config_t *c, const char *key, const json_t
         }
         if (gs_park_policy_parse_bytes(v, &b) != 0)
             return bad(err, errlen, key,
-                       "bytes (a number, or with a K/M/G/T suffix) or \"auto\" (half the RAM)", v);
+                       "bytes (a number, or with a K/M/G/T suffix) or \"auto\" (what the host "
+                       "ledger allows)",
+                       v);
         c->budget_auto = 0;
         c->host_budget = b;
         return 0;

@@ -21,8 +21,9 @@ def where(broker, session):
 def crowded(notebooks, gpus=2):
     """Simulated GPUs of 100 MiB, pack: a fills 60 MiB of GPU 0 and goes
     idle, b (also placed on GPU 0) takes 60 MiB there, which parks a on the
-    checkpoint tier; the other GPUs are empty."""
-    broker, sim, make = notebooks("100M", "park_idle_s=0", "placement=pack",
+    checkpoint tier (park_swap=off: moves are the checkpoint tier's, and
+    the pool pins ahead for the swap tier); the other GPUs are empty."""
+    broker, sim, make = notebooks("100M", "park_idle_s=0", "placement=pack", "park_swap=off",
                                   GPUSHARE_SIM_DEVICES=str(gpus))
     a = make("a")
     assert a.cell("alloc x %d" % SIZE) == "ok", a.stderr()
