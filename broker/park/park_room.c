@@ -159,6 +159,14 @@ int park_serve_room(gs_park_t *p, park_views_t *vs, room_t *r, int64_t now)
     }
     if (park_in_flight(vs, r->gpu))
         return 0;
+    /* A victim's park failed (its process exited meanwhile, a driver
+     * error): others may still make the room, within the request's time
+     * (the failed one is tried last). */
+    if (r->fail[0] && r->rounds < ROOM_ROUNDS && now < r->deadline && r->told_ok) {
+        gs_info("room for %.1f MiB on GPU %d for session %s: %s; trying other sessions",
+                r->bytes / MIB, r->gpu, r->session, r->fail);
+        r->fail[0] = 0;
+    }
     if (r->fail[0] || r->rounds >= ROOM_ROUNDS || now >= r->deadline) {
         /* After a wait, its last reason: what the allocation waited for. */
         char waited[480];

@@ -20,7 +20,8 @@ mkdir -p "$B"
 [ -f "$B/Makefile" ] || (cd "$B" && ../configure -q)
 make -C "$B" -s -j"$(nproc)"
 (cd "$B" && cp libhook/.libs/libgpushare-hook.so broker/gpushare-broker cli/gpushare \
-    launcher/gpushare-launch bench/revoke_latency bench/zmq_rtt bench/cell_driver "$root/$C/gpushare/")
+    launcher/gpushare-launch libhook/restore/gpushare-restore bench/revoke_latency bench/zmq_rtt \
+    bench/cell_driver "$root/$C/gpushare/")
 # Which code this is, for the results (the GPU machine gets no .git).
 echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo -dirty)" \
     >"$C/commit.txt"

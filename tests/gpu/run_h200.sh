@@ -179,6 +179,16 @@ fi
 #     runs under its own timeout (PRESSURE_TIMEOUT, default 420 s shared
 #     between them), the script's own deadline 40 s before it so that it
 #     stops everything it started and writes its summary.
+# 6d. Broker death (issue 33): a notebook parked on the checkpoint tier, and
+#     one on the swap tier, come back without any broker
+#     (tests/gpu/broker_death.py; the hook starts gpushare-restore).
+if want death; then
+    d=$OUT/broker-death
+    mkdir -p "$d"
+    timeout -k 15 240 python3 tests/gpu/broker_death.py "$C" "$d" >"$d/stdout.jsonl" 2>>"$OUT/errors.log"
+    cat "$d/stdout.jsonl"
+fi
+
 if want pressure; then
     confs=${PRESSURE_CONFIGS:-many big}
     [ -n "${PRESSURE_N:-}${PRESSURE_GIB:-}" ] && confs=custom
