@@ -151,7 +151,11 @@ static int serve_unpark(gs_park_t *p, park_views_t *vs, park_view_t *v, int g, i
      * back takes the GPU's memory batch by batch as the one going out
      * frees it (its hook waits for memory), so the link carries both
      * directions together instead of one after the other. */
-    if (ps->tier == TIER_SWAP && !ps->stuck) {
+    /* (Also after a failed swap in: its memory is still in its lease, and
+     * the session going out for it waits for its chunks: without it coming
+     * back at the same time, that park failed for want of them, again and
+     * again, on the simulated GPU's pressure bench.) */
+    if (ps->tier == TIER_SWAP) {
         /* Unclamped: what is leaving may be promised already to another
          * session coming in this way (free is then below zero). */
         int64_t leaving = (int64_t)park_swap_leaving(p, g);

@@ -166,6 +166,8 @@ int park_serve_room(gs_park_t *p, park_views_t *vs, room_t *r, int64_t now)
         gs_info("room for %.1f MiB on GPU %d for session %s: %s; trying other sessions",
                 r->bytes / MIB, r->gpu, r->session, r->fail);
         r->fail[0] = 0;
+        if (r->rounds > 0) /* the deadline bounds these tries, not the rounds */
+            r->rounds--;
     }
     if (r->fail[0] || r->rounds >= ROOM_ROUNDS || now >= r->deadline) {
         /* After a wait, its last reason: what the allocation waited for. */

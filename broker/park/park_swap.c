@@ -189,7 +189,11 @@ int park_swap_suits(const gs_park_t *p, const char *session, int g)
 static psess_t *relay_source(gs_park_t *p, const char *room_for, int g, int64_t now)
 {
     psess_t *in = room_for && room_for[0] ? park_sess(p, room_for, 0) : NULL;
-    if (!in || in->st != PS_PARKED || in->tier != TIER_SWAP || in->stuck || in->swap_gpu != g ||
+    /* A failed swap in leaves it stuck, its memory still in its lease:
+     * it relays as well (else the budget, which counts that lease, never
+     * lets a victim go out for it: it waited for ever on the simulated
+     * GPU's pressure bench). */
+    if (!in || in->st != PS_PARKED || in->tier != TIER_SWAP || in->swap_gpu != g ||
         in->retry_at > now)
         return NULL;
     return in;
@@ -210,6 +214,19 @@ static int lease_uid(gs_park_t *p, const psess_t *in)
     return uid;
 }
 
+/* A relay starts with the chunks the pool has now: the one going out
+ * fills them, which frees GPU memory for the first segment of the one
+ * coming back, which then returns its chunks.  With fewer than a few
+ * chunks, or less than that first segment, neither side could move (seen
+ * on the simulated GPU with 20 MiB segments and 4 MiB chunks: the switch
+ * was tried and failed again and again). */
+static int relay_can_start(const gs_park_t *p, const psess_t *in, int usable)
+{
+    uint64_t seg = in->segment ? in->segment : PARK_OLD_SEGMENT;
+    return usable >= RELAY_MIN_CHUNKS &&
+           (uint64_t)usable * gs_swap_pools_chunk_bytes(p->pools) >= seg;
+}
+
 /* Credited only where the relay will happen: every process with memory on
  * the GPU is of the incoming session's user (chunks are relayed within one
  * user) and the pool can lend the first chunks now.  Otherwise the budget
@@ -221,7 +238,7 @@ uint64_t park_swap_relayable(gs_park_t *p, const char *room_for, int g)
     if (!in)
         return 0;
     int uid = lease_uid(p, in);
-    if (uid < 0 || gs_swap_pools_usable(p->pools, g, (uid_t)uid) < RELAY_MIN_CHUNKS)
+    if (uid < 0 || !relay_can_start(p, in, gs_swap_pools_usable(p->pools, g, (uid_t)uid)))
         return 0;
     uint64_t leased = 0;
     for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients)) {
@@ -297,7 +314,7 @@ static uint64_t relay_lease(gs_park_t *p, const relay_t *r, psess_t *ps, pclient
     uint64_t cb = gs_swap_pools_chunk_bytes(p->pools);
     uint64_t need = (c->movable[g] + cb - 1) / cb;
     int usable = gs_swap_pools_usable(p->pools, g, (uid_t)c->uid);
-    if (!r->in || (uid_t)c->uid != r->uid || usable < RELAY_MIN_CHUNKS ||
+    if (!r->in || (uid_t)c->uid != r->uid || !relay_can_start(p, r->in, usable) ||
         (uint64_t)usable + (uint64_t)r->coming < need)
         return 0;
     int now_chunks = 0;
