@@ -325,6 +325,9 @@ class Notebook:
         else:
             if mode == "thesis":
                 env["GPUSHARE_IDLE_RELEASE_MS"] = knob("EVAL_THESIS_IDLE_MS")
+                # The thesis reclaims no memory: no swap tier (the pool now
+                # pins ahead, and would park this program there).
+                env["GPUSHARE_SWAP"] = "off"
             argv = [S.launch, "--broker", broker.endpoint, "--no-watch", "--", S.py, MINI,
                     NOTEBOOK]
         self.proc = spawn(argv, env, os.path.join(S.out, "nb-%s.log" % name))

@@ -748,6 +748,17 @@ void park_finish_unpark(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64
         ps->failed = ps->stuck = 1;
         snprintf(ps->why, sizeof ps->why, "unpark: %.400s", j->error);
         ps->retries++;
+        /* Out of GPU memory where the estimate saw room: it errs (memory
+         * the hooks do not report); ask for more room next time, a
+         * sixteenth of the largest GPU it is on, doubling, so that others
+         * are parked for it instead of failing again. */
+        if (strstr(j->error, "OUT_OF_MEMORY")) {
+            uint64_t step = 0;
+            for (int g = 0; g < p->ngpus; g++)
+                if (ps->bytes[g] && p->total[g] / 16 > step)
+                    step = p->total[g] / 16;
+            ps->oom_extra = ps->oom_extra ? 2 * ps->oom_extra : step;
+        }
         int64_t back = SEC << (ps->retries < 5 ? ps->retries : 5); /* 2 s .. 32 s */
         ps->retry_at = now + back;
         gs_sched_set_residency(p->sched, ps->id, GS_SCHED_PARKED, now);
@@ -760,6 +771,7 @@ void park_finish_unpark(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64
     ps->st = PS_RESIDENT;
     ps->failed = ps->stuck = ps->partial = 0;
     ps->retries = 0;
+    ps->oom_extra = 0;
     ps->unparks++;
     ps->unpark_s = s;
     ps->unpark_gbps = s >= 0.001 ? (double)bytes / s / 1e9 : -1;

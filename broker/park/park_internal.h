@@ -49,6 +49,7 @@ typedef struct {
     int64_t demand_expire; /* after an unpark: drop the demand if no acquire by then */
     int64_t retry_at;      /* a failed unpark is tried again then */
     int retries;
+    uint64_t oom_extra;  /* more room asked for after an unpark ran out of GPU memory */
     int64_t unparked_at; /* its slice is protected from time slicing */
     uint64_t grants_at_unpark[GS_MAX_GPUS];
     uint64_t job;      /* id of the job under way, 0 = none */
@@ -150,6 +151,7 @@ typedef struct room {
     int64_t since, deadline;
     uint64_t goal;  /* answer ok once the estimated free memory reaches this */
     int rounds;     /* victim sets started for it */
+    int failures;   /* of which a victim's park failed (tried again a few times) */
     char fail[420]; /* a victim's park failed: the answer's reason */
     int told_ok;    /* the hook said how long it waits: it is told why it waits */
     char told[420]; /* the last reason it was told (room with waiting: true) */

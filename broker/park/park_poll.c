@@ -27,10 +27,19 @@ typedef struct {
     park_view_t *v;
 } need_t;
 
+/* The room a session needs besides its memory to come back: the driver's
+ * rounding, and after an unpark that ran out of GPU memory the estimate's
+ * error (memory the hooks do not report, such as CUDA contexts: on the
+ * H100 a 20 GiB swap in failed seven times where the estimate saw room). */
+static uint64_t back_margin(const gs_park_t *p, const psess_t *ps, int g)
+{
+    return park_margin(p, g) + ps->oom_extra;
+}
+
 static int fits_back(const gs_park_t *p, const park_views_t *vs, const psess_t *ps)
 {
     for (int g = 0; g < p->ngpus; g++)
-        if (ps->bytes[g] && park_free(p, vs, g) < ps->bytes[g] + park_margin(p, g))
+        if (ps->bytes[g] && park_free(p, vs, g) < ps->bytes[g] + back_margin(p, ps, g))
             return 0;
     return 1;
 }
@@ -159,8 +168,8 @@ static int serve_unpark(gs_park_t *p, park_views_t *vs, park_view_t *v, int g, i
         /* Unclamped: what is leaving may be promised already to another
          * session coming in this way (free is then below zero). */
         int64_t leaving = (int64_t)park_swap_leaving(p, g);
-        if (leaving &&
-            park_free_signed(p, vs, g) + leaving >= (int64_t)(ps->bytes[g] + park_margin(p, g))) {
+        if (leaving && park_free_signed(p, vs, g) + leaving >=
+                           (int64_t)(ps->bytes[g] + back_margin(p, ps, g))) {
             park_start_unpark(p, ps, "its cell started (while another session goes out)", now);
             return 1;
         }
@@ -183,7 +192,8 @@ static int serve_unpark(gs_park_t *p, park_views_t *vs, park_view_t *v, int g, i
     snprintf(why, sizeof why, "make room to unpark session %.64s", ps->id);
     int64_t wait_until = 0;
     uint64_t free_now = park_free(p, vs, g);
-    uint64_t need = ps->bytes[g] + park_margin(p, g) - free_now;
+    uint64_t want = ps->bytes[g] + back_margin(p, ps, g);
+    uint64_t need = want > free_now ? want - free_now : 0;
     gs_park_pick_rc_t rc =
         park_victims(p, vs, g, need, ps->id, 1, INT64_MAX, now, &wait_until, why);
     if (rc == GS_PICK_WAIT && wait_until < p->wake)

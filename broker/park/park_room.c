@@ -22,6 +22,7 @@
  * again: within this, its second request waits for room. */
 #define ROOM_CACHE_US (10 * SEC)
 #define ROOM_ROUNDS   3 /* victim sets tried for one request */
+#define ROOM_FAILURES 3 /* victims' failed parks one request gets over */
 /* Before saying "nothing to park", a request waits this long for news: the
  * end of another notebook's cell comes from its launcher on another
  * connection and may arrive just after the allocation that needs its room. */
@@ -162,7 +163,8 @@ int park_serve_room(gs_park_t *p, park_views_t *vs, room_t *r, int64_t now)
     /* A victim's park failed (its process exited meanwhile, a driver
      * error): others may still make the room, within the request's time
      * (the failed one is tried last). */
-    if (r->fail[0] && r->rounds < ROOM_ROUNDS && now < r->deadline && r->told_ok) {
+    if (r->fail[0] && r->failures < ROOM_FAILURES && now < r->deadline && r->told_ok) {
+        r->failures++;
         gs_info("room for %.1f MiB on GPU %d for session %s: %s; trying other sessions",
                 r->bytes / MIB, r->gpu, r->session, r->fail);
         r->fail[0] = 0;

@@ -302,12 +302,15 @@ def test_a_failed_swap_out_step_leaves_the_notebook_running_with_its_data(swap_n
     assert failed and failed[0]["left_running"], b.events("park_failed")
     step = {"cuMemUnmap": "releasing copied memory"}.get(call, call)
     assert step in failed[0]["error"], failed
+    if got == "ok":  # the request tried again: a's second park made the room
+        e = entry(b.status(), "a")
+        assert e["parking"] == "parked" and e["park_tier"] == "swap", e
     assert a.cell("check x 13") == "ok", a.stderr()
     assert a.cell("run 2") == "ok"
     if got != "ok":
         assert c.cell("alloc z %d" % (30 * MIB)) == "ok", c.stderr()
-    e = entry(b.status(), "a")
-    assert e["parking"] == "parked" and e["park_tier"] == "swap", e
+        e = entry(b.status(), "a")
+        assert e["parking"] == "parked" and e["park_tier"] == "swap", e
     assert a.cell("check x 13") == "ok", a.stderr()
 
 
