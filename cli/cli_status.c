@@ -27,6 +27,16 @@ void gs_cli_status_print(FILE *out, const json_t *st)
                      "simulated driver.\n");
     if (json_is_string(json_object_get(st, "note")))
         fprintf(out, "note: %s\n", gs_msg_str(st, "note", ""));
+    /* Capacity: what the host can still hold of parked memory, and why
+     * (the broker's host ledger, doc/parking.md). */
+    json_t *host = json_object_get(json_object_get(st, "parking"), "host");
+    if (json_is_object(host))
+        fprintf(out,
+                "host memory for parking: %.1f GiB free of %.1f GiB (%.1f GiB pinned, %.1f GiB in "
+                "checkpoint images, %.1f GiB kept in reserve; bound by %s)\n",
+                gib(gs_msg_int(host, "room_bytes", 0)), gib(gs_msg_int(host, "capacity_bytes", 0)),
+                gib(gs_msg_int(host, "pinned_bytes", 0)), gib(gs_msg_int(host, "images_bytes", 0)),
+                gib(gs_msg_int(host, "reserve_bytes", 0)), gs_msg_str(host, "bound", "?"));
     json_t *gpus = json_object_get(st, "gpus");
     if (json_array_size(gpus) == 0)
         fprintf(out, "no GPUs: %s\n", gs_msg_str(st, "problem", "unknown reason"));
@@ -65,6 +75,9 @@ void gs_cli_status_print(FILE *out, const json_t *st)
             const char *park = gs_msg_str(s, "parking", "resident");
             if (strcmp(park, "resident") != 0)
                 fprintf(out, "  %-36s parking: %s\n", "", park);
+            if (gs_msg_int(s, "back_needs_bytes", 0) > 0)
+                fprintf(out, "  %-36s needs %.2f GiB free on this GPU to come back\n", "",
+                        gib(gs_msg_int(s, "back_needs_bytes", 0)));
             /* Several GPUs (doc/multi-gpu.md): held together, moved, or not. */
             if (gs_msg_bool(s, "gang", 0))
                 fprintf(out, "  %-36s holds its GPUs together (a session of several GPUs)\n", "");

@@ -36,8 +36,16 @@ def test_a_failed_park_leaves_the_session_running(notebooks, short_tmp, step):
     failed = broker.events("park_failed")
     assert len(failed) == 1 and failed[0]["session"] == "a" and failed[0]["left_running"]
     assert failed[0]["error"].startswith("%s pid %d" % (step, a.pid)), failed
-    e = entry(broker.status(), "a")
+    st = broker.status()
+    e = entry(st, "a")
     assert e["parking"] == "parked" and e["parks"] == 1, e
+    # Capacity, as the ledger sees it, and what a needs to come back.
+    host = st["parking"]["host"]
+    assert host["images_bytes"] == SIZE and host["capacity_bytes"] >= SIZE, host
+    assert e["back_needs_bytes"] >= SIZE, e
+    text = broker.cli("status").stdout
+    assert "host memory for parking:" in text and "GiB in checkpoint images" in text, text
+    assert "needs 0.06 GiB free on this GPU to come back" in text, text
     # a comes back with its memory intact.
     assert a.cell("check x 1") == "ok" and a.cell("run 2") == "ok"
 
