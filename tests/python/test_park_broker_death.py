@@ -162,3 +162,35 @@ def test_the_helper_leaves_a_process_of_another_start_time_alone(sim):
     assert ("reading the state of pid %d failed (cuCheckpointProcessGetState: "
             "CUDA_ERROR_INVALID_VALUE)" % os.getpid()) in r.stderr, r.stderr
     assert "giving up" in r.stderr, r.stderr
+
+
+def test_the_broker_dies_with_sessions_parked_on_both_tiers(notebooks, short_tmp):
+    """Chaos (issue 33): three notebooks of 40 MiB on a 100 MiB GPU, one
+    parked on each tier and one resident, and the broker is killed.  With
+    no broker, the checkpoint-tier one is brought back by its helper, the
+    swap-tier one by its own hook (its gate stays closed until its memory
+    is back), each as soon as the GPU has room; every byte comes back."""
+    broker, sim, make = notebooks("100M", "park_idle_s=0")
+    size = 40 * MIB
+    ck = make("ck", GPUSHARE_SWAP="off")
+    sw, res = make("sw"), make("res")
+    for seed, nb in enumerate((ck, sw), 1):
+        assert nb.cell("alloc x %d" % size) == "ok", nb.stderr()
+        assert nb.cell("fill x %d" % seed) == "ok"
+    assert res.cell("alloc x %d" % size) == "ok", res.stderr()  # parks one of them
+    assert res.cell("fill x 3") == "ok"
+    # The other goes too: res takes a second buffer.
+    assert res.cell("alloc y %d" % size) == "ok", res.stderr()
+    st = broker.status()
+    tiers = {n: entry(st, n).get("park_tier") for n in ("ck", "sw")}
+    assert entry(st, "ck")["parking"] == "parked" and entry(st, "sw")["parking"] == "parked", st
+    assert tiers == {"ck": "checkpoint", "sw": "swap"}, tiers
+    kill(broker)
+    assert res.command("check x 3") == "ok"
+    # sw may have left part of its memory on the GPU (a partial park):
+    # res gives back all it holds, and both come back.
+    assert res.command("free y") == "ok" and res.command("free x") == "ok"
+    assert ck.command("check x 1", timeout=30) == "ok", ck.stderr()
+    assert sw.command("check x 2", timeout=30) == "ok", sw.stderr()
+    assert ck.command("check x 1") == "ok" and ck.command("run 1") == "ok"
+    no_helper_left(ck.pid)
