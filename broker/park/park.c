@@ -441,6 +441,8 @@ int park_unparkable(const gs_park_t *p, const char *session, int64_t now, char *
     /* Picked again at once, it would be refused again in a loop while the
      * pool pins or zeroes. */
     const psess_t *ps = zhashx_lookup(p->sess, session);
+    if (!out[0] && ps && park_exiting(ps, now))
+        snprintf(out, len, "its processes are exiting (their memory frees by itself)");
     if (!out[0] && !registered && !p->cfg.plain && ps && ps->pool_refused_at &&
         now - ps->pool_refused_at < POOL_REFUSED_PAUSE)
         snprintf(out, len,
@@ -449,8 +451,17 @@ int park_unparkable(const gs_park_t *p, const char *session, int64_t now, char *
     return out[0] != '\0';
 }
 
+#define EXITING_PAUSE (2 * SEC)
+
+int park_exiting(const psess_t *ps, int64_t now)
+{
+    return ps->exiting_at && now - ps->exiting_at < EXITING_PAUSE;
+}
+
 void park_pause_wake(gs_park_t *p, const psess_t *ps, int64_t now)
 {
+    if (park_exiting(ps, now) && ps->exiting_at + EXITING_PAUSE < p->wake)
+        p->wake = ps->exiting_at + EXITING_PAUSE;
     int64_t end = ps->pool_refused_at + POOL_REFUSED_PAUSE;
     if (ps->pool_refused_at && now < end && end < p->wake)
         p->wake = end;
@@ -688,6 +699,11 @@ static void drop_gone(psess_t *ps, const gs_park_job_t *j)
 
 static void room_failures(gs_park_t *p, const psess_t *ps, const char *text)
 {
+    /* Its processes exit: the memory comes free without a park (on the
+     * H100 a 40 GiB notebook quitting during its checkpoint failed the
+     * allocation that waited for its room, three times over). */
+    if (park_exiting(ps, ps->exiting_at))
+        return;
     for (room_t *r = p->rooms; r; r = r->next)
         if (r->rounds > 0 && ps->bytes[r->gpu] > 0 && !r->fail[0])
             snprintf(r->fail, sizeof r->fail, "parking session %.64s failed: %.300s", ps->id, text);
@@ -720,6 +736,8 @@ void park_finish_park(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t
     }
     ps->failed = 1;
     ps->stuck = j->stuck;
+    if (!j->stuck && strstr(j->error, "processes are gone"))
+        ps->exiting_at = now;
     snprintf(ps->why, sizeof ps->why, "park: %.400s%s", j->error,
              j->stuck ? "; a process could not be brought back" : "; the session was left running");
     /* A stuck session is treated as parked: it is brought back when it can. */

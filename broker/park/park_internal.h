@@ -62,6 +62,7 @@ typedef struct {
     int deep_next;     /* its next park goes to the checkpoint tier */
     int64_t pool_refused_at; /* swap-only, and the pool could not take it then */
     int64_t room_refused_at; /* a make_room of its own was refused then (park_room.c) */
+    int64_t exiting_at;      /* a park found its processes gone then: their exit frees the memory */
     int asked;               /* its notebook asked to be parked (`park`): once it is idle */
     /* Parked on the checkpoint tier only because the pool lacked room: the
      * pool grows by its footprint (pool_short bytes on GPU pool_short_gpu),
@@ -241,6 +242,9 @@ uint64_t park_host_used(const gs_park_t *p);
 /* Why the session cannot be parked now, whatever its activity ("managed
  * memory", "parking is off on GPU 1", ...); 0 with out empty when it can. */
 int park_unparkable(const gs_park_t *p, const char *session, int64_t now, char *out, size_t len);
+/* A session whose processes a park found gone is exiting: its memory
+ * frees by itself, it is not picked for a moment (park_unparkable). */
+int park_exiting(const psess_t *ps, int64_t now);
 /* A session the pool refused is not picked for a moment (park_unparkable);
  * the poll looks again when that moment ends, since no event may come then:
  * everyone idle, and the session that waits for the room has asked already

@@ -111,7 +111,8 @@ static int room_may_wait(gs_park_t *p, const park_views_t *vs, const room_t *r,
             own = v->foot[r->gpu];
             continue;
         }
-        if (v->ps->st == PS_RESIDENT && !v->reason[0] && !asking_room(p, v->s->id))
+        if (v->ps->st == PS_RESIDENT && (!v->reason[0] || park_exiting(v->ps, now)) &&
+            !asking_room(p, v->s->id))
             others += v->foot[r->gpu];
     }
     if (!others && rc != GS_PICK_BUDGET)
