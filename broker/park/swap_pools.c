@@ -350,14 +350,9 @@ int gs_swap_pools_return(gs_swap_pools_t *self, uint64_t lease, int64_t now)
 
 uint64_t gs_swap_pools_lent(const gs_swap_pools_t *self, int gpu)
 {
-    uint64_t sum = 0;
-    for (int g = 0; g < self->ngpus; g++)
-        if (gpu < 0 || gpu == g) {
-            gs_host_pool_stats_t st;
-            gs_host_pool_stats(self->pool[g].logic, &st);
-            sum += st.lent_bytes;
-        }
-    return sum;
+    gs_host_pool_stats_t st;
+    gs_swap_pools_stats(self, gpu, &st);
+    return st.lent_bytes;
 }
 
 void gs_swap_pools_stats(const gs_swap_pools_t *self, int gpu, gs_host_pool_stats_t *out)

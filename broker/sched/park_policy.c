@@ -12,16 +12,6 @@
 
 #define SEC 1000000LL
 
-/* host_ledger.h's auto reserve (the policy library does not link the
- * park library): a sixteenth of the RAM, at least 2 GiB, at most half. */
-static uint64_t auto_reserve(uint64_t ram)
-{
-    uint64_t r = ram / 16, floor = 2ull << 30;
-    if (r < floor)
-        r = floor;
-    return r > ram / 2 ? ram / 2 : r;
-}
-
 void gs_park_policy_config_default(gs_park_config_t *c, int ngpus, const char (*uuids)[48],
                                    uint64_t host_ram)
 {
@@ -32,8 +22,7 @@ void gs_park_policy_config_default(gs_park_config_t *c, int ngpus, const char (*
     c->deep_idle_us = 3600 * SEC;
     c->budget_auto = 1;
     c->host_budget = host_ram / 2;
-    c->reserve_auto = 1;
-    c->host_reserve = auto_reserve(host_ram);
+    c->reserve_auto = 1; /* the ledger derives it from the memory counted on */
     c->lock_timeout_us = 5 * SEC;
     c->ngpus = ngpus < 0 ? 0 : ngpus > GS_SCHED_MAX_GPUS ? GS_SCHED_MAX_GPUS : ngpus;
     for (int i = 0; uuids && i < c->ngpus; i++)
@@ -214,10 +203,9 @@ int gs_park_policy_config_set(gs_park_config_t *c, const char *key, const json_t
         int reserve = !strcmp(key, "park_host_reserve");
         uint64_t b;
         if (json_is_string(v) && !strcmp(json_string_value(v), "auto")) {
-            if (reserve) {
+            if (reserve)
                 c->reserve_auto = 1;
-                c->host_reserve = auto_reserve(host_ram);
-            } else
+            else
                 c->host_memory = 0;
             return 0;
         }

@@ -40,7 +40,7 @@ typedef struct {
                                        allows, broker/park/host_ledger.h; kept up to date) */
     int budget_auto;                /* host_budget is "auto" */
     uint64_t host_reserve;          /* park_host_reserve: host memory never used for parking
-                                       (auto: host_ledger's auto reserve of the RAM) */
+                                       (reserve_auto: the ledger derives it, host_ledger.h) */
     int reserve_auto;
     uint64_t host_memory;    /* park_host_memory: host memory counted on (0: auto,
                                 MemTotal or the cgroup's limit) */
