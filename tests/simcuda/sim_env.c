@@ -142,6 +142,12 @@ int sim_config_load(struct sim_config *cfg)
                        "unset for no limit");
         cfg->host_memory = n;
     }
+    v = getenv("GPUSHARE_SIM_SHARED");
+    if (v && *v) {
+        if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+            return bad("GPUSHARE_SIM_SHARED", v, "expected 1 (every user may attach) or 0");
+        cfg->shared = v[0] == '1';
+    }
     v = getenv("GPUSHARE_SIM_LOG");
     if (v && *v)
         snprintf(cfg->log_path, sizeof cfg->log_path, "%s", v);

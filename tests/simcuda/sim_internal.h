@@ -44,6 +44,7 @@ struct sim_config {
     unsigned long long kernel_us;   /* GPUSHARE_SIM_KERNEL_US (per process) */
     char log_path[4096];            /* GPUSHARE_SIM_LOG, "" = none */
     unsigned long long host_memory; /* GPUSHARE_SIM_HOST_MEMORY, bytes; 0 = unlimited */
+    int shared; /* GPUSHARE_SIM_SHARED=1: every user may attach (as /dev/nvidia* is 0666) */
 };
 
 /* Fills cfg from the environment; on a malformed variable prints one line
@@ -367,7 +368,7 @@ int sim_ctx_valid_locked(const struct sim_ctx *c);
 
 /* ---- log (sim_log.c) -------------------------------------------------- */
 
-void sim_log_open(const char *path);
+void sim_log_open(const char *path, int shared);
 void sim_log_op(int dev, const char *op, const char *name, const void *stream, uint64_t start_ns,
                 uint64_t end_ns, long long bytes);
 

@@ -8,17 +8,20 @@
 #include "sim_internal.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-void sim_log_open(const char *path)
+void sim_log_open(const char *path, int shared)
 {
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
         perror("gpushare simulated driver: GPUSHARE_SIM_LOG");
         return;
     }
+    if (shared) /* every user's processes append to it */
+        (void)fchmod(fd, 0666);
     sim_g.log_fd = fd;
 }
 

@@ -137,6 +137,10 @@ CUresult sim_shared_open(const struct sim_config *cfg)
         int fd = shm_open(cfg->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd >= 0) {
             struct sim_segment *s = NULL;
+            /* A shared GPU is every user's, as the device nodes are (0666);
+             * fchmod, not the mode argument, which the umask would narrow. */
+            if (cfg->shared)
+                (void)fchmod(fd, 0666);
             if (ftruncate(fd, sizeof *s) == 0)
                 s = map_fd(fd);
             close(fd);

@@ -210,7 +210,7 @@ static CUresult do_init(void)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (cfg.log_path[0])
-        sim_log_open(cfg.log_path);
+        sim_log_open(cfg.log_path, cfg.shared);
     if (sim_ctl_start() != 0) {
         sim_proc_unregister();
         return CUDA_ERROR_OPERATING_SYSTEM;
