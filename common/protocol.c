@@ -152,6 +152,10 @@ static const gs_field_spec_t moved_fields[] = {
     F_STR("device", REQ),
     F_STR("to", REQ),
 };
+static const gs_field_spec_t frozen_fields[] = {
+    F_STR("device", REQ),
+    F_BOOL("frozen", REQ),
+};
 static const gs_field_spec_t swapped_fields[] = {
     F_STR("device", REQ),
     F_INT("lease", REQ, 0),
@@ -222,6 +226,7 @@ static const gs_msg_schema_t schema[GS_MSG_COUNT] = {
     [GS_MSG_SWAP_IN] = SCHEMA("swap_in", swap_in_fields),
     [GS_MSG_SWAPPED] = SCHEMA("swapped", swapped_fields),
     [GS_MSG_MOVED] = SCHEMA("moved", moved_fields),
+    [GS_MSG_FROZEN] = SCHEMA("frozen", frozen_fields),
     [GS_MSG_HEARTBEAT] = SCHEMA("heartbeat", heartbeat_fields),
     [GS_MSG_STATUS] = SCHEMA_EMPTY("status"),
     [GS_MSG_STATUS_REPLY] = SCHEMA("status_reply", status_reply_fields),

@@ -44,6 +44,7 @@ typedef enum {
     GS_MSG_SWAP_IN,      /* broker -> hook: bring it back */
     GS_MSG_SWAPPED,      /* hook -> broker: a swap_out or swap_in is done */
     GS_MSG_MOVED,        /* broker -> hook: your process now runs on another GPU */
+    GS_MSG_FROZEN,       /* broker -> hook: your process is (no longer) checkpointed */
     GS_MSG_HEARTBEAT,    /* any client -> broker: still alive */
     GS_MSG_STATUS,       /* cli -> broker: give me the status */
     GS_MSG_STATUS_REPLY, /* broker -> cli */

@@ -426,6 +426,11 @@ static void go_ungated(const char *why, uint64_t retry_in_ms)
         json_decref(sh.reports[i]);
     sh.nreports = 0;
     rooms_fail_locked("no gpushare broker");
+    /* Nobody to ask for the GPU: the restore helper brings a frozen process
+     * back (its calls wait in the driver meanwhile). */
+    for (int i = 0; i < HOOK_MAX_DEVICES; i++)
+        hook_gate_st.dev[i].frozen = 0;
+    atomic_store_explicit(&hook_gate_frozen, 0, memory_order_relaxed);
     hook_gate_update_locked();
     pthread_cond_broadcast(&hook_gate_cv);
     pthread_mutex_unlock(&hook_gate_mu);
@@ -691,6 +696,10 @@ static void on_grant(const json_t *m)
             io.last_activity = now_ms();
         }
         d->state = DS_GRANTED;
+        if (d->frozen) { /* granted only where its memory is: restored */
+            d->frozen = 0;
+            atomic_fetch_sub_explicit(&hook_gate_frozen, 1, memory_order_relaxed);
+        }
         d->grant_id = gs_msg_int(m, "grant_id", 0);
         d->quantum_us = gs_msg_int(m, "quantum_us", 0);
         /* While a switch is wanted the broker asks for an idle release
@@ -954,6 +963,38 @@ static void on_moved(const json_t *m)
     rejoin("it was moved to another GPU");
 }
 
+/* The checkpoint tier locks this process (or restored it): while frozen
+ * every interposed call asks for the GPU before it calls the driver
+ * (hook_submit_unfrozen).  A thread already in the gate's driver calls when
+ * the lock came waits there, below the hook: the GPU is asked for on its
+ * behalf. */
+static void on_frozen(const json_t *m)
+{
+    const char *uuid = gs_msg_str(m, "device", "");
+    int frozen = gs_msg_bool(m, "frozen", 0), ask = 0;
+    pthread_mutex_lock(&hook_gate_mu);
+    struct hook_dev *d = hook_gate_dev_by_uuid_locked(uuid);
+    if (d && d->frozen != frozen) {
+        d->frozen = frozen;
+        atomic_fetch_add_explicit(&hook_gate_frozen, frozen ? 1 : -1, memory_order_relaxed);
+        if (frozen && d->state == DS_IDLE &&
+            atomic_load_explicit(&hook_gate_probing, memory_order_relaxed) > 0) {
+            d->state = DS_WANT;
+            d->wait_since_ns = hook_clock_ns();
+            ask = 1;
+        }
+        pthread_cond_broadcast(&hook_gate_cv);
+    }
+    pthread_mutex_unlock(&hook_gate_mu);
+    if (!d)
+        gs_debug("frozen for a device this process does not use: %s", uuid);
+    else if (frozen)
+        gs_info("parked on the checkpoint tier: the next CUDA call asks for the GPU first%s",
+                ask ? " (one waits already)" : "");
+    if (ask)
+        hook_client_kick();
+}
+
 static void on_message(const void *data, size_t size, const gs_peer_t *peer)
 {
     gs_perr_t err;
@@ -995,6 +1036,10 @@ static void on_message(const void *data, size_t size, const gs_peer_t *peer)
     case GS_MSG_MOVED:
         if (io.ready)
             on_moved(m);
+        break;
+    case GS_MSG_FROZEN:
+        if (io.ready)
+            on_frozen(m);
         break;
     default:
         gs_debug("ignoring %s from the broker", gs_msg_type_name(type));

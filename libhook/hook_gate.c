@@ -26,6 +26,8 @@ pthread_cond_t hook_gate_cv;
 struct hook_gate_state hook_gate_st;
 int hook_gate_gang;
 int hook_gate_passthrough;
+atomic_int hook_gate_frozen;
+atomic_int hook_gate_probing;
 static pthread_once_t cv_once = PTHREAD_ONCE_INIT;
 
 static void cv_init(void)

@@ -59,6 +59,9 @@ struct hook_dev {
     char wait_info[256]; /* from the broker's reply to acquire */
     int swapped;         /* its memory is out in host memory (swap tier): the gate
                             stays closed for it, broker or not, until it is back */
+    int frozen;          /* the checkpoint tier locks (or locked) this process: its
+                            driver calls would block below the hook, so every
+                            interposed call first waits for a grant (`frozen`) */
     /* What the program waits for here, for the notebook's wait line
      * (hook_wait.h): threads at the gate, allocations waiting for room. */
     int gate_waiters, room_waiters;
@@ -82,6 +85,13 @@ enum hook_client_state {
 };
 
 /* Everything below is guarded by hook_gate_mu. */
+/* Devices frozen now (struct hook_dev's frozen), read without the lock by
+ * every interposed call: nonzero sends it to hook_submit_thaw first. */
+extern atomic_int hook_gate_frozen;
+/* Threads between the gate's slow path and its driver calls (which a lock
+ * for a checkpoint would block before the hook asks for the GPU). */
+extern atomic_int hook_gate_probing;
+
 extern pthread_mutex_t hook_gate_mu;
 /* Any change of device, client or capture state; waits with CLOCK_MONOTONIC
  * deadlines. */

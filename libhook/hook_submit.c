@@ -142,11 +142,26 @@ void hook_submit_wait_gpu(int dev)
     pthread_mutex_unlock(&hook_gate_mu);
 }
 
+void hook_submit_thaw(void)
+{
+    if (hook_cfg.disabled)
+        return;
+    for (int i = 0; i < HOOK_MAX_DEVICES; i++) {
+        pthread_mutex_lock(&hook_gate_mu);
+        struct hook_dev *d = &hook_gate_st.dev[i];
+        if (d->frozen && hook_gate_st.client != CS_STOPPED)
+            wait_for_gpus_locked(d, i); /* granted once restored; ungated without a broker */
+        pthread_mutex_unlock(&hook_gate_mu);
+    }
+}
+
 void hook_submit_slow(struct hook_thr *t, CUstream s)
 {
     hook_init();
     if (hook_cfg.disabled)
         goto proceed;
+    if (atomic_load_explicit(&hook_gate_frozen, memory_order_relaxed))
+        hook_submit_thaw();
     /* Work captured into a graph runs only when the graph is launched, and
      * a thread that is capturing must never be held here: the drain that
      * closed the gate waits for its capture to end. */
@@ -160,7 +175,12 @@ void hook_submit_slow(struct hook_thr *t, CUstream s)
     }
     CUcontext ctx;
     int dev;
+    /* Counted: a checkpoint's lock may come while this thread is in the
+     * driver below; the `frozen` that comes with it then asks for the GPU
+     * on its behalf (hook_client.c). */
+    atomic_fetch_add_explicit(&hook_gate_probing, 1, memory_order_relaxed);
     int where = hook_cuctx_stream_where(s, &ctx, &dev);
+    atomic_fetch_sub_explicit(&hook_gate_probing, 1, memory_order_relaxed);
     t->nest--;
     if (where != 0)
         goto proceed; /* no context: the driver reports the error itself */

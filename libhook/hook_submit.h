@@ -28,6 +28,18 @@ void hook_submit_slow(struct hook_thr *t, CUstream s);
  * (granted, or no broker and nothing parked): for calls that are no
  * submission but need the memory back (hook_vmm_wrap.c). */
 void hook_submit_wait_gpu(int dev);
+/* The checkpoint tier locks this process, or did (hook_gate_frozen): its
+ * driver calls would block below the hook, where no acquire can be sent.
+ * Waits for a grant on every frozen device (the broker restores the
+ * session first); returns at once without a broker (the restore helper
+ * brings it back).  Every interposed call comes here first while frozen
+ * (hook_submit_unfrozen). */
+void hook_submit_thaw(void);
+static inline void hook_submit_unfrozen(void)
+{
+    if (__builtin_expect(atomic_load_explicit(&hook_gate_frozen, memory_order_relaxed) != 0, 0))
+        hook_submit_thaw();
+}
 /* Stream s missed the thread's cache: marks it for drains and bursts and
  * caches it for this epoch. */
 void hook_submit_track_slow(struct hook_thr *t, CUstream s, unsigned long long epoch);

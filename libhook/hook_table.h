@@ -8,7 +8,15 @@
 
 #include <stddef.h>
 
-enum hook_class { HOOK_SUBMIT, HOOK_SYNC, HOOK_ALLOC, HOOK_FREE, HOOK_RESOLVE, HOOK_OTHER };
+enum hook_class {
+    HOOK_SUBMIT,
+    HOOK_SYNC,
+    HOOK_LOAD,
+    HOOK_ALLOC,
+    HOOK_FREE,
+    HOOK_RESOLVE,
+    HOOK_OTHER
+};
 
 enum hook_idx {
 #define HOOK_FN(cls, abi, base, pt, stream, params, args) HOOK_IDX_##abi,

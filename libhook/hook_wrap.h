@@ -4,8 +4,9 @@
  *
  * A call made while the thread is already inside the hook (the driver
  * calling its own exported names, the hook's own threads) goes straight to
- * the real function, as does one while `pass` holds; otherwise the call is
- * counted and the thread's depth raised until HOOK_WRAP_LEAVE.  Declares
+ * the real function, as does one while `pass` holds; otherwise the call
+ * waits while the process is frozen for a checkpoint (hook_submit_unfrozen),
+ * is counted and the thread's depth raised until HOOK_WRAP_LEAVE.  Declares
  * t_ (the thread's record) and real_ (the real function, typed).
  */
 #ifndef GS_HOOK_WRAP_H
@@ -13,6 +14,7 @@
 
 #include "hook_init.h"
 #include "hook_real.h"
+#include "hook_submit.h"
 #include "hook_thread.h"
 
 #define HOOK_WRAP_ENTER_UNLESS(abi, args, pass)                                                    \
@@ -24,6 +26,7 @@
         return CUDA_ERROR_NOT_FOUND;                                                               \
     if (t_->nest || (pass))                                                                        \
         return real_ args;                                                                         \
+    hook_submit_unfrozen();                                                                        \
     hook_thread_count(t_, HOOK_IDX_##abi);                                                         \
     t_->nest++
 

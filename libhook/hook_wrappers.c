@@ -10,7 +10,10 @@
  *
  * SUBMIT wrappers pass the gate (hook_submit.h: one atomic load when
  * the process holds its grants) around the real call, and keep the burst
- * flag up to date (hook_burst.c).  SYNC wrappers only count calls: bursts
+ * flag up to date (hook_burst.c).  Every other wrapper first waits while
+ * the process is frozen for a checkpoint (hook_submit_unfrozen: its driver
+ * calls would block where the hook cannot ask for the GPU), and the LOAD
+ * wrappers (modules, libraries) do nothing else.  SYNC wrappers only count calls: bursts
  * are measured by the monitor's own events, not by the program's
  * synchronisations.  The accounted ALLOC/FREE entry points and legacy IPC
  * (emulated for the swap tier's memory) are written out in hook_mem_wrap.c;
@@ -58,6 +61,7 @@
         void *real_ = hook_real[HOOK_IDX_##abi];                                                   \
         if (!real_)                                                                                \
             return CUDA_ERROR_NOT_FOUND;                                                           \
+        hook_submit_unfrozen();                                                                    \
         hook_thread_count(t_, HOOK_IDX_##abi);                                                     \
         t_->nest = 1;                                                                              \
         CUresult r_ = ((__typeof__(&abi))real_)args;                                               \
@@ -101,6 +105,7 @@
     HOOK_CAT(HOOK_UNLESS_, HOOK_OWN(abi))(WRAP_PLAIN(abi, params, args, (void)0))
 
 #define WRAP_SYNC(abi, pt, stream, params, args)    WRAP_PLAIN(abi, params, args, (void)0)
+#define WRAP_LOAD(abi, pt, stream, params, args)    WRAP_PLAIN(abi, params, args, (void)0)
 #define WRAP_ALLOC(abi, pt, stream, params, args)   WRAP_MEM(abi, params, args)
 #define WRAP_FREE(abi, pt, stream, params, args)    WRAP_MEM(abi, params, args)
 #define WRAP_RESOLVE(abi, pt, stream, params, args) /* hook_resolve.c */

@@ -566,6 +566,8 @@ static void submit(gs_park_t *p, psess_t *ps, int unpark, int64_t now)
     if (unpark && ps->move_to >= 0 &&
         !(j->npairs = park_move_pairs(p, ps->move_from, ps->move_to, j->pairs)))
         ps->move_from = ps->move_to = -1;
+    if (!unpark) /* before the lock: its hooks ask for the GPU before they call the driver */
+        park_tell_frozen(p, ps, 1);
     gs_park_worker_submit(p->worker, j);
 }
 
@@ -750,6 +752,8 @@ void park_finish_park(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t
                                 "left_running", !j->stuck));
     room_failures(p, ps, j->error);
     if (!j->stuck) {
+        if (ps->tier == TIER_CHECKPOINT)
+            park_tell_frozen(p, ps, 0);
         memset(ps->bytes, 0, sizeof ps->bytes);
         park_swap_still_out(p, ps, now);
     }
@@ -814,6 +818,8 @@ void park_finish_unpark(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64
                                 (json_int_t)bytes, "seconds", s, "gbps", ps->unpark_gbps, "tier",
                                 ps->tier == TIER_SWAP ? "swap" : "checkpoint", "retried",
                                 j->error[0] ? j->error : NULL));
+    if (ps->tier == TIER_CHECKPOINT)
+        park_tell_frozen(p, ps, 0);
     memset(ps->bytes, 0, sizeof ps->bytes);
     if (ps->demoting) { /* back only to go to the deep tier, unless it is wanted now */
         ps->demoting = 0;

@@ -330,6 +330,11 @@ int park_move_target(gs_park_t *p, const park_views_t *vs, const park_view_t *v,
 int park_move_pairs(const gs_park_t *p, int from, int to, gs_park_gpu_pair_t *pairs);
 void park_move_finish(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t now);
 
+/* park_frozen.c: the session's hooks are told that the checkpoint tier
+ * locks their process (frozen) or restored it, for each GPU it has memory
+ * on (ps->bytes). */
+void park_tell_frozen(gs_park_t *p, const psess_t *ps, int frozen);
+
 park_views_t park_views(gs_park_t *p, int64_t now);
 /* Forget the records of sessions the broker has forgotten. */
 void park_prune(gs_park_t *p, const park_views_t *vs);

@@ -36,6 +36,7 @@ MUST = [
     ("FREE", r"^cu(MemFree|MemRelease$|MemUnmap$|MemPool(Destroy|TrimTo)$|MemHostUnregister$|"
              r"ArrayDestroy$|MipmappedArrayDestroy$|IpcCloseMemHandle$|MemAddressFree$)"),
     ("SYNC", r"^cu(CtxSynchronize|StreamSynchronize|EventSynchronize|StreamQuery|EventQuery)"),
+    ("LOAD", r"^cu(ModuleLoad|LibraryLoad)"),
     ("RESOLVE", r"^cuGetProcAddress"),
     ("OTHER", r"^cu(StreamBeginCapture|StreamEndCapture|CtxCreate|CtxDestroy|"
               r"DevicePrimaryCtx(Retain|Release|Reset)|StreamDestroy|CtxSetCurrent$|"

@@ -28,7 +28,15 @@ def worker(user, b, sim, tmp_path, mode="commands", name=None):
     """gpuworker.py as user, its hook talking to the system broker."""
     env = gsusers.env_of(user, gstest.hook_env(sim, b.endpoint))
     argv = gsusers.argv_as(user, [gstest.PYTHON, gstest.WORKER, mode, "1000", name or user])
-    return gstest.Proc(argv, env, tmp_path, name or user)
+    return Commands(argv, env, tmp_path, name or user)
+
+
+class Commands(gstest.Proc):
+    """gpuworker.py commands: one line in, one answer out."""
+
+    def command(self, line, timeout=60):
+        self.send(line)
+        return self.expect("", timeout).strip()
 
 
 def test_two_users_each_see_their_own_session_under_their_name(system, tmp_path):
@@ -47,3 +55,36 @@ def test_two_users_each_see_their_own_session_under_their_name(system, tmp_path)
     finally:
         for w in ws:
             w.kill()
+
+
+def test_two_users_plain_programs_take_turns_through_the_checkpoint_tier(tmp_path):
+    # Issue 34 (2): alice's session is parked (checkpoint tier) to make room
+    # for bob's.  A locked process's CUDA calls block inside the driver, so
+    # her next call waited there for ever: the hook now asks for the GPU
+    # first (`frozen`), bob is parked in turn, and both find their data.
+    sim = gsusers.shared_sim(memory="1G")
+    b = gsusers.system_broker(sim, ["--set", "park_idle_s=0", "--set", "park_plain=on",
+                                    "--set", "park_swap=off"], event_log=True).start()
+    ws = []
+    size = 600 << 20
+    try:
+        a = worker(ALICE, b, sim, tmp_path)
+        ws.append(a)
+        assert a.command("alloc x %d" % size) == "ok" and a.command("fill x 4") == "ok"
+        bob = worker(BOB, b, sim, tmp_path)
+        ws.append(bob)
+        assert bob.command("alloc y %d" % size) == "ok", bob.stderr()
+        assert bob.command("fill y 5") == "ok"
+        # Her first call after the park loads a module (no kernel ran yet).
+        assert a.command("run 1") == "ok", a.stderr()
+        assert a.command("check x 4") == "ok"
+        assert bob.command("check y 5") == "ok", bob.stderr()
+        assert a.command("check x 4") == "ok"
+        parks = [e["session"] for e in gstest.read_events(b.event_log, "park")]
+        owners = {s: e["user"] for s, e in b.sessions().items()}
+        assert {owners[s] for s in parks} == {ALICE, BOB}, (parks, owners)
+    finally:
+        for w in ws:
+            w.kill()
+        b.stop()
+        gstest.unlink_sim(sim)

@@ -177,10 +177,10 @@ static json_t *sample_of_each_type(void)
 }
 
 static const char *const all_type_names[GS_MSG_COUNT] = {
-    "hello",    "welcome", "register", "registered", "unregister", "cell",      "join",
-    "acquire",  "grant",   "revoke",   "release",    "memory",     "make_room", "room",
-    "swap_out", "swap_in", "swapped",  "moved",      "heartbeat",  "status",    "status_reply",
-    "set",      "park",    "ok",       "error",
+    "hello",        "welcome", "register", "registered", "unregister", "cell",      "join",
+    "acquire",      "grant",   "revoke",   "release",    "memory",     "make_room", "room",
+    "swap_out",     "swap_in", "swapped",  "moved",      "frozen",     "heartbeat", "status",
+    "status_reply", "set",     "park",     "ok",         "error",
 };
 
 /* ------------------------------------------------------------------------ */
@@ -288,6 +288,7 @@ static void test_schema_matches_spec(void **state)
                            "bytes:int>=0! elapsed_us:int>=0! resident_bytes:int>=0! "
                            "movable_bytes:int>=0? swapped_bytes:int>=0? error:string?",
         [GS_MSG_MOVED] = "device:string! to:string!",
+        [GS_MSG_FROZEN] = "device:string! frozen:bool!",
         [GS_MSG_HEARTBEAT] = "epoch:int>=1?",
         [GS_MSG_STATUS] = "",
         [GS_MSG_STATUS_REPLY] = "status:object!",
@@ -463,7 +464,7 @@ static void test_missing_required_fields(void **state)
             json_decref(m);
         }
     }
-    assert_int_equal(checked, 54);
+    assert_int_equal(checked, 56);
     expect_fail("{\"v\":1,\"type\":\"acquire\"}", GS_PERR_MISSING_FIELD,
                 "message \"acquire\": field \"device\" is missing");
 }
@@ -636,7 +637,7 @@ static void test_string_limits(void **state)
             checked++;
         }
     }
-    assert_int_equal(checked, 34);
+    assert_int_equal(checked, 35);
 
     /* the limit counts bytes, not characters: 2049 two-byte characters */
     {
