@@ -271,8 +271,11 @@ int hook_ipc_get(CUipcMemHandle *handle, CUdeviceptr p, CUresult *r)
 }
 
 /* Asks the exporter's server for the range: its answer and descriptors
- * (*n of them), or CUDA_ERROR_INVALID_HANDLE with the reason logged. */
-static CUresult ask(const gs_ipc_handle_t *h, struct answer *a, int *fds, int *n)
+ * (*n of them), or CUDA_ERROR_INVALID_HANDLE with the reason logged.  A
+ * server that hung up without a word (it drops its oldest waiting
+ * connection when others crowd in) is CUDA_ERROR_NOT_READY, not logged,
+ * unless this is the last try. */
+static CUresult ask(const gs_ipc_handle_t *h, struct answer *a, int *fds, int *n, int last)
 {
     struct sockaddr_un sa;
     char at[64], why[200] = "";
@@ -303,8 +306,18 @@ static CUresult ask(const gs_ipc_handle_t *h, struct answer *a, int *fds, int *n
     else if (poll(&pf, 1, ANSWER_MS) != 1) {
         step = "no answer in 5 s";
         errno = ETIMEDOUT;
-    } else if (gs_fd_recv(s, a, sizeof *a, fds, GS_FD_PASS_MAX, n) != (ssize_t)sizeof *a)
-        step = "receive";
+    } else {
+        ssize_t got = gs_fd_recv(s, a, sizeof *a, fds, GS_FD_PASS_MAX, n);
+        if (got == 0 && !last) {
+            close(s);
+            return CUDA_ERROR_NOT_READY;
+        }
+        if (got != (ssize_t)sizeof *a) {
+            step = "receive";
+            if (got >= 0)
+                errno = got ? EPROTO : ECONNRESET;
+        }
+    }
     int err = errno;
     if (s >= 0)
         close(s);
@@ -359,7 +372,8 @@ int hook_ipc_open(CUdeviceptr *p, const CUipcMemHandle *handle, CUresult *r)
     }
     struct answer a;
     int fds[GS_FD_PASS_MAX], n = 0;
-    *r = ask(&h, &a, fds, &n);
+    for (int tries = 1; (*r = ask(&h, &a, fds, &n, tries == 3)) == CUDA_ERROR_NOT_READY; tries++)
+        ;
     if (*r != CUDA_SUCCESS)
         return 1;
     gs_swap_shape_t shape = {(CUdeviceptr)h.base, a.size, a.bytes, a.seg_bytes, a.nseg, a.dev};
