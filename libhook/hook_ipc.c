@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,6 +63,7 @@ struct answer {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static int server_fd = -1;
 static pid_t server_pid;
+static ino_t server_ino;                /* its inode: still ours after a fork? */
 static uint64_t server_name;            /* the random part of its name */
 static unsigned long long server_start; /* this process' start time */
 
@@ -196,7 +198,10 @@ static int serve(uint64_t *name, unsigned long long *start, char *why, size_t wh
     pthread_mutex_lock(&mu);
     int rc = 0;
     if (server_fd < 0 || server_pid != getpid()) {
-        if (server_fd >= 0) /* the parent's, inherited: its name is not ours to hold */
+        /* The parent's, inherited: its name is not ours to hold (unless the
+         * child closed it and the number is another file's now). */
+        struct stat sb;
+        if (server_fd >= 0 && fstat(server_fd, &sb) == 0 && sb.st_ino == server_ino)
             close(server_fd);
         server_fd = -1;
         rc = -1;
@@ -208,7 +213,7 @@ static int serve(uint64_t *name, unsigned long long *start, char *why, size_t wh
                      (int)getpid());
         else if (fd < 0)
             snprintf(why, whylen, "cannot listen: %s", strerror(errno));
-        else if (fcntl(fd, F_SETFL, O_NONBLOCK) != 0)
+        else if (fcntl(fd, F_SETFL, O_NONBLOCK) != 0 || fstat(fd, &sb) != 0)
             snprintf(why, whylen, "fcntl: %s", strerror(errno));
         else {
             sigset_t all, old;
@@ -221,6 +226,7 @@ static int serve(uint64_t *name, unsigned long long *start, char *why, size_t wh
                 pthread_detach(t);
                 server_fd = fd;
                 server_pid = getpid();
+                server_ino = sb.st_ino;
                 server_name = nm;
                 server_start = st;
                 rc = 0;
