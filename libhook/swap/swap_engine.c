@@ -858,14 +858,35 @@ int gs_swap_in_until(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w,
 
 /* ---- sharing with other processes (legacy IPC emulated) --------------------- */
 
-int gs_swap_export(gs_swap_engine_t *e, CUdeviceptr p, int *fds, int max, gs_swap_shape_t *shape,
-                   char *err, size_t errlen)
+int gs_swap_ipc_keys(gs_swap_engine_t *e, CUdeviceptr p, const gs_swap_ipc_keys_t *fresh,
+                     gs_swap_ipc_keys_t *keys, CUdeviceptr *base)
+{
+    pthread_mutex_lock(&e->op);
+    gs_swap_range_t r;
+    int rc = -1;
+    if (gs_swap_ranges_find(e->ranges, p, &r) && !r.vmm) {
+        if (r.ipc_pid != getpid()) {
+            r.ipc = *fresh;
+            r.ipc_pid = getpid();
+            gs_swap_ranges_update(e->ranges, &r);
+        }
+        *keys = r.ipc;
+        *base = r.va;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&e->op);
+    return rc;
+}
+
+int gs_swap_export(gs_swap_engine_t *e, CUdeviceptr base, const unsigned char *ask, int *fds,
+                   int max, gs_swap_shape_t *shape, unsigned char *proof, char *err, size_t errlen)
 {
     pthread_mutex_lock(&e->op);
     gs_swap_range_t r;
     int n = -1;
-    if (!gs_swap_ranges_find(e->ranges, p, &r) || r.vmm)
-        snprintf(err, errlen, "not memory of the swap tier");
+    if (!gs_swap_ranges_find(e->ranges, base, &r) || r.vmm || r.va != base ||
+        r.ipc_pid != getpid() || !gs_swap_ipc_same(ask, r.ipc.ask))
+        snprintf(err, errlen, "no memory of this process is shared under that handle");
     else if (gs_swap_range_parked(&r))
         snprintf(err, errlen, "the memory is parked");
     else if (r.nseg > max)
@@ -891,6 +912,7 @@ int gs_swap_export(gs_swap_engine_t *e, CUdeviceptr p, int *fds, int max, gs_swa
             gs_swap_ranges_update(e->ranges, &r);
         }
         *shape = (gs_swap_shape_t){r.va, r.size, r.bytes, r.seg_bytes, r.nseg, r.dev};
+        memcpy(proof, r.ipc.proof, GS_SWAP_IPC_KEY);
     }
     pthread_mutex_unlock(&e->op);
     return n;

@@ -93,10 +93,18 @@ typedef struct {
     int dev;
 } gs_swap_shape_t;
 
-/* The range holding p, pinned and exported: one descriptor per segment in
- * fds (the caller closes them) and its shape; the count, or -1 with err. */
-int gs_swap_export(gs_swap_engine_t *self, CUdeviceptr p, int *fds, int max, gs_swap_shape_t *shape,
-                   char *err, size_t errlen);
+/* The keys of the range holding p (its first, or `fresh`, then kept: one
+ * allocation has one handle) and its base; 0, or -1 when p is not memory
+ * of the tier.  A range freed takes its keys with it: a handle of it never
+ * opens memory allocated later at the same address. */
+int gs_swap_ipc_keys(gs_swap_engine_t *self, CUdeviceptr p, const gs_swap_ipc_keys_t *fresh,
+                     gs_swap_ipc_keys_t *keys, CUdeviceptr *base);
+/* The range that starts at base, if ask is its key: pinned and exported as
+ * one descriptor per segment in fds (the caller closes them), its shape
+ * and its proof; the count, or -1 with err (the same error for a wrong key
+ * as for no such range: an asker learns nothing of what is there). */
+int gs_swap_export(gs_swap_engine_t *self, CUdeviceptr base, const unsigned char *ask, int *fds,
+                   int max, gs_swap_shape_t *shape, unsigned char *proof, char *err, size_t errlen);
 /* Maps another process' exported range for GPU dev at a new address. */
 CUresult gs_swap_import(gs_swap_engine_t *self, int dev, const gs_swap_shape_t *shape,
                         const int *fds, CUdeviceptr *va);

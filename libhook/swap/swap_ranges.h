@@ -15,6 +15,25 @@
 #include <cuda.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+
+/* What a legacy IPC handle of a range proves (libhook/hook_ipc_handle.h):
+ * `ask`, which whoever opens the handle presents to get the memory (the
+ * handle is the capability, as the driver's), and `proof`, which only the
+ * exporter can answer with.  Random, drawn once per range and process. */
+#define GS_SWAP_IPC_KEY 12
+typedef struct {
+    unsigned char ask[GS_SWAP_IPC_KEY], proof[GS_SWAP_IPC_KEY];
+} gs_swap_ipc_keys_t;
+
+/* Equal keys, compared in a time that does not depend on their bytes. */
+static inline int gs_swap_ipc_same(const unsigned char *a, const unsigned char *b)
+{
+    unsigned char d = 0;
+    for (size_t i = 0; i < GS_SWAP_IPC_KEY; i++)
+        d |= (unsigned char)(a[i] ^ b[i]);
+    return d == 0;
+}
 
 /* A range's physical memory comes in segments (256 MiB by default; the last
  * may be smaller), so that a large allocation leaves the GPU and comes back
@@ -33,8 +52,13 @@ typedef struct {
     CUmemGenericAllocationHandle *seg;
     uint64_t resident_bytes; /* of `bytes`, on the GPU now */
     int pinned;              /* shared with another process (IPC): never moved */
-    int host_set;            /* host_off is assigned: some of it went out */
-    uint64_t host_off;       /* where its bytes are in the host window */
+    /* Its legacy IPC keys (gs_swap_ipc_keys), drawn by the process ipc_pid
+     * at its first cuIpcGetMemHandle (0: never shared; a forked child's
+     * copy is not its own and is drawn again). */
+    gs_swap_ipc_keys_t ipc;
+    pid_t ipc_pid;
+    int host_set;      /* host_off is assigned: some of it went out */
+    uint64_t host_off; /* where its bytes are in the host window */
     /* The program's own mapping (its cuMemMap of memory it made with
      * cuMemCreate, as PyTorch's expandable segments do), adopted so that it
      * moves with the rest: one segment at the program's addresses, made

@@ -13,6 +13,7 @@ Point LD_LIBRARY_PATH at tests/simcuda/.libs to get the simulator.
     gpusim.launch(us=2000)          # a 2 ms simulated kernel
     gpusim.synchronize()
     gpusim.read(p, 5), gpusim.mem_info(), gpusim.busy_ns()
+    h = gpusim.ipc_get_handle(p)    # legacy IPC: 64 bytes another process opens
 
 Command line (exit status 0 on success, 1 with the CUDA error on stderr):
     python3 gpusim.py work --kernels N --us U   run N kernels of U us, sync
@@ -35,7 +36,8 @@ import threading
 __all__ = [
     "CudaError", "Stream", "init", "alloc", "free", "write", "read", "launch",
     "synchronize", "mem_info", "busy_ns", "process_busy_ns", "stream",
-    "is_simulated", "inject_failure", "host_stats",
+    "is_simulated", "inject_failure", "host_stats", "ipc_get_handle", "ipc_open_handle",
+    "ipc_close_handle",
 ]
 
 _lib = None
@@ -178,6 +180,32 @@ class Segment:
 def free(ptr):
     _current()
     _call("cuMemFree_v2", ctypes.c_uint64(ptr))
+
+
+class _IpcHandle(ctypes.Structure):  # CUipcMemHandle
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
+def ipc_get_handle(ptr):
+    """cuIpcGetMemHandle of the allocation holding ptr: the handle's 64 bytes."""
+    _current()
+    h = _IpcHandle()
+    _call("cuIpcGetMemHandle", ctypes.byref(h), ctypes.c_uint64(ptr))
+    return ctypes.string_at(ctypes.addressof(h), 64)
+
+
+def ipc_open_handle(handle):
+    """cuIpcOpenMemHandle_v2 of a handle's 64 bytes: the device pointer."""
+    _current()
+    h = _IpcHandle.from_buffer_copy(bytes(handle))
+    p = ctypes.c_uint64()
+    _call("cuIpcOpenMemHandle_v2", ctypes.byref(p), h, ctypes.c_uint(1))  # lazy peer access
+    return p.value
+
+
+def ipc_close_handle(ptr):
+    _current()
+    _call("cuIpcCloseMemHandle", ctypes.c_uint64(ptr))
 
 
 def write(ptr, data):
