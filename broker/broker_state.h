@@ -14,6 +14,7 @@
 #include "eventlog.h"
 #include "gpu_inventory.h"
 #include "liveness.h"
+#include "log_limit.h"
 #include "metrics.h"
 #include "park/park.h"
 #include "peer.h"
@@ -41,6 +42,7 @@ struct gs_broker {
     long fd_limit;           /* the open-file limit in force */
     int max_conns_per_uid;   /* max_connections_per_uid */
     gs_peer_t peer;          /* credentials of the message being handled */
+    gs_log_limit_t *log_limit; /* lines any user's messages cause, per uid (log_limit.h) */
     /* settings.c */
     gid_t admin_gid; /* may change settings and others' sessions; -1 = root only */
     int show_others; /* show_others: 1 names (others' user and notebook), 0 anonymous */
