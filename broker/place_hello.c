@@ -114,8 +114,8 @@ json_t *gs_place_hello(gs_broker_t *b, const json_t *hello)
     const char *name = gs_msg_str(hello, "session", NULL);
     const char *visible = gs_msg_str(hello, "visible", NULL);
     int n = b->inventory.count;
-    if (b->placement == GS_PLACE_OFF || n < 2 || n > GS_PLACE_MAX_GPUS || !name ||
-        !b->placements || !b->peer.valid || strcmp(gs_msg_str(hello, "role", ""), "hook") != 0 ||
+    if (b->placement == GS_PLACE_OFF || n < 2 || n > GS_PLACE_MAX_GPUS || !name || !b->placements ||
+        !b->peer.valid || strcmp(gs_msg_str(hello, "role", ""), "hook") != 0 ||
         !json_is_true(json_object_get(hello, "place")))
         return NULL; /* only a hook that asks is placed (hook_place.c) */
     char session[GS_SESSION_ID_MAX];

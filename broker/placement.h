@@ -60,7 +60,7 @@ int gs_placement_set_pending(gs_placement_t *self, const char *session, const in
 void gs_placement_confirm(gs_placement_t *self, const char *session);
 /* Drops owner's pending entries whose asking process is gone (alive(pid,
  * start, arg) returns 0; entries without a pid are left to the cap), then
- * the oldest ones while owner has at least cap - 1, so that one more fits
+ * the oldest ones while owner has cap or more, so that one more fits
  * under cap.  Returns how many were dropped. */
 int gs_placement_prune(gs_placement_t *self, uid_t owner, int cap,
                        int (*alive)(long pid, unsigned long long start, void *arg), void *arg);

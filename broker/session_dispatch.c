@@ -129,7 +129,8 @@ static gs_session_t *known_session(gs_broker_t *self, zframe_t *peer, const json
                                    int registered)
 {
     const char *id = gs_msg_str(msg, "session", "");
-    gs_session_t *s = self->peer.valid ? gs_sessions_named(self->sessions, self->peer.uid, id) : NULL;
+    gs_session_t *s =
+        self->peer.valid ? gs_sessions_named(self->sessions, self->peer.uid, id) : NULL;
     if (!s && (s = gs_sessions_session(self->sessions, id, 0)) && !may_touch(self, s)) {
         gs_reply_error(self->router, peer, msg, "permission_denied",
                        "the session belongs to another user");

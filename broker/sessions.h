@@ -32,16 +32,16 @@
 
 /* A session id: a name (at most 128 bytes, protocol.h), '@' and a uid of
  * at most 10 digits, and the NUL (the scheduler's ids are as long). */
-#define GS_SESSION_ID_MAX 140
+#define GS_SESSION_ID_MAX   140
 #define GS_SESSION_NAME_MAX 129
 
 typedef struct {
     char key[64];       /* hex of the ZeroMQ routing id; the scheduler's client id */
     zframe_t *identity; /* routing id, for replies */
     char role[16];
-    long pid;          /* from join (informational) */
-    long peer_pid;     /* from the connection's credentials, 0 = unknown */
-    uid_t peer_uid;    /* from the credentials of its first message; later ones must match */
+    long pid;       /* from join (informational) */
+    long peer_pid;  /* from the connection's credentials, 0 = unknown */
+    uid_t peer_uid; /* from the credentials of its first message; later ones must match */
     char session[GS_SESSION_ID_MAX]; /* the id of its session; empty until join */
     int64_t last_seen_us;
     long long acquire_seq[GS_MAX_GPUS]; /* seq of its last acquire, echoed in grants */
@@ -51,8 +51,8 @@ typedef struct {
 typedef struct {
     char id[GS_SESSION_ID_MAX];     /* unique: see gs_sessions_key */
     char name[GS_SESSION_NAME_MAX]; /* what its owner calls it (and sends) */
-    char user[64];    /* the owner's account name (from owner_uid), for display */
-    char claimed[64]; /* the user name register sent, when it is not the account's */
+    char user[64];                  /* the owner's account name (from owner_uid), for display */
+    char claimed[64];               /* the user name register sent, when it is not the account's */
     char kernel_id[129];
     char notebook[512];
     long kernel_pid;

@@ -341,13 +341,16 @@ static void test_text_safe(void **state)
     assert_string_equal(out, "a?root  GPU 0?[31mred");
     assert_false(gs_text_is_safe("a\nb"));
     /* Tab, CR, DEL, BEL; C1 CSI (U+009B) in its UTF-8 form and raw. */
-    assert_int_equal(gs_text_safe(out, sizeof out, "\t\r\x7f\x07|\xc2\x9b" "2J|\x9b"), 6);
+    assert_int_equal(gs_text_safe(out, sizeof out,
+                                  "\t\r\x7f\x07|\xc2\x9b"
+                                  "2J|\x9b"),
+                     6);
     assert_string_equal(out, "????|?2J|?");
     assert_false(gs_text_is_safe("\xc2\x85"));
     assert_true(gs_text_is_safe("\xc2\xa0")); /* U+00A0 is printable */
     /* Not UTF-8: overlong, surrogate, truncated, past U+10FFFF. */
-    assert_int_equal(gs_text_safe(out, sizeof out, "\xc0\xaf|\xed\xa0\x80|\xe2\x82|\xf4\x90\x80\x80"),
-                     11);
+    assert_int_equal(
+        gs_text_safe(out, sizeof out, "\xc0\xaf|\xed\xa0\x80|\xe2\x82|\xf4\x90\x80\x80"), 11);
     assert_string_equal(out, "??|???|??|????");
     /* Cut on a boundary: a 3-byte character that does not fit is left out. */
     assert_int_equal(gs_text_safe(out, 5, "ab\xe2\x82\xac"), 0);
