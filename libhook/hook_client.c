@@ -79,6 +79,7 @@
 #include "log.h"
 #include "protocol.h"
 #include "socket_trust.h"
+#include "text_safe.h"
 
 #define FIRST_WELCOME_MS 200  /* the first attempt decides: gated or fail open */
 #define LATER_WELCOME_MS 2000 /* background attempts wait longer before retrying */
@@ -932,8 +933,10 @@ static void on_ok(const json_t *m)
         struct hook_dev *d = &hook_gate_st.dev[i];
         if (!d->touched || d->acquire_seq != seq)
             continue;
-        snprintf(d->wait_info, sizeof d->wait_info, "%s", info);
-        snprintf(d->wait_holder, sizeof d->wait_holder, "%s", holder);
+        /* Other users' notebook names: shown on stderr and in the wait
+         * line, so without control characters (text_safe.h). */
+        gs_text_safe(d->wait_info, sizeof d->wait_info, info);
+        gs_text_safe(d->wait_holder, sizeof d->wait_holder, holder);
         d->wait_left_ns = left_ms >= 0 ? now + (uint64_t)left_ms * 1000000ULL : 0;
     }
     pthread_mutex_unlock(&hook_gate_mu);
