@@ -10,10 +10,10 @@
  * exists once the process joins, or the launcher registers it), and a
  * hello may name sessions that never will: 100 000 hellos with junk ids
  * grew the broker by 47 MB and wrote as many log lines.  Such a placement
- * is pending (placement.h): it goes when the process that asked is gone
- * and nothing joined, and a uid holds at most GS_PLACE_PENDING_PER_UID (its
- * oldest goes first).  Its log line and "placed" event are limited per uid
- * (log_limit.h).
+ * is pending (placement.h): it goes when nothing joined and the process
+ * that asked is gone for GS_PLACE_PENDING_HOLD_US, and a uid holds at most
+ * GS_PLACE_PENDING_PER_UID (its oldest goes first).  Its log line and "placed" event are limited
+ * per uid (log_limit.h).
  */
 #include "place_hello.h"
 
@@ -81,7 +81,8 @@ static int place_new(gs_broker_t *b, const json_t *hello, const char *session, i
     int64_t now = gs_clock_now_us();
     /* Room under the sender's cap first, and its placements whose asking
      * process is gone out of the view. */
-    gs_placement_prune(b->placements, b->peer.uid, GS_PLACE_PENDING_PER_UID, asker_alive, NULL);
+    gs_placement_prune(b->placements, b->peer.uid, GS_PLACE_PENDING_PER_UID, now,
+                       GS_PLACE_PENDING_HOLD_US, asker_alive, NULL);
     place_view_t v = {.b = b, .now = now};
     for (int g = 0; g < n; g++)
         v.gpus[g].capacity = b->inventory.gpus[g].memory_total;
@@ -102,7 +103,7 @@ static int place_new(gs_broker_t *b, const json_t *hello, const char *session, i
     int rc = gs_sessions_session(b->sessions, session, 0)
                  ? gs_placement_set(b->placements, session, gpus, k)
                  : gs_placement_set_pending(b->placements, session, gpus, k, b->peer.uid,
-                                            (long)b->peer.pid, gs_proc_start(b->peer.pid));
+                                            (long)b->peer.pid, gs_proc_start(b->peer.pid), now);
     if (rc != 0)
         return 0;
     say_placed(b, session, gpus, k, policy, now);

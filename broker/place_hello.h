@@ -14,6 +14,9 @@
 /* Pending placements one uid may hold: sessions placed by its hellos
  * that no process of it has joined (nor a launcher registered) yet. */
 #define GS_PLACE_PENDING_PER_UID 64
+/* How long a pending placement outlives the process that asked (its
+ * session's next process gets the same answer meanwhile). */
+#define GS_PLACE_PENDING_HOLD_US (10 * 60 * 1000000LL)
 
 /* The GPUs the process of `hello` (from the sender in b->peer) is to see,
  * as a JSON array of UUIDs, or NULL: placement is off, the server has one

@@ -84,6 +84,7 @@ typedef struct {
     uid_t owner;
     long pid;
     unsigned long long start;
+    int64_t made_us;
     uint64_t order; /* when it was made, in entries made: the oldest goes first */
 } placed_t;
 
@@ -151,7 +152,7 @@ int gs_placement_set(gs_placement_t *self, const char *session, const int *gpus,
 }
 
 int gs_placement_set_pending(gs_placement_t *self, const char *session, const int *gpus, int n,
-                             uid_t owner, long pid, unsigned long long start)
+                             uid_t owner, long pid, unsigned long long start, int64_t now_us)
 {
     placed_t *p = put(self, session, gpus, n);
     if (!p)
@@ -160,6 +161,7 @@ int gs_placement_set_pending(gs_placement_t *self, const char *session, const in
     p->owner = owner;
     p->pid = pid;
     p->start = start;
+    p->made_us = now_us;
     return 0;
 }
 
@@ -170,7 +172,7 @@ void gs_placement_confirm(gs_placement_t *self, const char *session)
         p->pending = 0;
 }
 
-int gs_placement_prune(gs_placement_t *self, uid_t owner, int cap,
+int gs_placement_prune(gs_placement_t *self, uid_t owner, int cap, int64_t now_us, int64_t hold_us,
                        int (*alive)(long pid, unsigned long long start, void *arg), void *arg)
 {
     /* Keys to drop are collected first: a zhashx must not change while it
@@ -184,7 +186,7 @@ int gs_placement_prune(gs_placement_t *self, uid_t owner, int cap,
     for (placed_t *p = zhashx_first(self->by_session); p; p = zhashx_next(self->by_session)) {
         if (!p->pending || p->owner != owner)
             continue;
-        if (p->pid > 0 && alive && !alive(p->pid, p->start, arg))
+        if (now_us - p->made_us > hold_us && p->pid > 0 && alive && !alive(p->pid, p->start, arg))
             zlistx_add_end(gone, (void *)zhashx_cursor(self->by_session));
         else
             mine++;

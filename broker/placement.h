@@ -53,16 +53,18 @@ int gs_placement_set(gs_placement_t *self, const char *session, const int *gpus,
  * its launcher registers it), and anyone can send hellos naming sessions
  * that will never exist.  Such an entry is pending: it belongs to the uid
  * that asked and records the asking process (pid, its start time: 0 when
- * unknown).  It becomes a session's with gs_placement_confirm; until then
- * gs_placement_prune may drop it. */
+ * unknown) and when it asked.  It becomes a session's with
+ * gs_placement_confirm; until then gs_placement_prune may drop it. */
 int gs_placement_set_pending(gs_placement_t *self, const char *session, const int *gpus, int n,
-                             uid_t owner, long pid, unsigned long long start);
+                             uid_t owner, long pid, unsigned long long start, int64_t now_us);
 void gs_placement_confirm(gs_placement_t *self, const char *session);
-/* Drops owner's pending entries whose asking process is gone (alive(pid,
- * start, arg) returns 0; entries without a pid are left to the cap), then
- * the oldest ones while owner has cap or more, so that one more fits
+/* Drops owner's pending entries made more than hold_us before now_us whose
+ * asking process is gone (alive(pid, start, arg) returns 0; entries
+ * without a pid are left to the cap): a session's later process, a minute
+ * after a first one that only looked at the GPUs, still gets its answer.
+ * Then the oldest ones while owner has cap or more, so that one more fits
  * under cap.  Returns how many were dropped. */
-int gs_placement_prune(gs_placement_t *self, uid_t owner, int cap,
+int gs_placement_prune(gs_placement_t *self, uid_t owner, int cap, int64_t now_us, int64_t hold_us,
                        int (*alive)(long pid, unsigned long long start, void *arg), void *arg);
 /* How many entries are pending (all uids; owner's into *mine when not NULL). */
 int gs_placement_pending(const gs_placement_t *self, uid_t owner, int *mine);

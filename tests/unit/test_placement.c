@@ -174,7 +174,8 @@ static int pid_alive(long pid, unsigned long long start, void *arg)
 }
 
 /* Placements made by hellos (issue 34, item 5): pending until their
- * session exists, dropped when the asking process is gone, and at most
+ * session exists, dropped when the asking process is gone (after a while),
+ * and at most
  * cap per uid (the oldest goes first); another uid's are never touched. */
 static void pending_placements_are_bounded_per_uid(void **state)
 {
@@ -185,30 +186,32 @@ static void pending_placements_are_bounded_per_uid(void **state)
     char key[32];
     for (int i = 0; i < 10; i++) {
         snprintf(key, sizeof key, "junk%d@1002", i);
-        assert_int_equal(gs_placement_prune(p, 1002, 4, pid_alive, &gone), i < 4 ? 0 : 1);
-        assert_int_equal(gs_placement_set_pending(p, key, (int[]){i % 4}, 1, 1002, 500 + i, 0), 0);
+        assert_int_equal(gs_placement_prune(p, 1002, 4, 0, 0, pid_alive, &gone), i < 4 ? 0 : 1);
+        assert_int_equal(gs_placement_set_pending(p, key, (int[]){i % 4}, 1, 1002, 500 + i, 0, 0),
+                         0);
     }
     assert_int_equal(gs_placement_pending(p, 1002, &mine), 4);
     assert_int_equal(mine, 4);
     assert_int_equal(gs_placement_get(p, "junk5@1002", g, 4), 0); /* oldest went first */
     assert_int_equal(gs_placement_get(p, "junk9@1002", g, 4), 1);
     /* Alice's, one confirmed (her session joined), one pending. */
-    assert_int_equal(gs_placement_set_pending(p, "train@1001", (int[]){1}, 1, 1001, 77, 0), 0);
+    assert_int_equal(gs_placement_set_pending(p, "train@1001", (int[]){1}, 1, 1001, 77, 0, 0), 0);
     gs_placement_confirm(p, "train@1001");
-    assert_int_equal(gs_placement_set_pending(p, "eval@1001", (int[]){2}, 1, 1001, 78, 0), 0);
+    assert_int_equal(gs_placement_set_pending(p, "eval@1001", (int[]){2}, 1, 1001, 78, 0, 0), 0);
     assert_int_equal(gs_placement_pending(p, 1001, &mine), 5);
     assert_int_equal(mine, 1);
     /* Mallory's storm goes on: Alice keeps both. */
-    assert_int_equal(gs_placement_prune(p, 1002, 4, pid_alive, &gone), 1);
+    assert_int_equal(gs_placement_prune(p, 1002, 4, 0, 0, pid_alive, &gone), 1);
     assert_int_equal(gs_placement_get(p, "train@1001", g, 4), 1);
     assert_int_equal(gs_placement_get(p, "eval@1001", g, 4), 1);
     /* The process that asked for eval is gone, nothing joined: dropped;
      * train, whose session exists, stays whoever asked for it. */
-    gone = 78;
-    assert_int_equal(gs_placement_prune(p, 1001, 64, pid_alive, &gone), 1);
+    gone = 78; /* (kept while it is held: a later process of its session may come) */
+    assert_int_equal(gs_placement_prune(p, 1001, 64, 1000, 5000, pid_alive, &gone), 0);
+    assert_int_equal(gs_placement_prune(p, 1001, 64, 6000, 5000, pid_alive, &gone), 1);
     assert_int_equal(gs_placement_get(p, "eval@1001", g, 4), 0);
     gone = 77;
-    assert_int_equal(gs_placement_prune(p, 1001, 64, pid_alive, &gone), 0);
+    assert_int_equal(gs_placement_prune(p, 1001, 64, 6000, 5000, pid_alive, &gone), 0);
     assert_int_equal(gs_placement_get(p, "train@1001", g, 4), 1);
     /* A set (the session exists) is never pending. */
     assert_int_equal(gs_placement_set(p, "junk9@1002", (int[]){3}, 1), 0);
