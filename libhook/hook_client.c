@@ -477,7 +477,8 @@ static void go_refused(const char *why, uint64_t retry_in_ms)
     close_socket();
     io.next_attempt = now_ms() + retry_in_ms;
     pthread_mutex_lock(&hook_gate_mu);
-    int warn = hook_gate_st.client != CS_REFUSED;
+    /* (asked again, it was READY for a moment: its welcome) */
+    int warn = hook_gate_st.client != CS_REFUSED && !io.was_refused;
     sh.connected = 0;
     if (hook_gate_st.client != CS_STOPPED)
         hook_gate_st.client = CS_REFUSED;
