@@ -26,6 +26,7 @@
 #include "fd_limit.h"
 #include "hangup.h"
 #include "log.h"
+#include "place_hello.h"
 #include "reply.h"
 #include "sched/park_policy.h"
 #include "sd_notify.h"
@@ -241,7 +242,10 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
     /* Before any socket: each connection is a descriptor (conn_guard.h). */
     self->fd_limit = gs_fd_limit_raise();
     self->metrics_status = current_status;
-    self->sessions = gs_sessions_new();
+    /* Sessions' ids are their names for the broker's own user (sessions.h). */
+    self->sessions = gs_sessions_new(geteuid());
+    /* Lines any user's messages cause, one each: 50 at once, then 5 a second. */
+    self->log_limit = gs_log_limit_new(50, 5.0);
     self->started_unix = (long long)time(NULL);
 
     /* The configuration file: the start-only keys now, the rest once the
@@ -351,6 +355,7 @@ void gs_broker_destroy(gs_broker_t **self_p)
     zsock_destroy(&self->router);
     gs_sessions_destroy(&self->sessions);
     gs_placement_destroy(&self->placements);
+    gs_log_limit_destroy(&self->log_limit);
     gs_eventlog_close(&self->eventlog);
     gs_metrics_destroy(&self->metrics);
     gs_sched_destroy(&self->sched);
@@ -362,58 +367,6 @@ void gs_broker_destroy(gs_broker_t **self_p)
         close(self->signal_fd);
     free(self);
     *self_p = NULL;
-}
-
-/* What placement weighs per GPU: the memory and the number of the
- * sessions placed there. */
-typedef struct {
-    gs_broker_t *b;
-    gs_place_gpu_t gpus[GS_PLACE_MAX_GPUS];
-    int64_t now;
-} place_view_t;
-
-static void add_placed(const char *session, const int *gpus, int n, void *arg)
-{
-    place_view_t *v = arg;
-    for (int i = 0; i < n; i++) {
-        gs_sched_info_t si;
-        v->gpus[gpus[i]].sessions++;
-        if (gs_sched_info(v->b->sched, session, gpus[i], v->now, &si) == 0)
-            v->gpus[gpus[i]].committed += si.resident_bytes;
-    }
-}
-
-/* Places a new session: its GPUs in gpus[], their count (0: not placed). */
-static int place_new(gs_broker_t *self, const json_t *hello, const char *session, int *gpus)
-{
-    int n = self->inventory.count;
-    place_view_t v = {.b = self, .now = gs_clock_now_us()};
-    for (int g = 0; g < n; g++)
-        v.gpus[g].capacity = self->inventory.gpus[g].memory_total;
-    gs_placement_each(self->placements, add_placed, &v);
-    int want = (int)gs_msg_int(hello, "gpus", 1);
-    uint64_t allowed =
-        self->peer.valid ? gs_gpu_access_mask(&self->gpu_access, self->peer.uid) : ~0ull;
-    const char *policy = gs_place_policy_name((gs_place_policy_t)self->placement);
-    int k = gs_place_choose((gs_place_policy_t)self->placement, v.gpus, n, want, allowed, gpus);
-    if (!k) {
-        gs_warn("session %s: gpu_access allows its user none of this server's GPUs; not placed",
-                session);
-        return 0;
-    }
-    if (gs_placement_set(self->placements, session, gpus, k) != 0)
-        return 0;
-    gs_info("session %s placed on GPU %d%s (%s)", session, gpus[0], k > 1 ? " and more" : "",
-            policy);
-    if (self->eventlog) {
-        json_t *uuids = json_array();
-        for (int i = 0; i < k; i++)
-            json_array_append_new(uuids, json_string(self->inventory.gpus[gpus[i]].uuid));
-        gs_eventlog_write(
-            self->eventlog, "placed",
-            json_pack("{s:s, s:o, s:s}", "session", session, "devices", uuids, "policy", policy));
-    }
-    return k;
 }
 
 /* Parking may restore a parked session onto another GPU (park_move.c) only
@@ -441,33 +394,6 @@ static void moved(void *arg, const char *session, int from, int to)
         gs_warn("session %s: could not record its move to GPU %d (out of memory)", session, to);
 }
 
-/* The GPUs the process of `hello` is to see, as a JSON array of UUIDs, or
- * NULL: placement is off, the server has one GPU, the process is not of a
- * session, or its spawner chose (CUDA_VISIBLE_DEVICES: respected, and
- * said).  A session's later processes get its first one's answer. */
-static json_t *placement(gs_broker_t *self, const json_t *hello)
-{
-    const char *session = gs_msg_str(hello, "session", NULL);
-    const char *visible = gs_msg_str(hello, "visible", NULL);
-    int n = self->inventory.count;
-    if (self->placement == GS_PLACE_OFF || n < 2 || n > GS_PLACE_MAX_GPUS || !session ||
-        !self->placements || strcmp(gs_msg_str(hello, "role", ""), "hook") != 0 ||
-        !json_is_true(json_object_get(hello, "place")))
-        return NULL; /* only a hook that asks is placed (hook_place.c) */
-    int gpus[GS_PLACE_MAX_GPUS], k = gs_placement_get(self->placements, session, gpus, n);
-    if (!k && visible) {
-        gs_info("session %s: its spawner set CUDA_VISIBLE_DEVICES=%.200s; left as it is", session,
-                visible);
-        return NULL;
-    }
-    if (!k && !(k = place_new(self, hello, session, gpus)))
-        return NULL;
-    json_t *list = json_array();
-    for (int i = 0; i < k; i++)
-        json_array_append_new(list, json_string(self->inventory.gpus[gpus[i]].uuid));
-    return list;
-}
-
 static void on_hello(gs_broker_t *self, zframe_t *peer, const json_t *req)
 {
     char id[32];
@@ -480,7 +406,7 @@ static void on_hello(gs_broker_t *self, zframe_t *peer, const json_t *req)
     json_object_set_new(w, "scheduler", json_string(cfg->enabled ? "on" : "off"));
     json_object_set_new(w, "heartbeat_ms", json_integer(self->opt.heartbeat_ms));
     json_object_set_new(w, "simulated", json_boolean(self->inventory.simulated));
-    json_t *devices = placement(self, req);
+    json_t *devices = gs_place_hello(self, req);
     if (devices)
         json_object_set_new(w, "devices", devices);
     gs_reply_echo_seq(w, req);
@@ -569,7 +495,17 @@ static void handle_message(gs_broker_t *self)
     json_t *msg = gs_wire_recv(self->router, &peer, &type, &perr, &rejected, &self->peer);
     if (!msg) {
         if (peer && perr.code != GS_PERR_NONE) {
-            gs_info("rejected a message: %s", perr.text);
+            /* One line per bad message, as many as a user sends: limited
+             * per uid (log_limit.h); the sender is answered either way. */
+            unsigned long held = 0;
+            if (!self->peer.valid ||
+                gs_log_limit_allow(self->log_limit, self->peer.uid, gs_clock_now_us(), &held)) {
+                if (held)
+                    gs_info("rejected a message: %s (%lu more lines from uid %u not logged)",
+                            perr.text, held, (unsigned)self->peer.uid);
+                else
+                    gs_info("rejected a message: %s", perr.text);
+            }
             gs_reply_error(self->router, peer, rejected, gs_perr_code_name(perr.code), perr.text);
         }
         json_decref(rejected);

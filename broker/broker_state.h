@@ -14,6 +14,7 @@
 #include "eventlog.h"
 #include "gpu_inventory.h"
 #include "liveness.h"
+#include "log_limit.h"
 #include "metrics.h"
 #include "park/park.h"
 #include "peer.h"
@@ -34,13 +35,14 @@ struct gs_broker {
     unsigned long long next_client_id;
     long long next_epoch; /* the last membership number given to a joining hook */
     gs_sessions_t *sessions;
-    gs_sched_t *sched;       /* grants: policy, scheduler on/off and settings live here */
-    gs_park_t *park;         /* memory parking (park.h); its settings live there */
-    gs_liveness_t *liveness; /* finds dead clients (liveness.h) */
-    gs_conn_guard_t *conns;  /* connections per uid (conn_guard.h) */
-    long fd_limit;           /* the open-file limit in force */
-    int max_conns_per_uid;   /* max_connections_per_uid */
-    gs_peer_t peer;          /* credentials of the message being handled */
+    gs_sched_t *sched;         /* grants: policy, scheduler on/off and settings live here */
+    gs_park_t *park;           /* memory parking (park.h); its settings live there */
+    gs_liveness_t *liveness;   /* finds dead clients (liveness.h) */
+    gs_conn_guard_t *conns;    /* connections per uid (conn_guard.h) */
+    long fd_limit;             /* the open-file limit in force */
+    int max_conns_per_uid;     /* max_connections_per_uid */
+    gs_peer_t peer;            /* credentials of the message being handled */
+    gs_log_limit_t *log_limit; /* lines any user's messages cause, per uid (log_limit.h) */
     /* settings.c */
     gid_t admin_gid; /* may change settings and others' sessions; -1 = root only */
     int show_others; /* show_others: 1 names (others' user and notebook), 0 anonymous */

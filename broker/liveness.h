@@ -50,7 +50,7 @@ int gs_liveness_find_dead(const gs_liveness_t *self, gs_sessions_t *sessions, in
  * is gone: ended, when no process of it is left (its kernel nor any
  * hook); else only its cells are no longer reported. */
 typedef struct {
-    char id[129];
+    char id[GS_SESSION_ID_MAX];
     int ended;
     char why[160];
 } gs_liveness_orphan_t;

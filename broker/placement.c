@@ -79,10 +79,18 @@ int gs_place_choose(gs_place_policy_t p, const gs_place_gpu_t *gpus, int n, int 
 typedef struct {
     int n;
     int gpu[GS_PLACE_MAX_GPUS];
+    /* A pending entry (placement.h): made by a hello, no session yet. */
+    int pending;
+    uid_t owner;
+    long pid;
+    unsigned long long start;
+    int64_t made_us;
+    uint64_t order; /* when it was made, in entries made: the oldest goes first */
 } placed_t;
 
 struct gs_placement {
     zhashx_t *by_session; /* session id -> placed_t */
+    uint64_t made;        /* entries made so far (their order) */
 };
 
 static void free_placed(void **item)
@@ -124,17 +132,96 @@ int gs_placement_get(const gs_placement_t *self, const char *session, int *gpus,
     return n;
 }
 
-int gs_placement_set(gs_placement_t *self, const char *session, const int *gpus, int n)
+static placed_t *put(gs_placement_t *self, const char *session, const int *gpus, int n)
 {
     if (n < 1 || n > GS_PLACE_MAX_GPUS)
-        return -1;
+        return NULL;
     placed_t *p = calloc(1, sizeof *p);
     if (!p)
-        return -1;
+        return NULL;
     p->n = n;
+    p->order = ++self->made;
     memcpy(p->gpu, gpus, (size_t)n * sizeof *gpus);
     zhashx_update(self->by_session, session, p);
+    return p;
+}
+
+int gs_placement_set(gs_placement_t *self, const char *session, const int *gpus, int n)
+{
+    return put(self, session, gpus, n) ? 0 : -1;
+}
+
+int gs_placement_set_pending(gs_placement_t *self, const char *session, const int *gpus, int n,
+                             uid_t owner, long pid, unsigned long long start, int64_t now_us)
+{
+    placed_t *p = put(self, session, gpus, n);
+    if (!p)
+        return -1;
+    p->pending = 1;
+    p->owner = owner;
+    p->pid = pid;
+    p->start = start;
+    p->made_us = now_us;
     return 0;
+}
+
+void gs_placement_confirm(gs_placement_t *self, const char *session)
+{
+    placed_t *p = zhashx_lookup(self->by_session, session);
+    if (p)
+        p->pending = 0;
+}
+
+int gs_placement_prune(gs_placement_t *self, uid_t owner, int cap, int64_t now_us, int64_t hold_us,
+                       int (*alive)(long pid, unsigned long long start, void *arg), void *arg)
+{
+    /* Keys to drop are collected first: a zhashx must not change while it
+     * is walked. */
+    zlistx_t *gone = zlistx_new();
+    if (!gone)
+        return 0;
+    zlistx_set_destructor(gone, (zlistx_destructor_fn *)zstr_free);
+    zlistx_set_duplicator(gone, (zlistx_duplicator_fn *)strdup);
+    int mine = 0;
+    for (placed_t *p = zhashx_first(self->by_session); p; p = zhashx_next(self->by_session)) {
+        if (!p->pending || p->owner != owner)
+            continue;
+        if (now_us - p->made_us > hold_us && p->pid > 0 && alive && !alive(p->pid, p->start, arg))
+            zlistx_add_end(gone, (void *)zhashx_cursor(self->by_session));
+        else
+            mine++;
+    }
+    int dropped = 0;
+    for (const char *k = zlistx_first(gone); k; k = zlistx_next(gone), dropped++)
+        zhashx_delete(self->by_session, k);
+    while (cap > 0 && mine >= cap) { /* the oldest, until one more fits */
+        const char *oldest = NULL;
+        uint64_t order = UINT64_MAX;
+        for (placed_t *p = zhashx_first(self->by_session); p; p = zhashx_next(self->by_session))
+            if (p->pending && p->owner == owner && p->order < order) {
+                order = p->order;
+                oldest = zhashx_cursor(self->by_session);
+            }
+        if (!oldest)
+            break;
+        zhashx_delete(self->by_session, oldest);
+        mine--;
+        dropped++;
+    }
+    zlistx_destroy(&gone);
+    return dropped;
+}
+
+int gs_placement_pending(const gs_placement_t *self, uid_t owner, int *mine)
+{
+    int all = 0, own = 0;
+    for (placed_t *p = zhashx_first(self->by_session); p; p = zhashx_next(self->by_session)) {
+        all += p->pending;
+        own += p->pending && p->owner == owner;
+    }
+    if (mine)
+        *mine = own;
+    return all;
 }
 
 void gs_placement_forget(gs_placement_t *self, const char *session)

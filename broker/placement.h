@@ -13,6 +13,7 @@
 #define GS_PLACEMENT_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #define GS_PLACE_MAX_GPUS 64
 
@@ -43,8 +44,30 @@ gs_placement_t *gs_placement_new(void);
 void gs_placement_destroy(gs_placement_t **self_p);
 /* The session's GPUs (0: not placed). */
 int gs_placement_get(const gs_placement_t *self, const char *session, int *gpus, int max);
-/* 0, or -1 without memory. */
+/* 0, or -1 without memory.  The session exists (it joined, was moved):
+ * the entry stays until gs_placement_forget. */
 int gs_placement_set(gs_placement_t *self, const char *session, const int *gpus, int n);
+
+/* Pending placements (issue 34, item 5): a hook's hello places its
+ * session before the session exists (it exists once the process joins or
+ * its launcher registers it), and anyone can send hellos naming sessions
+ * that will never exist.  Such an entry is pending: it belongs to the uid
+ * that asked and records the asking process (pid, its start time: 0 when
+ * unknown) and when it asked.  It becomes a session's with
+ * gs_placement_confirm; until then gs_placement_prune may drop it. */
+int gs_placement_set_pending(gs_placement_t *self, const char *session, const int *gpus, int n,
+                             uid_t owner, long pid, unsigned long long start, int64_t now_us);
+void gs_placement_confirm(gs_placement_t *self, const char *session);
+/* Drops owner's pending entries made more than hold_us before now_us whose
+ * asking process is gone (alive(pid, start, arg) returns 0; entries
+ * without a pid are left to the cap): a session's later process, a minute
+ * after a first one that only looked at the GPUs, still gets its answer.
+ * Then the oldest ones while owner has cap or more, so that one more fits
+ * under cap.  Returns how many were dropped. */
+int gs_placement_prune(gs_placement_t *self, uid_t owner, int cap, int64_t now_us, int64_t hold_us,
+                       int (*alive)(long pid, unsigned long long start, void *arg), void *arg);
+/* How many entries are pending (all uids; owner's into *mine when not NULL). */
+int gs_placement_pending(const gs_placement_t *self, uid_t owner, int *mine);
 void gs_placement_forget(gs_placement_t *self, const char *session);
 /* Calls fn for every placed session. */
 void gs_placement_each(const gs_placement_t *self,

@@ -53,21 +53,34 @@ static void take_ownership(gs_broker_t *self, gs_session_t *s)
     gs_admin_account_name(s->owner_uid, s->user, sizeof s->user);
 }
 
+/* The sender's session of that name, made (and owned by the sender) when
+ * it has none; NULL without memory.  A session made now takes the
+ * placement a hello of the same name made for it (place_hello.h). */
+static gs_session_t *own_session(gs_broker_t *self, const char *name)
+{
+    gs_session_t *s = gs_sessions_named(self->sessions, self->peer.uid, name);
+    if (s)
+        return s;
+    s = gs_sessions_create_named(self->sessions, self->peer.uid, name);
+    if (!s)
+        return NULL;
+    take_ownership(self, s);
+    if (self->placements)
+        gs_placement_confirm(self->placements, s->id);
+    return s;
+}
+
 /* ---- launcher messages ----------------------------------------------------- */
 
 static void on_register(gs_broker_t *self, zframe_t *peer, const json_t *msg)
 {
     if (refuse_without_credentials(self, peer, msg))
         return;
+    /* The kernel id names a session of the sender's own (sessions.h):
+     * another user's session of that name is another session, so nobody
+     * can register, or register first, a kernel id of someone else's. */
     const char *kernel_id = gs_msg_str(msg, "kernel_id", "");
-    gs_session_t *s = gs_sessions_session(self->sessions, kernel_id, 0);
-    if (s && !may_touch(self, s)) {
-        gs_reply_error(self->router, peer, msg, "permission_denied",
-                       "this kernel id belongs to another user's session");
-        return;
-    }
-    if (!s)
-        s = gs_sessions_session(self->sessions, kernel_id, 1);
+    gs_session_t *s = own_session(self, kernel_id);
     if (!s) {
         gs_reply_error(self->router, peer, msg, "internal", "out of memory");
         return;
@@ -75,8 +88,6 @@ static void on_register(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     s->registered = 1;
     s->registrar_pid = self->peer.pid;
     s->registrar_gone = 0;
-    if (!s->owner_known)
-        take_ownership(self, s);
     snprintf(s->kernel_id, sizeof s->kernel_id, "%s", kernel_id);
     /* The user a launcher names is only a claim (JupyterHub's user name may
      * differ from the account): kept, and shown as claimed, when it is not
@@ -104,26 +115,31 @@ static void on_register(gs_broker_t *self, zframe_t *peer, const json_t *msg)
         json_object_set_new(ev, "claimed_user", json_string(s->claimed));
     gs_eventlog_write(self->eventlog, "register", ev);
     json_t *r = gs_msg_new(GS_MSG_REGISTERED);
-    json_object_set_new(r, "session", json_string(s->id));
+    /* The name, which the launcher sends back in cell and unregister. */
+    json_object_set_new(r, "session", json_string(s->name));
     gs_reply_echo_seq(r, msg);
     gs_reply_send(self->router, peer, r);
     gs_settle(self);
 }
 
+/* The session a message names, or NULL after an error reply: the sender's
+ * own of that name; else, for an admin, the session whose id (as the
+ * status shows it: NAME@UID for another user's) is the name given. */
 static gs_session_t *known_session(gs_broker_t *self, zframe_t *peer, const json_t *msg,
                                    int registered)
 {
     const char *id = gs_msg_str(msg, "session", "");
-    gs_session_t *s = gs_sessions_session(self->sessions, id, 0);
+    gs_session_t *s =
+        self->peer.valid ? gs_sessions_named(self->sessions, self->peer.uid, id) : NULL;
+    if (!s && (s = gs_sessions_session(self->sessions, id, 0)) && !may_touch(self, s)) {
+        gs_reply_error(self->router, peer, msg, "permission_denied",
+                       "the session belongs to another user");
+        return NULL;
+    }
     if (!s || (registered && !s->registered)) {
         char text[200];
         snprintf(text, sizeof text, "no %ssession \"%.128s\"", registered ? "registered " : "", id);
         gs_reply_error(self->router, peer, msg, "unknown_session", text);
-        return NULL;
-    }
-    if (!may_touch(self, s)) {
-        gs_reply_error(self->router, peer, msg, "permission_denied",
-                       "the session belongs to another user");
         return NULL;
     }
     return s;
@@ -253,14 +269,10 @@ static void on_join(gs_broker_t *self, zframe_t *peer, const json_t *msg)
         snprintf(made, sizeof made, "p%ld", c->pid);
         session = made;
     }
-    gs_session_t *s = gs_sessions_session(self->sessions, session, 0);
-    if (s && !may_touch(self, s)) {
-        gs_reply_error(self->router, peer, msg, "permission_denied",
-                       "the session belongs to another user");
-        return;
-    }
-    if (!s && (s = gs_sessions_session(self->sessions, session, 1)))
-        take_ownership(self, s);
+    /* The sender's own session of that name (sessions.h): another user's
+     * of the same name is another session, so a join is never refused for
+     * a name someone else took first. */
+    gs_session_t *s = own_session(self, session);
     if (!s) {
         gs_reply_error(self->router, peer, msg, "internal", "out of memory");
         return;
@@ -284,7 +296,7 @@ static void on_join(gs_broker_t *self, zframe_t *peer, const json_t *msg)
                       json_pack("{s:s, s:i, s:I}", "session", s->id, "pid", (int)c->pid, "epoch",
                                 (json_int_t)c->epoch));
     json_t *ok = gs_msg_new(GS_MSG_OK);
-    json_object_set_new(ok, "session", json_string(s->id));
+    json_object_set_new(ok, "session", json_string(s->name));
     json_object_set_new(ok, "epoch", json_integer(c->epoch));
     gs_reply_echo_seq(ok, msg);
     gs_reply_send(self->router, peer, ok);
@@ -336,7 +348,7 @@ static void wait_reply(gs_broker_t *self, const gs_session_t *waiter, const gs_s
      * script), named by its session id: calling it a notebook misleads. */
     const char *what = h && !h->registered ? "program" : "notebook";
     if (!nb[0] && h && !h->registered)
-        nb = w->holder;
+        nb = h->name;
     char named[300] = "";
     if (nb[0])
         snprintf(named, sizeof named, " %.256s", nb);

@@ -3,11 +3,20 @@
  */
 #include "sessions.h"
 
+#include <stdio.h>
 #include <string.h>
+
+#include "protocol.h"
+#include "sched/scheduler.h"
+#include "text_safe.h"
+
+_Static_assert(GS_SESSION_ID_MAX <= GS_SCHED_ID_MAX, "the scheduler keys sessions by their ids");
+_Static_assert(GS_SESSION_NAME_MAX == GS_PROTO_MAX_ID + 1, "a name is a protocol id");
 
 struct gs_sessions {
     zhashx_t *clients;  /* key -> gs_client_t */
     zhashx_t *sessions; /* id -> gs_session_t */
+    uid_t home_uid;     /* the broker's own: its sessions' ids are their names */
 };
 
 static void client_free(void **item)
@@ -26,11 +35,12 @@ static void session_free(void **item)
     *item = NULL;
 }
 
-gs_sessions_t *gs_sessions_new(void)
+gs_sessions_t *gs_sessions_new(uid_t home_uid)
 {
     gs_sessions_t *self = calloc(1, sizeof *self);
     if (!self)
         return NULL;
+    self->home_uid = home_uid;
     self->clients = zhashx_new();
     self->sessions = zhashx_new();
     zhashx_set_destructor(self->clients, client_free);
@@ -107,10 +117,52 @@ gs_session_t *gs_sessions_session(gs_sessions_t *self, const char *id, int creat
     if (!s)
         return NULL;
     memcpy(s->id, id, strlen(id) + 1);
+    gs_sessions_copy_text(s->name, sizeof s->name, id); /* (callers with a name set theirs) */
     if (zhashx_insert(self->sessions, s->id, s) != 0) {
         free(s);
         return NULL;
     }
+    return s;
+}
+
+/* 1 when name ends in '@' and at least one digit: what an id of another
+ * user's session looks like. */
+static int looks_qualified(const char *name)
+{
+    const char *at = strrchr(name, '@');
+    if (!at || !at[1])
+        return 0;
+    for (const char *p = at + 1; *p; p++)
+        if (*p < '0' || *p > '9')
+            return 0;
+    return 1;
+}
+
+int gs_sessions_key(const gs_sessions_t *self, uid_t uid, const char *name, char *out,
+                    size_t outlen)
+{
+    int n = uid == self->home_uid && !looks_qualified(name)
+                ? snprintf(out, outlen, "%s", name)
+                : snprintf(out, outlen, "%s@%u", name, (unsigned)uid);
+    return n < 0 || (size_t)n >= outlen ? -1 : 0;
+}
+
+gs_session_t *gs_sessions_named(gs_sessions_t *self, uid_t uid, const char *name)
+{
+    char id[GS_SESSION_ID_MAX];
+    if (gs_sessions_key(self, uid, name, id, sizeof id) != 0)
+        return NULL;
+    return zhashx_lookup(self->sessions, id);
+}
+
+gs_session_t *gs_sessions_create_named(gs_sessions_t *self, uid_t uid, const char *name)
+{
+    char id[GS_SESSION_ID_MAX];
+    if (strlen(name) >= GS_SESSION_NAME_MAX || gs_sessions_key(self, uid, name, id, sizeof id) != 0)
+        return NULL;
+    gs_session_t *s = gs_sessions_session(self, id, 1);
+    if (s)
+        memcpy(s->name, name, strlen(name) + 1);
     return s;
 }
 
@@ -146,15 +198,5 @@ size_t gs_sessions_client_count(gs_sessions_t *self)
 
 void gs_sessions_copy_text(char *dst, size_t size, const char *src)
 {
-    if (size == 0)
-        return;
-    size_t n = strlen(src);
-    if (n >= size) {
-        n = size - 1;
-        /* back off over continuation bytes to the start of the cut character */
-        while (n > 0 && ((unsigned char)src[n] & 0xc0) == 0x80)
-            n--;
-    }
-    memcpy(dst, src, n);
-    dst[n] = '\0';
+    gs_text_safe(dst, size, src);
 }

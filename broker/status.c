@@ -46,6 +46,10 @@ static json_t *session_on_gpu(const gs_status_input_t *in, const gs_session_t *s
     /* A notebook's kernel (registered by its launcher or the provisioner)
      * or a program that joined by itself (`gpushare run`, a script). */
     json_object_set_new(e, "kind", json_string(s->registered ? "notebook" : "program"));
+    /* What its owner calls it; the id is NAME@UID for a session of a user
+     * other than the broker's (sessions.h), so that two users' sessions of
+     * one name are two. */
+    json_object_set_new(e, "name", json_string(s->name));
     if (nplaced) /* the broker chose this GPU for it (placement) */
         json_object_set_new(e, "placed", json_boolean(here));
     if (gs_sched_gang(in->sched, s->id)) /* holds its GPUs together (scheduler_gang.c) */
@@ -132,6 +136,10 @@ void gs_status_anonymize(json_t *st, uid_t viewer)
             json_object_set_new(e, "kernel_id", json_string(""));
             json_object_set_new(e, "pids", json_array());
             json_object_del(e, "uid");
+            /* its id would name the uid (NAME@UID): its name stands in */
+            json_t *name = json_object_get(e, "name");
+            if (json_is_string(name))
+                json_object_set(e, "id", name);
             json_object_del(e, "claimed_user");
             json_object_set_new(e, "anonymous", json_true());
         }

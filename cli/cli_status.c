@@ -60,8 +60,7 @@ void gs_cli_status_print(FILE *out, const json_t *st)
         json_array_foreach(sessions, j, s)
         {
             fprintf(out, "  %-36.36s %-10.10s %-8s %-5s %8.2fG %8.2fG %8.1f %8.1f  %s\n",
-                    gs_msg_str(s, "id", "?"), gs_msg_str(s, "user", "?"),
-                    gs_msg_str(s, "state", "?"),
+                    gs_cli_status_name(s), gs_msg_str(s, "user", "?"), gs_msg_str(s, "state", "?"),
                     strcmp(gs_msg_str(s, "kind", ""), "program") ? gs_msg_str(s, "cell", "?") : "-",
                     gib(gs_msg_int(s, "resident_bytes", 0)), gib(gs_msg_int(s, "parked_bytes", 0)),
                     gs_msg_num(s, "gpu_time_s", 0), gs_msg_num(s, "wait_time_s", 0),

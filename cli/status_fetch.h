@@ -11,6 +11,14 @@
 /* The broker's status object (caller decrefs), or NULL with err set. */
 json_t *gs_cli_status_fetch(const char *endpoint, int timeout_ms, char *err, size_t errlen);
 
+/* Replaces the control characters of every string in v (text_safe.h), in
+ * place: what the broker sends may hold other users' text. */
+void gs_cli_json_make_safe(json_t *v);
+
+/* What its owner calls a session (its name; the id of a session of a user
+ * other than the broker's is NAME@UID), for the SESSION column. */
+const char *gs_cli_status_name(const json_t *session);
+
 /* What a session entry is, for the NOTEBOOK column: the notebook's path,
  * "(program)" for a program outside Jupyter, else "". */
 const char *gs_cli_status_what(const json_t *session);

@@ -15,6 +15,7 @@
 
 #include "status_fetch.h"
 #include "protocol.h"
+#include "text_safe.h"
 
 typedef struct {
     FILE *out;
@@ -41,7 +42,12 @@ static void emit(lines_t *l, const char *fmt, ...)
         while (n > 0 && ((unsigned char)buf[n] & 0xC0) == 0x80) /* inside a character */
             n--;
     }
-    fprintf(l->out, "%.*s\n", (int)n, buf);
+    /* Other users' names and paths are in the line: no control character
+     * of theirs reaches the terminal (text_safe.h), whatever sent them. */
+    char safe[sizeof buf];
+    buf[n] = '\0';
+    gs_text_safe(safe, sizeof safe, buf);
+    fprintf(l->out, "%s\n", safe);
     l->written++;
 }
 
@@ -142,7 +148,7 @@ static void render_gpu(lines_t *l, const gs_top_frame_t *f, const json_t *g)
         const json_t *before = f->prev ? find_session(f->prev, index, id) : NULL;
         int program = strcmp(gs_msg_str(s, "kind", ""), "program") == 0;
         emit(l, "  %-10.10s %-16.16s %-9.9s %-4.4s %4.0f%% %8s %8s %7.1f  %s",
-             gs_msg_str(s, "user", "?"), id, state_text(s),
+             gs_msg_str(s, "user", "?"), gs_cli_status_name(s), state_text(s),
              program ? "-" : gs_msg_str(s, "cell", "?"),
              gs_top_gpu_percent(s, before, f->interval_s),
              size_text(gs_msg_int(s, "resident_bytes", 0), a, sizeof a),

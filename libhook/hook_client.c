@@ -28,6 +28,16 @@
  * background with a fresh socket, and when a broker answers it registers
  * again (hello, join) and gates from the next submission on.
  *
+ * Never failing open where a broker answers: a broker that refuses this
+ * process (its hello, e.g. too many connections of its user, or its join)
+ * is there and schedules everybody else's work; running ungated beside it
+ * would let a refused process take the GPU from those who wait their turn
+ * (issue 34: a join refused over a session name ran the program ungated).
+ * The hook then says why once, keeps its work waiting at the gate (the wait
+ * line says why) and asks again every few seconds (go_refused).  Only
+ * errors that mean the broker cannot understand this hook at all (another
+ * protocol version, a malformed message) still fail open.
+ *
  * Fencing (protocol.md): a process stopped for longer than the broker
  * waits for a heartbeat (SIGSTOP, a debugger, a frozen cgroup) is dropped
  * by the broker, which grants the GPU to someone else and cannot tell this
@@ -69,6 +79,7 @@
 #include "log.h"
 #include "protocol.h"
 #include "socket_trust.h"
+#include "text_safe.h"
 
 #define FIRST_WELCOME_MS 200  /* the first attempt decides: gated or fail open */
 #define LATER_WELCOME_MS 2000 /* background attempts wait longer before retrying */
@@ -118,6 +129,7 @@ static struct {
     long long seq;
     long long join_seq;
     int join_without_session;
+    int was_refused; /* the broker refused this process before this welcome */
     int heartbeat_ms;
     /* The membership of the last join, from its answer: 0 until then (a
      * grant is refused meanwhile), -1 when the broker gives none (older
@@ -448,6 +460,59 @@ static void go_ungated(const char *why, uint64_t retry_in_ms)
     }
 }
 
+/* The error codes of a broker that cannot understand this hook (protocol.h's
+ * decoding errors): no broker to speak of, so the hook fails open. */
+static int incompatible(const char *code)
+{
+    static const char *const codes[] = {
+        "too_large",       "empty",       "not_json",  "not_object",
+        "no_version",      "bad_version", "no_type",   "unknown_type",
+        "missing_field",   "wrong_type",  "bad_value", "not_implemented",
+        "wrong_direction", NULL};
+    for (int i = 0; codes[i]; i++)
+        if (strcmp(code, codes[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* A broker that answers refused this process: gated, nothing granted, said
+ * once per refusal, asked again in retry_in_ms (see the top of the file). */
+static void go_refused(const char *why, uint64_t retry_in_ms)
+{
+    close_socket();
+    io.next_attempt = now_ms() + retry_in_ms;
+    pthread_mutex_lock(&hook_gate_mu);
+    /* (asked again, it was READY for a moment: its welcome) */
+    int warn = hook_gate_st.client != CS_REFUSED && !io.was_refused;
+    sh.connected = 0;
+    if (hook_gate_st.client != CS_STOPPED)
+        hook_gate_st.client = CS_REFUSED;
+    sh.decided = 1;
+    for (int i = 0; i < sh.nreleases; i++)
+        json_decref(sh.releases[i]);
+    sh.nreleases = 0;
+    for (int i = 0; i < sh.nreports; i++)
+        json_decref(sh.reports[i]);
+    sh.nreports = 0;
+    rooms_fail_locked(why);
+    /* What a waiting cell's line shows (hook_wait.h). */
+    for (int i = 0; i < HOOK_MAX_DEVICES; i++) {
+        struct hook_dev *d = &hook_gate_st.dev[i];
+        if (d->touched)
+            snprintf(d->wait_info, sizeof d->wait_info,
+                     "the gpushare broker refused this "
+                     "process: %.200s",
+                     why);
+    }
+    hook_gate_update_locked();
+    pthread_cond_broadcast(&hook_gate_cv);
+    pthread_mutex_unlock(&hook_gate_mu);
+    if (warn)
+        gs_error("the gpushare broker at %s refused this process (%s); its GPU work waits "
+                 "(it does not run unscheduled beside others') and asks again every %llu s",
+                 sh.endpoint, why, (unsigned long long)(retry_in_ms / 1000));
+}
+
 static void open_socket(void)
 {
     const char *path = gs_endpoint_ipc_path(sh.endpoint);
@@ -593,6 +658,7 @@ static void on_welcome(const json_t *m, const gs_peer_t *peer)
     io.last_sent = now_ms();
     pthread_mutex_lock(&hook_gate_mu);
     int was_ungated = hook_gate_st.client == CS_UNGATED;
+    io.was_refused = hook_gate_st.client == CS_REFUSED;
     if (hook_gate_st.client != CS_STOPPED)
         hook_gate_st.client = CS_READY;
     sh.decided = 1;
@@ -851,6 +917,16 @@ static void on_ok(const json_t *m)
     long long seq = gs_msg_int(m, "seq", -1);
     if (seq == io.join_seq) {
         io.epoch = gs_msg_int(m, "epoch", -1);
+        if (io.was_refused) {
+            pthread_mutex_lock(&hook_gate_mu);
+            for (int i = 0; i < HOOK_MAX_DEVICES; i++)
+                hook_gate_st.dev[i].wait_info[0] = '\0'; /* the refusal is over */
+            pthread_mutex_unlock(&hook_gate_mu);
+            gs_info("the gpushare broker at %s accepted this process now (session %s); GPU "
+                    "sharing resumed",
+                    sh.endpoint, gs_msg_str(m, "session", "(none)"));
+        }
+        io.was_refused = 0;
         gs_debug("joined session %s (epoch %lld)", gs_msg_str(m, "session", "(none)"), io.epoch);
         return;
     }
@@ -867,8 +943,10 @@ static void on_ok(const json_t *m)
         struct hook_dev *d = &hook_gate_st.dev[i];
         if (!d->touched || d->acquire_seq != seq)
             continue;
-        snprintf(d->wait_info, sizeof d->wait_info, "%s", info);
-        snprintf(d->wait_holder, sizeof d->wait_holder, "%s", holder);
+        /* Other users' notebook names: shown on stderr and in the wait
+         * line, so without control characters (text_safe.h). */
+        gs_text_safe(d->wait_info, sizeof d->wait_info, info);
+        gs_text_safe(d->wait_holder, sizeof d->wait_holder, holder);
         d->wait_left_ns = left_ms >= 0 ? now + (uint64_t)left_ms * 1000000ULL : 0;
     }
     pthread_mutex_unlock(&hook_gate_mu);
@@ -923,7 +1001,14 @@ static void on_error(const json_t *m)
         }
         return;
     }
-    if (strcmp(req, "hello") == 0 || strcmp(req, "join") == 0 || strcmp(req, "acquire") == 0) {
+    int entry = strcmp(req, "hello") == 0 || strcmp(req, "join") == 0;
+    if (entry && !incompatible(code)) {
+        char why[400];
+        snprintf(why, sizeof why, "%s: %s: %s", req, code, text);
+        go_refused(why, REFUSED_RETRY_MS);
+        return;
+    }
+    if (entry || strcmp(req, "acquire") == 0) {
         char why[400];
         snprintf(why, sizeof why, "it refused %s: %s: %s", req, code, text);
         go_ungated(why, REFUSED_RETRY_MS);

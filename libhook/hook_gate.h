@@ -81,6 +81,9 @@ enum hook_client_state {
     CS_CONNECTING, /* first attempt: submissions wait (at most ~200 ms) */
     CS_READY,      /* welcome received: gated */
     CS_UNGATED,    /* no broker: running ungated, reconnecting in the background */
+    CS_REFUSED,    /* a broker refused this process (hello, join): gated, nothing is
+                      granted, asking again in the background (never ungated: it must
+                      not run unscheduled beside others, issue 34) */
     CS_STOPPED     /* exiting */
 };
 

@@ -83,7 +83,7 @@ static int wait_for_gpu_locked(struct hook_dev *d, int dev)
             hook_client_kick();
         }
         uint64_t notice = start + WAIT_NOTICE_NS;
-        if (now >= notice && hook_gate_st.client == CS_READY)
+        if (now >= notice && (hook_gate_st.client == CS_READY || hook_gate_st.client == CS_REFUSED))
             wait_notice_locked(d, dev);
         d->waiters++;
         wait_until_locked(now < notice ? notice : now + WAIT_NOTICE_NS);

@@ -38,7 +38,7 @@
 #include <stdint.h>
 
 #define GS_SCHED_MAX_GPUS 16
-#define GS_SCHED_ID_MAX   130 /* ids up to 129 bytes (protocol: kernel_id <= 128) */
+#define GS_SCHED_ID_MAX   140 /* session ids: a name of <= 128 bytes, "@" and a uid (sessions.h) */
 #define GS_SCHED_NEVER    INT64_MAX
 
 typedef struct gs_sched gs_sched_t;

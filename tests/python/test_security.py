@@ -413,7 +413,7 @@ def test_6_a_session_registered_as_someone_else_is_shown_under_its_real_owner(sh
                              stdout=subprocess.PIPE, text=True, cwd="/")
         try:
             assert p.stdout.readline().strip() == "registered"
-            s = b.sessions()["k-m"]
+            s = b.sessions()["k-m@%d" % NOBODY]  # its id: name@uid (not the broker's user)
             assert (s["user"], s["uid"], s["claimed_user"]) == ("nobody", NOBODY, "alice"), s
         finally:
             p.stdin.close()

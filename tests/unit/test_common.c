@@ -1,7 +1,7 @@
 /*
  * test_common.c - the small shared helpers: the broker-address rule and
  * whether to trust a broker's socket, byte counts, LD_PRELOAD composition,
- * peer credentials.
+ * peer credentials, display text made safe for a terminal.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +21,7 @@
 #include "preload.h"
 #include "size.h"
 #include "socket_trust.h"
+#include "text_safe.h"
 
 static void test_endpoint_normalise(void **state)
 {
@@ -323,6 +324,45 @@ static void test_peer_parse(void **state)
     assert_int_equal(gs_peer_parse(NULL, &p), -1);
 }
 
+/* Names and paths from other users: control characters (C0, DEL, C1) and
+ * bytes that are not UTF-8 become '?', other characters stay, cuts fall
+ * on character boundaries (issue 34, item 7). */
+static void test_text_safe(void **state)
+{
+    (void)state;
+    char out[64];
+    assert_int_equal(gs_text_safe(out, sizeof out, "train.ipynb"), 0);
+    assert_string_equal(out, "train.ipynb");
+    assert_true(gs_text_is_safe("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
+    assert_int_equal(gs_text_safe(out, sizeof out, "caf\xc3\xa9"), 0);
+    assert_string_equal(out, "caf\xc3\xa9"); /* UTF-8 is kept */
+    /* A forged row and a colour: newline and ESC replaced. */
+    assert_int_equal(gs_text_safe(out, sizeof out, "a\nroot  GPU 0\x1b[31mred"), 2);
+    assert_string_equal(out, "a?root  GPU 0?[31mred");
+    assert_false(gs_text_is_safe("a\nb"));
+    /* Tab, CR, DEL, BEL; C1 CSI (U+009B) in its UTF-8 form and raw. */
+    assert_int_equal(gs_text_safe(out, sizeof out,
+                                  "\t\r\x7f\x07|\xc2\x9b"
+                                  "2J|\x9b"),
+                     6);
+    assert_string_equal(out, "????|?2J|?");
+    assert_false(gs_text_is_safe("\xc2\x85"));
+    assert_true(gs_text_is_safe("\xc2\xa0")); /* U+00A0 is printable */
+    /* Not UTF-8: overlong, surrogate, truncated, past U+10FFFF. */
+    assert_int_equal(
+        gs_text_safe(out, sizeof out, "\xc0\xaf|\xed\xa0\x80|\xe2\x82|\xf4\x90\x80\x80"), 11);
+    assert_string_equal(out, "??|???|??|????");
+    /* Cut on a boundary: a 3-byte character that does not fit is left out. */
+    assert_int_equal(gs_text_safe(out, 5, "ab\xe2\x82\xac"), 0);
+    assert_string_equal(out, "ab");
+    assert_int_equal(gs_text_safe(out, 6, "ab\xe2\x82\xac"), 0);
+    assert_string_equal(out, "ab\xe2\x82\xac");
+    assert_int_equal(gs_text_safe(out, 1, "abc"), 0);
+    assert_string_equal(out, "");
+    assert_int_equal(gs_text_safe(out, sizeof out, NULL), 0);
+    assert_string_equal(out, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -335,6 +375,7 @@ int main(void)
         cmocka_unit_test(test_trusted_uids),
         cmocka_unit_test(test_trust_path),
         cmocka_unit_test(test_probe),
+        cmocka_unit_test(test_text_safe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,8 @@
 #include "gpu_access.h"
 #include "placement.h"
 
+#include <stdio.h>
+
 #define GIB (1ull << 30)
 
 static void policies_by_name(void **state)
@@ -165,10 +167,64 @@ static void sessions_keep_their_gpus(void **state)
     assert_null(p);
 }
 
+static int pid_alive(long pid, unsigned long long start, void *arg)
+{
+    (void)start;
+    return pid != *(long *)arg; /* the one pid said to be gone */
+}
+
+/* Placements made by hellos (issue 34, item 5): pending until their
+ * session exists, dropped when the asking process is gone (after a while),
+ * and at most
+ * cap per uid (the oldest goes first); another uid's are never touched. */
+static void pending_placements_are_bounded_per_uid(void **state)
+{
+    (void)state;
+    gs_placement_t *p = gs_placement_new();
+    int g[4], mine = 0;
+    long gone = 0;
+    char key[32];
+    for (int i = 0; i < 10; i++) {
+        snprintf(key, sizeof key, "junk%d@1002", i);
+        assert_int_equal(gs_placement_prune(p, 1002, 4, 0, 0, pid_alive, &gone), i < 4 ? 0 : 1);
+        assert_int_equal(gs_placement_set_pending(p, key, (int[]){i % 4}, 1, 1002, 500 + i, 0, 0),
+                         0);
+    }
+    assert_int_equal(gs_placement_pending(p, 1002, &mine), 4);
+    assert_int_equal(mine, 4);
+    assert_int_equal(gs_placement_get(p, "junk5@1002", g, 4), 0); /* oldest went first */
+    assert_int_equal(gs_placement_get(p, "junk9@1002", g, 4), 1);
+    /* Alice's, one confirmed (her session joined), one pending. */
+    assert_int_equal(gs_placement_set_pending(p, "train@1001", (int[]){1}, 1, 1001, 77, 0, 0), 0);
+    gs_placement_confirm(p, "train@1001");
+    assert_int_equal(gs_placement_set_pending(p, "eval@1001", (int[]){2}, 1, 1001, 78, 0, 0), 0);
+    assert_int_equal(gs_placement_pending(p, 1001, &mine), 5);
+    assert_int_equal(mine, 1);
+    /* Mallory's storm goes on: Alice keeps both. */
+    assert_int_equal(gs_placement_prune(p, 1002, 4, 0, 0, pid_alive, &gone), 1);
+    assert_int_equal(gs_placement_get(p, "train@1001", g, 4), 1);
+    assert_int_equal(gs_placement_get(p, "eval@1001", g, 4), 1);
+    /* The process that asked for eval is gone, nothing joined: dropped;
+     * train, whose session exists, stays whoever asked for it. */
+    gone = 78; /* (kept while it is held: a later process of its session may come) */
+    assert_int_equal(gs_placement_prune(p, 1001, 64, 1000, 5000, pid_alive, &gone), 0);
+    assert_int_equal(gs_placement_prune(p, 1001, 64, 6000, 5000, pid_alive, &gone), 1);
+    assert_int_equal(gs_placement_get(p, "eval@1001", g, 4), 0);
+    gone = 77;
+    assert_int_equal(gs_placement_prune(p, 1001, 64, 6000, 5000, pid_alive, &gone), 0);
+    assert_int_equal(gs_placement_get(p, "train@1001", g, 4), 1);
+    /* A set (the session exists) is never pending. */
+    assert_int_equal(gs_placement_set(p, "junk9@1002", (int[]){3}, 1), 0);
+    assert_int_equal(gs_placement_pending(p, 1002, &mine), 2);
+    assert_int_equal(mine, 2);
+    gs_placement_destroy(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(policies_by_name),
+        cmocka_unit_test(pending_placements_are_bounded_per_uid),
         cmocka_unit_test(spread_evens_out_memory_then_sessions),
         cmocka_unit_test(pack_fills_one_gpu_before_the_next),
         cmocka_unit_test(more_than_there_are_gets_them_all),

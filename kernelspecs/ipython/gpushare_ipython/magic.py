@@ -20,6 +20,9 @@ show_others allows it), the release from the hook
 import html
 import os
 
+from .waitline import safe_text
+import os
+
 from . import broker
 from .waitline import parse_threshold
 
@@ -59,11 +62,19 @@ COLUMNS = ["GPU", "notebook", "user", "state", "grants", "GPU time", "waited", "
            "parked"]
 
 
+def is_mine(e, session):
+    """Whether status entry e is this kernel's session: names belong to
+    their user (the id of another user's session is NAME@UID), so the name
+    and, where the status shows it, the uid must both be this process'."""
+    uid = e.get("uid")
+    return e.get("name", e.get("id")) == session and (uid is None or uid == os.getuid())
+
+
 def rows_of(status, session):
     """(rows, mine_found): this session's rows first, then the others on
     the GPUs it uses (all GPUs it is listed on when it used none yet)."""
     gpus = status.get("gpus", [])
-    mine = [(g, e) for g in gpus for e in g.get("sessions", []) if e.get("id") == session]
+    mine = [(g, e) for g in gpus for e in g.get("sessions", []) if is_mine(e, session)]
     used = [(g, e) for g, e in mine if e.get("grants") or e.get("resident_bytes")
             or e.get("parked_bytes")]
     shown = {g.get("index") for g, _ in (used or mine)} or {g.get("index") for g in gpus}
@@ -77,7 +88,7 @@ def rows_of(status, session):
         if g.get("index") not in shown:
             continue
         for e in g.get("sessions", []):
-            if e.get("id") == session:
+            if is_mine(e, session):
                 continue
             rows.append((False, [str(g.get("index")), _notebook(e), e.get("user", ""), _state(e),
                                  str(e.get("grants", 0)), _secs(e.get("gpu_time_s")),
@@ -110,6 +121,10 @@ def render_status(status, session, wait_setting):
     widths = [max(len(c), *(len(r[i]) for _, r in rows)) if rows else len(c)
               for i, c in enumerate(COLUMNS)]
     line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa
+    # Other users' notebook names reach this table: none of their control
+    # characters does (the broker replaces them too; this is the second line).
+    rows = [(me, [safe_text(c) for c in r]) for me, r in rows]
+    notes = [safe_text(n) for n in notes]
     text = "\n".join([head, line(COLUMNS)] + [line(r) for _, r in rows] + notes)
     th = "".join("<th style='text-align:left'>%s</th>" % html.escape(c) for c in COLUMNS)
     trs = "".join("<tr%s>%s</tr>" % (" style='font-weight:bold'" if me else "",

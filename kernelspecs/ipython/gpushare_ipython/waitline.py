@@ -17,6 +17,7 @@ CUDA (PyTorch releases it around its operators, ctypes around its calls)
 shows the line only when it returns."""
 import html
 import math
+import re
 import threading
 
 from .log import warn_once
@@ -39,6 +40,18 @@ def parse_threshold(text):
     if not math.isfinite(v) or v < 0:
         raise ValueError(text)
     return v
+
+
+# C0 controls (newline, escape, ...), DEL and C1 controls: what a terminal or
+# a log viewer obeys rather than shows.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def safe_text(text):
+    """text with every control character replaced by '?': other users'
+    notebook names reach the wait line (issue 34), and must not forge lines
+    or send escape sequences."""
+    return _CONTROL.sub("?", str(text))
 
 
 def _gb(n):
@@ -114,14 +127,14 @@ def _bundle(text, done):
 def render_waiting(waits, ndev):
     """The line for the device entries that wait (long enough)."""
     lines = ["Waiting for %s for %d s: %s" % (_device_name(d, ndev), int(d.get("for_s", 0)),
-                                                      why_waiting(d)) for d in waits]
+                                              safe_text(why_waiting(d))) for d in waits]
     return "\n".join(lines)
 
 
 def render_summary(seconds, reasons):
     text = "Waited %.1f s for the GPU" % seconds
     if reasons:
-        text += ": " + "; ".join(reasons)
+        text += ": " + "; ".join(safe_text(r) for r in reasons)
     return text
 
 
