@@ -5,7 +5,7 @@
 
 gs_conn_caps_t gs_conn_caps_make(int total, int per_uid)
 {
-    gs_conn_caps_t c = {total < 1 ? 1 : total, 0, 1};
+    gs_conn_caps_t c = {total < 1 ? 1 : total, 0, 1, per_uid < 1 ? 1 : per_uid};
     if (c.total >= 2) {
         c.reserved = c.total / GS_CONN_CAPS_RESERVE_DIV;
         if (c.reserved < 1)
@@ -14,7 +14,7 @@ gs_conn_caps_t gs_conn_caps_make(int total, int per_uid)
     int share = (c.total - c.reserved) / GS_CONN_CAPS_SHARE_DIV;
     if (share < 1)
         share = 1;
-    c.per_uid = per_uid < 1 ? 1 : per_uid < share ? per_uid : share;
+    c.per_uid = c.per_trusted < share ? c.per_trusted : share;
     return c;
 }
 
@@ -23,7 +23,7 @@ gs_conn_verdict_t gs_conn_caps_admit(const gs_conn_caps_t *caps, int trusted, in
 {
     if (all_open >= caps->total)
         return GS_CONN_FULL;
-    if (uid_open >= caps->per_uid)
+    if (uid_open >= (trusted ? caps->per_trusted : caps->per_uid))
         return GS_CONN_OVER_UID;
     if (!trusted && users_open >= caps->total - caps->reserved)
         return GS_CONN_OVER_USERS;

@@ -12,9 +12,12 @@
  *  - an eighth of the total (at least 1) is kept for the trusted uids, root
  *    and the broker's own account (`gpushare status` by an administrator,
  *    the service's own tools): the users together hold at most the rest;
- *  - one uid holds at most a quarter of the users' room (and no more than
- *    the cap asked for): it takes four users at their caps to fill it,
- *    and each of them is refused long before the others are.
+ *  - one user's uid holds at most a quarter of the users' room (and no
+ *    more than the cap asked for): it takes four users at their caps to
+ *    fill it, and each of them is refused long before the others are;
+ *  - a trusted uid holds at most the cap asked for (it may use the whole
+ *    room: root can take the machine anyway, and a per-user broker's own
+ *    user is the only one it serves).
  *
  * Pure arithmetic, unit-tested (tests/unit/test_conn_caps.c).
  */
@@ -27,19 +30,20 @@
 #define GS_CONN_CAPS_SHARE_DIV   4 /* one uid's most of the users' room */
 
 typedef struct {
-    int total;    /* everyone together */
-    int reserved; /* of which only the trusted may take */
-    int per_uid;  /* one uid, trusted or not */
+    int total;       /* everyone together */
+    int reserved;    /* of which only the trusted may take */
+    int per_uid;     /* one user's uid */
+    int per_trusted; /* one trusted uid: the cap asked for */
 } gs_conn_caps_t;
 
 /* The caps of a socket with room for `total` connections, where one uid
- * was asked to hold at most `per_uid` (the smaller of that and the share
- * applies; at least 1 each). */
+ * was asked to hold at most `per_uid` (for users, the smaller of that and
+ * their share applies; at least 1 each). */
 gs_conn_caps_t gs_conn_caps_make(int total, int per_uid);
 
 typedef enum {
     GS_CONN_ADMIT,
-    GS_CONN_OVER_UID,   /* the uid holds per_uid already */
+    GS_CONN_OVER_UID,   /* the uid holds its cap already */
     GS_CONN_OVER_USERS, /* the users' room is full: only the trusted now */
     GS_CONN_FULL,       /* no room at all */
 } gs_conn_verdict_t;

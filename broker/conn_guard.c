@@ -151,9 +151,9 @@ void gs_conn_guard_set_per_uid(gs_conn_guard_t *self, int max)
     self->max_per_uid = max < 1 ? 1 : max;
     self->caps = gs_conn_caps_make(self->caps.total, self->max_per_uid);
     if (self->caps.per_uid < self->max_per_uid)
-        gs_info("connections: %d per uid (max_connections_per_uid is %d, but one user may hold "
-                "at most a quarter of the %d this open-file limit leaves users; %d more are "
-                "kept for root)",
+        gs_info("connections: %d per user (max_connections_per_uid is %d, but one user may "
+                "hold at most a quarter of the %d this open-file limit leaves users; %d more "
+                "are kept for root)",
                 self->caps.per_uid, self->max_per_uid, self->caps.total - self->caps.reserved,
                 self->caps.reserved);
 }
@@ -282,7 +282,8 @@ static void warn_refused(gs_conn_guard_t *self, const uid_count_t *u, gs_conn_ve
     else
         gs_warn("uid %u holds %d connections, more than max_connections_per_uid (%d): refusing "
                 "and closing the newest",
-                (unsigned)u->uid, u->count, self->caps.per_uid);
+                (unsigned)u->uid, u->count,
+                u->trusted ? self->caps.per_trusted : self->caps.per_uid);
 }
 
 static void on_accepted(gs_conn_guard_t *self, int fd, int64_t now)
@@ -393,8 +394,8 @@ int gs_conn_guard_refusing(const gs_conn_guard_t *self, uid_t uid, char *text, s
         snprintf(text, len,
                  "uid %u already holds %d connections to the broker, more than "
                  "max_connections_per_uid (%d)%s allows: this one is refused and will be closed",
-                 (unsigned)uid, u->count, self->caps.per_uid,
-                 self->caps.per_uid < self->max_per_uid
+                 (unsigned)uid, u->count, u->trusted ? self->caps.per_trusted : self->caps.per_uid,
+                 !u->trusted && self->caps.per_uid < self->max_per_uid
                      ? " (lowered to a quarter of the room this broker's open-file limit leaves "
                        "users)"
                      : "");

@@ -10,7 +10,8 @@
  * connections the descriptor limit leaves (the limit less a reserve for the
  * broker's own files and for events not read yet) are shared out by
  * conn_caps.h: an eighth kept for root and the broker's own account, one
- * uid at most a quarter of the rest (and at most max_connections_per_uid).
+ * user's uid at most a quarter of the rest (and every uid at most
+ * max_connections_per_uid).
  * A connection over its uid's cap, or of a user when the users' room is
  * full, is refused: a hello on it is answered with the error
  * too_many_connections, and after a grace period (long enough for that
@@ -66,8 +67,8 @@ int64_t gs_conn_guard_next_deadline(const gs_conn_guard_t *self);
 int gs_conn_guard_refusing(const gs_conn_guard_t *self, uid_t uid, char *text, size_t len);
 
 /* {"open": N, "users_open": N, "max_per_uid": N, "max_total": N,
- * "reserved_for_root": N, "refused": N} for the status (max_per_uid: what
- * applies). */
+ * "reserved_for_root": N, "refused": N} for the status (max_per_uid: a
+ * user's cap; root's is max_connections_per_uid). */
 json_t *gs_conn_guard_status(const gs_conn_guard_t *self);
 
 #endif

@@ -22,6 +22,7 @@ static void the_broker_socket_under_a_low_open_file_limit(void **state)
     assert_int_equal(c.total, 128);
     assert_int_equal(c.reserved, 16);
     assert_int_equal(c.per_uid, 28); /* a quarter of the users' 112 */
+    assert_int_equal(c.per_trusted, 256);
 }
 
 static void the_setting_applies_where_it_is_the_smaller(void **state)
@@ -93,13 +94,21 @@ static void users_together_never_take_roots_reserve(void **state)
     assert_int_equal(gs_conn_caps_admit(&c, 1, root, users, all), GS_CONN_FULL);
 }
 
-static void root_is_capped_per_uid_too(void **state)
+static void the_trusted_are_capped_by_the_setting_alone(void **state)
 {
     (void)state;
-    /* A runaway root process does not fill the socket either. */
+    /* max_connections_per_uid still caps root (and a per-user broker's
+     * own user)... */
     gs_conn_caps_t c = gs_conn_caps_make(128, 3);
+    assert_int_equal(c.per_trusted, 3);
     assert_int_equal(gs_conn_caps_admit(&c, 1, 3, 0, 3), GS_CONN_OVER_UID);
     assert_int_equal(gs_conn_caps_admit(&c, 0, 0, 0, 3), GS_CONN_ADMIT);
+    /* ...but not the users' share: 1000 connections of a per-user broker's
+     * user, under a limit that leaves users 768 each (doc/load-test.md). */
+    c = gs_conn_caps_make(5048 - 1536, 4096);
+    assert_int_equal(c.per_uid, 768);
+    assert_int_equal(gs_conn_caps_admit(&c, 1, 999, 0, 999), GS_CONN_ADMIT);
+    assert_int_equal(gs_conn_caps_admit(&c, 0, 999, 0, 999), GS_CONN_OVER_UID);
 }
 
 static void who_is_trusted(void **state)
@@ -119,7 +128,7 @@ int main(void)
         cmocka_unit_test(tiny_rooms_still_admit_someone),
         cmocka_unit_test(one_user_at_its_cap_leaves_the_others_room),
         cmocka_unit_test(users_together_never_take_roots_reserve),
-        cmocka_unit_test(root_is_capped_per_uid_too),
+        cmocka_unit_test(the_trusted_are_capped_by_the_setting_alone),
         cmocka_unit_test(who_is_trusted),
     };
     return cmocka_run_group_tests_name("conn_caps", tests, NULL, NULL);
