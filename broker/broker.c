@@ -279,7 +279,8 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
     self->sched = gs_sched_new(self->inventory.count, memory);
     if (self->sched)
         self->park = gs_park_new(self->sched, self->sessions, &self->inventory, self->opt.endpoint,
-                                 self->opt.system);
+                                 gs_socket_mode(self->opt.system, self->opt.socket_group),
+                                 self->opt.system ? self->opt.socket_group : (gid_t)-1);
     if (!self->sessions || !self->sched || !self->park) {
         snprintf(err, errlen, "out of memory");
         goto fail;
@@ -320,13 +321,11 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
                  zmq_strerror(zmq_errno()));
         goto fail;
     }
-    /* Connecting needs write permission on the socket, which the umask
-     * (systemd's 0022) would deny to everyone but root: the system socket is
-     * the group's (0660) with a socket group, everyone's (0666) without. */
+    /* The system socket: the group's or everyone's (gs_socket_mode). */
     if (path && self->opt.system) {
         gid_t g = self->opt.socket_group;
-        if (g != (gid_t)-1 ? chown(path, (uid_t)-1, g) != 0 || chmod(path, 0660) != 0
-                           : chmod(path, 0666) != 0)
+        if ((g != (gid_t)-1 && chown(path, (uid_t)-1, g) != 0) ||
+            chmod(path, gs_socket_mode(1, g)) != 0)
             gs_warn("cannot set the permissions of %s: %s", path, strerror(errno));
     }
     self->conns = gs_conn_guard_new(self->router, path, self->fd_limit, err, errlen);
@@ -730,10 +729,11 @@ int gs_broker_run(gs_broker_t *self)
         int park_events = 0;
         for (int i = park_first; i < n; i++)
             park_events |= items[i].revents != 0;
-        if (park_events) {
-            gs_park_handle_items(self->park, items + park_first, n - park_first, gs_clock_now_us());
+        /* Also without events: the pool socket's silent connections are
+         * dropped and its waits end on time (gs_park_next_deadline). */
+        gs_park_handle_items(self->park, items + park_first, n - park_first, gs_clock_now_us());
+        if (park_events)
             gs_settle(self); /* a pool that grew may let a park start */
-        }
         run_timers(self);
     }
     gs_sd_notify("STOPPING=1");

@@ -24,10 +24,15 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "conn_caps.h"
 #include "log.h"
 
 #define GRACE_US         1000000 /* a refused connection lives this long: its hello is answered */
 #define WARN_INTERVAL_US 10000000
+/* Refused connections of one uid waiting for their answer: more are cut at
+ * once, so that a flood of refused connections (each living GRACE_US)
+ * cannot fill the room kept for others. */
+#define GRACE_MAX_PER_UID 8
 
 typedef struct {
     int used;
@@ -39,8 +44,11 @@ typedef struct {
 
 typedef struct {
     uid_t uid;
-    int count; /* connections open */
-    int over;  /* of which refused and not closed yet */
+    int trusted;           /* root or the broker's own account (conn_caps.h) */
+    int count;             /* connections open */
+    int over;              /* of which refused and not closed yet */
+    int graced;            /* of which waiting for their grace to end */
+    gs_conn_verdict_t why; /* of the last refusal */
     int64_t warned_us;
 } uid_count_t;
 
@@ -59,7 +67,10 @@ struct gs_conn_guard {
     zhashx_t *uids; /* "uid" -> uid_count_t */
     int *pending;   /* descriptors refused, to be cut */
     size_t npending, pending_cap;
-    int max_per_uid, max_total, total;
+    int max_per_uid;     /* as set (max_connections_per_uid) */
+    gs_conn_caps_t caps; /* what applies (conn_caps.h) */
+    int total, users;    /* open: in all, of untrusted uids */
+    uid_t self_uid;
     unsigned long long refused;
     int64_t warned_total_us;
 };
@@ -77,16 +88,18 @@ gs_conn_guard_t *gs_conn_guard_new(zsock_t *router, const char *path, long fd_li
     self->uids = zhashx_new();
     zhashx_set_destructor(self->uids, free_item);
     self->max_per_uid = GS_CONN_DEFAULT_PER_UID;
+    self->self_uid = geteuid();
+    int max_total;
     if (fd_limit > 2 * GS_CONN_FD_RESERVE)
-        self->max_total =
-            (int)(fd_limit - GS_CONN_FD_RESERVE > INT_MAX ? INT_MAX
-                                                          : fd_limit - GS_CONN_FD_RESERVE);
+        max_total = (int)(fd_limit - GS_CONN_FD_RESERVE > INT_MAX ? INT_MAX
+                                                                  : fd_limit - GS_CONN_FD_RESERVE);
     else {
-        self->max_total = (int)(fd_limit / 2);
+        max_total = (int)(fd_limit / 2);
         gs_warn("the open-file limit (%ld) is low: a flood of connections could still exhaust it; "
                 "raise it (LimitNOFILE= in the unit, ulimit -n) to %d or more",
                 fd_limit, 4 * GS_CONN_FD_RESERVE);
     }
+    self->caps = gs_conn_caps_make(max_total, self->max_per_uid);
     static unsigned n;
     char ep[64];
     snprintf(ep, sizeof ep, "inproc://gs-conn-guard-%d-%u", (int)getpid(), ++n);
@@ -136,6 +149,13 @@ void gs_conn_guard_destroy(gs_conn_guard_t **self_p)
 void gs_conn_guard_set_per_uid(gs_conn_guard_t *self, int max)
 {
     self->max_per_uid = max < 1 ? 1 : max;
+    self->caps = gs_conn_caps_make(self->caps.total, self->max_per_uid);
+    if (self->caps.per_uid < self->max_per_uid)
+        gs_info("connections: %d per user (max_connections_per_uid is %d, but one user may "
+                "hold at most a quarter of the %d this open-file limit leaves users; %d more "
+                "are kept for root)",
+                self->caps.per_uid, self->max_per_uid, self->caps.total - self->caps.reserved,
+                self->caps.reserved);
 }
 
 void *gs_conn_guard_socket(gs_conn_guard_t *self)
@@ -209,6 +229,9 @@ static void forget(gs_conn_guard_t *self, int fd)
     if (u) {
         u->count--;
         u->over -= c->over;
+        u->graced -= c->over && !c->cut;
+        if (!u->trusted)
+            self->users--;
     }
     self->total--;
     memset(c, 0, sizeof *c);
@@ -217,6 +240,11 @@ static void forget(gs_conn_guard_t *self, int fd)
 static void shut(gs_conn_guard_t *self, int fd, conn_t *c)
 {
     uid_t uid;
+    if (c->over && !c->cut) {
+        uid_count_t *u = uid_entry(self, c->uid, 0);
+        if (u)
+            u->graced--;
+    }
     c->cut = 1;
     /* Still the connection we counted?  (libzmq may have closed it and the
      * descriptor been reused before its DISCONNECTED is read.) */
@@ -237,6 +265,27 @@ static void pend(gs_conn_guard_t *self, int fd)
     self->pending[self->npending++] = fd;
 }
 
+static void warn_refused(gs_conn_guard_t *self, const uid_count_t *u, gs_conn_verdict_t why,
+                         int64_t now, int64_t *warned)
+{
+    if (*warned && now - *warned < WARN_INTERVAL_US)
+        return;
+    *warned = now;
+    if (why == GS_CONN_FULL)
+        gs_error("%d connections open, the most this broker's open-file limit allows: "
+                 "closing new ones at once (uid %u holds %d)",
+                 self->total - 1, (unsigned)u->uid, u->count);
+    else if (why == GS_CONN_OVER_USERS)
+        gs_warn("%d connections of users open, all this open-file limit leaves them (%d more are "
+                "kept for root): refusing uid %u's newest (it holds %d)",
+                self->users - 1, self->caps.reserved, (unsigned)u->uid, u->count);
+    else
+        gs_warn("uid %u holds %d connections, more than max_connections_per_uid (%d): refusing "
+                "and closing the newest",
+                (unsigned)u->uid, u->count,
+                u->trusted ? self->caps.per_trusted : self->caps.per_uid);
+}
+
 static void on_accepted(gs_conn_guard_t *self, int fd, int64_t now)
 {
     forget(self, fd); /* a DISCONNECTED we never saw */
@@ -247,40 +296,35 @@ static void on_accepted(gs_conn_guard_t *self, int fd, int64_t now)
     uid_count_t *u = uid_entry(self, uid, 1);
     if (!u)
         return;
+    u->trusted = gs_conn_caps_trusted(uid, self->self_uid);
+    gs_conn_verdict_t why =
+        gs_conn_caps_admit(&self->caps, u->trusted, u->count, self->users, self->total);
     c->used = 1;
     c->uid = uid;
     u->count++;
+    self->users += !u->trusted;
     self->total++;
-    if (self->total > self->max_total) {
-        /* Too near the descriptor limit for grace: libzmq would abort. */
-        c->over = 1;
-        u->over++;
-        self->refused++;
-        if (now - self->warned_total_us >= WARN_INTERVAL_US || !self->warned_total_us) {
-            self->warned_total_us = now;
-            gs_error("%d connections open, the most this broker's open-file limit allows: "
-                     "closing new ones at once (uid %u holds %d)",
-                     self->total - 1, (unsigned)uid, u->count);
-        }
-        shut(self, fd, c);
-        return;
-    }
-    if (u->count <= self->max_per_uid)
+    if (why == GS_CONN_ADMIT)
         return;
     c->over = 1;
     u->over++;
+    u->graced++;
+    u->why = why;
     self->refused++;
+    if (why == GS_CONN_FULL || u->graced > GRACE_MAX_PER_UID) {
+        /* No room for grace: too near the descriptor limit (libzmq would
+         * abort), or this uid has enough refusals waiting already. */
+        warn_refused(self, u, why, now,
+                     why == GS_CONN_FULL ? &self->warned_total_us : &u->warned_us);
+        shut(self, fd, c);
+        return;
+    }
     c->cut_at = now + GRACE_US;
     size_t before = self->npending;
     pend(self, fd);
     if (self->npending == before)
         shut(self, fd, c);
-    if (now - u->warned_us >= WARN_INTERVAL_US || !u->warned_us) {
-        u->warned_us = now;
-        gs_warn("uid %u holds %d connections, more than max_connections_per_uid (%d): refusing "
-                "and closing the newest",
-                (unsigned)uid, u->count, self->max_per_uid);
-    }
+    warn_refused(self, u, why, now, &u->warned_us);
 }
 
 int gs_conn_guard_on_monitor(gs_conn_guard_t *self, int64_t now)
@@ -341,15 +385,27 @@ int gs_conn_guard_refusing(const gs_conn_guard_t *self, uid_t uid, char *text, s
     const uid_count_t *u = find_uid(self, uid);
     if (!u || u->over <= 0)
         return 0;
-    snprintf(text, len,
-             "uid %u already holds %d connections to the broker, more than "
-             "max_connections_per_uid (%d) allows: this one is refused and will be closed",
-             (unsigned)uid, u->count, self->max_per_uid);
+    if (u->why == GS_CONN_OVER_USERS)
+        snprintf(text, len,
+                 "the broker holds %d connections of users, all it has room for (the rest is "
+                 "kept for root): this one is refused and will be closed; try again later",
+                 self->users);
+    else
+        snprintf(text, len,
+                 "uid %u already holds %d connections to the broker, more than "
+                 "max_connections_per_uid (%d)%s allows: this one is refused and will be closed",
+                 (unsigned)uid, u->count, u->trusted ? self->caps.per_trusted : self->caps.per_uid,
+                 !u->trusted && self->caps.per_uid < self->max_per_uid
+                     ? " (lowered to a quarter of the room this broker's open-file limit leaves "
+                       "users)"
+                     : "");
     return 1;
 }
 
 json_t *gs_conn_guard_status(const gs_conn_guard_t *self)
 {
-    return json_pack("{s:i, s:i, s:i, s:I}", "open", self->total, "max_per_uid", self->max_per_uid,
-                     "max_total", self->max_total, "refused", (json_int_t)self->refused);
+    return json_pack("{s:i, s:i, s:i, s:i, s:i, s:I}", "open", self->total, "users_open",
+                     self->users, "max_per_uid", self->caps.per_uid, "max_total", self->caps.total,
+                     "reserved_for_root", self->caps.reserved, "refused",
+                     (json_int_t)self->refused);
 }

@@ -6,15 +6,19 @@
  * process when accept(2) fails with EMFILE (ipc_listener.cpp asserts), and
  * a ROUTER has no way to refuse or close one peer.  So the guard watches
  * the ROUTER's monitor events: each accepted connection's descriptor is
- * looked up (SO_PEERCRED: whose it is) and counted for its uid.  When a
- * uid holds more than max_per_uid connections, the newest are refused: a
- * hello on them is answered with the error too_many_connections, and after
- * a grace period (long enough for that answer) the guard shuts the socket
- * down under libzmq, which then closes it.  When all users together come
- * near the process's descriptor limit (the limit less a reserve for the
- * broker's own files and for events not read yet), new connections are
- * cut at once.  The monitor's queue is short: libzmq's I/O thread waits
- * when it is full, so it never gets far ahead of the count.
+ * looked up (SO_PEERCRED: whose it is) and counted for its uid.  The
+ * connections the descriptor limit leaves (the limit less a reserve for the
+ * broker's own files and for events not read yet) are shared out by
+ * conn_caps.h: an eighth kept for root and the broker's own account, one
+ * user's uid at most a quarter of the rest (and every uid at most
+ * max_connections_per_uid).
+ * A connection over its uid's cap, or of a user when the users' room is
+ * full, is refused: a hello on it is answered with the error
+ * too_many_connections, and after a grace period (long enough for that
+ * answer) the guard shuts the socket down under libzmq, which then closes
+ * it.  With no room at all, or more than a few refusals of the uid waiting
+ * already, a new connection is cut at once.  The monitor's queue is short: libzmq's I/O thread
+ * waits when it is full, so it never gets far ahead of the count.
  *
  * The same events tell the liveness checks that a client went
  * (gs_conn_guard_on_monitor's return value).
@@ -43,7 +47,8 @@ gs_conn_guard_t *gs_conn_guard_new(zsock_t *router, const char *path, long fd_li
                                    size_t errlen);
 void gs_conn_guard_destroy(gs_conn_guard_t **self_p);
 
-/* The most connections one uid may hold (at least 1). */
+/* The most connections one uid may hold (at least 1; less where a quarter
+ * of the users' room is less: conn_caps.h). */
 void gs_conn_guard_set_per_uid(gs_conn_guard_t *self, int max);
 
 /* The monitor's socket, for zmq_poll; when readable (and before a hello
@@ -61,8 +66,9 @@ int64_t gs_conn_guard_next_deadline(const gs_conn_guard_t *self);
  * text says so, for the error reply to their hello. */
 int gs_conn_guard_refusing(const gs_conn_guard_t *self, uid_t uid, char *text, size_t len);
 
-/* {"open": N, "max_per_uid": N, "max_total": N, "refused": N} for the
- * status. */
+/* {"open": N, "users_open": N, "max_per_uid": N, "max_total": N,
+ * "reserved_for_root": N, "refused": N} for the status (max_per_uid: a
+ * user's cap; root's is max_connections_per_uid). */
 json_t *gs_conn_guard_status(const gs_conn_guard_t *self);
 
 #endif

@@ -30,6 +30,11 @@ static int mkdir_p(char *dir, mode_t mode)
     return 0;
 }
 
+mode_t gs_socket_mode(int system, gid_t group)
+{
+    return !system ? 0600 : group != (gid_t)-1 ? 0660 : 0666;
+}
+
 /* 1 when something accepts connections on path, 0 when not. */
 static int socket_is_live(const char *path)
 {

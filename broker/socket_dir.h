@@ -22,4 +22,12 @@
  * path in err. */
 int gs_socket_dir_prepare(const char *path, int system, gid_t group, char *err, size_t errlen);
 
+/* The mode of a socket the broker's clients connect to (connecting needs
+ * write permission on it, which the umask, systemd's 0022, would deny to
+ * all but the owner): a per-user broker's is its user's (0600); the system
+ * service's is its socket group's (0660) with one, everyone's (0666)
+ * without.  The same for every socket the broker serves (broker.sock,
+ * pool.sock): whoever may ask for a session may fetch its host memory. */
+mode_t gs_socket_mode(int system, gid_t group);
+
 #endif

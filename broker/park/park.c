@@ -55,7 +55,7 @@ static uint64_t host_ram(void)
 
 /* The swap tier: host pools and their socket beside the endpoint.  Without
  * them parking keeps to the checkpoint tier and status says why. */
-static void swap_tier_start(gs_park_t *p, const char *endpoint, int system)
+static void swap_tier_start(gs_park_t *p, const char *endpoint, mode_t mode, gid_t group)
 {
     uint64_t chunk = 1ull << 30;
     const char *env = getenv("GPUSHARE_POOL_CHUNK"); /* smaller chunks for small GPUs and tests */
@@ -72,8 +72,8 @@ static void swap_tier_start(gs_park_t *p, const char *endpoint, int system)
     gs_swap_pools_config_t pc = {chunk, p->cfg.host_budget, 60 * SEC};
     p->pools = gs_swap_pools_new(p->ngpus, &pc, p->swap_unavailable, sizeof p->swap_unavailable);
     if (p->pools) {
-        p->pool_sock = gs_pool_socket_new(path, system ? 0660 : 0600, p->swap_unavailable,
-                                          sizeof p->swap_unavailable);
+        p->pool_sock =
+            gs_pool_socket_new(path, mode, group, p->swap_unavailable, sizeof p->swap_unavailable);
         if (!p->pool_sock)
             gs_swap_pools_destroy(&p->pools);
     }
@@ -83,7 +83,7 @@ static void swap_tier_start(gs_park_t *p, const char *endpoint, int system)
 }
 
 gs_park_t *gs_park_new(gs_sched_t *sched, gs_sessions_t *sessions, const gs_gpu_inventory_t *inv,
-                       const char *endpoint, int system)
+                       const char *endpoint, mode_t sock_mode, gid_t sock_group)
 {
     gs_park_t *p = calloc(1, sizeof *p);
     if (!p)
@@ -120,7 +120,7 @@ gs_park_t *gs_park_new(gs_sched_t *sched, gs_sessions_t *sessions, const gs_gpu_
     if (!p->api)
         gs_info("parking unavailable: %s", p->unavailable);
     else
-        swap_tier_start(p, endpoint, system);
+        swap_tier_start(p, endpoint, sock_mode, sock_group);
     return p;
 }
 

@@ -40,6 +40,7 @@
 #include <czmq.h>
 #include <jansson.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "eventlog.h"
 #include "gpu_inventory.h"
@@ -50,17 +51,17 @@ typedef struct gs_park gs_park_t;
 
 /* The swap tier's poll items, at most (gs_park_poll_items): the pinning
  * thread's eventfd, the pool socket and its connections. */
-#define GS_PARK_MAX_POLL_ITEMS 34
+#define GS_PARK_MAX_POLL_ITEMS 66
 
 /* Parking for the GPUs of gpus, acting on sched and reading the sessions of
  * sessions (both must outlive it).  endpoint is the broker's (ipc://PATH):
- * the swap tier's pool socket goes beside it, group-accessible (0660) when
- * system is set (the system broker), else 0600; NULL or a tcp endpoint: no
- * swap tier.  Always returns an object (NULL only without memory): without
- * the checkpoint API parking is unavailable and every make_room is
+ * the swap tier's pool socket goes beside it, with the same access as the
+ * broker's socket (sock_mode, and sock_group unless it is (gid_t)-1:
+ * gs_socket_mode); NULL or a tcp endpoint: no swap tier.  Always returns an object (NULL only
+ * without memory): without the checkpoint API parking is unavailable and every make_room is
  * answered ok:false with the reason. */
 gs_park_t *gs_park_new(gs_sched_t *sched, gs_sessions_t *sessions, const gs_gpu_inventory_t *gpus,
-                       const char *endpoint, int system);
+                       const char *endpoint, mode_t sock_mode, gid_t sock_group);
 
 /* Shutdown: waits for jobs under way, then brings every parked session
  * back (restore, unlock) so that no notebook stays frozen. */

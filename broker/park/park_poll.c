@@ -365,6 +365,9 @@ int64_t gs_park_next_deadline(const gs_park_t *p)
         int64_t pools = gs_swap_pools_next_deadline(p->pools);
         if (pools < due)
             due = pools;
+        int64_t sock = gs_pool_socket_next_deadline(p->pool_sock);
+        if (sock != INT64_MAX && sock * 1000 < due)
+            due = sock * 1000; /* its clock is the broker's, in ms */
     }
     if (p->held && p->held_check_at < due)
         due = p->held_check_at; /* held memory: are its processes still there? */

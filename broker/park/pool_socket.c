@@ -1,6 +1,6 @@
 /*
  * pool_socket.c - the listener and its short-lived connections
- * (pool_socket.h).
+ * (pool_socket.h), shared out between users by conn_caps.h.
  */
 #define _GNU_SOURCE
 #include "pool_socket.h"
@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "conn_caps.h"
 #include "fd_pass.h"
 
 #define MAX_CHUNKS_SERVED 4096
@@ -36,10 +37,13 @@ struct conn {
 struct gs_pool_socket {
     int listen_fd;
     char path[108];
+    gs_conn_caps_t caps;
+    uid_t self_uid; /* trusted, as root (conn_caps.h) */
     struct conn conn[GS_POOL_SOCKET_MAX_CONN];
 };
 
-gs_pool_socket_t *gs_pool_socket_new(const char *path, mode_t mode, char *err, size_t errlen)
+gs_pool_socket_t *gs_pool_socket_new(const char *path, mode_t mode, gid_t group, char *err,
+                                     size_t errlen)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof sa.sun_path) {
@@ -53,17 +57,22 @@ gs_pool_socket_t *gs_pool_socket_new(const char *path, mode_t mode, char *err, s
     }
     for (int i = 0; i < GS_POOL_SOCKET_MAX_CONN; i++)
         self->conn[i].fd = -1;
+    self->caps = gs_conn_caps_make(GS_POOL_SOCKET_MAX_CONN, GS_POOL_SOCKET_PER_UID);
+    self->self_uid = geteuid();
     snprintf(self->path, sizeof self->path, "%s", path);
     snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
     self->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (self->listen_fd < 0)
         goto fail;
     unlink(path); /* ours: the broker's directory was checked before (socket_dir.c) */
-    /* Created with the final mode: no moment in which others could connect. */
-    mode_t old = umask(0777 & ~mode);
+    /* Created for the owner alone, then given its group and only then its
+     * mode: no moment in which others could connect.  (Without the group,
+     * the service's users could not fetch their memory back: issue 34.) */
+    mode_t old = umask(0177);
     int rc = bind(self->listen_fd, (struct sockaddr *)&sa, sizeof sa);
     umask(old);
-    if (rc < 0 || chmod(path, mode) < 0 || listen(self->listen_fd, 64) < 0)
+    if (rc < 0 || (group != (gid_t)-1 && chown(path, (uid_t)-1, group) < 0) ||
+        chmod(path, mode) < 0 || listen(self->listen_fd, 64) < 0)
         goto fail;
     return self;
 fail:
@@ -105,6 +114,61 @@ int gs_pool_socket_poll_items(gs_pool_socket_t *self, zmq_pollitem_t *items, int
     return n;
 }
 
+static void send_error(int fd, const char *msg, int retry)
+{
+    json_t *o = json_pack("{s:s, s:b}", "error", msg, "retry", retry);
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    if (s)
+        gs_fd_send(fd, s, strlen(s), NULL, 0);
+    free(s);
+    json_decref(o);
+}
+
+static void answer_error(int fd, const char *msg)
+{
+    send_error(fd, msg, 0);
+}
+
+/* Whether a connection of uid may have a slot; when not, why, for it. */
+static int admit(const gs_pool_socket_t *self, uid_t uid, struct conn **slot, char *why, size_t len)
+{
+    int trusted = gs_conn_caps_trusted(uid, self->self_uid);
+    int mine = 0, users = 0, all = 0;
+    *slot = NULL;
+    for (int i = 0; i < GS_POOL_SOCKET_MAX_CONN; i++) {
+        const struct conn *c = &self->conn[i];
+        if (c->fd < 0) {
+            if (!*slot)
+                *slot = (struct conn *)c;
+            continue;
+        }
+        all++;
+        mine += c->uid == uid;
+        users += !gs_conn_caps_trusted(c->uid, self->self_uid);
+    }
+    switch (gs_conn_caps_admit(&self->caps, trusted, mine, users, all)) {
+    case GS_CONN_ADMIT:
+        return 1;
+    case GS_CONN_OVER_UID:
+        snprintf(why, len,
+                 "the pool socket is busy: uid %u has %d requests open already, the most one "
+                 "user may have at once; try again",
+                 (unsigned)uid, mine);
+        break;
+    case GS_CONN_OVER_USERS:
+        snprintf(why, len,
+                 "the pool socket is busy: users have %d requests open, all it takes from users "
+                 "(%d more are kept for root); try again",
+                 users, self->caps.reserved);
+        break;
+    case GS_CONN_FULL:
+        snprintf(why, len, "the pool socket is busy: %d requests open, all it takes; try again",
+                 all);
+        break;
+    }
+    return 0;
+}
+
 static void accept_all(gs_pool_socket_t *self, int64_t now_ms)
 {
     for (;;) {
@@ -114,27 +178,22 @@ static void accept_all(gs_pool_socket_t *self, int64_t now_ms)
         struct ucred cred;
         socklen_t len = sizeof cred;
         struct conn *slot = NULL;
-        for (int i = 0; i < GS_POOL_SOCKET_MAX_CONN && !slot; i++)
-            if (self->conn[i].fd < 0)
-                slot = &self->conn[i];
-        if (!slot || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-            static const char busy[] = "{\"error\":\"the host pool is busy; try again\"}";
-            gs_fd_send(fd, busy, sizeof busy - 1, NULL, 0);
+        char why[200] = "the pool socket cannot tell who is asking";
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
+            !admit(self, cred.uid, &slot, why, sizeof why)) {
+            /* Answered, not just closed: the client reads this after its
+             * request meets the closed socket, and tries again.  Its
+             * request, if here already, is read first: closing over unread
+             * data would make the client's next read fail (ECONNRESET). */
+            char junk[512];
+            while (recv(fd, junk, sizeof junk, MSG_DONTWAIT) > 0)
+                ;
+            send_error(fd, why, 1);
             close(fd);
             continue;
         }
         *slot = (struct conn){.fd = fd, .since_ms = now_ms, .pid = cred.pid, .uid = cred.uid};
     }
-}
-
-static void answer_error(int fd, const char *msg)
-{
-    json_t *o = json_pack("{s:s}", "error", msg);
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    if (s)
-        gs_fd_send(fd, s, strlen(s), NULL, 0);
-    free(s);
-    json_decref(o);
 }
 
 static void answer_chunks(struct conn *c, const int *out, int k, uint64_t chunk_bytes, int want)
@@ -274,6 +333,24 @@ void gs_pool_socket_handle(gs_pool_socket_t *self, const zmq_pollitem_t *items, 
             serve_fetch(&self->conn[k], now_ms, serve, arg);
     for (int k = 0; k < GS_POOL_SOCKET_MAX_CONN; k++)
         if (self->conn[k].fd >= 0 && !self->conn[k].waiting &&
-            now_ms - self->conn[k].since_ms > GS_POOL_SOCKET_TIMEOUT_MS)
+            now_ms - self->conn[k].since_ms > GS_POOL_SOCKET_TIMEOUT_MS) {
+            /* A hook sends its request as it connects: this one held a
+             * slot for nothing (or was very late: it may ask again). */
+            send_error(self->conn[k].fd, "no request within the pool socket's timeout", 1);
             drop(&self->conn[k]);
+        }
+}
+
+int64_t gs_pool_socket_next_deadline(const gs_pool_socket_t *self)
+{
+    int64_t due = INT64_MAX;
+    for (int k = 0; self && k < GS_POOL_SOCKET_MAX_CONN; k++) {
+        const struct conn *c = &self->conn[k];
+        if (c->fd < 0)
+            continue;
+        int64_t t = c->waiting ? c->until_ms : c->since_ms + GS_POOL_SOCKET_TIMEOUT_MS + 1;
+        if (t < due)
+            due = t;
+    }
+    return due;
 }

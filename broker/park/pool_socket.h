@@ -8,8 +8,19 @@
  * uid, which a client cannot forge), and the broker hands a lease only to
  * the process it was made for (the serve callback compares them with the
  * registered hook client).  Every connection is non-blocking and polled by
- * the broker's loop, so a client that connects and says nothing costs one
- * descriptor until it is dropped (after GS_POOL_SOCKET_TIMEOUT_MS).
+ * the broker's loop.
+ *
+ * Room for everyone (issue 34): the socket has GS_POOL_SOCKET_MAX_CONN
+ * slots, shared out as the broker's own socket is (conn_caps.h): an eighth
+ * kept for root and the broker's own account, GS_POOL_SOCKET_PER_UID for
+ * one uid.  A hook's connection lives for one request: it sends it at once
+ * and is answered at once (or within the wait it asked for, for a growing
+ * lease), so one that says nothing for GS_POOL_SOCKET_TIMEOUT_MS is
+ * dropped.  A connection that cannot have a slot, or is dropped before its
+ * request, is answered {"error": "...", "retry": true} before it is closed,
+ * and the hook tries again until its own timeout: a user holding idle
+ * connections delays nobody else, and no request meets a closed socket
+ * without being told why.
  *
  * Its path is gs_endpoint_pool_path() of the broker's endpoint.
  *
@@ -23,7 +34,10 @@
  *                          descriptors attached, as many datagrams as needed
  *                          (`chunks`: how many this answer brings, `want`: how
  *                          many the lease will have in all); or
- *                          {"error": "..."} and no descriptors.
+ *                          {"error": "..."} and no descriptors ("retry": true
+ *                          when the socket had no room for the connection or
+ *                          dropped it before its request: asking again may
+ *                          succeed).
  * Early return:            {"return": 7, "positions": [0, 1]}: those chunks of
  *                          lease 7 are free again (their data is back on the
  *                          GPU); answered {"ok": true} or {"error": "..."}.
@@ -38,8 +52,12 @@
 #include <sys/types.h>
 #include <zmq.h>
 
-#define GS_POOL_SOCKET_TIMEOUT_MS 2000
-#define GS_POOL_SOCKET_MAX_CONN   32
+#define GS_POOL_SOCKET_TIMEOUT_MS 500 /* from connecting to the request */
+#define GS_POOL_SOCKET_MAX_CONN   64
+/* A process fetches on one connection at a time per GPU it parks; a user
+ * has a few notebooks parked or coming back at once.  (Eight of 64: it
+ * takes seven users at their caps to fill the users' 56.) */
+#define GS_POOL_SOCKET_PER_UID 8
 
 typedef struct gs_pool_socket gs_pool_socket_t;
 
@@ -67,9 +85,11 @@ typedef int (*gs_pool_serve_fn)(void *arg, const gs_pool_request_t *req, int *fd
                                 uint64_t *chunk_bytes, int *want, char *err, size_t errlen);
 
 /* Binds and listens at path (an old socket file there is replaced), mode
- * `mode` (0600 for a user's broker, 0660 for the service's group).  NULL
- * with err set on failure. */
-gs_pool_socket_t *gs_pool_socket_new(const char *path, mode_t mode, char *err, size_t errlen);
+ * `mode` and, unless it is (gid_t)-1, group `group` (as the broker's own
+ * socket: 0600 for a user's broker, 0660 and the socket group or 0666 for
+ * the service: gs_socket_mode).  NULL with err set on failure. */
+gs_pool_socket_t *gs_pool_socket_new(const char *path, mode_t mode, gid_t group, char *err,
+                                     size_t errlen);
 /* Closes every connection and removes the socket file. */
 void gs_pool_socket_destroy(gs_pool_socket_t **self_p);
 
@@ -80,5 +100,8 @@ int gs_pool_socket_poll_items(gs_pool_socket_t *self, zmq_pollitem_t *items, int
  * past their time. */
 void gs_pool_socket_handle(gs_pool_socket_t *self, const zmq_pollitem_t *items, int n,
                            int64_t now_ms, gs_pool_serve_fn serve, void *arg);
+/* When gs_pool_socket_handle is next due without an event (a silent
+ * connection to drop, a wait to end), in ms; INT64_MAX: never. */
+int64_t gs_pool_socket_next_deadline(const gs_pool_socket_t *self);
 
 #endif

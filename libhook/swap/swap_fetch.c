@@ -1,5 +1,6 @@
 /*
- * swap_fetch.c - one request on the pool socket (swap_fetch.h).
+ * swap_fetch.c - one request on the pool socket (swap_fetch.h), asked
+ * again while the socket says it had no room for it.
  */
 #define _GNU_SOURCE
 #include "swap_fetch.h"
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fd_pass.h"
@@ -21,7 +23,16 @@ static void close_all(int *fds, int n)
         close(fds[i]);
 }
 
-static int connect_to(const char *path, char *err, size_t errlen)
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A connection to the pool socket, or -1 with err naming why.  connect(2)
+ * waits while the broker's backlog is full: at most timeout_ms. */
+static int connect_to(const char *path, int timeout_ms, char *err, size_t errlen)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof sa.sun_path) {
@@ -30,10 +41,25 @@ static int connect_to(const char *path, char *err, size_t errlen)
     }
     snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
     int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof sa) < 0) {
+    if (s < 0) {
         snprintf(err, errlen, "pool socket %s: %s", path, strerror(errno));
-        if (s >= 0)
-            close(s);
+        return -1;
+    }
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    if (connect(s, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        int e = errno;
+        if (e == EACCES || e == EPERM)
+            snprintf(err, errlen,
+                     "permission denied: cannot connect to the pool socket %s (not in the "
+                     "broker's socket group, or a broker that keeps it to root?)",
+                     path);
+        else if (e == EAGAIN)
+            snprintf(err, errlen, "pool socket %s: the broker accepted no connection in %d ms",
+                     path, timeout_ms);
+        else
+            snprintf(err, errlen, "pool socket %s: %s", path, strerror(e));
+        close(s);
         return -1;
     }
     return s;
@@ -42,11 +68,13 @@ static int connect_to(const char *path, char *err, size_t errlen)
 /* One answer of the pool socket, with the descriptors it carries (up to
  * max, *nfd of them): the JSON object, or NULL with err set (no answer in
  * timeout_ms, the socket closed, or the broker's own "error", whose
- * descriptors, if any, are closed).  `what`: what the answer is for. */
+ * descriptors, if any, are closed; *retry set when that error says asking
+ * again may succeed).  `what`: what the answer is for. */
 static json_t *answer(int s, int timeout_ms, int *fds, int max, int *nfd, const char *what,
-                      char *err, size_t errlen)
+                      int *retry, char *err, size_t errlen)
 {
     *nfd = 0;
+    *retry = 0;
     struct pollfd p = {s, POLLIN, 0};
     if (poll(&p, 1, timeout_ms) != 1) {
         snprintf(err, errlen, "the broker did not answer %s in %d ms", what, timeout_ms);
@@ -54,6 +82,8 @@ static json_t *answer(int s, int timeout_ms, int *fds, int max, int *nfd, const 
     }
     char buf[512];
     ssize_t k = gs_fd_recv(s, buf, sizeof buf - 1, fds, max, nfd);
+    if (k < 0 && errno == ECONNRESET) /* closed with our request unread: its answer may be queued */
+        k = gs_fd_recv(s, buf, sizeof buf - 1, fds, max, nfd);
     if (k <= 0) {
         snprintf(err, errlen, "pool socket closed before it answered %s", what);
         return NULL;
@@ -63,6 +93,7 @@ static json_t *answer(int s, int timeout_ms, int *fds, int max, int *nfd, const 
     const char *e = NULL;
     if (o && json_unpack(o, "{s:s}", "error", &e) == 0) {
         snprintf(err, errlen, "%s", e);
+        *retry = json_is_true(json_object_get(o, "retry"));
         json_decref(o);
         close_all(fds, *nfd);
         *nfd = 0;
@@ -73,24 +104,60 @@ static json_t *answer(int s, int timeout_ms, int *fds, int max, int *nfd, const 
     return o;
 }
 
+/* Connects, sends req and reads the first answer (into *out, with its
+ * descriptors): the connected socket, or -1 with err set.  While the
+ * socket answers that it had no room for the connection (or dropped it),
+ * asks again, pausing a little longer each time, until timeout_ms is
+ * spent: then err is its last reason. */
+static int ask(const char *path, const char *req, int timeout_ms, int *fds, int max, int *nfd,
+               json_t **out, const char *what, char *err, size_t errlen)
+{
+    int64_t end = now_ms() + timeout_ms;
+    int pause_ms = 5;
+    char busy[256] = ""; /* the last "no room" answer */
+    for (;;) {
+        int left = (int)(end - now_ms()), retry = 0;
+        int s = connect_to(path, left > 1 ? left : 1, err, errlen);
+        if (s < 0)
+            return -1;
+        if (gs_fd_send(s, req, strlen(req), NULL, 0) < 0) {
+            /* Closed on us: the reason it gave, if any, waits to be read. */
+            int e = errno;
+            *out = answer(s, 0, fds, max, nfd, what, &retry, err, errlen);
+            if (!*out && !retry)
+                snprintf(err, errlen,
+                         "the pool socket %s closed the connection before the request: %s", path,
+                         strerror(e));
+        } else
+            *out = answer(s, left > 1 ? left : 1, fds, max, nfd, what, &retry, err, errlen);
+        if (*out)
+            return s;
+        close(s);
+        left = (int)(end - now_ms());
+        if (retry)
+            snprintf(busy, sizeof busy, "%s", err);
+        else if (busy[0] && left <= 0) /* out of time while it had no room: that is why */
+            snprintf(err, errlen, "%s", busy);
+        if (!retry || left <= pause_ms)
+            return -1;
+        poll(NULL, 0, pause_ms);
+        pause_ms = pause_ms < 100 ? 2 * pause_ms : 200;
+    }
+}
+
 int gs_swap_fetch_from(const char *path, uint64_t lease, int from, int wait_ms, int *fds, int max,
                        uint64_t *chunk_bytes, int *want, int timeout_ms, char *err, size_t errlen)
 {
-    int s = connect_to(path, err, errlen);
+    char req[128];
+    snprintf(req, sizeof req, "{\"lease\":%llu,\"from\":%d,\"wait_ms\":%d}",
+             (unsigned long long)lease, from, wait_ms);
+    static const char what[] = "for the host memory";
+    int n = 0, got = 0, total = -1, retry;
+    json_t *o = NULL;
+    int s = ask(path, req, timeout_ms, fds, max, &n, &o, what, err, errlen);
     if (s < 0)
         return -1;
-    char req[128];
-    int len = snprintf(req, sizeof req, "{\"lease\":%llu,\"from\":%d,\"wait_ms\":%d}",
-                       (unsigned long long)lease, from, wait_ms);
-    int got = 0, total = -1;
-    if (gs_fd_send(s, req, (size_t)len, NULL, 0) < 0) {
-        snprintf(err, errlen, "pool socket: %s", strerror(errno));
-        goto fail;
-    }
-    while (total < 0 || got < total) {
-        int n = 0;
-        json_t *o =
-            answer(s, timeout_ms, fds + got, max - got, &n, "for the host memory", err, errlen);
+    for (;;) {
         got += n;
         if (!o)
             goto fail;
@@ -107,6 +174,9 @@ int gs_swap_fetch_from(const char *path, uint64_t lease, int from, int wait_ms, 
         *chunk_bytes = (uint64_t)cb;
         if (want)
             *want = all >= 0 ? (int)all : from + (int)chunks; /* an older broker: all at once */
+        if (got >= total)
+            break;
+        o = answer(s, timeout_ms, fds + got, max - got, &n, what, &retry, err, errlen);
     }
     close(s);
     return got;
@@ -136,18 +206,14 @@ int gs_swap_return(const char *path, uint64_t lease, const int *positions, int n
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    int s = connect_to(path, err, errlen), rc = -1;
-    if (s >= 0 && gs_fd_send(s, req, strlen(req), NULL, 0) < 0)
-        snprintf(err, errlen, "pool socket: %s", strerror(errno));
-    else if (s >= 0) {
-        int nfd = 0;
-        json_t *a = answer(s, timeout_ms, NULL, 0, &nfd, "the return", err, errlen);
-        if (a) {
-            rc = json_is_true(json_object_get(a, "ok")) ? 0 : -1;
-            if (rc)
-                snprintf(err, errlen, "bad answer from the pool socket");
-            json_decref(a);
-        }
+    int nfd = 0, rc = -1;
+    json_t *a = NULL;
+    int s = ask(path, req, timeout_ms, NULL, 0, &nfd, &a, "the return", err, errlen);
+    if (a) {
+        rc = json_is_true(json_object_get(a, "ok")) ? 0 : -1;
+        if (rc)
+            snprintf(err, errlen, "bad answer from the pool socket");
+        json_decref(a);
     }
     if (s >= 0)
         close(s);

@@ -12,7 +12,10 @@
 /* Connects to path, asks for `lease`, and receives its chunks: returns how
  * many descriptors are in fds (the caller closes them) with their size in
  * *chunk_bytes, or -1 with err set (the broker's refusal, or why the
- * socket failed) and no descriptor left open. */
+ * socket failed: "permission denied: ..." for a socket this user may not
+ * connect to) and no descriptor left open.  While the socket answers that
+ * it has no room for another connection now, asks again until timeout_ms
+ * is spent (then err is that answer). */
 int gs_swap_fetch(const char *path, uint64_t lease, int *fds, int max, uint64_t *chunk_bytes,
                   int timeout_ms, char *err, size_t errlen);
 

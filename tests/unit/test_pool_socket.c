@@ -66,20 +66,21 @@ struct fetch {
     uint64_t chunk_bytes;
     int ret[2], nret; /* an early return instead */
     char err[200];
+    int timeout_ms; /* 0: 5000 */
     int done;
 };
 
 static void *fetch_thread(void *arg)
 {
     struct fetch *f = arg;
+    int ms = f->timeout_ms ? f->timeout_ms : 5000;
     if (f->nret)
-        f->n = gs_swap_return(path, f->lease, f->ret, f->nret, 5000, f->err, sizeof f->err);
+        f->n = gs_swap_return(path, f->lease, f->ret, f->nret, ms, f->err, sizeof f->err);
     else if (f->from || f->wait_ms)
         f->n = gs_swap_fetch_from(path, f->lease, f->from, f->wait_ms, f->fds, 8, &f->chunk_bytes,
-                                  &f->want, 5000, f->err, sizeof f->err);
+                                  &f->want, ms, f->err, sizeof f->err);
     else
-        f->n =
-            gs_swap_fetch(path, f->lease, f->fds, 8, &f->chunk_bytes, 5000, f->err, sizeof f->err);
+        f->n = gs_swap_fetch(path, f->lease, f->fds, 8, &f->chunk_bytes, ms, f->err, sizeof f->err);
     __atomic_store_n(&f->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
@@ -131,7 +132,7 @@ static int teardown(void **state)
 static gs_pool_socket_t *listen_here(void)
 {
     char err[200];
-    gs_pool_socket_t *ps = gs_pool_socket_new(path, 0600, err, sizeof err);
+    gs_pool_socket_t *ps = gs_pool_socket_new(path, 0600, (gid_t)-1, err, sizeof err);
     assert_non_null(ps);
     return ps;
 }
@@ -214,10 +215,19 @@ static void a_silent_client_is_dropped_after_the_timeout(void **state)
     gs_pool_socket_handle(ps, items, k, 0, serve, NULL);
     assert_int_equal(gs_pool_socket_poll_items(ps, items, GS_POOL_SOCKET_MAX_CONN + 1), 2);
     /* A virtual clock past the timeout: the next round drops it. */
+    assert_int_equal(gs_pool_socket_next_deadline(ps), GS_POOL_SOCKET_TIMEOUT_MS + 1);
     gs_pool_socket_handle(ps, items, 0, GS_POOL_SOCKET_TIMEOUT_MS + 1, serve, NULL);
     assert_int_equal(gs_pool_socket_poll_items(ps, items, GS_POOL_SOCKET_MAX_CONN + 1), 1);
-    char c;
-    assert_int_equal(recv(s, &c, 1, 0), 0); /* closed by the broker */
+    assert_true(gs_pool_socket_next_deadline(ps) == INT64_MAX);
+    /* Told why, and that asking again may work (a hook that was that late
+     * does), then closed by the broker. */
+    char buf[256];
+    ssize_t n = recv(s, buf, sizeof buf - 1, 0);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    assert_non_null(strstr(buf, "no request within"));
+    assert_non_null(strstr(buf, "\"retry\":true"));
+    assert_int_equal(recv(s, buf, 1, 0), 0);
     close(s);
     gs_pool_socket_destroy(&ps);
 }
@@ -301,6 +311,59 @@ static void an_early_return_reaches_the_broker(void **state)
     gs_pool_socket_destroy(&ps);
 }
 
+/* A connection to the socket that says nothing (as a user's idle ones). */
+static int idle_connection(void)
+{
+    int s = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+    assert_int_equal(connect(s, (struct sockaddr *)&sa, sizeof sa), 0);
+    return s;
+}
+
+static void one_user_holds_a_few_slots_and_the_next_asker_hears_why(void **state)
+{
+    (void)state;
+    gs_pool_socket_t *ps = listen_here();
+    int held[GS_POOL_SOCKET_PER_UID];
+    for (int i = 0; i < GS_POOL_SOCKET_PER_UID; i++)
+        held[i] = idle_connection();
+    /* All accepted (a clock standing still: none is dropped as silent). */
+    zmq_pollitem_t items[GS_POOL_SOCKET_MAX_CONN + 1];
+    while (gs_pool_socket_poll_items(ps, items, GS_POOL_SOCKET_MAX_CONN + 1) <
+           1 + GS_POOL_SOCKET_PER_UID)
+        serve_once(ps, 0);
+    /* This uid's next connection is refused with the reason, not merely
+     * closed: the fetch asks again until its timeout, then says why (it
+     * used to read "Broken pipe"). */
+    struct fetch f = {.lease = 7, .timeout_ms = 300};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, fetch_thread, &f), 0);
+    while (!__atomic_load_n(&f.done, __ATOMIC_ACQUIRE))
+        serve_once(ps, 0);
+    pthread_join(t, NULL);
+    assert_int_equal(f.n, -1);
+    assert_non_null(strstr(f.err, "the pool socket is busy"));
+    assert_non_null(strstr(f.err, "requests open already"));
+    assert_true(seen.lease == 0); /* never served */
+    /* Once the idle ones are dropped (their time is over), the same fetch
+     * goes through: asked again while the slots were taken, it is served as
+     * soon as one is free. */
+    struct fetch g = {.lease = 7};
+    assert_int_equal(pthread_create(&t, NULL, fetch_thread, &g), 0);
+    for (int i = 0; i < 5; i++)
+        serve_once(ps, 0);
+    while (!__atomic_load_n(&g.done, __ATOMIC_ACQUIRE))
+        serve_once(ps, GS_POOL_SOCKET_TIMEOUT_MS + 1);
+    pthread_join(t, NULL);
+    assert_int_equal(g.n, 3);
+    for (int i = 0; i < 3; i++)
+        close(g.fds[i]);
+    for (int i = 0; i < GS_POOL_SOCKET_PER_UID; i++)
+        close(held[i]);
+    gs_pool_socket_destroy(&ps);
+}
+
 static void the_path_sits_beside_the_endpoint(void **state)
 {
     (void)state;
@@ -323,6 +386,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_growing_lease_past_its_wait_answers_none, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(an_early_return_reaches_the_broker, setup, teardown),
+        cmocka_unit_test_setup_teardown(one_user_holds_a_few_slots_and_the_next_asker_hears_why,
+                                        setup, teardown),
         cmocka_unit_test(the_path_sits_beside_the_endpoint),
     };
     return cmocka_run_group_tests_name("pool_socket", tests, NULL, NULL);
