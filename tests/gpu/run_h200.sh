@@ -5,7 +5,7 @@
 # JSON lines to $OUT/results.jsonl plus logs.
 #   bash tests/gpu/run_h200.sh [SECTION...]   (from the repository root)
 # Sections: validate launch launch_streams torch revoke broker park fastpark
-# swap pressure notebook (default: all but park, fastpark, swap and pressure,
+# swap pressure users ipc death notebook (default: all but park, fastpark, swap and pressure,
 # which run alone, and launch_streams, ~4 minutes of its own).
 set -u
 sections=" ${*:-validate launch torch revoke broker notebook} "
@@ -203,6 +203,20 @@ if want pressure; then
         grep '"event": "summary"' "$d/stdout.jsonl" || echo "pressure/$c: no summary (see $d)"
     done
 fi
+
+# 6c. Two ordinary users' plain programs taking turns through the system
+#     broker on the checkpoint tier (issue 34: `frozen`), and CUDA IPC
+#     between a PyTorch process and its child under the hook (the handle's
+#     checks, hook_ipc.c).
+if want users; then
+    d=$OUT/users
+    mkdir -p "$d"
+    timeout -k 15 300 python3 tests/gpu/users_turns.py "$C" "$d" >"$d/stdout.jsonl" 2>>"$OUT/errors.log"
+    while read -r line; do record "users_turns" "$line" >/dev/null; done <"$d/stdout.jsonl"
+    grep '"summary"' "$d/stdout.jsonl" || echo "users_turns: no summary (see $d)"
+fi
+want ipc && record "ipc_check/hook" "$(timeout 180 env LD_PRELOAD=$HOOK python3 tests/gpu/ipc_check.py 1024 2>>"$OUT/errors.log")"
+want ipc && record "ipc_check/native" "$(timeout 180 python3 tests/gpu/ipc_check.py 1024 2>>"$OUT/errors.log")"
 
 # 7. Two notebooks of PyTorch cells started by gpushare-launch (issue 5):
 #    mini_kernel.py publishes the IOPub status messages ipykernel would, the

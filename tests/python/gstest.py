@@ -587,9 +587,15 @@ def session_of(status, pid):
 
 
 def entry(status, session):
-    """The session's entry on GPU 0 of a status object, or None."""
-    for s in status["gpus"][0]["sessions"]:
+    """The session's entry on GPU 0 of a status object, or None: by its id,
+    else by its name (another user's session named NAME has the id
+    NAME@UID; the first such, for the multi-user tests)."""
+    sessions = status["gpus"][0]["sessions"]
+    for s in sessions:
         if s["id"] == session:
+            return s
+    for s in sessions:
+        if s.get("name") == session:
             return s
     return None
 
