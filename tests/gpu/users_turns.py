@@ -13,7 +13,9 @@ there for ever.
 
     python3 tests/gpu/users_turns.py CARRY OUT
 Environment: TURNS_FRACTION (0.55 of the GPU each), TURNS_ROUNDS (3),
-TURNS_CELL_TIMEOUT_S (120).  Writes OUT/users-turns.jsonl (one row per
+TURNS_CELL_TIMEOUT_S (120), TURNS_SCRATCH_BYTES (1 GiB: each cell's
+temporaries); a dry run on the simulated GPU: PRESSURE_BACKEND=sim,
+TURNS_GPU_BYTES and the simulated GPU's environment (GPUSHARE_SIM_SHARED=1).  Writes OUT/users-turns.jsonl (one row per
 cell, then a summary row) and OUT/users-turns-*.log."""
 import json
 import os
@@ -54,6 +56,7 @@ def main():
     frac = float(os.environ.get("TURNS_FRACTION", "0.55"))
     rounds = int(os.environ.get("TURNS_ROUNDS", "3"))
     cell_timeout = float(os.environ.get("TURNS_CELL_TIMEOUT_S", "120"))
+    scratch = int(os.environ.get("TURNS_SCRATCH_BYTES", str(GIB)))
     accounts()
     dmesg_before = len(sh("dmesg", check=False).stdout.splitlines())
     # What the users run must be theirs to read: a copy in a directory of
@@ -81,7 +84,7 @@ def main():
         if broker.poll() is not None or time.time() > deadline:
             raise SystemExit("broker did not start")
         time.sleep(0.05)  # waiting for a process to bind: no event to await
-    size = int(gpu_total() * frac) // GIB * GIB
+    size = int(gpu_total() * frac) >> 20 << 20
     rows, procs = [], {}
     resf = open(os.path.join(out, "users-turns.jsonl"), "w")
 
@@ -128,7 +131,7 @@ def main():
     for n in range(1, rounds + 1):
         for u in USERS:
             if ok:
-                ok &= bool(ask(u, "cell %d" % GIB, n).get("ok"))
+                ok &= bool(ask(u, "cell %d" % scratch, n).get("ok"))
     status = json.loads(sh(base + "/carry/gpushare/gpushare", "--broker", endpoint, "status",
                            "--json", check=False).stdout or "{}")
     owners = sorted({s.get("user") for g in status.get("gpus", []) for s in g.get("sessions", [])})
