@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "hook_config.h"
+#include "hook_gate.h"
+#include "hook_mem.h"
 #include "log.h"
 #include "proc_alive.h"
 
@@ -117,7 +119,28 @@ static void start_helper(void)
     char pidarg[24], startarg[32];
     snprintf(pidarg, sizeof pidarg, "%d", (int)self);
     snprintf(startarg, sizeof startarg, "%llu", start);
-    char *argv[] = {(char *)path, (char *)"--pid", pidarg, (char *)"--start", startarg, NULL};
+    /* What this process holds on each GPU: the helper restores only once
+     * that much is free there (a restore that runs out of GPU memory
+     * leaves the process checkpointed for good). */
+    char gpuargs[HOOK_MAX_DEVICES][HOOK_UUID_LEN + 32];
+    char *argv[5 + 2 * HOOK_MAX_DEVICES + 1] = {(char *)path, (char *)"--pid", pidarg,
+                                                (char *)"--start", startarg};
+    int argc = 5;
+    char uuids[HOOK_MAX_DEVICES][HOOK_UUID_LEN];
+    pthread_mutex_lock(&hook_gate_mu);
+    for (int d = 0; d < HOOK_MAX_DEVICES; d++)
+        snprintf(uuids[d], sizeof uuids[d], "%s",
+                 hook_gate_st.dev[d].touched ? hook_gate_st.dev[d].uuid : "");
+    pthread_mutex_unlock(&hook_gate_mu);
+    for (int d = 0; d < HOOK_MAX_DEVICES; d++) {
+        uint64_t used = 0, managed = 0, peak = 0;
+        if (!uuids[d][0] || hook_mem_footprint(d, &used, &managed, &peak) != 0 || used == 0)
+            continue;
+        snprintf(gpuargs[d], sizeof gpuargs[d], "%.47s=%llu", uuids[d], (unsigned long long)used);
+        argv[argc++] = (char *)"--gpu";
+        argv[argc++] = gpuargs[d];
+    }
+    argv[argc] = NULL;
     char **envp = helper_env();
     pid_t pid = 0;
     int r = envp ? spawn_helper(path, argv, envp, &pid) : ENOMEM;

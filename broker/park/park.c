@@ -125,6 +125,25 @@ gs_park_t *gs_park_new(gs_sched_t *sched, gs_sessions_t *sessions, const gs_gpu_
 }
 
 /* Shutdown: nobody may stay frozen when the broker is gone. */
+void park_job_room(const gs_park_t *p, const psess_t *ps, gs_park_job_t *j, unsigned wait_ms)
+{
+    j->nroom = 0;
+    j->room_wait_ms = wait_ms;
+    for (int g = 0; g < p->ngpus && j->nroom < GS_PARK_MAX_PAIRS; g++) {
+        if (!ps->bytes[g])
+            continue;
+        /* A move restores onto move_to; what the contexts take beside the
+         * memory the hooks report: a sixty-fourth of the GPU, 1 GiB at
+         * most (an H100 context is about 0.5 GiB). */
+        int onto = ps->move_to >= 0 && g == ps->move_from ? ps->move_to : g;
+        uint64_t margin = p->total[onto] / 64;
+        if (margin > (1ULL << 30))
+            margin = 1ULL << 30;
+        snprintf(j->room[j->nroom].uuid, sizeof j->room[j->nroom].uuid, "%s", p->uuids[onto]);
+        j->room[j->nroom++].need = ps->bytes[g] + margin;
+    }
+}
+
 void gs_park_destroy(gs_park_t **self_p)
 {
     gs_park_t *p = *self_p;
@@ -150,6 +169,8 @@ void gs_park_destroy(gs_park_t **self_p)
         j.npids = ps->npids;
         memcpy(j.pids, ps->pids, sizeof j.pids);
         memcpy(j.start, ps->start, sizeof j.start);
+        ps->move_to = -1; /* in place */
+        park_job_room(p, ps, &j, 0);
         gs_park_worker_run(p->api, &j);
         if (j.ok)
             gs_info("session %s unparked before the broker exits (%.2f s)", ps->id,
@@ -495,6 +516,10 @@ uint64_t park_host_used(const gs_park_t *p)
 
 static void submit(gs_park_t *p, psess_t *ps, int unpark, int64_t now);
 
+/* How long an unpark waits for the driver to free the memory its room was
+ * made in (a victim's process that exits frees it a moment later). */
+#define ROOM_WAIT_MS 10000
+
 void park_submit(gs_park_t *p, psess_t *ps, int64_t now)
 {
     ps->st = PS_PARKING;
@@ -568,6 +593,8 @@ static void submit(gs_park_t *p, psess_t *ps, int unpark, int64_t now)
         ps->move_from = ps->move_to = -1;
     if (!unpark) /* before the lock: its hooks ask for the GPU before they call the driver */
         park_tell_frozen(p, ps, 1);
+    else
+        park_job_room(p, ps, j, ROOM_WAIT_MS);
     gs_park_worker_submit(p->worker, j);
 }
 

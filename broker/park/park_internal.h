@@ -335,6 +335,10 @@ void park_move_finish(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t
  * on (ps->bytes). */
 void park_tell_frozen(gs_park_t *p, const psess_t *ps, int frozen);
 
+/* park.c: the GPU memory an unpark job's restore needs (gs_park_job_t's
+ * room), waiting up to wait_ms for the driver to show it free. */
+void park_job_room(const gs_park_t *p, const psess_t *ps, gs_park_job_t *j, unsigned wait_ms);
+
 park_views_t park_views(gs_park_t *p, int64_t now);
 /* Forget the records of sessions the broker has forgotten. */
 void park_prune(gs_park_t *p, const park_views_t *vs);

@@ -3,6 +3,8 @@
  */
 #include "park_worker.h"
 
+#include "gpu_free.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -155,8 +157,41 @@ static void try_move(gs_park_cuda_t *api, gs_park_job_t *j)
         snprintf(j->move_refused, sizeof j->move_refused, "%s", err);
 }
 
+/* Whether every GPU of the job has the room its restore needs, by the
+ * driver's count; waits up to room_wait_ms for it (an exiting process'
+ * memory comes free a moment after its pid is gone).  1: restore.  0: not
+ * now, with why in the job's error (which names OUT_OF_MEMORY, so that the
+ * next try asks for room for more: park.c). */
+static int room_ready(gs_park_job_t *j)
+{
+    int64_t until = now_us() + (int64_t)j->room_wait_ms * 1000;
+    for (int waited = 0;; waited++) {
+        int short_on = -1;
+        uint64_t free_b = 0, total = 0;
+        for (int k = 0; k < j->nroom && short_on < 0; k++)
+            if (gs_gpu_free_read(j->room[k].uuid, &free_b, &total) == 0 && free_b < j->room[k].need)
+                short_on = k;
+        if (short_on < 0)
+            return 1; /* room, or nothing known: the driver decides */
+        if (now_us() >= until) {
+            snprintf(j->error, sizeof j->error,
+                     "not restored yet: %s has %.1f GiB free, the restore needs %.1f GiB (a "
+                     "restore that meets CUDA_ERROR_OUT_OF_MEMORY can never be tried again)",
+                     j->room[short_on].uuid, (double)free_b / (1 << 30),
+                     (double)j->room[short_on].need / (1 << 30));
+            return 0;
+        }
+        nap_ms(waited < 10 ? 20 : 100);
+    }
+}
+
 static void run_unpark(gs_park_cuda_t *api, gs_park_job_t *j)
 {
+    if (!room_ready(j)) {
+        j->ok = 0;
+        j->stuck = 1; /* still checkpointed, and intact */
+        return;
+    }
     try_move(api, j);
     j->ok = 1;
     for (int i = 0; i < j->npids; i++)

@@ -41,6 +41,15 @@ typedef struct gs_park_job {
     /* unpark onto other GPUs (a move): the pairs for the driver; 0: in place */
     int npairs;
     gs_park_gpu_pair_t pairs[GS_PARK_MAX_PAIRS];
+    /* unpark: the GPU memory the restore needs, by GPU UUID; restored only
+     * once each has it free (gpu_free.h: a restore that runs out of memory
+     * can never be tried again), waiting up to room_wait_ms for it */
+    int nroom;
+    struct {
+        char uuid[48];
+        uint64_t need;
+    } room[GS_PARK_MAX_PAIRS];
+    unsigned room_wait_ms;
     /* set by the worker */
     int moved;                  /* the move worked: the session runs on the new GPUs */
     char move_refused[300];     /* the driver refused the move (restored in place): why */

@@ -83,6 +83,23 @@ int gs_restore_args_parse(int argc, char **argv, gs_restore_args_t *a, char *err
             }
             a->start = v;
             have_start = 1;
+        } else if ((val = value_of(argc, argv, &i, "--gpu", &matched)) != NULL || matched) {
+            const char *eq = val ? strrchr(val, '=') : NULL;
+            if (!val || !eq || eq == val || (size_t)(eq - val) >= sizeof a->gpu[0].uuid) {
+                snprintf(err, errlen, "--gpu %.60s: expected UUID=BYTES (GPU-...=42949672960)",
+                         val ? val : "");
+                return -1;
+            }
+            if (parse_positive(eq + 1, ULLONG_MAX, &v) != 0) {
+                snprintf(err, errlen, "--gpu %.60s: BYTES must be a positive number", val);
+                return -1;
+            }
+            if (a->ngpus >= GS_RESTORE_MAX_GPUS) {
+                snprintf(err, errlen, "--gpu: at most %d GPUs", GS_RESTORE_MAX_GPUS);
+                return -1;
+            }
+            snprintf(a->gpu[a->ngpus].uuid, sizeof a->gpu[0].uuid, "%.*s", (int)(eq - val), val);
+            a->gpu[a->ngpus++].bytes = v;
         } else {
             snprintf(err, errlen, "unknown argument %.60s", argv[i]);
             return -1;

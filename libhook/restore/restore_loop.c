@@ -68,8 +68,7 @@ static void no_room(struct run *r)
     uint64_t now = r->ops->now_ms(r->ops->ctx);
     if (!r->wait0) {
         r->wait0 = r->last_wait_log = now;
-        gs_warn("no room on the GPU for pid %d yet (cuCheckpointProcessRestore: "
-                "CUDA_ERROR_OUT_OF_MEMORY): waiting for GPU memory, trying every %.1f s",
+        gs_warn("no room on the GPU for pid %d yet: waiting for GPU memory, looking every %.1f s",
                 r->pid, r->lim->retry_ms / 1000.0);
     } else if (now - r->last_wait_log >= r->lim->log_every_ms) {
         r->last_wait_log = now;
@@ -125,6 +124,10 @@ int gs_restore_run(const gs_restore_ops_t *ops, int pid, unsigned long long star
                     pid, state_name(st));
         }
         if (st == GS_RST_CHECKPOINTED) {
+            if (ops->has_room && !ops->has_room(ops->ctx)) {
+                no_room(&r); /* never a restore into too little memory */
+                continue;
+            }
             rc = ops->restore(ops->ctx, pid);
             if (rc == GS_RST_OUT_OF_MEMORY) {
                 no_room(&r);

@@ -43,6 +43,10 @@ typedef struct {
     /* SIGTERM (or SIGINT) came. */
     int (*stop)(void *ctx);
     void (*nap_ms)(void *ctx, unsigned ms); /* returns early on a signal */
+    /* The GPU has the memory the restore needs free now (1; also when that
+     * cannot be known), or not (0): a restore that runs out of GPU memory
+     * leaves the process checkpointed for good.  NULL: not asked. */
+    int (*has_room)(void *ctx);
     uint64_t (*now_ms)(void *ctx);
 } gs_restore_ops_t;
 

@@ -15,10 +15,12 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
+#include "gpu_free.h"
 #include "log.h"
 #include "proc_alive.h"
 #include "restore_args.h"
@@ -26,7 +28,8 @@
 #include "restore_loop.h"
 
 static volatile sig_atomic_t stop_flag;
-static sigset_t stop_sigs, unblocked; /* SIGTERM and SIGINT; the mask without them */
+static const gs_restore_args_t *ctx_args; /* has_room's: ops.ctx is the driver's */
+static sigset_t stop_sigs, unblocked;     /* SIGTERM and SIGINT; the mask without them */
 
 static void on_stop(int sig)
 {
@@ -89,6 +92,24 @@ static void signals(void)
     sigdelset(&unblocked, SIGINT);
 }
 
+/* What the process held on each GPU is free there now, by the driver's
+ * count (gpu_free.h), with a sixty-fourth of the GPU (1 GiB at most) for
+ * its contexts; a GPU NVML does not know is taken to have room. */
+static int has_room(void *ctx)
+{
+    const gs_restore_args_t *a = ctx_args;
+    (void)ctx;
+    for (int i = 0; i < a->ngpus; i++) {
+        uint64_t free_b, total;
+        if (gs_gpu_free_read(a->gpu[i].uuid, &free_b, &total) != 0)
+            continue;
+        uint64_t margin = total / 64 < (1ULL << 30) ? total / 64 : (1ULL << 30);
+        if (free_b < a->gpu[i].bytes + margin)
+            return 0;
+    }
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     gs_log_init("gpushare-restore", GS_LOG_WARN);
@@ -109,8 +130,12 @@ int main(int argc, char **argv)
                  args.pid, args.start);
         return GS_RST_EXIT_NOT_DONE;
     }
-    gs_restore_ops_t ops = {
-        .alive = alive, .stop = stop_requested, .nap_ms = nap_ms, .now_ms = now_ms};
+    ctx_args = &args;
+    gs_restore_ops_t ops = {.alive = alive,
+                            .stop = stop_requested,
+                            .nap_ms = nap_ms,
+                            .now_ms = now_ms,
+                            .has_room = has_room};
     int loaded = gs_restore_cuda_load(&ops, why, sizeof why);
     if (loaded > 0) {
         gs_info("%s: pid %d cannot be on the checkpoint tier", why, args.pid);

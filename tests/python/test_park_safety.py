@@ -101,6 +101,32 @@ def test_an_unpark_that_keeps_failing_is_tried_again(notebooks, short_tmp):
     assert entry(broker.status(), "a")["parking"] == "resident"
 
 
+def test_no_restore_is_tried_into_memory_that_is_not_free(notebooks, short_tmp):
+    # On the H100 a restore that runs out of GPU memory can never be tried
+    # again (the simulated driver does the same): the broker asks the driver
+    # (NVML) what is free before it restores.  a is parked; a program that
+    # gpushare does not see (no hook) takes the GPU meanwhile; a's next cell
+    # waits, nothing is restored into too little memory, and once that
+    # program is gone a comes back with its data.
+    import gstest
+    broker, sim, a, b = two_notebooks(notebooks)
+    assert b.cell("alloc x %d" % SIZE) == "ok" and b.cell("free x") == "ok"
+    assert entry(broker.status(), "a")["parking"] == "parked"
+    hog = gstest.Worker(sim, "commands", 1000, "hog", short_tmp)  # sim's env: no hook
+    try:
+        hog.send("alloc h %d" % (80 * MIB))
+        hog.expect("ok")
+        a.send("check x 1")
+        wait_until(lambda: "not restored yet" in broker.log(), timeout=60,
+                   what="an unpark that waits for free memory")
+        assert not broker.events("unpark")
+    finally:
+        hog.kill()
+    assert a.answer(timeout=120) == "ok", a.stderr()
+    assert "OPERATING_SYSTEM" not in broker.log()
+    assert entry(broker.status(), "a")["parking"] == "resident"
+
+
 def test_host_budget_refuses_and_loses_nothing(notebooks, short_tmp):
     # The host is full: the allocation waits, says why, and fails as native
     # CUDA would once the hook's make-room timeout (3 s here) is over.

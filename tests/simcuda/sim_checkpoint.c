@@ -11,7 +11,10 @@
  *               CHECKPOINTED (managed memory: CUDA_ERROR_NOT_SUPPORTED);
  *               the image is charged to the host's memory, and one that
  *               does not fit gets the target killed (sim_host.c);
- *   restore:    take the capacity again (or CUDA_ERROR_OUT_OF_MEMORY),
+ *   restore:    take the capacity again (or CUDA_ERROR_OUT_OF_MEMORY,
+ *               after which, as on the H100 with driver 580, every restore
+ *               fails with CUDA_ERROR_OPERATING_SYSTEM and the process stays
+ *               CHECKPOINTED for good: tests/gpu/restore_oom_probe.py),
  *               map the memory back at the same addresses, LOCKED; with
  *               GPU pairs, on the new GPUs (pairs_map: every GPU of the
  *               machine, as the real driver wants);
@@ -151,6 +154,11 @@ static CUresult do_restore(void)
         sim_unlock();
         return rc;
     }
+    if (p && p->restore_oom) { /* the real driver's state after a restore ran out */
+        sim_shm_unlock();
+        sim_unlock();
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    }
     uint64_t need[SIM_MAX_DEVICES] = {0};
     for (int d = 0; p && d < SIM_MAX_DEVICES; d++)
         need[map[d]] += p->checkpointed[d];
@@ -163,8 +171,10 @@ static CUresult do_restore(void)
             break;
         if (pass == 0)
             sim_reclaim_dead_locked();
-        else
+        else {
             rc = CUDA_ERROR_OUT_OF_MEMORY;
+            p->restore_oom = 1;
+        }
     }
     if (rc == CUDA_SUCCESS) {
         for (int d = 0; d < SIM_MAX_DEVICES; d++) {

@@ -60,12 +60,13 @@ int sim_parse_size(const char *s, unsigned long long *out);
 enum sim_step { SIM_STEP_LOCK, SIM_STEP_CHECKPOINT, SIM_STEP_RESTORE, SIM_STEP_UNLOCK, SIM_STEPS };
 
 struct sim_proc {
-    int32_t pid;         /* 0: free entry */
-    int32_t state;       /* CUprocessState */
-    uint64_t start_time; /* /proc/<pid>/stat starttime, detects pid reuse */
-    int32_t restore_tid; /* the control thread */
-    int32_t pad0;
-    uint64_t resident[SIM_MAX_DEVICES];     /* bytes counted against capacity */
+    int32_t pid;                        /* 0: free entry */
+    int32_t state;                      /* CUprocessState */
+    uint64_t start_time;                /* /proc/<pid>/stat starttime, detects pid reuse */
+    int32_t restore_tid;                /* the control thread */
+    int32_t restore_oom;                /* a restore ran out of GPU memory: no restore ever works
+                                           again (the H100's driver 580: OPERATING_SYSTEM after it) */
+    uint64_t resident[SIM_MAX_DEVICES]; /* bytes counted against capacity */
     uint64_t checkpointed[SIM_MAX_DEVICES]; /* bytes parked in host memory */
     uint64_t busy_ns[SIM_MAX_DEVICES];
     uint32_t slots_held[SIM_MAX_DEVICES];

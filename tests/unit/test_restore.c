@@ -46,6 +46,13 @@ static void args_are_read_in_both_forms(void **state)
     assert_int_equal(parse(err, sizeof err, &a, "--start=9", "--pid=7", NULL), 0);
     assert_int_equal(a.pid, 7);
     assert_true(a.start == 9ULL);
+    assert_int_equal(parse(err, sizeof err, &a, "--pid", "7", "--start", "9", "--gpu",
+                           "GPU-12345678-aaaa-4bbb-8ccc-123456789abc=4096", "--gpu=GPU-x=1", NULL),
+                     0);
+    assert_int_equal(a.ngpus, 2);
+    assert_string_equal(a.gpu[0].uuid, "GPU-12345678-aaaa-4bbb-8ccc-123456789abc");
+    assert_true(a.gpu[0].bytes == 4096ULL && a.gpu[1].bytes == 1ULL);
+    assert_string_equal(a.gpu[1].uuid, "GPU-x");
     assert_int_equal(parse(err, sizeof err, &a, "--help", NULL), 0);
     assert_true(a.help);
 }
@@ -68,6 +75,8 @@ static void bad_args_are_named(void **state)
         {{"--pid", "5", "--start"}, "--start needs the process' start time"},
         {{"--pid=", "--start", "5"}, "--pid : not a process id"},
         {{"--pidx", "5"}, "unknown argument --pidx"},
+        {{"--pid", "5", "--gpu", "GPU-1"}, "--gpu GPU-1: expected UUID=BYTES"},
+        {{"--pid", "5", "--gpu", "GPU-1=0"}, "--gpu GPU-1=0: BYTES must be a positive number"},
         {{"5"}, "unknown argument 5"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -86,8 +95,10 @@ static void bad_args_are_named(void **state)
 /* ---- the loop on a fake driver ------------------------------------------- */
 
 static struct fake {
-    int state;           /* the target's checkpoint state */
-    int oom_left;        /* restores refused for lack of memory before one works */
+    int state;     /* the target's checkpoint state */
+    int oom_left;  /* restores refused for lack of memory before one works */
+    int full_left; /* has_room answers 0 this many times first (the driver's count) */
+    int room_asks;
     int restore_rc;      /* any other error of every restore, 0: none */
     int unlock_rc;       /* the same for unlock */
     int alive_for;       /* alive() answers 1 this many times, then 0; -1: always */
@@ -186,7 +197,19 @@ static uint64_t fake_now(void *ctx)
     return f.now;
 }
 
+static int fake_has_room(void *ctx)
+{
+    (void)ctx;
+    f.room_asks++;
+    if (f.full_left > 0) {
+        f.full_left--;
+        return 0;
+    }
+    return 1;
+}
+
 static const gs_restore_ops_t ops = {
+    .has_room = fake_has_room,
     .state = fake_state,
     .restore = fake_restore,
     .unlock = fake_unlock,
@@ -278,10 +301,26 @@ static void no_room_waits_with_a_pause_and_says_so_once_per_30_s(void **state)
         assert_int_equal(f.nap_ms[i], 1000);
     /* never two tries without a pause between them */
     assert_null(strstr(f.calls, "RR"));
-    assert_int_equal(count("waiting for GPU memory, trying every 1.0 s"), 1);
-    assert_int_equal(count("CUDA_ERROR_OUT_OF_MEMORY"), 1);
+    assert_int_equal(count("waiting for GPU memory, looking every 1.0 s"), 1);
     assert_int_equal(count("still waiting for GPU memory for pid 4242"), 2); /* at 30 and 60 s */
     assert_int_equal(count("GPU memory for pid 4242 is free after 65 s"), 1);
+    assert_int_equal(f.state, GS_RST_RUNNING);
+}
+
+/* The driver's count says the memory is not free: no restore is tried
+ * (one that runs out of memory leaves the process checkpointed for good),
+ * only looked again a second later, until it is. */
+static void no_restore_is_tried_before_the_memory_is_free(void **state)
+{
+    (void)state;
+    f.state = GS_RST_CHECKPOINTED;
+    f.full_left = 5;
+    assert_int_equal(run(), GS_RST_EXIT_RUNS);
+    assert_int_equal(f.restores, 1);
+    assert_int_equal(f.room_asks, 6);
+    assert_int_equal(f.naps, 5);
+    assert_int_equal(count("waiting for GPU memory, looking every 1.0 s"), 1);
+    assert_int_equal(count("GPU memory for pid 4242 is free after 5 s"), 1);
     assert_int_equal(f.state, GS_RST_RUNNING);
 }
 
@@ -375,6 +414,7 @@ int main(void)
         cmocka_unit_test_setup(a_checkpointed_process_is_restored_then_unlocked, setup),
         cmocka_unit_test_setup(a_locked_process_is_unlocked, setup),
         cmocka_unit_test_setup(no_room_waits_with_a_pause_and_says_so_once_per_30_s, setup),
+        cmocka_unit_test_setup(no_restore_is_tried_before_the_memory_is_free, setup),
         cmocka_unit_test_setup(a_stop_while_waiting_ends_it_without_another_try, setup),
         cmocka_unit_test_setup(a_stop_during_its_own_restore_still_unlocks, setup),
         cmocka_unit_test_setup(a_stop_before_anything_leaves_a_locked_process_to_the_broker, setup),
