@@ -125,22 +125,29 @@ gs_park_t *gs_park_new(gs_sched_t *sched, gs_sessions_t *sessions, const gs_gpu_
 }
 
 /* Shutdown: nobody may stay frozen when the broker is gone. */
+/* What a restore needs on GPU g beside the memory the hooks report: the
+ * contexts', a sixty-fourth of the GPU, 1 GiB at most (an H100's context
+ * is about 0.5 GiB). */
+static void room_on(const gs_park_t *p, int g, uint64_t bytes, gs_park_room_t *r)
+{
+    uint64_t margin = p->total[g] / 64;
+    if (margin > (1ULL << 30))
+        margin = 1ULL << 30;
+    snprintf(r->uuid, sizeof r->uuid, "%s", p->uuids[g]);
+    r->need = bytes + margin;
+}
+
 void park_job_room(const gs_park_t *p, const psess_t *ps, gs_park_job_t *j, unsigned wait_ms)
 {
     j->nroom = 0;
     j->room_wait_ms = wait_ms;
+    memset(&j->move_room, 0, sizeof j->move_room);
     for (int g = 0; g < p->ngpus && j->nroom < GS_PARK_MAX_PAIRS; g++) {
         if (!ps->bytes[g])
             continue;
-        /* A move restores onto move_to; what the contexts take beside the
-         * memory the hooks report: a sixty-fourth of the GPU, 1 GiB at
-         * most (an H100 context is about 0.5 GiB). */
-        int onto = ps->move_to >= 0 && g == ps->move_from ? ps->move_to : g;
-        uint64_t margin = p->total[onto] / 64;
-        if (margin > (1ULL << 30))
-            margin = 1ULL << 30;
-        snprintf(j->room[j->nroom].uuid, sizeof j->room[j->nroom].uuid, "%s", p->uuids[onto]);
-        j->room[j->nroom++].need = ps->bytes[g] + margin;
+        room_on(p, g, ps->bytes[g], &j->room[j->nroom++]);
+        if (j->npairs && g == ps->move_from && ps->move_to >= 0) /* a move: its target */
+            room_on(p, ps->move_to, ps->bytes[g], &j->move_room);
     }
 }
 
@@ -333,6 +340,11 @@ void gs_park_on_join(gs_park_t *p, const char *client, const char *session, long
     ps->start[ps->npids++] = gs_proc_start((int)peer_pid);
     ps->st = PS_PARKED;
     ps->failed = ps->stuck = 1;
+    /* A checkpointed one waits for its hook's memory report (which comes
+     * right after the join): a restore is tried only into memory known to
+     * be free (gpu_free.h), and its size is what that report says. */
+    if (st == GS_PROC_CHECKPOINTED)
+        ps->retry_at = now + 2 * SEC;
     snprintf(ps->why, sizeof ps->why, "pid %ld joined %s (left so by a previous broker)", peer_pid,
              st == GS_PROC_CHECKPOINTED ? "checkpointed" : "locked");
     gs_warn("session %s: %s: bringing it back", session, ps->why);
@@ -809,6 +821,12 @@ void park_finish_unpark(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64
             ps->oom_extra = ps->oom_extra ? 2 * ps->oom_extra : step;
         }
         int64_t back = SEC << (ps->retries < 5 ? ps->retries : 5); /* 2 s .. 32 s */
+        /* Not tried for want of free memory (the job looked for
+         * ROOM_WAIT_MS): nothing failed, so again a second later. */
+        if (strncmp(j->error, "not restored yet", 16) == 0) {
+            ps->retries--;
+            back = SEC;
+        }
         ps->retry_at = now + back;
         gs_sched_set_residency(p->sched, ps->id, GS_SCHED_PARKED, now);
         gs_error("session %s: %s; trying again in %lld s", ps->id, ps->why,

@@ -162,23 +162,23 @@ static void try_move(gs_park_cuda_t *api, gs_park_job_t *j)
  * memory comes free a moment after its pid is gone).  1: restore.  0: not
  * now, with why in the job's error (which names OUT_OF_MEMORY, so that the
  * next try asks for room for more: park.c). */
-static int room_ready(gs_park_job_t *j)
+static int room_ready(const gs_park_room_t *room, int n, unsigned wait_ms, char *why, size_t len)
 {
-    int64_t until = now_us() + (int64_t)j->room_wait_ms * 1000;
+    int64_t until = now_us() + (int64_t)wait_ms * 1000;
     for (int waited = 0;; waited++) {
         int short_on = -1;
         uint64_t free_b = 0, total = 0;
-        for (int k = 0; k < j->nroom && short_on < 0; k++)
-            if (gs_gpu_free_read(j->room[k].uuid, &free_b, &total) == 0 && free_b < j->room[k].need)
+        for (int k = 0; k < n && short_on < 0; k++)
+            if (gs_gpu_free_read(room[k].uuid, &free_b, &total) == 0 && free_b < room[k].need)
                 short_on = k;
         if (short_on < 0)
             return 1; /* room, or nothing known: the driver decides */
         if (now_us() >= until) {
-            snprintf(j->error, sizeof j->error,
+            snprintf(why, len,
                      "not restored yet: %s has %.1f GiB free, the restore needs %.1f GiB (a "
                      "restore that meets CUDA_ERROR_OUT_OF_MEMORY can never be tried again)",
-                     j->room[short_on].uuid, (double)free_b / (1 << 30),
-                     (double)j->room[short_on].need / (1 << 30));
+                     room[short_on].uuid, (double)free_b / (1 << 30),
+                     (double)room[short_on].need / (1 << 30));
             return 0;
         }
         nap_ms(waited < 10 ? 20 : 100);
@@ -187,12 +187,16 @@ static int room_ready(gs_park_job_t *j)
 
 static void run_unpark(gs_park_cuda_t *api, gs_park_job_t *j)
 {
-    if (!room_ready(j)) {
+    /* A move only into room on its target; else it is restored in place. */
+    if (j->npairs && j->move_room.uuid[0] &&
+        !room_ready(&j->move_room, 1, 0, j->move_refused, sizeof j->move_refused))
+        j->npairs = 0;
+    try_move(api, j);
+    if (!j->moved && !room_ready(j->room, j->nroom, j->room_wait_ms, j->error, sizeof j->error)) {
         j->ok = 0;
         j->stuck = 1; /* still checkpointed, and intact */
         return;
     }
-    try_move(api, j);
     j->ok = 1;
     for (int i = 0; i < j->npids; i++)
         if (!j->gone[i] && !bring_back(api, j, i)) {

@@ -29,6 +29,11 @@
 
 #define GS_PARK_MAX_PIDS 32
 
+typedef struct {
+    char uuid[48];
+    uint64_t need; /* bytes that must be free there */
+} gs_park_room_t;
+
 typedef struct gs_park_job {
     /* set by the submitter */
     uint64_t id;
@@ -41,14 +46,13 @@ typedef struct gs_park_job {
     /* unpark onto other GPUs (a move): the pairs for the driver; 0: in place */
     int npairs;
     gs_park_gpu_pair_t pairs[GS_PARK_MAX_PAIRS];
-    /* unpark: the GPU memory the restore needs, by GPU UUID; restored only
-     * once each has it free (gpu_free.h: a restore that runs out of memory
-     * can never be tried again), waiting up to room_wait_ms for it */
+    /* unpark: the GPU memory the restore needs, by GPU UUID, in place
+     * (room) and for a move (move_room, the target); restored only where
+     * it is free (gpu_free.h: a restore that runs out of memory can never
+     * be tried again), waiting up to room_wait_ms for it */
     int nroom;
-    struct {
-        char uuid[48];
-        uint64_t need;
-    } room[GS_PARK_MAX_PAIRS];
+    gs_park_room_t room[GS_PARK_MAX_PAIRS];
+    gs_park_room_t move_room;
     unsigned room_wait_ms;
     /* set by the worker */
     int moved;                  /* the move worked: the session runs on the new GPUs */

@@ -82,7 +82,9 @@ def test_with_no_room_the_helper_waits_for_memory_and_says_so(notebooks, short_t
     assert a.command("check x 1", timeout=30) == "ok", a.stderr()
     err = a.stderr()
     assert "no room on the GPU for pid %d yet" % a.pid in err, err
-    assert "CUDA_ERROR_OUT_OF_MEMORY" in err and "pid %d runs again" % a.pid in err, err
+    # Never a restore into too little memory (one that runs out of memory
+    # leaves the process checkpointed for good): the helper looked first.
+    assert "CUDA_ERROR" not in err and "pid %d runs again" % a.pid in err, err
     assert err.count(WAITING) == 1, err  # said once, not at every try
     no_helper_left(a.pid)
 
@@ -117,8 +119,11 @@ def test_a_broker_started_while_the_helper_waits_adopts_the_process(notebooks, s
         wait_until(lambda: again.events("park_adopted"), what="a adopted by the new broker")
         assert b.command("check x 2") == "ok"
         b.kill()  # its memory goes back: the new broker brings a back
-        wait_until(lambda: (entry(again.status(), "a") or {}).get("unparks"),
-                   what="a unparked by the new broker")
+        try:
+            wait_until(lambda: (entry(again.status(), "a") or {}).get("unparks"),
+                       what="a unparked by the new broker")
+        except AssertionError:
+            raise AssertionError("a not unparked by the new broker:\n" + again.log()[-4000:])
         assert a.command("check x 1", timeout=30) == "ok", a.stderr()
         adopted = again.events("park_adopted")
         assert [e["session"] for e in adopted] == ["a"], adopted
