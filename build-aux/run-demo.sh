@@ -109,7 +109,7 @@ if [ -z "${GPUSHARE_BROKER:-}" ] && ! start_and_wait "$logs/broker.log" "$ready"
     export GPUSHARE_BROKER="ipc://$state/broker.sock"
 fi
 [ -z "${GPUSHARE_BROKER:-}" ] || must_start "$logs/broker.log" "$ready" "${broker[@]}"
-endpoint=$(grep -o -E "$ready[^ ]+" "$logs/broker.log" | head -n 1 | awk '{print $NF}')
+endpoint=$(grep -o -E "${ready}[^ ]+" "$logs/broker.log" | head -n 1 | awk '{print $NF}')
 echo "run-demo: broker listening on $endpoint (log: $logs/broker.log)"
 # As another shell would ask, with no endpoint named.
 "$prefix/bin/gpushare" status
@@ -125,7 +125,8 @@ url="http://127.0.0.1:$port/?token=$token"
 # What another shell of the user's pastes to have the tools and their
 # manual pages (the per-user socket needs no more; another one is named).
 another_shell() {
-    echo "In another shell (as $(id -un)), these lines give gpushare status, top, run and 'man gpushare':"
+    echo "In another shell (as $(id -un)), paste these to have gpushare status, top, run and" \
+        "'man gpushare' there:"
     echo "  export PATH=$(printf %q "$prefix/bin"):\$PATH"
     echo "  export MANPATH=$(printf %q "$prefix/share/man"):\$MANPATH"
     [ -z "${GPUSHARE_BROKER:-}" ] || echo "  export GPUSHARE_BROKER=$(printf %q "$GPUSHARE_BROKER")"
