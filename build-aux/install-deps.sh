@@ -32,10 +32,14 @@ fi
 
 # Building and running: the compiler and autotools, the libraries, and the
 # Jupyter Notebook server the quick start runs.  libcmocka-dev: the
-# simulated GPU's test helpers are built with it.
+# simulated GPU's test helpers are built with it.  jupyter-core is the
+# `jupyter` command; its subcommands come with jupyter-client (jupyter
+# kernelspec, run), jupyter-nbconvert and jupyter-notebook (Debian keeps
+# each package's scripts apart from its python3- module).
 RUN_PACKAGES="build-essential autoconf automake libtool pkg-config
 libzmq3-dev libczmq-dev libjansson-dev libsodium-dev libmicrohttpd-dev libcmocka-dev
-python3 python3-zmq python3-jupyter-client python3-ipykernel python3-notebook"
+python3 python3-zmq python3-jupyter-client python3-ipykernel python3-notebook
+jupyter-core jupyter-client jupyter-nbconvert jupyter-notebook"
 # Testing: clang-format (check-format.sh); pytest, nbclient, nbformat (the
 # integration tests); debhelper, dh-python: test_debian_package.py builds
 # the .debs; systemd: systemd-analyze checks the unit; python3-yaml,

@@ -20,23 +20,15 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$prefix" ] && [ -x "$prefix/bin/gpushare-broker" ] ||
     { echo "run-demo: --prefix must name an installed gpushare (no $prefix/bin/gpushare-broker)" >&2; exit 2; }
+prefix=$(cd "$prefix" && pwd) # absolute: it is printed for another shell
 python=${GS_KERNEL_PYTHON:-/usr/bin/python3}
-# The notebook server's port, checked before anything starts: a port in use
-# is said at once, with what to do, not after the server gave up.  (Bound
-# as the server binds it, with SO_REUSEADDR: a port in TIME_WAIT is free.)
-if ! "$python" -c 'import socket, sys
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1])))' "$port" 2>/dev/null; then
-    echo "run-demo: port $port is already in use (another notebook server?); pick another" \
-        "with --port N, e.g. ./quickstart.sh --port $((port + 1))" >&2
-    exit 1
-fi
+# The notebook server's port, checked before anything starts (quickstart.sh
+# checked it before the build too).
+"$(dirname "$0")/port-free.sh" run-demo "$port" || exit $?
 state="$prefix/var/run"
 # A unix socket path holds 107 bytes; a deep prefix gets a short private dir.
 [ ${#state} -le 80 ] || state=$(mktemp -d /tmp/gpushare-demo.XXXXXX)
 mkdir -p "$state"
-export GPUSHARE_BROKER="ipc://$state/broker.sock"
 export JUPYTER_PATH="$prefix/share/jupyter${JUPYTER_PATH:+:$JUPYTER_PATH}"
 export PYDEVD_DISABLE_FILE_VALIDATION=1
 # `make install` put the kernel's extension (gpushare_ipython: the wait
@@ -45,7 +37,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION=1
 ext=$(find "$prefix/lib" -maxdepth 5 -type d -name gpushare_ipython -print -quit 2>/dev/null)
 [ -n "$ext" ] && export PYTHONPATH="$(dirname "$ext")${PYTHONPATH:+:$PYTHONPATH}"
 
-if ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 ' && [ -z "${GPUSHARE_FORCE_SIM:-}" ]; then
+if PATH=$PATH:/sbin:/usr/sbin ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 ' && [ -z "${GPUSHARE_FORCE_SIM:-}" ]; then
     echo "run-demo: using the NVIDIA driver"
 else
     [ -n "$simdir" ] && [ -e "$simdir/.libs/libcuda.so.1" ] ||
@@ -74,10 +66,11 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # Start a program with its stderr in a log, and wait until the log shows
-# the line that means it is ready, or the program has exited (then its log
-# says why, at once).
+# the line that means it is ready (0), or the program has exited (1: its
+# log says why).
 start_and_wait() {
-    local log=$1 pattern=$2; shift 2
+    local log=$1 pattern=$2
+    shift 2
     : >"$log"
     "$@" 2>"$log" >>"$log.out" &
     local pid=$!
@@ -85,26 +78,59 @@ start_and_wait() {
     local tries=600 # 60 s
     until grep -q -E "$pattern" "$log"; do
         if ! kill -0 "$pid" 2>/dev/null || [ "$tries" -eq 0 ]; then
-            echo "run-demo: $1 did not start; its log:" >&2
-            cat "$log" >&2
-            exit 1
+            kill "$pid" 2>/dev/null
+            return 1
         fi
         tries=$((tries - 1))
         sleep 0.1
     done
 }
+# The same, and a program that did not start ends the demo, its log shown.
+must_start() {
+    start_and_wait "$@" && return
+    echo "run-demo: $3 did not start; its log:" >&2
+    cat "$1" >&2
+    exit 1
+}
 
-start_and_wait "$logs/broker.log" "listening on" "$prefix/bin/gpushare-broker" -v
-echo "run-demo: broker listening on $GPUSHARE_BROKER (log: $logs/broker.log)"
+# The broker listens where gpushare's programs of this user look by
+# default, the per-user socket ($XDG_RUNTIME_DIR/gpushare/, else
+# /tmp/gpushare-UID/; doc/security.md), so that another shell of the user's
+# reaches it with no setting; a GPUSHARE_BROKER of the user's own is kept.
+# Where the default cannot be had (another broker of the user's listens
+# there, its directory is not the user's own 0700 one, the path is too
+# long), a socket of the demo's own, named in the lines for another shell.
+ready="gpushare-broker [^ ]+ listening on "
+broker=("$prefix/bin/gpushare-broker" -v)
+if [ -z "${GPUSHARE_BROKER:-}" ] && ! start_and_wait "$logs/broker.log" "$ready" "${broker[@]}"; then
+    echo "run-demo: the broker cannot listen where gpushare looks by default:" \
+        "$(grep -v '^$' "$logs/broker.log" | tail -n 1)" >&2
+    echo "run-demo: so it listens on a socket of the demo's own (GPUSHARE_BROKER, below)" >&2
+    export GPUSHARE_BROKER="ipc://$state/broker.sock"
+fi
+[ -z "${GPUSHARE_BROKER:-}" ] || must_start "$logs/broker.log" "$ready" "${broker[@]}"
+endpoint=$(grep -o -E "${ready}[^ ]+" "$logs/broker.log" | head -n 1 | awk '{print $NF}')
+echo "run-demo: broker listening on $endpoint (log: $logs/broker.log)"
+# As another shell would ask, with no endpoint named.
 "$prefix/bin/gpushare" status
 
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 root=()
 [ "$(id -u)" -ne 0 ] || root=(--allow-root)
-start_and_wait "$logs/notebook.log" "http://127\.0\.0\.1:$port/" \
+must_start "$logs/notebook.log" "http://127\.0\.0\.1:$port/" \
     "$python" -m notebook --no-browser --ip=127.0.0.1 --port="$port" --port-retries=0 \
     --notebook-dir="$notebooks" --NotebookApp.token="$token" "${root[@]}"
 url="http://127.0.0.1:$port/?token=$token"
+
+# What another shell of the user's pastes to have the tools and their
+# manual pages (the per-user socket needs no more; another one is named).
+another_shell() {
+    echo "In another shell (as $(id -un)), paste these to have gpushare status, top, run and" \
+        "'man gpushare' there:"
+    echo "  export PATH=$(printf %q "$prefix/bin"):\$PATH"
+    echo "  export MANPATH=$(printf %q "$prefix/share/man"):\$MANPATH"
+    [ -z "${GPUSHARE_BROKER:-}" ] || echo "  export GPUSHARE_BROKER=$(printf %q "$GPUSHARE_BROKER")"
+}
 
 if [ "$smoke" = 1 ]; then
     specs=$("$python" -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())' \
@@ -114,9 +140,12 @@ if [ "$smoke" = 1 ]; then
         exit 1
     fi
     echo "run-demo: smoke test passed: the notebook server offers \"Shared GPU\""
+    another_shell
     exit 0
 fi
 echo
 echo "Open $url"
 echo "and pick the \"Shared GPU\" kernel. Ctrl-C stops the notebook server and the broker."
+echo
+another_shell
 wait

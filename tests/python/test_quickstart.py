@@ -3,8 +3,10 @@ install into a staging root, then run-demo.sh brings up the broker and a
 Jupyter Notebook server that offers the Shared GPU kernel, on the
 simulated GPU, and says that it is simulated; the example notebook runs
 there as a user runs it (its cells through the server, in the kernel the
-server starts with run-demo.sh's environment); a port in use is said at
-once."""
+server starts with run-demo.sh's environment); a second shell of the same
+user, given only the PATH and MANPATH lines the demo prints, reaches the
+demo's broker and finds the man page; a port in use is said at once, by
+quickstart.sh before it installs or builds anything."""
 import json
 import os
 import re
@@ -35,8 +37,18 @@ def prefix(tmp_path_factory):
     return prefix
 
 
+def user_env(tmp_path):
+    """What every shell of the test's user has: its home and its runtime
+    directory (as logind makes it: the user's own, 0700), where the
+    per-user broker socket is (a private one: tests run side by side)."""
+    xdg = tmp_path / "xdg"
+    xdg.mkdir(mode=0o700, exist_ok=True)
+    return {"HOME": str(tmp_path), "XDG_RUNTIME_DIR": str(xdg), "LANG": "C.UTF-8",
+            "PATH": os.environ["PATH"]}
+
+
 def demo_env(tmp_path, sim):
-    env = dict(sim, GPUSHARE_FORCE_SIM="1", HOME=str(tmp_path),
+    env = dict(sim, GPUSHARE_FORCE_SIM="1", **user_env(tmp_path),
                JUPYTER_RUNTIME_DIR=str(tmp_path / "rt"), JUPYTER_CONFIG_DIR=str(tmp_path / "cfg"),
                JUPYTER_DATA_DIR=str(tmp_path / "data"))
     # What a user's shell has: nothing of the tests' own gpusim path.
@@ -52,20 +64,37 @@ def demo_argv(prefix, notebooks, port, *more):
 
 
 def test_run_demo_smoke(tmp_path, sim, prefix):
-    def run_demo(port):
-        """run-demo.sh takes the notebook server's port up front."""
-        r = subprocess.run(demo_argv(prefix, tmp_path, port, "--smoke"), capture_output=True,
-                           text=True, timeout=180, env=demo_env(tmp_path, sim))
-        if r.returncode != 0 and gstest.port_clash(r.stdout + r.stderr):
-            raise gstest.PortInUse(r.stderr)
-        return r
+    """With the per-user socket taken (a broker of the user's own runs
+    there), the demo's broker listens on a socket of its own and the lines
+    for another shell name it."""
+    env = demo_env(tmp_path, sim)
+    own = tmp_path / "xdg" / "gpushare" / "broker.sock"
+    users = gstest.Proc([os.path.join(prefix, "bin", "gpushare-broker")], env, tmp_path,
+                        "users-broker")
+    try:
+        gstest.wait_for_text(users.stderr, "listening on ipc://%s" % own)
 
-    r = gstest.with_ports(run_demo)
+        def run_demo(port):
+            """run-demo.sh takes the notebook server's port up front."""
+            r = subprocess.run(demo_argv(prefix, tmp_path, port, "--smoke"), capture_output=True,
+                               text=True, timeout=180, env=env)
+            if r.returncode != 0 and gstest.port_clash(r.stdout + r.stderr):
+                raise gstest.PortInUse(r.stderr)
+            return r
+
+        r = gstest.with_ports(run_demo)
+    finally:
+        users.kill()
     assert r.returncode == 0, r.stdout + r.stderr
     assert "SIMULATED GPU" in r.stdout
     assert 'offers "Shared GPU"' in r.stdout
     # gpushare status (printed by the demo) says it too.
     assert "SIMULATED GPU: no NVIDIA driver is in use" in r.stdout
+    assert "run-demo: the broker cannot listen where gpushare looks by default: " \
+           "gpushare-broker: another broker is already listening on %s" % own in r.stderr
+    demo_sock = "ipc://%s/var/run/broker.sock" % prefix
+    assert "run-demo: broker listening on %s " % demo_sock in r.stdout
+    assert "  export GPUSHARE_BROKER=%s\n" % demo_sock in r.stdout
 
 
 def test_port_in_use_is_said_at_once(tmp_path, sim, prefix):
@@ -75,10 +104,16 @@ def test_port_in_use_is_said_at_once(tmp_path, sim, prefix):
         port = taken.getsockname()[1]
         r = subprocess.run(demo_argv(prefix, tmp_path, port), capture_output=True, text=True,
                            timeout=60, env=demo_env(tmp_path, sim))
+        # quickstart.sh, before it installs, configures or builds anything.
+        q = subprocess.run([os.path.join(gstest.SRCDIR, "quickstart.sh"), "--port", str(port)],
+                           capture_output=True, text=True, timeout=60, env=demo_env(tmp_path, sim))
     assert r.returncode == 1
     assert "run-demo: port %d is already in use (another notebook server?); pick another with " \
            "--port N, e.g. ./quickstart.sh --port %d" % (port, port + 1) in r.stderr
     assert "broker" not in r.stdout  # nothing was started
+    assert (q.returncode, q.stdout) == (1, "")
+    assert q.stderr == "quickstart: port %d is already in use (another notebook server?); pick " \
+                       "another with --port N, e.g. ./quickstart.sh --port %d\n" % (port, port + 1)
 
 
 def test_example_notebook_as_a_user_runs_it(tmp_path, sim, prefix):
@@ -135,11 +170,23 @@ def test_example_notebook_as_a_user_runs_it(tmp_path, sim, prefix):
         assert "hook preloaded: True" in out
         assert "backend: simulated" in out
         assert "read back: b'sharedshared'" in out
-        # The broker knows the kernel by the id the server gave it.
-        st = json.loads(subprocess.run([os.path.join(prefix, "bin", "gpushare"), "--broker",
-                                        endpoint, "status", "--json"], capture_output=True,
-                                       text=True, timeout=30, check=True).stdout)
+        # The demo's broker is where the user's tools look by default.
+        assert endpoint == "ipc://%s/xdg/gpushare/broker.sock" % tmp_path
+        # Another shell of the same user, with the lines the demo printed
+        # and nothing else of the demo's: the broker knows the kernel by the
+        # id the server gave it, on the demo's (simulated) GPU.
+        pasted = [demo.wait_line("  export PATH="), demo.wait_line("  export MANPATH=")]
+        assert pasted == ["  export PATH=%s/bin:$PATH" % prefix,
+                          "  export MANPATH=%s/share/man:$MANPATH" % prefix]
+        assert not demo.printed("  export GPUSHARE_BROKER")
+        shell = "\n".join(pasted + ["gpushare status --json", "man -w gpushare"])
+        r = subprocess.run(["bash", "-ec", shell], env=user_env(tmp_path), capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        st = json.loads(r.stdout[:r.stdout.rindex("}") + 1])
+        assert st["simulated"] and st["endpoint"] == endpoint, st
         assert kid in [s["id"] for s in st["gpus"][0]["sessions"]], st
+        assert r.stdout.splitlines()[-1] == prefix + "/share/man/man1/gpushare.1"
     finally:
         demo.proc.send_signal(signal.SIGINT)  # Ctrl-C: its trap stops the server and the broker
         try:
