@@ -188,12 +188,14 @@ int main(int argc, char **argv)
     char kernel_id[160] = "";
     const char *id_source = NULL;
     const char *env_id = getenv("GPUSHARE_KERNEL_ID");
+    int env_id_used = 0;
     if (kernel_id_opt) {
         snprintf(kernel_id, sizeof kernel_id, "%s", kernel_id_opt);
         id_source = "--kernel-id";
     } else if (env_id && *env_id) {
         snprintf(kernel_id, sizeof kernel_id, "%s", env_id);
         id_source = "GPUSHARE_KERNEL_ID";
+        env_id_used = 1;
     } else if (conn_path &&
                gs_conn_kernel_id_from_path(conn_path, kernel_id, sizeof kernel_id) == 0)
         id_source = "the connection file's name";
@@ -237,7 +239,7 @@ int main(int argc, char **argv)
         char ubuf[32];
         const char *user = user_name(ubuf, sizeof ubuf);
         const char *nb = getenv("JPY_SESSION_NAME");
-        pid_t me = getpid();
+        pid_t me = getpid(), parent = getppid();
         int pipefd[2] = {-1, -1};
         if (pipe2(pipefd, O_CLOEXEC) != 0)
             pipefd[0] = pipefd[1] = -1;
@@ -251,6 +253,12 @@ int main(int argc, char **argv)
                                     .kernel_id = kernel_id,
                                     .user = user,
                                     .notebook = nb && *nb ? nb : NULL,
+                                    .server_pid = parent,
+                                    /* JPY_SESSION_NAME (jupyter_server 2)
+                                     * names it; the provisioner, which
+                                     * sets GPUSHARE_KERNEL_ID, finds it in
+                                     * its server's table; else: look. */
+                                    .find_notebook = !(nb && *nb) && !env_id_used,
                                     .kernel_pid = me,
                                     .exec_fd = pipefd[0]};
             gs_watcher_main(&wa);
