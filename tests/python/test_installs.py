@@ -115,3 +115,28 @@ def test_launcher_pythonpath_appends_once(tmp_path):
     r = subprocess.run(show[:4] + ["relative"] + show[5:], env=env, capture_output=True,
                        text=True, timeout=30)
     assert r.returncode == 2 and "--pythonpath \"relative\": an absolute directory" in r.stderr
+
+
+def test_one_pth_line_lets_the_server_load_the_provisioner(installed, tmp_path):
+    """README's line for the provisioner: a .pth file in the server's
+    python's (user) site directory naming the install's python directory;
+    `gpushare kernelspec install` then writes a spec that uses it."""
+    pydir = site_dir(installed)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONUSERBASE"] = str(tmp_path / "userbase")
+    user_site = subprocess.run([gstest.PYTHON, "-m", "site", "--user-site"], env=env,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    args = [gstest.CLI, "kernelspec", "install", "--prefix", str(tmp_path / "ks"), "--launcher",
+            str(installed / "bin" / "gpushare-launch"), "--python", gstest.PYTHON]
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "through the plain launcher" in r.stdout, r.stdout + r.stderr
+    os.makedirs(user_site)
+    with open(os.path.join(user_site, "gpushare.pth"), "w") as f:
+        f.write(pydir + "\n")
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "through the gpushare provisioner" in r.stdout, \
+        r.stdout + r.stderr
+    with open(tmp_path / "ks" / "share" / "jupyter" / "kernels" / "shared-gpu" /
+              "kernel.json") as f:
+        ks = json.load(f)
+    assert ks["metadata"]["kernel_provisioner"]["provisioner_name"] == "gpushare-provisioner"
