@@ -92,8 +92,11 @@ int gs_nb_sessions_request(const gs_nb_server_t *s, char *out, size_t outlen)
 int gs_nb_sessions_find(const char *resp, size_t len, const char *kernel_id, char *out,
                         size_t outlen, char *err, size_t errlen)
 {
+    /* "HTTP/1.x NNN": resp is not NUL-terminated, so no sscanf. */
     int status = 0;
-    if (len < 12 || strncmp(resp, "HTTP/1.", 7) != 0 || sscanf(resp + 9, "%3d", &status) != 1) {
+    for (size_t i = 9; i < 12 && i < len && resp[i] >= '0' && resp[i] <= '9'; i++)
+        status = status * 10 + (resp[i] - '0');
+    if (len < 12 || strncmp(resp, "HTTP/1.", 7) != 0 || status < 100) {
         snprintf(err, errlen, "not an HTTP answer");
         return -1;
     }
