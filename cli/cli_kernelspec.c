@@ -33,9 +33,21 @@ json_t *gs_cli_kernelspec_json(const gs_cli_kernelspec_t *spec)
     /* --ext: IPython loads gpushare_ipython (the wait line, %gpushare); a
      * kernel where it is not installed starts all the same (IPython logs
      * that it could not load it). */
-    json_t *argv =
-        json_pack("[s,s,s,s,s,s,s,s]", spec->launcher, "--", spec->python, "-m",
-                  "ipykernel_launcher", "-f", "{connection_file}", "--ext=gpushare_ipython");
+    json_t *argv = json_array();
+    json_array_append_new(argv, json_string(spec->launcher));
+    if (spec->pythondir) { /* appended to the kernel's PYTHONPATH by the launcher */
+        json_array_append_new(argv, json_string("--pythonpath"));
+        json_array_append_new(argv, json_string(spec->pythondir));
+    }
+    static const char *const kernel[] = {"--",
+                                         NULL,
+                                         "-m",
+                                         "ipykernel_launcher",
+                                         "-f",
+                                         "{connection_file}",
+                                         "--ext=gpushare_ipython"};
+    for (size_t i = 0; i < sizeof kernel / sizeof *kernel; i++)
+        json_array_append_new(argv, json_string(kernel[i] ? kernel[i] : spec->python));
     json_t *ks = json_pack("{s:o, s:s, s:s, s:s}", "argv", argv, "display_name", spec->display_name,
                            "language", "python", "interrupt_mode", "signal");
     json_t *env = json_object();
@@ -306,6 +318,13 @@ int gs_cli_kernelspec_main(int argc, char **argv)
         }
     }
 
+    /* An install under a prefix the kernel's python does not search (make
+     * install prefix=/opt/gs) put gpushare_ipython beside the launcher's
+     * prefix: the kernels get that directory on their PYTHONPATH. */
+    char pydir[4096];
+    if (gs_ks_extension_dir(spec.python, spec.launcher, pydir, sizeof pydir) == 0)
+        spec.pythondir = pydir;
+
     char base[4096];
     const char *home = getenv("HOME");
     const char *data = getenv("JUPYTER_DATA_DIR"), *xdg = getenv("XDG_DATA_HOME");
@@ -366,6 +385,9 @@ int gs_cli_kernelspec_main(int argc, char **argv)
             fprintf(stderr, "gpushare kernelspec install: note: logo %s not copied\n", from);
     }
     printf("Installed kernelspec %s (\"%s\") in %s\n", name, spec.display_name, dir);
+    if (spec.pythondir)
+        printf("Its kernels get %s after their own PYTHONPATH (gpushare_ipython).\n",
+               spec.pythondir);
     if (spec.provisioner)
         printf("It starts kernels through the gpushare provisioner: the broker knows each by "
                "the id Jupyter gives it.\n");

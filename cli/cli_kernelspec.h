@@ -13,6 +13,7 @@ typedef struct {
     const char *display_name; /* "Shared GPU" */
     const char *broker;       /* endpoint written into env, or NULL */
     const char *provisioner;  /* kernel_provisioner name, or NULL */
+    const char *pythondir;    /* the launcher's --pythonpath (gpushare_ipython's dir), or NULL */
     int gpus;                 /* GPUs each kernel asks for (GPUSHARE_GPUS); 0: unset (one) */
 } gs_cli_kernelspec_t;
 

@@ -36,7 +36,51 @@ static const char probe_code[] =
     "except Exception as e:\n"
     "    sys.exit('the gpushare provisioner does not import: %s' % e)\n";
 
+/* argv[1] is the prefix: the site directory under it as `make install`
+ * chose it (kernelspecs/provisioner/sitedir.py), printed when it holds
+ * gpushare_ipython and is not on the python's own path. */
+static const char extdir_code[] =
+    "import os, site, sys, sysconfig\n"
+    "prefix = os.path.normpath(sys.argv[1])\n"
+    "dirs = [os.path.normpath(d) for d in site.getsitepackages()\n"
+    "        if os.path.normpath(d).startswith(prefix + '/lib/')]\n"
+    "dirs.append(sysconfig.get_path('purelib', 'posix_prefix',\n"
+    "                               vars={'base': prefix, 'platbase': prefix}))\n"
+    "onpath = set(map(os.path.normpath, sys.path))\n"
+    "for d in dirs:\n"
+    "    if os.path.isfile(os.path.join(d, 'gpushare_ipython', '__init__.py')):\n"
+    "        if d not in onpath:\n"
+    "            print(d)\n"
+    "        break\n";
+
+static int run_python(const char *python, const char *const *args, const char *code,
+                      int with_stderr, char *out, size_t outlen);
+
+int gs_ks_extension_dir(const char *python, const char *launcher, char *out, size_t outlen)
+{
+    char prefix[4096];
+    snprintf(prefix, sizeof prefix, "%s", launcher);
+    for (int i = 0; i < 2; i++) { /* PREFIX/bin/gpushare-launch -> PREFIX */
+        char *slash = strrchr(prefix, '/');
+        if (!slash || slash == prefix)
+            return -1;
+        *slash = '\0';
+    }
+    const char *args[] = {"-E", "-s", "-c", extdir_code, prefix, NULL};
+    if (run_python(python, args, NULL, 0, out, outlen) != 0)
+        return -1;
+    out[strcspn(out, "\n")] = '\0';
+    return out[0] == '/' ? 0 : -1;
+}
+
 int gs_ks_python(const char *python, const char *code, int with_stderr, char *out, size_t outlen)
+{
+    return run_python(python, NULL, code, with_stderr, out, outlen);
+}
+
+/* python -c code, or python ARGS... when args is given. */
+static int run_python(const char *python, const char *const *args, const char *code,
+                      int with_stderr, char *out, size_t outlen)
 {
     int fds[2];
     if (outlen)
@@ -54,7 +98,14 @@ int gs_ks_python(const char *python, const char *code, int with_stderr, char *ou
         dup2(fds[1], STDOUT_FILENO);
         if (with_stderr)
             dup2(fds[1], STDERR_FILENO);
-        execl(python, python, "-c", code, (char *)NULL);
+        if (args) {
+            const char *argv[16] = {python};
+            for (int i = 0; args[i] && i < 14; i++)
+                argv[i + 1] = args[i];
+            execv(python, (char *const *)argv);
+        } else {
+            execl(python, python, "-c", code, (char *)NULL);
+        }
         fprintf(stderr, "cannot run %s: %s\n", python, strerror(errno));
         _exit(127);
     }

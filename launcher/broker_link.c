@@ -49,7 +49,8 @@ struct gs_broker_link {
     int note_warned; /* the one warning about an unusable per-user socket */
     int refused_warned;
     char session[129];
-    int busy; /* the cell state the broker should know */
+    int busy;          /* the cell state the broker should know */
+    int notebook_late; /* the notebook changed after the register in flight went */
     char msg_id[257];
 };
 
@@ -191,6 +192,7 @@ static void attempt(gs_broker_link_t *self, int64_t now)
     json_t *hello = gs_msg_new(GS_MSG_HELLO);
     self->hello_seq = ++self->seq;
     self->register_seq = -1; /* sent after a trusted welcome */
+    self->notebook_late = 0; /* that one carries the notebook known now */
     json_object_set_new(hello, "seq", json_integer(self->hello_seq));
     json_object_set_new(hello, "role", json_string("launcher"));
     json_object_set_new(hello, "pid", json_integer(getpid()));
@@ -217,6 +219,10 @@ static void on_registered(gs_broker_link_t *self, const json_t *msg, int64_t now
         gs_warn("the broker named kernel %s's session \"%s\", but the kernel's processes "
                 "join session \"%s\"; their GPU work is not tied to this notebook's cells",
                 self->kernel_id, session, self->kernel_id);
+    if (self->notebook_late) { /* the notebook came after that register went */
+        self->notebook_late = 0;
+        send_register(self);
+    }
     if (self->warned || self->attempts > 1)
         gs_info("registered with the broker at %s as session %s", self->endpoint, session);
     else
@@ -371,6 +377,22 @@ void gs_link_tick(gs_broker_link_t *self, int64_t now)
         }
         break;
     }
+}
+
+void gs_link_set_notebook(gs_broker_link_t *self, const char *notebook)
+{
+    char *copy = dup_or_null(notebook);
+    if (!copy)
+        return;
+    free(self->notebook);
+    self->notebook = copy;
+    /* Registered: register again, which updates the session's notebook and
+     * nothing else (the `registered` that answers is not waited for).  A
+     * register in flight carries the old one: send another after it. */
+    if (self->state == LINK_UP)
+        send_register(self);
+    else if (self->state == LINK_WAITING && self->register_seq > 0)
+        self->notebook_late = 1;
 }
 
 void gs_link_cell(gs_broker_link_t *self, int busy, const char *msg_id)

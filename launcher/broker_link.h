@@ -42,6 +42,10 @@ void gs_link_tick(gs_broker_link_t *self, int64_t now_ms);
  * remembered otherwise. */
 void gs_link_cell(gs_broker_link_t *self, int busy, const char *msg_id);
 
+/* The notebook's path, learnt after the start (notebook_name.h): the
+ * broker gets it in a register now if registered, else in the next one. */
+void gs_link_set_notebook(gs_broker_link_t *self, const char *notebook);
+
 /* The session as the broker named it ("" before the first registration). */
 const char *gs_link_session(const gs_broker_link_t *self);
 

@@ -50,6 +50,8 @@ static void usage(FILE *out)
                  "                           -f FILE argument of COMMAND)\n"
                  "  --kernel-id ID           the Jupyter kernel id (default: GPUSHARE_KERNEL_ID,\n"
                  "                           else the connection file's name kernel-ID.json)\n"
+                 "  --pythonpath DIR         append DIR to the kernel's PYTHONPATH (where this\n"
+                 "                           install put gpushare_ipython; the kernelspec says)\n"
                  "  --strict                 refuse to start the kernel when its cells cannot be\n"
                  "                           watched (bad connection file, no kernel id)\n"
                  "  -h, --help, -V, --version\n");
@@ -72,19 +74,42 @@ static const char *user_name(char *buf, size_t len)
     return buf;
 }
 
+/* DIR after the user's own PYTHONPATH entries, unless it is one of them:
+ * kernel.json's env would replace the variable, so an install outside the
+ * python's own site-packages adds its directory here, at run time. */
+static int append_pythonpath(const char *dir)
+{
+    const char *old = getenv("PYTHONPATH");
+    if (!old || !*old)
+        return setenv("PYTHONPATH", dir, 1);
+    size_t dl = strlen(dir);
+    for (const char *p = old; p;) {
+        const char *end = strchr(p, ':');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == dl && strncmp(p, dir, n) == 0)
+            return 0;
+        p = end ? end + 1 : NULL;
+    }
+    size_t len = strlen(old) + dl + 2;
+    char *value = malloc(len);
+    if (!value)
+        return -1;
+    snprintf(value, len, "%s:%s", old, dir);
+    int rc = setenv("PYTHONPATH", value, 1);
+    free(value);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
-    const char *broker = NULL, *conn_path = NULL, *kernel_id_opt = NULL;
+    const char *broker = NULL, *conn_path = NULL, *kernel_id_opt = NULL, *pythonpath = NULL;
     int no_hook = 0, no_watch = 0, strict = 0;
-    static const struct option longopts[] = {{"broker", required_argument, 0, 'b'},
-                                             {"no-hook", no_argument, 0, 'n'},
-                                             {"no-watch", no_argument, 0, 'W'},
-                                             {"connection-file", required_argument, 0, 'f'},
-                                             {"kernel-id", required_argument, 0, 'k'},
-                                             {"strict", no_argument, 0, 's'},
-                                             {"help", no_argument, 0, 'h'},
-                                             {"version", no_argument, 0, 'V'},
-                                             {0, 0, 0, 0}};
+    static const struct option longopts[] = {
+        {"broker", required_argument, 0, 'b'},     {"no-hook", no_argument, 0, 'n'},
+        {"no-watch", no_argument, 0, 'W'},         {"connection-file", required_argument, 0, 'f'},
+        {"kernel-id", required_argument, 0, 'k'},  {"strict", no_argument, 0, 's'},
+        {"pythonpath", required_argument, 0, 'p'}, {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},          {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "+hV", longopts, NULL)) != -1) {
         switch (c) {
@@ -105,6 +130,16 @@ int main(int argc, char **argv)
             break;
         case 's':
             strict = 1;
+            break;
+        case 'p':
+            if (optarg[0] != '/' || strchr(optarg, ':')) {
+                fprintf(stderr,
+                        "gpushare-launch: --pythonpath \"%s\": an absolute directory "
+                        "without ':'\n",
+                        optarg);
+                return 2;
+            }
+            pythonpath = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -132,6 +167,10 @@ int main(int argc, char **argv)
         }
         setenv("GPUSHARE_BROKER", ep, 1);
     }
+    if (pythonpath && append_pythonpath(pythonpath) != 0) {
+        fprintf(stderr, "gpushare-launch: cannot set PYTHONPATH: %s\n", strerror(errno));
+        return 2;
+    }
     if (!no_hook) {
         char hook[4096];
         gs_hook_path(GS_HOOK_PATH, hook, sizeof hook);
@@ -149,12 +188,14 @@ int main(int argc, char **argv)
     char kernel_id[160] = "";
     const char *id_source = NULL;
     const char *env_id = getenv("GPUSHARE_KERNEL_ID");
+    int env_id_used = 0;
     if (kernel_id_opt) {
         snprintf(kernel_id, sizeof kernel_id, "%s", kernel_id_opt);
         id_source = "--kernel-id";
     } else if (env_id && *env_id) {
         snprintf(kernel_id, sizeof kernel_id, "%s", env_id);
         id_source = "GPUSHARE_KERNEL_ID";
+        env_id_used = 1;
     } else if (conn_path &&
                gs_conn_kernel_id_from_path(conn_path, kernel_id, sizeof kernel_id) == 0)
         id_source = "the connection file's name";
@@ -198,7 +239,7 @@ int main(int argc, char **argv)
         char ubuf[32];
         const char *user = user_name(ubuf, sizeof ubuf);
         const char *nb = getenv("JPY_SESSION_NAME");
-        pid_t me = getpid();
+        pid_t me = getpid(), parent = getppid();
         int pipefd[2] = {-1, -1};
         if (pipe2(pipefd, O_CLOEXEC) != 0)
             pipefd[0] = pipefd[1] = -1;
@@ -212,6 +253,12 @@ int main(int argc, char **argv)
                                     .kernel_id = kernel_id,
                                     .user = user,
                                     .notebook = nb && *nb ? nb : NULL,
+                                    .server_pid = parent,
+                                    /* JPY_SESSION_NAME (jupyter_server 2)
+                                     * names it; the provisioner, which
+                                     * sets GPUSHARE_KERNEL_ID, finds it in
+                                     * its server's table; else: look. */
+                                    .find_notebook = !(nb && *nb) && !env_id_used,
                                     .kernel_pid = me,
                                     .exec_fd = pipefd[0]};
             gs_watcher_main(&wa);

@@ -27,6 +27,7 @@
 #include "broker_link.h"
 #include "iopub.h"
 #include "log.h"
+#include "notebook_name.h"
 
 #define MAX_FRAMES    64
 #define UNREGISTER_MS 300
@@ -176,6 +177,22 @@ static void read_iopub(zsock_t *sub, const gs_iopub_auth_t *auth, cells_t *cells
     }
 }
 
+/* The notebook lookup said something: the broker learns the notebook. */
+static void notebook_found(gs_nbname_t **nbname, gs_broker_link_t *link, const char *kernel_id)
+{
+    char name[1024];
+    int rc = gs_nbname_result(*nbname, name, sizeof name);
+    if (rc < 0)
+        return;
+    if (rc == 1) {
+        gs_info("kernel %s runs notebook \"%s\"", kernel_id, name);
+        gs_link_set_notebook(link, name);
+    } else {
+        gs_debug("kernel %s: no notebook server told its notebook", kernel_id);
+    }
+    gs_nbname_destroy(nbname);
+}
+
 void gs_watcher_main(const gs_watcher_args_t *a)
 {
     /* Die with the kernel; if it is already gone, PDEATHSIG came too late. */
@@ -235,19 +252,25 @@ void gs_watcher_main(const gs_watcher_args_t *a)
         idle_until_the_end(sfd, a->kernel_pid);
     gs_info("watching kernel %s (pid %ld) on %s", a->kernel_id, (long)a->kernel_pid,
             sub ? endpoint : "nothing");
+    gs_nbname_t *nbname =
+        a->find_notebook ? gs_nbname_start(a->kernel_id, a->conn_path, a->server_pid) : NULL;
     cells_t cells = {0};
     for (;;) {
         int64_t now = zclock_mono();
         gs_link_tick(link, now);
-        zmq_pollitem_t items[4];
+        zmq_pollitem_t items[5];
         int n = 0;
         items[n++] = (zmq_pollitem_t){.fd = sfd, .events = ZMQ_POLLIN};
-        int sub_i = -1;
+        int sub_i = -1, nb_i = -1;
         if (sub) {
             sub_i = n;
             items[n++] = (zmq_pollitem_t){.socket = zsock_resolve(sub), .events = ZMQ_POLLIN};
         }
-        n += gs_link_items(link, items + n, 4 - n);
+        if (nbname) {
+            nb_i = n;
+            items[n++] = (zmq_pollitem_t){.fd = gs_nbname_fd(nbname), .events = ZMQ_POLLIN};
+        }
+        n += gs_link_items(link, items + n, 5 - n);
         long timeout = gs_link_timeout_ms(link, now);
         if (timeout > MAX_WAIT_MS)
             timeout = MAX_WAIT_MS;
@@ -260,8 +283,11 @@ void gs_watcher_main(const gs_watcher_args_t *a)
             break; /* the kernel is gone and PDEATHSIG did not come */
         if (sub_i >= 0 && (items[sub_i].revents & ZMQ_POLLIN))
             read_iopub(sub, &auth, &cells, link, endpoint);
+        if (nb_i >= 0 && (items[nb_i].revents & (ZMQ_POLLIN | ZMQ_POLLERR)))
+            notebook_found(&nbname, link, a->kernel_id);
     }
     gs_link_unregister(link, UNREGISTER_MS);
+    gs_nbname_destroy(&nbname);
     gs_link_destroy(&link);
     zsock_destroy(&sub);
     gs_conn_clear(a->conn);

@@ -24,6 +24,8 @@ typedef struct {
     const char *kernel_id;
     const char *user;
     const char *notebook; /* NULL when unknown */
+    pid_t server_pid;     /* the launcher's parent: the notebook server, or what runs the kernel */
+    int find_notebook;    /* look the notebook up (notebook_name.h): nobody told it */
     pid_t kernel_pid;     /* the launcher's pid, which the kernel keeps */
     int exec_fd;          /* read end of a close-on-exec pipe: EOF = the kernel was exec'd */
 } gs_watcher_args_t;

@@ -43,6 +43,7 @@ sources() {
     fuzz_settings) echo common/broker_config.c common/size.c $SCHED ;;
     fuzz_connection_file | fuzz_launch_argv) echo launcher/connection_file.c ;;
     fuzz_iopub) echo launcher/iopub.c launcher/hmac.c ;;
+    fuzz_nb_server) echo launcher/nb_server.c ;;
     *) echo "run.sh: no sources listed for $1" >&2; return 1 ;;
     esac
 }

@@ -122,6 +122,8 @@ def test_notebook_ui_runs_a_shared_gpu_cell_and_shows_the_wait(tmp_path, broker,
         holding = ch.execute(HOLD % flag)
         wait_until(lambda: broker.sessions().get(other, {}).get("state") == "running",
                    timeout=120, what="the other notebook holding the GPU")
+        wait_until(lambda: broker.sessions()[other]["notebook"] == "other.ipynb",
+                   timeout=120, what="its notebook's name, asked of the server by the launcher")
 
         # A new notebook, opened with the plain Python kernel.
         assert server.api("PUT", "/api/contents/mine.ipynb", json={"type": "notebook"}) \
@@ -161,11 +163,12 @@ def test_notebook_ui_runs_a_shared_gpu_cell_and_shows_the_wait(tmp_path, broker,
             .perform()
         wait(lambda: broker.sessions()[mine]["state"] == "waiting", "the cell waiting for the GPU")
         # The wait line: who holds the GPU (notebook 6 does not tell the
-        # kernel its notebook's name) and for how long at most, and how long
-        # the cell has waited so far, changing in place.
+        # kernel its notebook's name: the launcher asked the server) and for
+        # how long at most, and how long the cell has waited so far,
+        # changing in place.
         line = wait(lambda: page_text(browser, ".gpushare-wait"), "the wait line")
         assert re.fullmatch(r"Waiting for the GPU for \d+ s: held by \S+'s notebook "
-                            r"for at most \d+ min more", line), line
+                            r"other\.ipynb for at most \d+ min more", line), line
         wait(lambda: page_text(browser, ".gpushare-wait") not in ("", line),
              "the wait line to change in place")
         assert count(browser, ".gpushare-wait") == 1
@@ -181,7 +184,8 @@ def test_notebook_ui_runs_a_shared_gpu_cell_and_shows_the_wait(tmp_path, broker,
         assert page_text(browser, ".output_stdout").strip() == "simulated GPU busy ms: 2"
         # The wait is over: the line is its summary.
         summary = wait(lambda: page_text(browser, ".gpushare-wait-done"), "the summary")
-        assert re.fullmatch(r"Waited \d+\.\d s for the GPU: held by \S+'s notebook", summary), \
+        assert re.fullmatch(r"Waited \d+\.\d s for the GPU: held by \S+'s notebook other\.ipynb",
+                            summary), \
             summary
         assert count(browser, ".gpushare-wait") == 1
         assert page_text(browser, ".output_stderr") == ""
@@ -199,7 +203,7 @@ def test_notebook_ui_runs_a_shared_gpu_cell_and_shows_the_wait(tmp_path, broker,
             "%gpushare"
         assert len(rows) == 2, rows
         assert rows[0][:2] == ["0", "this notebook"] and int(rows[0][4]) >= 1, rows
-        assert rows[1][:2] == ["0", "another notebook"] and rows[1][3] == "idle", rows
+        assert rows[1][:2] == ["0", "other.ipynb"] and rows[1][3] == "idle", rows
         assert page_text(browser, ".gpushare-status > div").startswith(
             "gpushare: this notebook (session %s)" % mine)
 

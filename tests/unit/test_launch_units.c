@@ -2,7 +2,8 @@
  * test_launch_units.c - the launcher's pure parts: connection file errors
  * name the file and the field, where argv names the file, kernel ids from
  * file names, Jupyter signatures (RFC 4231 vectors, forged and truncated
- * ones), and IOPub messages to cell events.
+ * ones), IOPub messages to cell events, and a kernel's notebook from a
+ * notebook server's runtime file and sessions API, or a command line.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 #include "connection_file.h"
 #include "hmac.h"
 #include "iopub.h"
+#include "nb_server.h"
 
 static char dir[64];
 
@@ -149,6 +151,101 @@ static void test_kernel_id_from_path(void **state)
     assert_int_equal(gs_conn_valid_kernel_id("abc-1.2_3"), 1);
     assert_int_equal(gs_conn_valid_kernel_id(""), 0);
     assert_int_equal(gs_conn_valid_kernel_id("a/b"), 0);
+}
+
+static void test_nb_server_file(void **state)
+{
+    (void)state;
+    gs_nb_server_t s;
+    char err[200], req[1024];
+    /* notebook 6's nbserver-PID.json, listening everywhere */
+    const char *nb6 = "{\"base_url\": \"/user/alice\", \"hostname\": \"0.0.0.0\", "
+                      "\"notebook_dir\": \"/home/alice\", \"password\": false, \"pid\": 42, "
+                      "\"port\": 8888, \"secure\": false, \"sock\": \"\", \"token\": \"t0k\", "
+                      "\"url\": \"http://localhost:8888/user/alice/\"}";
+    assert_int_equal(gs_nb_server_parse(nb6, strlen(nb6), &s, err, sizeof err), 0);
+    assert_string_equal(s.host, "127.0.0.1");
+    assert_int_equal(s.port, 8888);
+    assert_string_equal(s.base_url, "/user/alice/");
+    assert_int_equal(s.secure, 0);
+    assert_true(gs_nb_sessions_request(&s, req, sizeof req) > 0);
+    assert_string_equal(req, "GET /user/alice/api/sessions HTTP/1.0\r\nHost: 127.0.0.1:8888\r\n"
+                             "Accept: application/json\r\nAuthorization: token t0k\r\n\r\n");
+    /* a unix socket instead of a port; IPv6 */
+    const char *sock = "{\"sock\": \"/run/user/1/nb.sock\", \"base_url\": \"/\", \"token\": \"\"}";
+    assert_int_equal(gs_nb_server_parse(sock, strlen(sock), &s, err, sizeof err), 0);
+    assert_string_equal(s.sock, "/run/user/1/nb.sock");
+    const char *v6 = "{\"hostname\": \"::\", \"port\": 9, \"token\": \"x\"}";
+    assert_int_equal(gs_nb_server_parse(v6, strlen(v6), &s, err, sizeof err), 0);
+    assert_true(gs_nb_sessions_request(&s, req, sizeof req) > 0);
+    assert_non_null(strstr(req, "Host: [::1]:9\r\n"));
+    /* what cannot be used */
+    const char *bad[] = {"[]", "{\"hostname\": \"localhost\"}",
+                         "{\"port\": 1, \"token\": \"a\\r\\nX: y\"}",
+                         "{\"port\": 1, \"base_url\": \"x y\"}"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        assert_int_equal(gs_nb_server_parse(bad[i], strlen(bad[i]), &s, err, sizeof err), -1);
+}
+
+static void test_nb_sessions_answer(void **state)
+{
+    (void)state;
+    char path[256], err[200];
+    const char *ok =
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n"
+        "[{\"id\": \"s1\", \"path\": \"a.ipynb\", \"kernel\": {\"id\": \"k1\"}},"
+        " {\"id\": \"s2\", \"path\": \"work/train.ipynb\", \"kernel\": {\"id\": \"k2\"}}]";
+    assert_int_equal(gs_nb_sessions_find(ok, strlen(ok), "k2", path, sizeof path, err, sizeof err),
+                     1);
+    assert_string_equal(path, "work/train.ipynb");
+    assert_int_equal(gs_nb_sessions_find(ok, strlen(ok), "k3", path, sizeof path, err, sizeof err),
+                     0);
+    assert_int_equal(gs_nb_sessions_find(ok, strlen(ok), "k2", path, 8, err, sizeof err), -2);
+    const char *old = "HTTP/1.0 200 OK\r\n\r\n"
+                      "[{\"notebook\": {\"path\": \"old.ipynb\"}, \"kernel\": {\"id\": \"k\"}}]";
+    assert_int_equal(gs_nb_sessions_find(old, strlen(old), "k", path, sizeof path, err, sizeof err),
+                     1);
+    assert_string_equal(path, "old.ipynb");
+    const char *forged = "HTTP/1.0 200 OK\r\n\r\n"
+                         "[{\"path\": \"a\\nb.ipynb\", \"kernel\": {\"id\": \"k\"}}]";
+    assert_int_equal(
+        gs_nb_sessions_find(forged, strlen(forged), "k", path, sizeof path, err, sizeof err), -2);
+    const char *denied = "HTTP/1.1 403 Forbidden\r\n\r\n{}";
+    assert_int_equal(
+        gs_nb_sessions_find(denied, strlen(denied), "k", path, sizeof path, err, sizeof err), -1);
+    assert_non_null(strstr(err, "403"));
+    const char *junk[] = {"", "HTTP/1.1 200 OK\r\n", "HTTP/1.1 200 OK\r\n\r\n{\"a\": 1}",
+                          "SSH-2.0"};
+    for (size_t i = 0; i < sizeof junk / sizeof *junk; i++)
+        assert_int_equal(
+            gs_nb_sessions_find(junk[i], strlen(junk[i]), "k", path, sizeof path, err, sizeof err),
+            -1);
+}
+
+static int cmdline(const char *args, size_t len, char *out)
+{
+    return gs_nb_from_cmdline(args, len, out, 256);
+}
+
+static void test_nb_from_cmdline(void **state)
+{
+    (void)state;
+    char nb[256];
+#define ARGS(s) s, sizeof s /* with the last NUL, as /proc/PID/cmdline */
+    assert_int_equal(cmdline(ARGS("/usr/bin/python3\0-m\0nbconvert\0--execute\0"
+                                  "--to\0notebook\0train.ipynb\0--output\0out.ipynb"),
+                             nb),
+                     1);
+    assert_string_equal(nb, "train.ipynb");
+    assert_int_equal(
+        cmdline(ARGS("/usr/bin/python3\0/usr/local/bin/papermill\0in.ipynb\0out.ipynb"), nb), 1);
+    assert_string_equal(nb, "in.ipynb");
+    /* ambiguous, or none */
+    assert_int_equal(cmdline(ARGS("jupyter-nbconvert\0--execute\0a.ipynb\0b.ipynb"), nb), 0);
+    assert_int_equal(cmdline(ARGS("python3\0run.py"), nb), 0);
+    assert_int_equal(cmdline(ARGS("train.ipynb"), nb), 0); /* argv[0] is the program */
+    assert_int_equal(cmdline("x\0cut.ipynb", 9, nb), 0);   /* cut short: not NUL-terminated */
+#undef ARGS
 }
 
 /* RFC 4231 test case 2, split over two "frames". */
@@ -295,6 +392,9 @@ int main(void)
         cmocka_unit_test(test_conn_errors),
         cmocka_unit_test(test_conn_file_from_argv),
         cmocka_unit_test(test_kernel_id_from_path),
+        cmocka_unit_test(test_nb_server_file),
+        cmocka_unit_test(test_nb_sessions_answer),
+        cmocka_unit_test(test_nb_from_cmdline),
         cmocka_unit_test(test_hmac_vectors),
         cmocka_unit_test(test_iopub_cells),
         cmocka_unit_test(test_iopub_forged_and_malformed),
