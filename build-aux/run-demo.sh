@@ -46,7 +46,11 @@ else
     # gpusim, the simulated GPU's Python client (the example notebook uses
     # it): the build lays it out in tests/simcuda/pythonpath.
     export PYTHONPATH="$simdir/pythonpath${PYTHONPATH:+:$PYTHONPATH}"
-    export GPUSHARE_SIM_MEMORY=${GPUSHARE_SIM_MEMORY:-16G}
+    # A small GPU: the example tour's two notebooks fill about half of it
+    # each, and parking copies that into host memory, all of it this
+    # machine's RAM; the broker's host pool pins chunks to match.
+    export GPUSHARE_SIM_MEMORY=${GPUSHARE_SIM_MEMORY:-1G}
+    export GPUSHARE_POOL_CHUNK=${GPUSHARE_POOL_CHUNK:-64M}
     export GPUSHARE_SIM_NAME=${GPUSHARE_SIM_NAME:-/gpushare-demo-$(id -u)}
     echo "================================================================"
     echo " No NVIDIA driver found: gpushare runs on the SIMULATED GPU"

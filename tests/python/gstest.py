@@ -72,6 +72,14 @@ GPUSIM_DIR = os.path.join(BUILDDIR, "tests", "simcuda", "pythonpath")  # as run-
 LOGO_DIR = os.path.join(SRCDIR, "kernelspecs", "shared-gpu")
 EXAMPLE_CONF = os.path.join(SRCDIR, "broker", "broker.conf.example")
 EXAMPLE_NOTEBOOK = os.path.join(SRCDIR, "examples", "hello-shared-gpu.ipynb")
+# The example tour's settings for a test that runs hello-shared-gpu.ipynb
+# alone: a moment of GPU work, a few MiB to park.
+EXAMPLE_QUICK = {"LOOP_S": 0.1, "MEMORY_SHARE": 0.02}
+# The example parks its memory (%gpushare release): the broker's host pool
+# then pins chunks ahead, 1 GiB each by default, which takes seconds here
+# and which the broker's exit waits for.  Small ones for tests that run it
+# (the sim marker's extra).
+EXAMPLE_POOL = {"GPUSHARE_POOL_CHUNK": "4M"}
 WORKER = os.path.join(HERE, "gpuworker.py")
 FAKEBROKER = os.path.join(HERE, "fakebroker.py")
 
@@ -954,17 +962,31 @@ def held_cell(flag, code=""):
             "\nwhile not os.path.exists(%r): time.sleep(0.005)\n" % str(flag))
 
 
-def run_example_notebook(tmp_path, kernels_dir, env, now=True, kernel_ids=None, **client_kw):
-    """examples/hello-shared-gpu.ipynb run by nbclient with the Shared GPU
-    kernel, shut down at the end (now: killed, else asked to shut down);
-    returns the text of its outputs.  kernel_ids (a list) gets the id
-    Jupyter gave the kernel."""
+def example_notebook(name="hello-shared-gpu.ipynb", **params):
+    """examples/NAME (nbformat's node) with params set the way papermill
+    sets a notebook's parameters: a cell right after the one tagged
+    "parameters" assigns them."""
     import nbformat
+
+    nb = nbformat.read(os.path.join(SRCDIR, "examples", name), 4)
+    if params:
+        (at,) = [i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])]
+        cell = nbformat.v4.new_code_cell("".join("%s = %r\n" % kv for kv in params.items()))
+        cell.metadata["tags"] = ["injected-parameters"]
+        nb.cells.insert(at + 1, cell)
+    return nb
+
+
+def run_example_notebook(tmp_path, kernels_dir, env, now=True, kernel_ids=None, **client_kw):
+    """examples/hello-shared-gpu.ipynb (EXAMPLE_QUICK) run by nbclient with
+    the Shared GPU kernel, shut down at the end (now: killed, else asked to
+    shut down); returns the text of its outputs.  kernel_ids (a list) gets
+    the id Jupyter gave the kernel."""
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
 
-    nb = nbformat.read(EXAMPLE_NOTEBOOK, 4)
+    nb = example_notebook(**EXAMPLE_QUICK)
     km = KernelManager(kernel_name="shared-gpu",
                        kernel_spec_manager=KernelSpecManager(kernel_dirs=[kernels_dir]))
     client = NotebookClient(nb, km=km, timeout=120,

@@ -196,6 +196,7 @@ def test_kernel_works_without_a_broker_with_one_warning(kernels, sim, tmp_path):
     assert watchers_of(kernel_pid(km))  # still retrying in the background
 
 
+@pytest.mark.sim(extra=gstest.EXAMPLE_POOL)
 def test_nbclient_runs_the_example_notebook_with_the_broker(tmp_path, broker, kenv):
     """examples/hello-shared-gpu.ipynb through nbclient; the broker saw the
     kernel register, run cells and go."""

@@ -217,6 +217,7 @@ def test_restart_and_kill_with_watcher_and_provisioner(tmp_path, broker, kenv):
             km.shutdown_kernel(now=True)
 
 
+@pytest.mark.sim(extra=gstest.EXAMPLE_POOL)
 def test_nbclient_kernel_is_known_by_its_kernel_id(tmp_path, broker, kenv):
     """nbclient (and papermill) start the kernel with a plain KernelManager,
     whose connection file has a temporary name: through the spec that
