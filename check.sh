@@ -59,7 +59,7 @@ if [ "${GPUSHARE_SKIP_DISTCHECK:-0}" != 1 ]; then
     # The tarball builds, installs and passes its C tests (the integration
     # suite ran above: distcheck configures --disable-integration-tests),
     # and holds every tracked file that suite or anything else needs.
-    (cd _build && make -s distcheck >distcheck.out 2>&1) || { tail -40 _build/distcheck.out; step_failed "distcheck"; }
+    (cd _build && make -s -j"$jobs" distcheck >distcheck.out 2>&1) || { tail -40 _build/distcheck.out; step_failed "distcheck"; }
     build-aux/check-dist-complete.sh _build/gpushare-*.tar.gz || step_failed "tarball complete"
 fi
 
