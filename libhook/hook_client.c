@@ -420,16 +420,15 @@ static void close_socket(void)
 }
 
 /* No broker: one warning per transition, then ungated. */
-static void go_ungated(const char *why, uint64_t retry_in_ms)
+/* The connection is gone (no broker, or one that refused this process):
+ * the client's new state, what waited to be sent dropped, waiting room
+ * requests failed with why. */
+static void disconnected_locked(enum hook_client_state state, const char *why)
 {
-    int was_ready = io.ready;
-    close_socket();
-    io.next_attempt = now_ms() + retry_in_ms;
-    pthread_mutex_lock(&hook_gate_mu);
-    int warn = hook_gate_st.client != CS_UNGATED;
+    GS_ASSERT_HELD(&hook_gate_mu);
     sh.connected = 0;
     if (hook_gate_st.client != CS_STOPPED)
-        hook_gate_st.client = CS_UNGATED;
+        hook_gate_st.client = state;
     sh.decided = 1;
     for (int i = 0; i < sh.nreleases; i++)
         json_decref(sh.releases[i]);
@@ -437,7 +436,17 @@ static void go_ungated(const char *why, uint64_t retry_in_ms)
     for (int i = 0; i < sh.nreports; i++)
         json_decref(sh.reports[i]);
     sh.nreports = 0;
-    rooms_fail_locked("no gpushare broker");
+    rooms_fail_locked(why);
+}
+
+static void go_ungated(const char *why, uint64_t retry_in_ms)
+{
+    int was_ready = io.ready;
+    close_socket();
+    io.next_attempt = now_ms() + retry_in_ms;
+    pthread_mutex_lock(&hook_gate_mu);
+    int warn = hook_gate_st.client != CS_UNGATED;
+    disconnected_locked(CS_UNGATED, "no gpushare broker");
     /* Nobody to ask for the GPU: the restore helper brings a frozen process
      * back (its calls wait in the driver meanwhile). */
     for (int i = 0; i < HOOK_MAX_DEVICES; i++)
@@ -484,17 +493,7 @@ static void go_refused(const char *why, uint64_t retry_in_ms)
     pthread_mutex_lock(&hook_gate_mu);
     /* (asked again, it was READY for a moment: its welcome) */
     int warn = hook_gate_st.client != CS_REFUSED && !io.was_refused;
-    sh.connected = 0;
-    if (hook_gate_st.client != CS_STOPPED)
-        hook_gate_st.client = CS_REFUSED;
-    sh.decided = 1;
-    for (int i = 0; i < sh.nreleases; i++)
-        json_decref(sh.releases[i]);
-    sh.nreleases = 0;
-    for (int i = 0; i < sh.nreports; i++)
-        json_decref(sh.reports[i]);
-    sh.nreports = 0;
-    rooms_fail_locked(why);
+    disconnected_locked(CS_REFUSED, why);
     /* What a waiting cell's line shows (hook_wait.h). */
     for (int i = 0; i < HOOK_MAX_DEVICES; i++) {
         struct hook_dev *d = &hook_gate_st.dev[i];
