@@ -146,8 +146,8 @@ int gs_pool_driver_unpin(gs_pool_driver_t *d, uint64_t handle, char *err, size_t
     return r == CUDA_SUCCESS ? 0 : failed(d, "cuMemRelease", r, err, errlen);
 }
 
-int gs_pool_driver_zero(gs_pool_driver_t *d, uint64_t handle, size_t bytes, char *err,
-                        size_t errlen)
+int gs_pool_driver_map(gs_pool_driver_t *d, uint64_t handle, size_t bytes, void **cpu, char *err,
+                       size_t errlen)
 {
     CUdeviceptr va = 0;
     CUresult r = d->reserve(&va, bytes, 0, 0, 0);
@@ -156,19 +156,38 @@ int gs_pool_driver_zero(gs_pool_driver_t *d, uint64_t handle, size_t bytes, char
     const char *step = "cuMemMap";
     r = d->map(va, bytes, 0, (CUmemGenericAllocationHandle)handle, 0);
     if (r == CUDA_SUCCESS) {
-        CUmemAccessDesc cpu;
-        memset(&cpu, 0, sizeof cpu);
-        cpu.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
-        cpu.location.id = d->numa;
-        cpu.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        CUmemAccessDesc access;
+        memset(&access, 0, sizeof access);
+        access.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+        access.location.id = d->numa;
+        access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
         step = "cuMemSetAccess";
-        r = d->access(va, bytes, &cpu, 1);
-        if (r == CUDA_SUCCESS)
-            memset((void *)(uintptr_t)va, 0, bytes);
+        r = d->access(va, bytes, &access, 1);
+        if (r == CUDA_SUCCESS) {
+            *cpu = (void *)(uintptr_t)va;
+            return 0;
+        }
         d->unmap(va, bytes);
     }
     d->addr_free(va, bytes);
-    return r == CUDA_SUCCESS ? 0 : failed(d, step, r, err, errlen);
+    return failed(d, step, r, err, errlen);
+}
+
+void gs_pool_driver_unmap(gs_pool_driver_t *d, void *cpu, size_t bytes)
+{
+    d->unmap((CUdeviceptr)(uintptr_t)cpu, bytes);
+    d->addr_free((CUdeviceptr)(uintptr_t)cpu, bytes);
+}
+
+int gs_pool_driver_zero(gs_pool_driver_t *d, uint64_t handle, size_t bytes, char *err,
+                        size_t errlen)
+{
+    void *cpu = NULL;
+    if (gs_pool_driver_map(d, handle, bytes, &cpu, err, errlen) != 0)
+        return -1;
+    memset(cpu, 0, bytes);
+    gs_pool_driver_unmap(d, cpu, bytes);
+    return 0;
 }
 
 int gs_pool_driver_export(gs_pool_driver_t *d, uint64_t handle, int *fd, char *err, size_t errlen)

@@ -36,6 +36,11 @@ int gs_pool_driver_numa(const gs_pool_driver_t *self);
 int gs_pool_driver_pin(gs_pool_driver_t *self, size_t bytes, uint64_t *handle, char *err,
                        size_t errlen);
 int gs_pool_driver_unpin(gs_pool_driver_t *self, uint64_t handle, char *err, size_t errlen);
+/* Maps the chunk for the CPU (read and write) at *cpu, for the disk tier's
+ * copies; gs_pool_driver_unmap undoes it.  Any thread may call these. */
+int gs_pool_driver_map(gs_pool_driver_t *self, uint64_t handle, size_t bytes, void **cpu, char *err,
+                       size_t errlen);
+void gs_pool_driver_unmap(gs_pool_driver_t *self, void *cpu, size_t bytes);
 /* Overwrites the chunk with zeros through a CPU mapping made for the call. */
 int gs_pool_driver_zero(gs_pool_driver_t *self, uint64_t handle, size_t bytes, char *err,
                         size_t errlen);
