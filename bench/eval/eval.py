@@ -11,6 +11,12 @@ Sections (each well under 10 minutes on the H200; see bench/README.md):
   bigpairs     the same with working sets that together exceed the GPU memory
                left by a ballast process: serial, native (refused), adaptive
                and exclusive, through parking
+  bigpairs32   bigpairs with 32 GiB working sets (the switch costs more than
+               the phases it could hide in)
+  capacity     the memory-pressure bench (tests/gpu/pressure.py): more notebooks
+               than the GPU holds, taking turns, every cell checked bit-exact
+  park         32 GiB parked and unparked, switches between 60 GB notebooks
+               (tests/gpu/park_rotation.py; a real GPU only)
   interactive  A trains, B runs short cells: B's latency, A's throughput
   reclaim      after a holder's cell ends, how long until a waiter runs; the
                memory an idle notebook keeps
@@ -62,6 +68,12 @@ KNOBS = [
     ("EVAL_BIG_GIB", "4", "0.1", "bigpairs/reclaim: big working set per job"),
     ("EVAL_BIG_FREE_GIB", "6", "0.15", "bigpairs/reclaim: GPU memory left by the ballast"),
     ("EVAL_BIG_POLICIES", "adaptive,exclusive", "adaptive,exclusive", "bigpairs: policies"),
+    ("EVAL_BIG32_GIB", "32", "0.2", "bigpairs32: big working set per job"),
+    ("EVAL_BIG32_FREE_GIB", "48", "0.3", "bigpairs32: GPU memory left by the ballast"),
+    ("EVAL_PRESSURE_CONFIGS", "many big", "many", "capacity: tests/gpu/pressure.py's configs"),
+    ("EVAL_PRESSURE_DEADLINE_S", "420", "100", "capacity: seconds the memory-pressure bench may take"),
+    ("EVAL_PARK_GIB", "32", "-", "park: the notebooks whose park and unpark are timed, GiB"),
+    ("EVAL_SWITCH_GIB", "56", "-", "park: the notebooks whose switches are timed (56 GiB: 60 GB)"),
     ("EVAL_INTER_S", "20", "20", "interactive: seconds of each shared run"),
     ("EVAL_INTER_EVERY_S", "1.5", "1.5", "interactive: B starts a cell this often"),
     ("EVAL_INTER_WORKS_MS", "10,50,200", "10,50,200", "interactive: B's cells, ms of GPU work"),
@@ -705,12 +717,12 @@ def start_ballast(S, leave_gib, slack_gib):
     return p, info
 
 
-def sec_bigpairs(S, meta):
+def sec_bigpairs(S, meta, name="bigpairs", knobs=("EVAL_BIG_GIB", "EVAL_BIG_FREE_GIB")):
     iters, period = knob("EVAL_PAIR_ITERS", int), dur(knob("EVAL_PAIR_PERIOD_S", float))
-    gib, free_gib = knob("EVAL_BIG_GIB", float), knob("EVAL_BIG_FREE_GIB", float)
+    gib, free_gib = knob(knobs[0], float), knob(knobs[1], float)
     policies = knob("EVAL_BIG_POLICIES").split(",")
     if not (gib < free_gib < 2 * gib):
-        raise SystemExit("bigpairs: need EVAL_BIG_GIB < EVAL_BIG_FREE_GIB < 2 x EVAL_BIG_GIB")
+        raise SystemExit("%s: need %s < %s < 2 x %s" % (name, knobs[0], knobs[1], knobs[0]))
     slack = 0.5 if not SIM else 0.01
     # The broker counts only the memory the ballast leaves (gpu_memory);
     # idle notebooks are parked at once (park_idle_s = 0).
@@ -718,7 +730,7 @@ def sec_bigpairs(S, meta):
     # on the GPU machine's VM and grows as memory is used.)
     # (Two working sets may be in host memory at once during a switch.)
     budget = max(32, int(2.5 * gib + 0.999))
-    br = Broker(S, "bigpairs", settings={"gpu_memory": "%dM" % int(free_gib * 1024),
+    br = Broker(S, name, settings={"gpu_memory": "%dM" % int(free_gib * 1024),
                                          "park_idle_s": 0, "park_host_budget": "%dG" % budget})
     native = [Notebook(S, "big-native-%s" % k, "native") for k in "ab"]
     gs = [Notebook(S, "big-gpushare-%s" % k, "gpushare", br, {"GPUSHARE_MAKE_ROOM_TIMEOUT_MS": "120000"})
@@ -727,7 +739,7 @@ def sec_bigpairs(S, meta):
     cal = calibrate(native[0])
     # Every context exists now: the ballast measures what is left.
     ballast, binfo = start_ballast(S, free_gib, slack)
-    rows = Table(S, "bigpairs.csv", PAIR_FIELDS)
+    rows = Table(S, name + ".csv", PAIR_FIELDS)
     solo_timeout = 60 + 10 * iters * period
     pair_timeout = 120 + 20 * iters * period  # switches take seconds each
 
@@ -736,8 +748,8 @@ def sec_bigpairs(S, meta):
                  job_a_s=res[0]["seconds"] if res else "",
                  job_b_s=res[1]["seconds"] if len(res) > 1 else "", ok=ok, error=error,
                  iters=iters, period_s=period)
-        record_phases(S, "bigpairs", "big", mix, config, res)
-        log("bigpairs %s %s: %s" % (mix, config, "%.2f s" % total if ok else error))
+        record_phases(S, name, "big", mix, config, res)
+        log("%s %s %s: %s" % (name, mix, config, "%.2f s" % total if ok else error))
 
     # Native: one at a time (serial); both at once cannot even allocate.
     for mix, frac in MIXES:
@@ -1092,7 +1104,118 @@ def sec_scale(S, meta):
     shutdown(nbs + nat, br)
 
 
+def sec_bigpairs32(S, meta):
+    sec_bigpairs(S, meta, "bigpairs32", ("EVAL_BIG32_GIB", "EVAL_BIG32_FREE_GIB"))
+
+
+# ---- 6. capacity and moves (issue 38) --------------------------------------------------
+
+GPU_DIR = os.path.join(ROOT, "tests", "gpu")
+
+
+def carry_for(S, top):
+    """The directory the tests/gpu scripts take as CARRY_DIR: .carry on the
+    GPU machine; on the simulated GPU, links into the build tree."""
+    if not SIM:
+        return os.environ.get("EVAL_CARRY", os.path.join(ROOT, ".carry"))
+    carry = os.path.join(top, "carry")
+    os.makedirs(os.path.join(carry, "gpushare"), exist_ok=True)
+    os.makedirs(os.path.join(carry, "lib"), exist_ok=True)
+    cell_driver = os.path.join(os.path.dirname(os.path.dirname(S.broker)), "bench", "cell_driver")
+    for path in (S.broker, S.hook, cell_driver):
+        link = os.path.join(carry, "gpushare", os.path.basename(path))
+        if not os.path.lexists(link):
+            os.symlink(path, link)
+    return carry
+
+
+def run_gpu_script(S, argv, env, out_dir, timeout):
+    """A tests/gpu script, its JSON lines on stdout kept in out_dir."""
+    os.makedirs(out_dir, exist_ok=True)
+    p = spawn([S.py] + argv, env, os.path.join(out_dir, "stderr.log"), stdin=subprocess.DEVNULL)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError("%s did not finish in %d s" % (os.path.basename(argv[0]), timeout))
+    with open(os.path.join(out_dir, "stdout.jsonl"), "w") as f:
+        f.write(out)
+    lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+    if p.returncode != 0:
+        raise RuntimeError("%s failed (rc %d, see %s)" % (os.path.basename(argv[0]), p.returncode,
+                                                         out_dir))
+    return lines
+
+
+def sec_capacity(S, meta):
+    """More notebooks than the GPU holds, taking turns, then more than fit
+    at once, under the broker's default settings: every cell bit-exact,
+    nobody killed (tests/gpu/pressure.py, the issue-33 bench)."""
+    top = os.path.join(S.out, "capacity")
+    deadline = knob("EVAL_PRESSURE_DEADLINE_S", float)
+    env = dict(S.env, PRESSURE_CONFIGS=knob("EVAL_PRESSURE_CONFIGS"),
+               PRESSURE_DEADLINE_S="%d" % deadline,
+               PRESSURE_ENDPOINT="ipc://%s/pressure.sock" % S.tmp)
+    if SIM:  # the smoke run's sizes: a 64 MiB card, a 96 MiB host
+        env.update(PRESSURE_BACKEND="sim", GPUSHARE_SIM_MEMORY="64M",
+                   GPUSHARE_SIM_HOST_MEMORY="96M", GPUSHARE_POOL_CHUNK="4M",
+                   GPUSHARE_SWAP_SEGMENT="2M", GPUSHARE_SIM_CONCURRENCY="4",
+                   PRESSURE_CELL_TIMEOUT_S="40", PYTHONPATH=os.path.join(ROOT, "tests", "simcuda"))
+    lines = run_gpu_script(S, [os.path.join(GPU_DIR, "pressure.py"), carry_for(S, top),
+                               os.path.join(top, "out")], env, top, deadline + 60)
+    rows = Table(S, "capacity.csv", ["config", "phase", "notebook", "tier", "round", "wall_s",
+                                     "waited_s", "bit_exact", "ok", "error"])
+    rows.extend_rows([x for x in lines if x.get("event") == "cell"])
+    summaries = [x for x in lines if x.get("event") == "summary"]
+    if not summaries:
+        raise RuntimeError("pressure.py wrote no summary (see %s)" % top)
+    meta.update(repetitions=1, summaries=summaries,
+                cells=sum(x.get("cells", 0) for x in summaries),
+                cells_ok=sum(x.get("cells_ok", 0) for x in summaries),
+                deaths=sum(x.get("deaths", 0) for x in summaries),
+                notes="tests/gpu/pressure.py with the broker's default settings (park_idle_s=0); "
+                      "fit: N notebooks GPU + host hold, in turn; over: one more, all at once")
+    log("capacity: %d of %d cells ok, %d deaths" % (meta["cells_ok"], meta["cells"],
+                                                    meta["deaths"]))
+
+
+def sec_park(S, meta):
+    """Whole parks and unparks of 32 GiB notebooks, and switches between
+    60 GB ones, on the swap tier with the default host budget
+    (tests/gpu/park_rotation.py, every cell checked bit-exact)."""
+    if SIM:
+        raise RuntimeError("park: times on the simulated GPU mean nothing; a real GPU only")
+    rows = Table(S, "park.csv", ["gib", "kind", "session", "tier", "bytes", "seconds",
+                                 "switch_s", "bit_exact"])
+    carry = carry_for(S, S.out)
+    for gib, n, rounds, kind in ((knob("EVAL_PARK_GIB", float), 3, 1, "park"),
+                                 (knob("EVAL_SWITCH_GIB", float), 2, 2, "switch")):
+        d = os.path.join(S.out, "park-%g" % gib)
+        env = dict(S.env, PARK_SWAP="1", PARK_N=str(n), PARK_HOST_BUDGET="auto")
+        lines = run_gpu_script(S, [os.path.join(GPU_DIR, "park_rotation.py"), carry, d,
+                                   "%g" % gib, str(rounds)], env, d, 280)
+        exact = all(x["bit_exact"] for x in lines if x.get("bit_exact") is not None)
+        with open(os.path.join(d, "park-events.jsonl")) as f:
+            ev = [json.loads(x) for x in f if x.strip()]
+        for e in ev:
+            if e.get("event") in ("park", "unpark"):
+                rows.add(gib=gib, kind=e["event"], session=e.get("session"), tier=e.get("tier"),
+                         bytes=e.get("bytes"), seconds=e.get("seconds"), bit_exact=int(exact))
+        sw = subprocess.run([S.py, os.path.join(ROOT, "bench", "switch_times.py"),
+                             os.path.join(d, "park-events.jsonl")], capture_output=True,
+                            text=True, timeout=60)
+        for x in (json.loads(l) for l in sw.stdout.splitlines() if l.strip()):
+            rows.add(gib=gib, kind="switch", session=x["session"], tier=x["tier"],
+                     bytes=x["bytes"], seconds=x["unpark_s"], switch_s=x["switch_s"],
+                     bit_exact=int(exact))
+        if not exact:
+            raise RuntimeError("park: a %g GiB notebook's data did not come back bit-exact" % gib)
+    meta.update(repetitions=1, notes="tests/gpu/park_rotation.py, PARK_SWAP=1, "
+                "park_host_budget auto; park and unpark seconds from the broker's event log, "
+                "switches by bench/switch_times.py")
+
+
 SECTIONS = {"cost": sec_cost, "pairs": sec_pairs, "bigpairs": sec_bigpairs,
+            "bigpairs32": sec_bigpairs32, "capacity": sec_capacity, "park": sec_park,
             "interactive": sec_interactive, "reclaim": sec_reclaim, "scale": sec_scale}
 
 

@@ -27,7 +27,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-SECTIONS = ["cost", "pairs", "bigpairs", "interactive", "reclaim", "scale"]
+SECTIONS = ["cost", "pairs", "bigpairs", "bigpairs32", "capacity", "park", "interactive", "reclaim",
+            "scale"]
 
 
 # ---- reading ---------------------------------------------------------------------------
@@ -108,11 +109,6 @@ def f(x, fmt="%.2f", none="–"):
 class Doc:
     def __init__(self, results, figdir, docpath, machine):
         self.results, self.figdir, self.docpath, self.m = results, figdir, docpath, machine
-        self.commits = {}  # {section: commit} where they differ (section_commits)
-        # {section: machine} of sections merged from a run on another
-        # machine: machine-SECTION.txt beside machine.txt
-        self.machines = {s: read_machine(results, "machine-%s.txt" % s) for s in SECTIONS
-                         if os.path.exists(os.path.join(results, "machine-%s.txt" % s))}
         self.lines = []
         self.targets = []  # (target, measured, verdict)
         self.summary = {}  # summary.json: one number per key (SUMMARY_KEYS)
@@ -137,23 +133,8 @@ class Doc:
         self.w("")
 
     def machine_line(self, sections=None):
-        """The machine of the given sections (a list: those merged from a
-        run on another machine say theirs), or of the whole document (None:
-        the main machine, then each other machine with its sections)."""
-        if sections is None:
-            line = self.one_machine(self.m)
-            others = {}
-            for s, m in self.machines.items():
-                others.setdefault(self.one_machine(m), []).append(s)
-            for other, ss in others.items():
-                line += ". %s %s on: %s" % ("Sections" if len(ss) > 1 else "Section", ", ".join(ss), other)
-            return line
-        groups = {}  # machine line -> its sections, in order
-        for s in sections:
-            groups.setdefault(self.one_machine(self.machines.get(s, self.m)), []).append(s)
-        if len(groups) <= 1:
-            return next(iter(groups)) if groups else self.one_machine(self.m)
-        return "; ".join("%s on %s" % (", ".join(ss), line) for line, ss in groups.items())
+        """The machine every section ran on (one run: one_run_or_exit)."""
+        return self.one_machine(self.m)
 
     def one_machine(self, m):
         if m.get("backend") == "sim":
@@ -166,8 +147,7 @@ class Doc:
             tv[0], tv[2] if len(tv) > 2 else "?", tv[4] if len(tv) > 4 else "?")
         return "%s (%s); %s; %s CPUs (%s), %s RAM, kernel %s; gpushare %s" % (
             name, drv, torch, m.get("nproc", "?"), m.get("cpu", "?"), m.get("memory", "?"),
-            m.get("kernel", "?"), commit_line(m.get("gpushare", "?"), {} if m is not self.m else {
-                s: c for s, c in self.commits.items() if s not in self.machines}))
+            m.get("kernel", "?"), m.get("gpushare", "?"))
 
     def figure(self, fig, name, title, meta, extra=""):
         os.makedirs(self.figdir, exist_ok=True)
@@ -277,8 +257,12 @@ def sec_cost(D, d):
                              "%+.2f %%" % med(wall), "%d" % sum(int(num(r["steps"])) for r in rs),
                              f(med(lps) if lps else None, "%.0f"), f(model, "%.3f %%")])
             if worst_ab is None or med(per) > worst_ab[0]:
-                worst_ab = (med(per), wl)
+                half = 1.96 * sd / len(per) ** 0.5
+                worst_ab = (med(per), wl, [mean - half, mean + half])
         D.summary["cost_alone_pct"] = worst_ab[0]
+        # The worst workload's mean with its 95 % confidence interval: how
+        # far the median can be trusted on this machine.
+        D.summary["cost_alone_ci95_pct"] = [round(x, 4) for x in worst_ab[2]]
         D.w("Side by side in one process (PyTorch): the hooked notebook alternates batches of "
             "steps with the hook's gate in force (*on*) and bypassed (*off*: "
             "`gpushare_hook_passthrough`, every submission past the gate and the burst "
@@ -480,6 +464,112 @@ def sec_pairs(D, d):
             D.target("big pairs ≤ %.2f x serial (%s)" % (lim, c.split()[1]),
                      "%s x serial (%s)" % (f(v, "%.2f"), best[1]), v, lim, by_factor)
     D.kept("pairs", "")
+
+
+# ---- 2b. big pairs at 32 GiB -------------------------------------------------------------
+
+def sec_bigpairs32(D, d):
+    rows, meta = read_csv(d, "bigpairs32.csv") or [], read_meta(d, "bigpairs32")
+    D.w("## 2b. Big pairs at 32 GiB: never worse than serial", "")
+    if not rows:
+        D.w("Not run.", "")
+        return
+    D.w("The big pairs again with %.3g GiB per job and %.3g GiB of GPU memory left by the "
+        "ballast: a switch moves more than the CPU phase it could hide in, so the scheduler "
+        "should rather not switch; a pair must take at most as long as the two jobs one "
+        "after the other." % (meta["gib"], meta["gpu_memory_gib"]) if meta else "", "")
+    table = []
+    for mix in ("90/10", "50/50"):
+        rs = [r for r in rows if r["mix"] == mix]
+        ser = num(next((r["total_s"] for r in rs if r["config"] == "serial"), None))
+        for r in rs:
+            t = num(r["total_s"]) if r["ok"] == "1" else None
+            table.append([mix, pair_label(r), f(t, "%.1f s"),
+                          f(t / ser if t and ser else None, "%.2f x") if r["ok"] == "1"
+                          else r["error"][:60]])
+        a = num(next((r["total_s"] for r in rs if r["config"] == "adaptive" and r["ok"] == "1"),
+                     None))
+        v = a / ser if a and ser else None
+        D.summary["bigpairs32_%s_vs_serial" % mix.replace("/", "_")] = v
+        D.target("big pairs at 32 GiB ≤ 1.00 x serial (%s, adaptive)" % mix,
+                 f(v, "%.2f x serial"), v, 1.0, by_factor)
+    D.table(["mix", "configuration", "total", "relative to serial"], table)
+    if meta:
+        D.w("Command: `%s`. Machine: %s." % (meta.get("command", "?"),
+                                             D.machine_line(["bigpairs32"])), "")
+
+
+# ---- 2c. capacity -------------------------------------------------------------------------
+
+def sec_capacity(D, d):
+    meta = read_meta(d, "capacity")
+    D.w("## 2c. Capacity: more notebooks than the GPU holds", "")
+    if not meta or not meta.get("summaries"):
+        D.w("Not run." if not meta else "Failed: %s" % meta.get("error", "?"), "")
+        return
+    D.w("The memory-pressure bench (`tests/gpu/pressure.py`) with the broker's default "
+        "settings: *fit*, N notebooks of S GiB that GPU and host hold together, taking turns "
+        "(each cell allocates scratch memory on top and checks its data bit-exact at the same "
+        "address); *over*, one more notebook than fit, all at once (cells wait for room and "
+        "say so).", "")
+    table = []
+    for x in meta["summaries"]:
+        table.append([x["config"], "%d (+%d over)" % (x["notebooks"], x.get("over_notebooks", 0)
+                                                      - x["notebooks"])
+                      if x.get("over_notebooks") else "%d" % x["notebooks"],
+                      "%.1f GiB" % (x["bytes"] / 2 ** 30), "%d of %d" % (x["cells_ok"], x["cells"]),
+                      "%d" % x.get("bit_exact_failures", 0), "%d" % x.get("cells_waited", 0),
+                      "%d" % x["deaths"],
+                      f((x.get("mem_available_min") or 0) / 2 ** 30, "%.1f GiB"),
+                      "%d" % len(x.get("dmesg") or [])])
+    D.table(["config", "notebooks", "each", "cells ok", "not bit-exact", "cells that waited",
+             "deaths", "MemAvailable min", "dmesg OOM/NVRM lines"], table)
+    D.summary.update(pressure_cells=meta["cells"], pressure_cells_ok=meta["cells_ok"],
+                     pressure_deaths=meta["deaths"])
+    ok = meta["cells"] - meta["cells_ok"] + meta["deaths"]
+    D.target("capacity: every cell ok, no notebook killed", "%d of %d cells, %d deaths" % (
+        meta["cells_ok"], meta["cells"], meta["deaths"]), ok, 0,
+             lambda v, lim: "%d cells or deaths" % v)
+    D.w("Command: `%s`. Machine: %s." % (meta.get("command", "?"), D.machine_line(["capacity"])),
+        "")
+
+
+# ---- 2d. moves ----------------------------------------------------------------------------
+
+def sec_park(D, d):
+    rows, meta = read_csv(d, "park.csv") or [], read_meta(d, "park")
+    D.w("## 2d. Park, unpark and switch times", "")
+    if not rows:
+        D.w("Not run." if not meta else "Failed: %s" % meta.get("error", "?"), "")
+        return
+
+    def times(kind, key="seconds", big=None):
+        gib = [num(r["gib"]) for r in rows if r["kind"] == kind]
+        top = max(gib) if big is None else big
+        return [num(r[key]) for r in rows if r["kind"] == kind and num(r["gib"]) == top
+                and num(r[key]) is not None and (kind == "switch" or r["tier"] == "swap")
+                and num(r["bytes"] or 0) >= 0.9 * top * 2 ** 30]
+
+    small = min(num(r["gib"]) for r in rows)
+    big = max(num(r["gib"]) for r in rows)
+    park, unpark = times("park", big=small), times("unpark", big=small)
+    switch = times("switch", "switch_s", big)
+    D.summary.update(park_32gib_s=med(park) if park else None,
+                     unpark_32gib_s=med(unpark) if unpark else None,
+                     switch_60gb_s=med(switch) if switch else None)
+    D.table(["what", "median", "range", "count"], [
+        ["%g GiB parked (swap tier, whole)" % small, f(med(park) if park else None, "%.2f s"),
+         "%s-%s s" % (f(min(park) if park else None), f(max(park) if park else None)), len(park)],
+        ["%g GiB unparked" % small, f(med(unpark) if unpark else None, "%.2f s"),
+         "%s-%s s" % (f(min(unpark) if unpark else None), f(max(unpark) if unpark else None)),
+         len(unpark)],
+        ["switch between %g GiB notebooks (cell start to back on the GPU)" % big,
+         f(med(switch) if switch else None, "%.2f s"),
+         "%s-%s s" % (f(min(switch) if switch else None), f(max(switch) if switch else None)),
+         len(switch)]])
+    D.w("Every cell's data bit-exact at the same address: %s. Command: `%s`. Machine: %s." % (
+        "yes" if all(r["bit_exact"] == "1" for r in rows) else "**no**",
+        meta.get("command", "?") if meta else "?", D.machine_line(["park"])), "")
 
 
 # ---- 3. interactivity ---------------------------------------------------------------------
@@ -734,72 +824,48 @@ def sec_scale(D, d):
 # ---- summary.json ---------------------------------------------------------------------------
 
 # One number per key, so that runs can be compared (issue 17); null where the
-# run did not measure it.  The park and switch times come from the park runs
-# (tests/gpu/run_h200.sh park / fastpark), the 32 GiB pairs from a second
-# bigpairs run (--bigpairs32 DIR); --set KEY=VALUE gives them.
-SUMMARY_KEYS = ["machine", "commit", "date", "cost_alone_pct", "smallpairs_90_10_vs_native",
-                "smallpairs_50_50_vs_native", "bigpairs_90_10_vs_serial",
-                "bigpairs_50_50_vs_serial", "bigpairs32_90_10_vs_serial",
-                "bigpairs32_50_50_vs_serial", "short_cell_p50_vs_solo", "short_cell_p99_vs_solo",
-                "trainer_loss_pct", "short_cells_gpu_share_pct", "idle_handoff_p50_ms",
-                "scale8_p99_vs_solo", "scale8_native_p99_vs_solo", "switch_60gb_s",
-                "park_32gib_s", "unpark_32gib_s"]
+# run did not measure it.  Every key comes from one run of one commit on one
+# machine (issue 38): report.py refuses results merged from several.
+SUMMARY_KEYS = ["machine", "commit", "date", "cost_alone_pct", "cost_alone_ci95_pct",
+                "smallpairs_90_10_vs_native", "smallpairs_50_50_vs_native",
+                "bigpairs_90_10_vs_serial", "bigpairs_50_50_vs_serial",
+                "bigpairs32_90_10_vs_serial", "bigpairs32_50_50_vs_serial",
+                "short_cell_p50_vs_solo", "short_cell_p99_vs_solo", "trainer_loss_pct",
+                "short_cells_gpu_share_pct", "idle_handoff_p50_ms", "scale8_p99_vs_solo",
+                "scale8_native_p99_vs_solo", "switch_60gb_s", "park_32gib_s", "unpark_32gib_s",
+                "pressure_cells", "pressure_cells_ok", "pressure_deaths"]
 
 
-def bigpairs_ratios(d):
-    """{'90_10': adaptive / serial, ...} of a results directory's big pairs."""
-    out = {}
-    for mix in ("90/10", "50/50"):
-        rs = [r for r in read_csv(d, "bigpairs.csv") or [] if r["mix"] == mix]
-        ser = num(next((r["total_s"] for r in rs if r["config"] == "serial"), None))
-        a = num(next((r["total_s"] for r in rs if r["config"] == "adaptive" and r["ok"] == "1"),
-                     None))
-        out[mix.replace("/", "_")] = a / ser if a and ser else None
-    return out
-
-
-def section_commits(results, machine, given):
-    """{section: commit} of the sections run: each section's meta says
-    (since 2026-12-04), --section-commit SECTION=COMMIT says for older
-    results merged from several runs, machine.txt for the rest."""
+def section_commits(results, machine):
+    """{section: commit} of the sections run, from their metas."""
     out = {}
     for s in SECTIONS:
         m = read_meta(results, s)
         if m:
             out[s] = m.get("gpushare") or machine.get("gpushare")
-    for kv in given:
-        s, _, c = kv.partition("=")
-        if s not in SECTIONS or not c:
-            raise SystemExit("report.py: --section-commit %s: want SECTION=COMMIT, SECTION one of %s"
-                             % (kv, " ".join(SECTIONS)))
-        out[s] = c
     return out
 
 
-def commit_line(main, commits):
-    """"9b8ec7e (bigpairs, reclaim: 23f8630)": the main commit and the
-    sections that ran at another."""
-    others = {}
-    for s, c in commits.items():
-        if c and c != main:
-            others.setdefault(c, []).append(s)
-    extra = "; ".join("%s: %s" % (", ".join(ss), c) for c, ss in others.items())
-    return "%s (%s)" % (main, extra) if extra else main
+def one_run_or_exit(results, machine, commits):
+    """The document and its summary speak of one run: every section at the
+    machine's commit, none merged from another machine."""
+    merged = sorted(f for f in os.listdir(results) if re.match(r"machine-\w+\.txt$", f))
+    if merged:
+        raise SystemExit("report.py: %s: sections from another machine (%s); the evaluation "
+                         "is one run of one commit on one machine: run the sections again there"
+                         % (results, ", ".join(merged)))
+    main = machine.get("gpushare")
+    other = {s: c for s, c in commits.items() if c and c != main}
+    if other:
+        raise SystemExit("report.py: %s: sections ran at other commits than %s (%s); the "
+                         "evaluation is one run of one commit: run them again at one commit"
+                         % (results, main, ", ".join("%s: %s" % kv for kv in other.items())))
 
 
-def write_summary(D, machine, path, bigpairs32, sets, commits=None):
+def write_summary(D, machine, path):
     out = dict.fromkeys(SUMMARY_KEYS)
-    commit = commit_line(machine.get("gpushare"), commits or {})
-    out.update(machine=D.machine_line(), commit=commit, date=machine.get("date"))
+    out.update(machine=D.machine_line(), commit=machine.get("gpushare"), date=machine.get("date"))
     out.update({k: v for k, v in D.summary.items() if k in out})
-    if bigpairs32:
-        for mix, v in bigpairs_ratios(bigpairs32).items():
-            out["bigpairs32_%s_vs_serial" % mix] = v
-    for kv in sets:
-        k, _, v = kv.partition("=")
-        if k not in out:
-            raise SystemExit("report.py: --set %s: no such key (%s)" % (k, " ".join(SUMMARY_KEYS)))
-        out[k] = num(v) if num(v) is not None else v
     for k, v in out.items():
         if isinstance(v, float):
             out[k] = round(v, 4)
@@ -815,22 +881,16 @@ def main():
     root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
     ap.add_argument("--doc", default=os.path.join(root, "doc", "evaluation.md"))
     ap.add_argument("--figdir", default=None, help="default: eval/ next to --doc")
-    ap.add_argument("--bigpairs32", default=None,
-                    help="results of a bigpairs run with EVAL_BIG_GIB=32 (summary.json)")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="a summary.json number measured elsewhere (the park runs)")
-    ap.add_argument("--section-commit", action="append", default=[], metavar="SECTION=COMMIT",
-                    help="the gpushare commit a section ran at, for results merged from "
-                    "several runs whose metas do not say")
     args = ap.parse_args()
     figdir = args.figdir or os.path.join(os.path.dirname(os.path.abspath(args.doc)), "eval")
     machine = read_machine(args.results)
     D = Doc(args.results, figdir, args.doc, machine)
     body = Doc(args.results, figdir, args.doc, machine)
     body.keep = D.keep
-    commits = section_commits(args.results, machine, args.section_commit)
-    D.commits = body.commits = commits
-    for fn in (sec_cost, sec_pairs, sec_interactive, sec_reclaim, sec_scale):
+    commits = section_commits(args.results, machine)
+    one_run_or_exit(args.results, machine, commits)
+    for fn in (sec_cost, sec_pairs, sec_bigpairs32, sec_capacity, sec_park, sec_interactive,
+               sec_reclaim, sec_scale):
         fn(body, args.results)
     metas = [read_meta(args.results, s) for s in SECTIONS]
     D.w("# gpushare: evaluation", "")
@@ -853,8 +913,7 @@ def main():
     os.makedirs(os.path.dirname(os.path.abspath(args.doc)), exist_ok=True)
     with open(args.doc, "w") as fh:
         fh.write("\n".join(D.lines).rstrip("\n") + "\n")
-    write_summary(body, machine, os.path.join(figdir, "summary.json"), args.bigpairs32, args.set,
-                  commits)
+    write_summary(body, machine, os.path.join(figdir, "summary.json"))
     print("wrote %s and %d figures in %s" % (args.doc, len(os.listdir(figdir)) if os.path.isdir(figdir) else 0,
                                              figdir))
 

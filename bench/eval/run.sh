@@ -1,7 +1,8 @@
 #!/bin/bash
 # The evaluation suite (issue 8), from the repository root:
 #   bash bench/eval/run.sh [SECTION...]
-# Sections: cost pairs bigpairs interactive reclaim scale (default: all).
+# Sections: cost pairs bigpairs bigpairs32 capacity park interactive reclaim
+# scale (default: all; on the simulated GPU all but park).
 # On the GPU machine it runs what tests/gpu/make_carry.sh built into .carry/
 # (device tool: carry [".carry"]); with EVAL_BACKEND=sim it runs the build
 # tree on the simulated GPU.  Results (CSV, meta-*.json, event logs, logs,
@@ -18,8 +19,12 @@ set -u
 cd "$(dirname "$0")/../.."
 RES=${EVAL_RESULTS:-/tmp/gs-eval}
 mkdir -p "$RES"
-sections=${*:-cost pairs bigpairs interactive reclaim scale}
 backend=${EVAL_BACKEND:-torch}
+if [ "$backend" = sim ]; then
+    sections=${*:-cost pairs bigpairs bigpairs32 capacity interactive reclaim scale}
+else
+    sections=${*:-cost pairs bigpairs bigpairs32 capacity park interactive reclaim scale}
+fi
 if [ "$backend" = sim ]; then
     py=${EVAL_PYTHON:-/usr/bin/python3}
 else
@@ -29,7 +34,12 @@ else
 fi
 
 # The machine, for every figure.
-commit=$(cat .carry/commit.txt 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# (what .carry holds on the GPU machine; the checkout on the simulated GPU)
+if [ "$backend" = sim ]; then
+    commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+else
+    commit=$(cat .carry/commit.txt 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
+fi
 {
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "backend: $backend"

@@ -32,7 +32,8 @@ def results(tmp_path_factory):
                EVAL_SECTION_TIMEOUT="120")
     for k in ("LD_PRELOAD", "GPUSHARE_BROKER", "GPUSHARE_SESSION", "OUT"):
         env.pop(k, None)
-    r = subprocess.run(["bash", RUN, "cost", "bigpairs", "interactive", "reclaim"], env=env,
+    r = subprocess.run(["bash", RUN, "cost", "bigpairs", "capacity", "interactive", "reclaim"],
+                       env=env,
                        capture_output=True,
                        text=True, timeout=500)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -40,7 +41,7 @@ def results(tmp_path_factory):
 
 
 def test_every_section_says_what_ran(results):
-    for s in ("cost", "bigpairs", "interactive", "reclaim"):
+    for s in ("cost", "bigpairs", "capacity", "interactive", "reclaim"):
         with open(os.path.join(results, "meta-%s.json" % s)) as f:
             meta = json.load(f)
         assert meta["ok"] is True, meta
@@ -137,65 +138,72 @@ def test_report_writes_the_document_and_figures(results, tmp_path):
     assert figs == ["cost.png", "interactive.png", "pairs.png", "reclaim.png", "summary.json"], figs
     with open(tmp_path / "eval" / "summary.json") as f:
         summary = json.load(f)
-    assert list(summary)[:3] == ["machine", "commit", "date"] and len(summary) == 20, summary
+    assert list(summary)[:3] == ["machine", "commit", "date"] and len(summary) == 24, summary
     assert summary["bigpairs_50_50_vs_serial"] > 0 and summary["idle_handoff_p50_ms"] > 0
     assert summary["scale8_p99_vs_solo"] is None  # not run
     assert summary["trainer_loss_pct"] is not None and summary["short_cells_gpu_share_pct"] > 0
     assert "in-process A/B, PyTorch" in text
 
 
-def test_summary_names_the_commit_of_each_section(results, tmp_path):
-    """Results merged from two runs: the summary's commit names the
-    sections that ran at another commit, from their metas or, for results
-    whose metas do not say, from --section-commit."""
+def test_capacity_runs_the_pressure_bench_with_every_cell_checked(results):
+    """More notebooks than the simulated GPU holds take turns; every cell's
+    row is kept, the summary adds them up."""
+    r = rows(results, "capacity.csv")
+    assert {x["phase"] for x in r} == {"fit", "over"}, r
+    assert all(x["ok"] == "True" for x in r), [x for x in r if x["ok"] != "True"]
+    with open(os.path.join(results, "meta-capacity.json")) as f:
+        meta = json.load(f)
+    assert meta["cells"] == len(r) == meta["cells_ok"] and meta["deaths"] == 0, meta
+
+
+def report(results, doc):
+    return subprocess.run([sys.executable, REPORT, str(results), "--doc", str(doc)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_summary_has_the_capacity_the_32gib_pairs_and_the_cost_interval(results, tmp_path):
+    """bigpairs32 is the big pairs' code with other sizes: its rows stand
+    in here as a copy of the 4 GiB ones, renamed."""
+    pytest.importorskip("matplotlib")
+    run = tmp_path / "run"
+    shutil.copytree(results, run)
+    shutil.copy(run / "bigpairs.csv", run / "bigpairs32.csv")
+    with open(run / "meta-bigpairs.json") as f:
+        meta = json.load(f)
+    meta["section"] = "bigpairs32"
+    with open(run / "meta-bigpairs32.json", "w") as f:
+        json.dump(meta, f)
+    r = report(run, tmp_path / "evaluation.md")
+    assert r.returncode == 0, r.stderr
+    with open(tmp_path / "eval" / "summary.json") as f:
+        summary = json.load(f)
+    assert summary["pressure_cells"] == summary["pressure_cells_ok"] > 0, summary
+    assert summary["pressure_deaths"] == 0
+    low, high = summary["cost_alone_ci95_pct"]
+    assert low <= high, summary
+    assert summary["bigpairs32_50_50_vs_serial"] == summary["bigpairs_50_50_vs_serial"] > 0
+    text = (tmp_path / "evaluation.md").read_text()
+    assert "## 2c. Capacity" in text and "capacity: every cell ok, no notebook killed" in text
+    assert "big pairs at 32 GiB ≤ 1.00 x serial (50/50, adaptive)" in text
+
+
+def test_sections_of_another_commit_or_machine_are_refused(results, tmp_path):
+    """The evaluation is one run of one commit on one machine (issue 38):
+    results merged from two runs make no document."""
     pytest.importorskip("matplotlib")
     merged = tmp_path / "merged"
     shutil.copytree(results, merged)
     with open(merged / "meta-bigpairs.json") as f:
         meta = json.load(f)
-    main = meta["gpushare"]
     meta["gpushare"] = "abc1234"
     with open(merged / "meta-bigpairs.json", "w") as f:
         json.dump(meta, f)
+    r = report(merged, tmp_path / "x.md")
+    assert r.returncode != 0 and "sections ran at other commits" in r.stderr, r.stderr
+    assert "bigpairs: abc1234" in r.stderr and not (tmp_path / "x.md").exists()
 
-    def summary(*extra):
-        doc = tmp_path / "evaluation.md"
-        r = subprocess.run([sys.executable, REPORT, str(merged), "--doc", str(doc)] + list(extra),
-                           capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, r.stderr
-        with open(tmp_path / "eval" / "summary.json") as f:
-            return json.load(f)["commit"]
-    assert summary() == "%s (bigpairs: abc1234)" % main
-    assert summary("--section-commit", "reclaim=abc1234") == \
-        "%s (bigpairs, reclaim: abc1234)" % main
-    r = subprocess.run([sys.executable, REPORT, str(merged), "--doc", str(tmp_path / "x.md"),
-                        "--section-commit", "bigpair=abc1234"], capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode != 0 and "--section-commit bigpair=abc1234" in r.stderr, r.stderr
-
-
-def test_sections_merged_from_another_machine_say_so(results, tmp_path):
-    """A section merged from a run on another card (machine-SECTION.txt
-    beside machine.txt) is named with its machine in the document's machine
-    line, in summary.json and in its figure's caption; the others keep the
-    main machine."""
-    pytest.importorskip("matplotlib")
-    merged = tmp_path / "merged"
-    shutil.copytree(results, merged)
-    (merged / "machine-bigpairs.txt").write_text(
-        "backend: torch\ngpu: NVIDIA H100 80GB HBM3, 580.159.04, 81559 MiB\n"
-        "torch: 2.11.0+cu130 cuda: 13.0 torchvision: 0.26.0+cu130\nnproc: 16\n"
-        "gpushare: abc1234\n")
-    doc = tmp_path / "evaluation.md"
-    r = subprocess.run([sys.executable, REPORT, str(merged), "--doc", str(doc)],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    with open(tmp_path / "eval" / "summary.json") as f:
-        machine = json.load(f)["machine"]
-    assert machine.startswith("SIMULATED GPU") and \
-        "Section bigpairs on: NVIDIA H100 80GB HBM3" in machine, machine
-    text = doc.read_text()
-    caption = next(l for l in text.splitlines() if l.startswith("*Two jobs sharing one GPU"))
-    assert "Machine: NVIDIA H100 80GB HBM3" in caption and "gpushare abc1234" in caption, caption
-    caption = next(l for l in text.splitlines() if l.startswith("*Idle reclaim"))
-    assert "H100" not in caption, caption
+    other = tmp_path / "other"
+    shutil.copytree(results, other)
+    (other / "machine-bigpairs.txt").write_text("backend: torch\ngpu: NVIDIA H100 80GB HBM3\n")
+    r = report(other, tmp_path / "y.md")
+    assert r.returncode != 0 and "sections from another machine" in r.stderr, r.stderr
