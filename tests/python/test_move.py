@@ -37,10 +37,11 @@ def crowded(notebooks, gpus=2):
     return broker, sim, a, b
 
 
-@pytest.mark.parametrize("gpus", [2, 4])
+@pytest.mark.parametrize("gpus", [2, 4, 8])
 def test_a_parked_notebook_comes_back_on_the_gpu_with_room(notebooks, short_tmp, gpus):
-    """With four GPUs the pairs are the swap 0 <-> 1 and GPUs 2 and 3 onto
-    themselves (every GPU of the machine, as the driver wants)."""
+    """With four (eight) GPUs the pairs are the swap 0 <-> 1 and GPUs 2 and
+    3 (to 7) onto themselves (every GPU of the machine, as the driver
+    wants): the pair form of a move on a bigger server (issue 39)."""
     broker, sim, a, b = crowded(notebooks, gpus)
     gpus = [g["uuid"] for g in broker.status()["gpus"]]
     # a's cell starts: GPU 0 has no room for it, GPU 1 has; b stays.
