@@ -17,7 +17,10 @@
  * Cells that do not alternate (a trainer, a single computation) are never
  * held back, nor hold anyone back.
  */
-#include "scheduler_internal.h"
+#include "scheduler_phases.h"
+
+#include "scheduler_holds.h"
+#include "scheduler_turns.h"
 
 #define PHASE_HINT (10 * 1000LL) /* us: the holder's idle release meanwhile */
 
@@ -52,7 +55,7 @@ int64_t sched_phase_wait(gs_sched_t *s, sched_session_t **h, int nh, sched_sessi
         int64_t end = phase_end(s, g);
         if (end <= now)
             continue;
-        sched_hint(s, o, gpu, PHASE_HINT, now);
+        sched_holds_hint(s, o, gpu, PHASE_HINT, now);
         if (end > until)
             until = end;
     }

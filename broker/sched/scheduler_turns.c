@@ -19,7 +19,7 @@
  * (sched_idle_hint): a tenth of the switch cost, so that noticing the idle
  * gap costs at most a tenth of what the switch does.
  */
-#include "scheduler_internal.h"
+#include "scheduler_turns.h"
 
 #include <math.h>
 #include <stdlib.h>
