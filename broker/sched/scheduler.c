@@ -119,14 +119,14 @@ int gs_sched_cell(gs_sched_t *s, const char *session, int busy, int64_t now)
         return -1;
     ss->last_active = now;
     if (busy != ss->cell_busy)
-        sched_think_mark(ss, busy, now);
+        sched_turns_think_mark(ss, busy, now);
     if (busy && !ss->cell_busy) {
         ss->cell_busy = 1;
         ss->cell_start = now;
         for (int i = 0; i < s->ngpus; i++) {
             sess_gpu_t *g = &ss->g[i];
             g->boost_left = s->cfg.boost_us;
-            g->gaps_stale = 1; /* (sched_gap_close) */
+            g->gaps_stale = 1; /* (sched_turns_gap_close) */
             g->gpu_mark = g->gpu_time + (g->holding ? now - g->hold_start : 0);
         }
     } else if (!busy) {
@@ -134,8 +134,8 @@ int gs_sched_cell(gs_sched_t *s, const char *session, int busy, int64_t now)
         for (int i = 0; i < s->ngpus; i++) {
             sched_state_boost_end(&ss->g[i], now);
             ss->g[i].boost_left = 0;
-            sched_turn_over(&ss->g[i]); /* the next cell starts afresh */
-            ss->g[i].released_at = 0;   /* (between cells the user thinks: no gap) */
+            sched_turns_over(&ss->g[i]); /* the next cell starts afresh */
+            ss->g[i].released_at = 0;    /* (between cells the user thinks: no gap) */
             if (s->cfg.enabled)
                 sched_holds_revoke(s, ss, i, "cell_idle", now);
             sched_holds_drop_demand(s, ss, i, now); /* the cell that waited is over */
@@ -222,7 +222,7 @@ int gs_sched_acquire(gs_sched_t *s, const char *client, int gpu, int64_t p90, in
         return 0;
     }
     sched_state_set_wants(c, gpu, 1);
-    sched_gap_close(c->session, g, now);
+    sched_turns_gap_close(c->session, g, now);
     if (g->holding && !g->revoking && !cg->grant_id && c->session->residency == GS_SCHED_RESIDENT)
         sched_holds_grant_client(s, c, gpu, now); /* its session holds the GPU */
     else
@@ -267,9 +267,9 @@ int gs_sched_set_residency(gs_sched_t *s, const char *session, gs_sched_residenc
         for (int i = 0; i < s->ngpus; i++) {
             sched_state_boost_end(&ss->g[i], now);
             sched_holds_revoke(s, ss, i, "park", now); /* even with the scheduler off */
-            sched_turn_over(&ss->g[i]);                /* switched out */
+            sched_turns_over(&ss->g[i]);               /* switched out */
             if (ss->g[i].released_at)
-                ss->g[i].gap_switched = 1; /* (sched_gap_close) */
+                ss->g[i].gap_switched = 1; /* (sched_turns_gap_close) */
         }
     ss->residency = r;
     decide_all(s, now);
@@ -401,12 +401,12 @@ int gs_sched_info(const gs_sched_t *s, const char *session, int gpu, int64_t now
     out->wants = sched_state_wants(s, ss, gpu);
     out->demand = g->demand;
     out->residency = ss->residency;
-    out->switch_cost_us = sched_switch_cost(g);
+    out->switch_cost_us = sched_turns_switch_cost(g);
     out->min_slice_us = SCHED_SLICE_FACTOR * out->switch_cost_us;
-    out->turn_end_us = sched_turn_end(g);
-    out->idle_gap_us = sched_idle_gap(g);
-    out->think_gap_us = sched_think_gap(ss);
-    out->switchable = sched_switchable(ss, g, now, &out->switchable_at_us);
+    out->turn_end_us = sched_turns_end(g);
+    out->idle_gap_us = sched_turns_idle_gap(g);
+    out->think_gap_us = sched_turns_think_gap(ss);
+    out->switchable = sched_turns_switchable(ss, g, now, &out->switchable_at_us);
     return 0;
 }
 

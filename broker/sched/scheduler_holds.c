@@ -97,15 +97,15 @@ void sched_holds_grant(gs_sched_t *s, sched_session_t *ss, int gpu, int64_t quan
     /* Every policy's grant begins a turn when none is under way (adaptive
      * began its own): a session whose cell runs is switched out only when
      * its turn is over, or its GPU idles longer than a switch costs
-     * (sched_switchable).  Without a turn, the exclusive policy's holders
+     * (sched_turns_switchable).  Without a turn, the exclusive policy's holders
      * were switched out at every CPU phase of their cells: 32 GiB pairs on
      * the H200 switched every 2 s instead of every 20 s. */
-    if (quantum > 0 && !sched_turn_live(g, now))
-        sched_turn_begin(g, quantum, now);
+    if (quantum > 0 && !sched_turns_live(g, now))
+        sched_turns_begin(g, quantum, now);
     g->quantum = quantum > 0 ? quantum : 0;
     g->deadline = quantum > 0 ? now + quantum : GS_SCHED_NEVER;
     g->grants++;
-    g->hint = s->contended[gpu] ? sched_idle_hint(g) : 0;
+    g->hint = s->contended[gpu] ? sched_turns_idle_hint(g) : 0;
     g->boosting = boosting;
     g->boost_start = now;
     g->boost_share = 1;
@@ -124,7 +124,7 @@ static int revoke_one(gs_sched_t *s, sched_session_t *ss, int gpu, const char *r
     g->revoking = reason;
     g->revokes++;
     sched_state_boost_end(g, now);
-    sched_turn_over(g); /* revoked: its turn is over, whatever the reason */
+    sched_turns_over(g); /* revoked: its turn is over, whatever the reason */
     for (int i = 0; i < s->nclients; i++) {
         sched_client_t *c = s->clients[i];
         client_gpu_t *cg = &c->g[gpu];
@@ -154,7 +154,7 @@ static void end_hold(gs_sched_t *s, sched_session_t *ss, int gpu, int64_t now)
     ss->last_active = now;
     sched_state_boost_end(g, now);
     if (!g->revoking)
-        sched_gap_open(ss, g, now); /* gave it back by itself: its turn goes on */
+        sched_turns_gap_open(ss, g, now); /* gave it back by itself: its turn goes on */
     g->hint = 0;
     g->holding = 0;
     g->revoking = NULL;

@@ -79,7 +79,7 @@ static int64_t decide_exclusive(gs_sched_t *s, int gpu, sched_session_t **h, int
          * waited for the waiter (20 s lost per turn on the H200). */
         sched_session_t *next = NULL;
         for (int i = 0; i < nw && !next; i++)
-            if (sched_turn_live(&w[i]->g[gpu], now) && sched_state_grantable(s, w[i], gpu))
+            if (sched_turns_live(&w[i]->g[gpu], now) && sched_state_grantable(s, w[i], gpu))
                 next = w[i];
         /* A parked (or moving) head comes back through parking, which
          * needs room from the holder it would follow; it does not hold up
@@ -103,7 +103,7 @@ static int64_t decide_exclusive(gs_sched_t *s, int gpu, sched_session_t **h, int
      * idled 0.2 s of each 0.9 s phase before every switch. */
     for (int i = 0; i < nw; i++)
         if (w[i]->residency != GS_SCHED_RESIDENT) {
-            sched_holds_hint(s, h[0], gpu, sched_idle_hint(g), now);
+            sched_holds_hint(s, h[0], gpu, sched_turns_idle_hint(g), now);
             break;
         }
     if (now >= g->deadline) {
@@ -263,9 +263,9 @@ static void adaptive_grant(gs_sched_t *s, sched_session_t *ss, int gpu, int boos
         sched_holds_grant(s, ss, gpu, 0, boosting, now); /* keeps or drops its place */
         return;
     }
-    if (!sched_turn_live(g, now))
-        sched_turn_begin(g, adaptive_slice(s, ss, gpu, now), now);
-    sched_holds_grant(s, ss, gpu, sched_turn_end(g) - now, boosting, now);
+    if (!sched_turns_live(g, now))
+        sched_turns_begin(g, adaptive_slice(s, ss, gpu, now), now);
+    sched_holds_grant(s, ss, gpu, sched_turns_end(g) - now, boosting, now);
 }
 
 /* Holders' deadlines follow their turns: a switch cost measured after the
@@ -275,7 +275,7 @@ static void adaptive_deadlines(sched_session_t **h, int nh, int gpu)
     for (int i = 0; i < nh; i++) {
         sess_gpu_t *g = &h[i]->g[gpu];
         if (g->turn_start && !g->revoking) {
-            g->deadline = sched_turn_end(g);
+            g->deadline = sched_turns_end(g);
             g->quantum = g->deadline - g->turn_start;
         }
     }
@@ -383,7 +383,7 @@ static int64_t interactive_end(const gs_sched_t *s, const sched_session_t *block
     const sess_gpu_t *b = &blocked->g[gpu];
     if (!blocked->cell_busy || b->boost_left <= 0 || !g->turn_start)
         return g->deadline;
-    int64_t floor = SCHED_SLICE_FACTOR * sched_switch_cost(g);
+    int64_t floor = SCHED_SLICE_FACTOR * sched_turns_switch_cost(g);
     int64_t shortest =
         g->turn_start + (floor > s->cfg.adaptive_min_us ? floor : s->cfg.adaptive_min_us);
     return shortest < g->deadline ? shortest : g->deadline;
@@ -406,9 +406,9 @@ static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, in
      * and switching it out between two GPU phases costs a switch. */
     for (int i = 0; i < nw; i++) {
         uint64_t need = sched_state_footprint(s, w[i], gpu);
-        if (!sched_turn_live(&w[i]->g[gpu], now) || !sched_state_grantable(s, w[i], gpu) ||
+        if (!sched_turns_live(&w[i]->g[gpu], now) || !sched_state_grantable(s, w[i], gpu) ||
             (held > 0 && !fits(s, gpu, used + need)) ||
-            sched_phase_wait(s, h, nh, w, nw, w[i], gpu, now))
+            sched_phases_wait(s, h, nh, w, nw, w[i], gpu, now))
             continue;
         adaptive_grant(s, w[i], gpu, 0, now);
         used += need;
@@ -435,7 +435,7 @@ static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, in
          * waiter needs its memory: parking switches it out (it holds
          * nothing and its turn is over).  Granted a new turn first, it
          * would keep the waiter out for another whole turn. */
-        int64_t due = sched_switch_due(&w[i]->g[gpu], now);
+        int64_t due = sched_turns_switch_due(&w[i]->g[gpu], now);
         if (due && parked && !fits(s, gpu, used + need + sched_state_footprint(s, parked, gpu))) {
             wake = min64(wake, due);
             used += need; /* resident until parking takes it */
@@ -444,7 +444,7 @@ static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, in
         /* One just brought back, queued by its cell's demand before its
          * acquire, keeps its memory reserved; so does one that waits for
          * another's GPU phase to end (scheduler_phases.c). */
-        int64_t phase = sched_phase_wait(s, h, nh, w, nw, w[i], gpu, now);
+        int64_t phase = sched_phases_wait(s, h, nh, w, nw, w[i], gpu, now);
         if (phase)
             wake = min64(wake, phase);
         else if (sched_state_grantable(s, w[i], gpu))
@@ -463,7 +463,7 @@ static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, in
         free(*hp);
         h = *hp = sched_state_list(s, gpu, 1, &nh);
         for (int i = 0; i < nh; i++)
-            sched_holds_hint(s, h[i], gpu, sched_idle_hint(&h[i]->g[gpu]), now);
+            sched_holds_hint(s, h[i], gpu, sched_turns_idle_hint(&h[i]->g[gpu]), now);
     }
     if (!blocked)
         return wake;

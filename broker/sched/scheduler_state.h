@@ -75,8 +75,8 @@ typedef struct {
     int64_t released_at;      /* gave the GPU back by itself (idle), 0: no */
     int64_t gaps[SCHED_GAPS]; /* its last idle gaps, release to the next acquire */
     int ngaps, gap_next;      /* gaps kept, where the next one goes */
-    int gaps_stale;           /* they are the previous cell's (sched_gap_close) */
-    int gap_switched;         /* switched out during the gap under way (sched_idle_gap) */
+    int gaps_stale;           /* they are the previous cell's (sched_turns_gap_close) */
+    int gap_switched;         /* switched out during the gap under way (sched_turns_idle_gap) */
     unsigned char gap_was_switched[SCHED_GAPS]; /* per kept gap */
     int64_t phases[SCHED_GAPS]; /* its last GPU phases: a hold to its idle release */
     int nphases, phase_next;
