@@ -66,8 +66,7 @@ static gs_session_t *own_session(gs_broker_t *self, const char *name)
     if (!s)
         return NULL;
     take_ownership(self, s);
-    if (self->placements)
-        gs_placement_confirm(self->placements, s->id);
+    gs_session_place_made(self, s->id);
     return s;
 }
 

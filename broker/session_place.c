@@ -199,6 +199,20 @@ void gs_session_place_moved(void *arg, const char *session, int from, int to)
         gs_warn("session %s: could not record its move to GPU %d (out of memory)", session, to);
 }
 
+/* ---- a session's life ------------------------------------------------------- */
+
+void gs_session_place_made(gs_broker_t *b, const char *session)
+{
+    if (b->placements)
+        gs_placement_confirm(b->placements, session);
+}
+
+void gs_session_place_gone(gs_broker_t *b, const char *session)
+{
+    if (b->placements) /* gone: its GPUs count for nobody now */
+        gs_placement_forget(b->placements, session);
+}
+
 const char *gs_session_place_policy_name(const gs_broker_t *b)
 {
     return gs_place_policy_name((gs_place_policy_t)b->placement);

@@ -9,7 +9,9 @@
  *     behind (issue 34, item 5);
  *   - a hook's join: a session placed on several GPUs holds them together
  *     (scheduler_gang.c);
- *   - parking's moves (park_move.c): where one may go, and where it went.
+ *   - parking's moves (park_move.c): where one may go, and where it went;
+ *   - a session made (it takes the placement pending for its name) and
+ *     gone (its GPUs count for nobody).
  */
 #ifndef GS_SESSION_PLACE_H
 #define GS_SESSION_PLACE_H
@@ -47,6 +49,12 @@ void gs_session_place_join(gs_broker_t *b, const char *session, const json_t *ms
  * placed there too. */
 int gs_session_place_may_move(void *arg, const char *session, int gpu);
 void gs_session_place_moved(void *arg, const char *session, int from, int to);
+
+/* Session id was made (session_dispatch.c): the placement a hello of its
+ * name made, pending until now, is its own (placement.h). */
+void gs_session_place_made(gs_broker_t *b, const char *session);
+/* Session id is gone (settle.c): its placement is forgotten. */
+void gs_session_place_gone(gs_broker_t *b, const char *session);
 
 /* The placement policy's name, for status ("spread", "pack", "off"). */
 const char *gs_session_place_policy_name(const gs_broker_t *b);
