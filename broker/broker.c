@@ -26,11 +26,11 @@
 #include "fd_limit.h"
 #include "hangup.h"
 #include "log.h"
-#include "place_hello.h"
 #include "reply.h"
 #include "sched/park_policy.h"
 #include "sd_notify.h"
 #include "session_dispatch.h"
+#include "session_place.h"
 #include "settings.h"
 #include "settle.h"
 #include "socket_dir.h"
@@ -38,8 +38,6 @@
 #include "wire.h"
 
 static json_t *current_status(void *arg);
-static int may_move(void *arg, const char *session, int gpu);
-static void moved(void *arg, const char *session, int from, int to);
 
 static void handled_signals(sigset_t *set)
 {
@@ -285,8 +283,9 @@ gs_broker_t *gs_broker_new(const gs_broker_options_t *opt, char *err, size_t err
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    gs_park_set_move_hooks(
-        self->park, &(gs_park_move_hooks_t){.allowed = may_move, .moved = moved, .arg = self});
+    gs_park_set_move_hooks(self->park, &(gs_park_move_hooks_t){.allowed = gs_session_place_may_move,
+                                                               .moved = gs_session_place_moved,
+                                                               .arg = self});
     if (self->state_path[0] && gs_state_file_load(self->state_path, &state, err, errlen) != 0)
         goto fail;
     if (gs_settings_apply_files(self, &file, &state, &opt->overrides, 0, err, errlen) != 0)
@@ -368,31 +367,6 @@ void gs_broker_destroy(gs_broker_t **self_p)
     *self_p = NULL;
 }
 
-/* Parking may restore a parked session onto another GPU (park_move.c) only
- * where the broker placed it (a spawner's choice stays) and its user may
- * run (gpu_access). */
-static int may_move(void *arg, const char *session, int gpu)
-{
-    gs_broker_t *self = arg;
-    int gpus[GS_PLACE_MAX_GPUS];
-    if (self->placement == GS_PLACE_OFF ||
-        gs_placement_get(self->placements, session, gpus, GS_PLACE_MAX_GPUS) != 1)
-        return 0;
-    const gs_session_t *s = gs_sessions_session(self->sessions, session, 0);
-    uint64_t allowed =
-        s && s->owner_known ? gs_gpu_access_mask(&self->gpu_access, s->owner_uid) : ~0ull;
-    return gpu >= 0 && gpu < 64 && (allowed >> gpu & 1u);
-}
-
-/* It runs there now: its later processes are placed there too. */
-static void moved(void *arg, const char *session, int from, int to)
-{
-    gs_broker_t *self = arg;
-    (void)from;
-    if (gs_placement_set(self->placements, session, &to, 1) != 0)
-        gs_warn("session %s: could not record its move to GPU %d (out of memory)", session, to);
-}
-
 static void on_hello(gs_broker_t *self, zframe_t *peer, const json_t *req)
 {
     char id[32];
@@ -405,7 +379,7 @@ static void on_hello(gs_broker_t *self, zframe_t *peer, const json_t *req)
     json_object_set_new(w, "scheduler", json_string(cfg->enabled ? "on" : "off"));
     json_object_set_new(w, "heartbeat_ms", json_integer(self->opt.heartbeat_ms));
     json_object_set_new(w, "simulated", json_boolean(self->inventory.simulated));
-    json_t *devices = gs_place_hello(self, req);
+    json_t *devices = gs_session_place_hello(self, req);
     if (devices)
         json_object_set_new(w, "devices", devices);
     gs_reply_echo_seq(w, req);
@@ -445,7 +419,7 @@ static void on_status(gs_broker_t *self, zframe_t *peer, const json_t *req)
     json_object_set_new(json_object_get(st, "config"), "show_others",
                         json_string(self->show_others ? "names" : "anonymous"));
     json_object_set_new(json_object_get(st, "config"), "placement",
-                        json_string(gs_place_policy_name((gs_place_policy_t)self->placement)));
+                        json_string(gs_session_place_policy_name(self)));
     if (!self->show_others &&
         !(self->peer.valid && gs_admin_is_admin(self->peer.uid, self->admin_gid)))
         gs_status_anonymize(st, self->peer.valid ? self->peer.uid : (uid_t)-1);

@@ -4,6 +4,9 @@
  * Like Redis, the broker is single-threaded: every state change happens on
  * the loop thread in response to a message, a timer or a signal, so the
  * scheduler needs no locks and can be driven by a virtual clock in tests.
+ * So broker/ and broker/sched/ have no mutexes, no `_locked` functions and
+ * nothing for GS_ASSERT_HELD (gs_assert.h) to check: the only threads are
+ * parking's workers (park/park_worker.c), whose locks are park's own.
  */
 #ifndef GS_BROKER_H
 #define GS_BROKER_H

@@ -68,7 +68,8 @@ int gs_conn_guard_refusing(const gs_conn_guard_t *self, uid_t uid, char *text, s
 
 /* {"open": N, "users_open": N, "max_per_uid": N, "max_total": N,
  * "reserved_for_root": N, "refused": N} for the status (max_per_uid: a
- * user's cap; root's is max_connections_per_uid). */
+ * user's cap; root's is max_connections_per_uid).  Returns a new
+ * reference; the caller decrefs it (or hands it on with a _new setter). */
 json_t *gs_conn_guard_status(const gs_conn_guard_t *self);
 
 #endif

@@ -84,7 +84,8 @@ void gs_gpu_inventory_load(gs_gpu_inventory_t *inv)
         g->index = i;
         if (cu_name(g->name, (int)sizeof g->name, dev) != CUDA_SUCCESS)
             snprintf(g->name, sizeof g->name, "GPU %d", i);
-        gs_gpu_format_uuid((const unsigned char *)uuid.bytes, g->uuid, sizeof g->uuid);
+        memcpy(g->uuid_bytes, uuid.bytes, sizeof g->uuid_bytes);
+        gs_gpu_format_uuid(g->uuid_bytes, g->uuid, sizeof g->uuid);
         cu_totalmem(&total, dev);
         g->memory_total = total;
         inv->count++;
@@ -97,4 +98,9 @@ int gs_gpu_inventory_find(const gs_gpu_inventory_t *inv, const char *uuid)
         if (strcmp(inv->gpus[i].uuid, uuid) == 0)
             return i;
     return -1;
+}
+
+const unsigned char *gs_gpu_inventory_uuid_bytes(const gs_gpu_inventory_t *inv, int index)
+{
+    return index >= 0 && index < inv->count ? inv->gpus[index].uuid_bytes : NULL;
 }

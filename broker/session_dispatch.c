@@ -17,6 +17,7 @@
 #include "log.h"
 #include "proc_alive.h"
 #include "reply.h"
+#include "session_place.h"
 #include "settle.h"
 
 static void reply_ok(gs_broker_t *self, zframe_t *peer, const json_t *req)
@@ -55,7 +56,7 @@ static void take_ownership(gs_broker_t *self, gs_session_t *s)
 
 /* The sender's session of that name, made (and owned by the sender) when
  * it has none; NULL without memory.  A session made now takes the
- * placement a hello of the same name made for it (place_hello.h). */
+ * placement a hello of the same name made for it (session_place.h). */
 static gs_session_t *own_session(gs_broker_t *self, const char *name)
 {
     gs_session_t *s = gs_sessions_named(self->sessions, self->peer.uid, name);
@@ -65,8 +66,7 @@ static gs_session_t *own_session(gs_broker_t *self, const char *name)
     if (!s)
         return NULL;
     take_ownership(self, s);
-    if (self->placements)
-        gs_placement_confirm(self->placements, s->id);
+    gs_session_place_made(self, s->id);
     return s;
 }
 
@@ -208,37 +208,6 @@ static void on_cell(gs_broker_t *self, zframe_t *peer, const json_t *msg)
 
 /* ---- hook messages ------------------------------------------------------------ */
 
-/* A session placed on several GPUs holds them together, in GPU order
- * (scheduler_gang.c).  Its placement, or, when this broker does not know
- * it (it was restarted), the GPUs the joining hook was placed on (`gang`:
- * its `devices`), which are remembered as the session's placement. */
-static void join_gang(gs_broker_t *self, const char *session, const json_t *msg)
-{
-    int gpus[GS_PLACE_MAX_GPUS], n = self->inventory.count;
-    if (n < 2 || n > GS_PLACE_MAX_GPUS || !self->placements)
-        return;
-    int k = gs_placement_get(self->placements, session, gpus, n);
-    if (!k && json_is_true(json_object_get(msg, "gang"))) {
-        char seen[GS_PLACE_MAX_GPUS] = {0};
-        size_t i;
-        const json_t *d;
-        json_array_foreach(json_object_get(msg, "devices"), i, d)
-        {
-            int g = gs_gpu_inventory_find(&self->inventory, json_string_value(d));
-            if (g < 0)
-                return; /* not all of them are this machine's: no gang */
-            seen[g] = 1;
-        }
-        for (int g = 0; g < n; g++)
-            if (seen[g])
-                gpus[k++] = g;
-        if (k >= 2 && gs_placement_set(self->placements, session, gpus, k) != 0)
-            k = 0;
-    }
-    if (k >= 2)
-        gs_sched_set_gang(self->sched, session, gpus, k);
-}
-
 static void on_join(gs_broker_t *self, zframe_t *peer, const json_t *msg)
 {
     if (refuse_without_credentials(self, peer, msg))
@@ -283,7 +252,7 @@ static void on_join(gs_broker_t *self, zframe_t *peer, const json_t *msg)
     snprintf(c->role, sizeof c->role, "hook");
     int64_t now = gs_clock_now_us();
     gs_sched_join(self->sched, c->key, s->id, now);
-    join_gang(self, s->id, msg);
+    gs_session_place_join(self, s->id, msg);
     gs_park_on_join(self->park, c->key, s->id, c->peer_pid, (long)self->peer.uid,
                     strcmp(gs_msg_str(msg, "memory_mode", "device"), "managed") == 0,
                     json_is_true(json_object_get(msg, "swap")),

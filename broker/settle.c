@@ -8,6 +8,7 @@
 #include "clock.h"
 #include "log.h"
 #include "reply.h"
+#include "session_place.h"
 #include "wire.h"
 
 /* A grant's or revoke's line in the event log.  A grant says its turn
@@ -107,8 +108,7 @@ void gs_settle_forget_session(gs_broker_t *b, const char *id)
 {
     gs_session_t *s = gs_sessions_session(b->sessions, id, 0);
     if (s && !s->registered && !gs_sched_has_session(b->sched, id)) {
-        if (b->placements) /* gone: its GPUs count for nobody now */
-            gs_placement_forget(b->placements, id);
+        gs_session_place_gone(b, id);
         gs_sessions_session_remove(b->sessions, id);
     }
 }

@@ -22,6 +22,9 @@ typedef struct {
     const gs_placement_t *placements; /* which GPUs sessions were placed on; NULL: none */
 } gs_status_input_t;
 
+/* The status object (`gpushare status --json`) built from in.  Returns a
+ * new reference; the caller decrefs it (or hands it on with a _new
+ * setter); NULL only when out of memory. */
 json_t *gs_status_build(const gs_status_input_t *in);
 
 /* show_others = anonymous, for a viewer who is no admin: the sessions of

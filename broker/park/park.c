@@ -98,6 +98,7 @@ gs_park_t *gs_park_new(gs_sched_t *sched, gs_sessions_t *sessions, const gs_gpu_
     p->wake = INT64_MAX;
     p->host_ram = host_ram();
     p->ngpus = inv->count;
+    p->inv = inv;
     for (int i = 0; i < inv->count; i++) {
         p->total[i] = inv->gpus[i].memory_total;
         snprintf(p->uuids[i], sizeof p->uuids[i], "%s", inv->gpus[i].uuid);

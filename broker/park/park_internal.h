@@ -191,6 +191,8 @@ struct gs_park {
     gs_sessions_t *sessions; /* read: which sessions exist */
     gs_eventlog_t *eventlog; /* NULL = off */
     char uuids[GS_MAX_GPUS][48];
+    /* The broker's inventory (it outlives the park): UUID bytes for moves. */
+    const gs_gpu_inventory_t *inv;
     char names[GS_MAX_GPUS][96]; /* the model: a move stays within one */
     gs_park_move_hooks_t move;   /* the broker's say in moves (park_move.c) */
     gs_swap_pools_t *pools;      /* the swap tier's host memory; NULL: unavailable */

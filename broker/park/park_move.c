@@ -8,7 +8,8 @@
  * GPU a to GPU b is the swap a <-> b with every other GPU onto itself.  The
  * moved process keeps its ordinals, and the driver names its device by the
  * new UUID from then on: its hooks are told (`moved`) and join again, and
- * the broker's placement follows (the hooks' `moved` callback, broker.c).
+ * the broker's placement follows (the hooks' `moved` callback,
+ * session_place.c).
  *
  * Moved only: a session of one process (its processes can never end up on
  * two GPUs), on one GPU, no gang, that the broker placed (a spawner's
@@ -28,30 +29,6 @@ void gs_park_set_move_hooks(gs_park_t *p, const gs_park_move_hooks_t *hooks)
 {
     if (p)
         p->move = *hooks;
-}
-
-/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" -> 16 bytes; 0, or -1. */
-static int uuid_bytes(const char *text, unsigned char *out)
-{
-    if (strncmp(text, "GPU-", 4) != 0)
-        return -1;
-    int n = 0;
-    for (const char *c = text + 4; *c && n < 32; c++) {
-        if (*c == '-')
-            continue;
-        int v = *c >= '0' && *c <= '9'   ? *c - '0'
-                : *c >= 'a' && *c <= 'f' ? *c - 'a' + 10
-                : *c >= 'A' && *c <= 'F' ? *c - 'A' + 10
-                                         : -1;
-        if (v < 0)
-            return -1;
-        if (n % 2 == 0)
-            out[n / 2] = (unsigned char)(v << 4);
-        else
-            out[n / 2] |= (unsigned char)v;
-        n++;
-    }
-    return n == 32 ? 0 : -1;
 }
 
 int park_move_target(gs_park_t *p, const park_views_t *vs, const park_view_t *v, int g)
@@ -83,9 +60,12 @@ int park_move_pairs(const gs_park_t *p, int from, int to, gs_park_gpu_pair_t *pa
 {
     for (int k = 0; k < p->ngpus; k++) {
         int onto = k == from ? to : k == to ? from : k;
-        if (uuid_bytes(p->uuids[k], pairs[k].old_uuid) != 0 ||
-            uuid_bytes(p->uuids[onto], pairs[k].new_uuid) != 0)
+        const unsigned char *old = gs_gpu_inventory_uuid_bytes(p->inv, k);
+        const unsigned char *new = gs_gpu_inventory_uuid_bytes(p->inv, onto);
+        if (!old || !new)
             return 0;
+        memcpy(pairs[k].old_uuid, old, sizeof pairs[k].old_uuid);
+        memcpy(pairs[k].new_uuid, new, sizeof pairs[k].new_uuid);
     }
     return p->ngpus;
 }

@@ -37,57 +37,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GS_SCHED_MAX_GPUS 16
-#define GS_SCHED_ID_MAX   140 /* session ids: a name of <= 128 bytes, "@" and a uid (sessions.h) */
-#define GS_SCHED_NEVER    INT64_MAX
-
-typedef struct gs_sched gs_sched_t;
-
-typedef enum { GS_POLICY_EXCLUSIVE, GS_POLICY_BURST, GS_POLICY_ADAPTIVE } gs_sched_policy_t;
-
-typedef struct {
-    int enabled;              /* 0: grant everything at once, never revoke */
-    gs_sched_policy_t policy; /* default adaptive */
-    int64_t tq_us;            /* exclusive quantum (20 s) */
-    double alpha, beta;       /* burst estimate and smoothing (0.5, 0.5) */
-    int64_t quota_min_us;     /* burst quota bounds (20 ms, 2 s) */
-    int64_t quota_max_us;
-    int64_t quota_base_us;   /* burst: a session's first tau_last (300 ms) */
-    int64_t window_us;       /* burst share window (10 s) */
-    double request, limit;   /* default shares of GPU time (0, 1) */
-    int64_t boost_us;        /* adaptive interactive boost, GPU time (500 ms) */
-    int64_t adaptive_min_us; /* adaptive slice bounds (2 s, 20 s) */
-    int64_t adaptive_max_us;
-    double headroom; /* fraction of GPU memory kept free (0.05) */
-} gs_sched_config_t;
-
-typedef enum { GS_ACT_GRANT, GS_ACT_REVOKE } gs_sched_act_kind_t;
-
-typedef struct {
-    gs_sched_act_kind_t kind;
-    char client[GS_SCHED_ID_MAX];
-    int gpu;
-    uint64_t grant_id;
-    int64_t quantum_us; /* grants: time left of the session's slice, 0 = until revoked */
-    const char *reason; /* revokes: "quantum", "cell_idle", "preempt", "policy" */
-    /* grants: give it back after this long without submissions (0: the
-     * hook's own idle release).  Set while a switch is wanted on the GPU,
-     * so that a holder's idle gap is seen soon enough to switch in it; a
-     * grant sent again with the same grant_id only changes this. */
-    int64_t idle_release_us;
-    int again;     /* grants: sent again with the same grant_id (a new idle_release_us) */
-    uint64_t turn; /* grants: the session's turn on this GPU (1, 2, ...; a turn
-                    * outlives the idle releases of its cell), 0: none */
-} gs_sched_action_t;
-
-typedef enum { GS_SESS_IDLE, GS_SESS_RUNNING, GS_SESS_WAITING } gs_sched_state_t;
-
-/* Where a session's GPU memory is (parking, broker/park*.c). */
-typedef enum {
-    GS_SCHED_RESIDENT, /* on the GPU: may be granted */
-    GS_SCHED_MOVING,   /* being parked or unparked: its processes are locked */
-    GS_SCHED_PARKED    /* in host memory */
-} gs_sched_residency_t;
+#include "scheduler_config.h"
+#include "scheduler_types.h"
 
 /* A session on one GPU, for status and metrics. */
 typedef struct {
@@ -120,50 +71,13 @@ typedef struct {
     int64_t switchable_at_us; /* if not yet, when it will be (GS_SCHED_NEVER: not by time) */
 } gs_sched_info_t;
 
-/* ---- life and configuration ---------------------------------------------- */
-
-void gs_sched_config_default(gs_sched_config_t *cfg);
+/* ---- life ------------------------------------------------------------------ */
 
 /* ngpus GPUs with their memory sizes in bytes (0 = unknown: always fits). */
 gs_sched_t *gs_sched_new(int ngpus, const uint64_t *memory_total);
 void gs_sched_destroy(gs_sched_t **self_p);
 
-/* Check and install a whole configuration.  Returns 0, or -1 with a
- * sentence naming the bad setting in err (nothing changed).  The new
- * settings take effect at the next gs_sched_tick (the deadline becomes
- * "now"): holders beyond what the policy allows are revoked ("policy"). */
-int gs_sched_set_config(gs_sched_t *self, const gs_sched_config_t *cfg, char *err, size_t errlen);
-const gs_sched_config_t *gs_sched_config(const gs_sched_t *self);
-
-/* One setting by name, as `gpushare set`, the configuration file and
- * signals give them.  Keys (and the JSON values accepted):
- *   scheduler "on"|"off" (or true/false)   policy "exclusive"|"burst"|"adaptive"
- *   tq (or tq_s) seconds > 0               boost_ms >= 0
- *   alpha, beta in [0, 1]                  quota_min_ms, quota_max_ms, quota_base_ms > 0
- *   window_s > 0                           adaptive_min_s, adaptive_max_s > 0
- *   headroom in [0, 0.9] (fraction of each GPU's memory)
- *   request, limit in [0, 1] (defaults for every session)
- *   share.<session>.request, share.<session>.limit in [0, 1]
- *     (the session need not exist yet; kept until it is changed; a
- *     default request above a session's own limit counts as that limit)
- * Returns 0, or -1 with err set ("tq: must be a number of seconds > 0, not
- * \"x\"").  Same timing as gs_sched_set_config. */
-int gs_sched_set(gs_sched_t *self, const char *key, const json_t *value, char *err, size_t errlen);
-
-/* The shares (share.<session>.*), which live outside gs_sched_config_t, as
- * they are now: a batch of settings that is refused puts them back with
- * gs_sched_shares_restore (which frees saved) along with the configuration.
- * NULL when out of memory; restoring NULL changes nothing. */
-void *gs_sched_shares_save(const gs_sched_t *self);
-void gs_sched_shares_restore(gs_sched_t *self, void *saved);
-
-/* The current settings as an object whose keys gs_sched_set accepts back:
- * {"scheduler":"on","policy":"adaptive","tq_s":20.0,"boost_ms":500,...,
- *  "shares":{"<session>":{"request":0.5,"limit":1.0}}}. New reference. */
-json_t *gs_sched_config_json(const gs_sched_t *self);
-
-const char *gs_sched_policy_name(gs_sched_policy_t policy);
-int gs_sched_policy_parse(const char *name, gs_sched_policy_t *out);
+/* Settings: scheduler_config.h (included above). */
 
 /* ---- events --------------------------------------------------------------- */
 
@@ -221,17 +135,6 @@ int gs_sched_set_residency(gs_sched_t *self, const char *session, gs_sched_resid
  * its clients asks and is granted.  -1: unknown session or GPU. */
 int gs_sched_demand(gs_sched_t *self, const char *session, int gpu, int on, int64_t now_us);
 
-/* What switching the session out of the GPU and back in moves, as
- * parking knows it (gs_sched_set_move). */
-typedef struct {
-    double out_bps, in_bps; /* how fast its memory leaves and comes back, bytes per second
-                               (the session's own copies, or the GPU's for the tier it
-                               would use); 0: it cannot move */
-    uint64_t bytes;         /* what a switch moves each way; 0: its footprint (a whole park) */
-    int overlapped;         /* its way out runs beside the way in of the session it makes
-                               room for (the swap tier): the GPU waits about half the sum */
-} gs_sched_move_t;
-
 /* How the session's memory on the GPU moves (gs_sched_move_t).  Its switch
  * cost is then what a switch moves over each rate, summed (halved when
  * the two ways overlap), and under adaptive:
@@ -249,7 +152,7 @@ int gs_sched_set_move(gs_sched_t *self, const char *session, int gpu, const gs_s
 int gs_sched_set_move_rates(gs_sched_t *self, const char *session, int gpu, double out_bps,
                             double in_bps);
 
-/* The session was placed on several GPUs (scheduler_gang.c): it is granted
+/* The session was placed on several GPUs (scheduler_gang.c tells why): it is granted
  * a GPU of them only while it holds every lower one, and a revoke on one
  * revokes all.  n < 2 GPUs: no gang.  -1: unknown session. */
 int gs_sched_set_gang(gs_sched_t *self, const char *session, const int *gpus, int n);

@@ -4,7 +4,9 @@
  * and the settings as JSON for status.  Every way of changing a setting
  * goes through gs_sched_set_config, so a value is checked in one place.
  */
-#include "scheduler_internal.h"
+#include "scheduler_config.h"
+
+#include "scheduler_state.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -315,7 +317,7 @@ json_t *gs_sched_config_json(const gs_sched_t *s)
     json_t *shares = json_object();
     for (int i = 0; i < s->nshares; i++) {
         double req, lim;
-        sched_shares(s, s->shares[i].session, &req, &lim);
+        sched_state_shares(s, s->shares[i].session, &req, &lim);
         json_object_set_new(shares, s->shares[i].session,
                             json_pack("{s:f, s:f}", "request", req, "limit", lim));
     }

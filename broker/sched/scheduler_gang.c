@@ -12,13 +12,13 @@
  *     gangs; a session of one GPU never holds one GPU while waiting for
  *     another);
  *   - a revoke on any GPU of a gang revokes all of them (it never keeps a
- *     higher GPU while it waits for a lower one);
+ *     higher GPU while it waits for a lower one: sched_holds_revoke);
  *   - its hook asks for every GPU of the gang at once and submits only
  *     while it holds them all (libhook/hook_submit.c).
  * A gang that is being revoked on a lower GPU still counts as holding it,
  * so work it already started across its GPUs can finish.
  */
-#include "scheduler_internal.h"
+#include "scheduler_gang.h"
 
 static int in_gang(const sched_session_t *ss, int gpu)
 {
@@ -35,13 +35,9 @@ int sched_gang_ready(const sched_session_t *ss, int gpu)
     return 1;
 }
 
-void sched_gang_revoke(gs_sched_t *s, sched_session_t *ss, int gpu, const char *reason, int64_t now)
+int sched_gang_member(const sched_session_t *ss, int gpu)
 {
-    if (!in_gang(ss, gpu))
-        return;
-    for (int j = 0; j < GS_SCHED_MAX_GPUS; j++)
-        if (j != gpu && in_gang(ss, j))
-            sched_session_revoke(s, ss, j, reason, now); /* returns at once where revoking */
+    return in_gang(ss, gpu);
 }
 
 int sched_gang_filter(sched_session_t **w, int nw, int gpu)
@@ -51,24 +47,4 @@ int sched_gang_filter(sched_session_t **w, int nw, int gpu)
         if (sched_gang_ready(w[i], gpu))
             w[k++] = w[i];
     return k;
-}
-
-int gs_sched_set_gang(gs_sched_t *s, const char *session, const int *gpus, int n)
-{
-    sched_session_t *ss = sched_session_find(s, session);
-    if (!ss)
-        return -1;
-    unsigned mask = 0;
-    for (int i = 0; i < n; i++)
-        if (gpus[i] >= 0 && gpus[i] < s->ngpus)
-            mask |= 1u << gpus[i];
-    ss->gang = __builtin_popcount(mask) >= 2 ? mask : 0;
-    s->dirty = 1;
-    return 0;
-}
-
-unsigned gs_sched_gang(const gs_sched_t *s, const char *session)
-{
-    const sched_session_t *ss = sched_session_find(s, session);
-    return ss ? ss->gang : 0;
 }

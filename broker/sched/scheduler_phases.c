@@ -17,13 +17,16 @@
  * Cells that do not alternate (a trainer, a single computation) are never
  * held back, nor hold anyone back.
  */
-#include "scheduler_internal.h"
+#include "scheduler_phases.h"
+
+#include "scheduler_holds.h"
+#include "scheduler_turns.h"
 
 #define PHASE_HINT (10 * 1000LL) /* us: the holder's idle release meanwhile */
 
-int sched_alternates(const sched_session_t *ss, const sess_gpu_t *g)
+int sched_phases_alternate(const sched_session_t *ss, const sess_gpu_t *g)
 {
-    return ss->cell_busy && sched_idle_gap(g) > 0;
+    return ss->cell_busy && sched_turns_idle_gap(g) > 0;
 }
 
 /* Until when the holder's GPU phase is expected (0: unknown). */
@@ -38,21 +41,21 @@ static int64_t phase_end(const gs_sched_t *s, const sess_gpu_t *g)
     return g->hold_start + len;
 }
 
-int64_t sched_phase_wait(gs_sched_t *s, sched_session_t **h, int nh, sched_session_t **w, int nw,
-                         const sched_session_t *who, int gpu, int64_t now)
+int64_t sched_phases_wait(gs_sched_t *s, sched_session_t **h, int nh, sched_session_t **w, int nw,
+                          const sched_session_t *who, int gpu, int64_t now)
 {
-    if (!sched_alternates(who, &who->g[gpu]))
+    if (!sched_phases_alternate(who, &who->g[gpu]))
         return 0;
     int64_t until = 0;
     for (int i = 0; i < nh + nw; i++) {
         sched_session_t *o = i < nh ? h[i] : w[i - nh]; /* (waiters: granted in this decision) */
         sess_gpu_t *g = &o->g[gpu];
-        if (o == who || !g->holding || g->revoking || !sched_alternates(o, g))
+        if (o == who || !g->holding || g->revoking || !sched_phases_alternate(o, g))
             continue;
         int64_t end = phase_end(s, g);
         if (end <= now)
             continue;
-        sched_hint(s, o, gpu, PHASE_HINT, now);
+        sched_holds_hint(s, o, gpu, PHASE_HINT, now);
         if (end > until)
             until = end;
     }

@@ -8,7 +8,12 @@
  * a revoked holder still holds (its work drains) and the GPU is handed on
  * only when it has let go, so exclusive policies never overlap work.
  */
-#include "scheduler_internal.h"
+#include "scheduler_policy.h"
+
+#include "scheduler_gang.h"
+#include "scheduler_holds.h"
+#include "scheduler_phases.h"
+#include "scheduler_turns.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -32,7 +37,7 @@ static void keep_one_holder(gs_sched_t *s, int gpu, sched_session_t **h, int nh,
         if (h[i]->g[gpu].revoking)
             continue;
         if (kept)
-            sched_session_revoke(s, h[i], gpu, "policy", now);
+            sched_holds_revoke(s, h[i], gpu, "policy", now);
         kept = 1;
     }
 }
@@ -42,7 +47,7 @@ static void end_boosts(sched_session_t **h, int nh, int gpu, int64_t now)
     for (int i = 0; i < nh; i++) {
         sess_gpu_t *g = &h[i]->g[gpu];
         if (g->boosting)
-            sched_boost_count(g, 0, now);
+            sched_state_boost_count(g, 0, now);
     }
 }
 
@@ -53,7 +58,7 @@ static int64_t decide_off(gs_sched_t *s, int gpu, sched_session_t **h, int nh, s
 {
     end_boosts(h, nh, gpu, now);
     for (int i = 0; i < nw; i++)
-        sched_session_grant(s, w[i], gpu, 0, 0, now);
+        sched_holds_grant(s, w[i], gpu, 0, 0, now);
     return GS_SCHED_NEVER;
 }
 
@@ -74,7 +79,7 @@ static int64_t decide_exclusive(gs_sched_t *s, int gpu, sched_session_t **h, int
          * waited for the waiter (20 s lost per turn on the H200). */
         sched_session_t *next = NULL;
         for (int i = 0; i < nw && !next; i++)
-            if (sched_turn_live(&w[i]->g[gpu], now) && sched_grantable(s, w[i], gpu))
+            if (sched_turns_live(&w[i]->g[gpu], now) && sched_state_grantable(s, w[i], gpu))
                 next = w[i];
         /* A parked (or moving) head comes back through parking, which
          * needs room from the holder it would follow; it does not hold up
@@ -84,7 +89,7 @@ static int64_t decide_exclusive(gs_sched_t *s, int gpu, sched_session_t **h, int
             if (w[i]->residency == GS_SCHED_RESIDENT)
                 next = w[i];
         next = next ? next : w[0];
-        sched_session_grant(s, next, gpu, s->cfg.tq_us, 0, now);
+        sched_holds_grant(s, next, gpu, s->cfg.tq_us, 0, now);
         if (nw == 1)
             return GS_SCHED_NEVER;
         return next->g[gpu].holding ? next->g[gpu].deadline : GS_SCHED_NEVER;
@@ -98,11 +103,11 @@ static int64_t decide_exclusive(gs_sched_t *s, int gpu, sched_session_t **h, int
      * idled 0.2 s of each 0.9 s phase before every switch. */
     for (int i = 0; i < nw; i++)
         if (w[i]->residency != GS_SCHED_RESIDENT) {
-            sched_hint(s, h[0], gpu, sched_idle_hint(g), now);
+            sched_holds_hint(s, h[0], gpu, sched_turns_idle_hint(g), now);
             break;
         }
     if (now >= g->deadline) {
-        sched_session_revoke(s, h[0], gpu, "quantum", now);
+        sched_holds_revoke(s, h[0], gpu, "quantum", now);
         return GS_SCHED_NEVER;
     }
     return g->deadline;
@@ -110,7 +115,7 @@ static int64_t decide_exclusive(gs_sched_t *s, int gpu, sched_session_t **h, int
 
 /* ---- burst: Gemini's dynamic quota and request/limit shares ----------------- */
 
-int64_t sched_burst_quota(const gs_sched_config_t *cfg, sess_gpu_t *g)
+static int64_t burst_quota(const gs_sched_config_t *cfg, sess_gpu_t *g)
 {
     /* Before its first quota a session's tau_last is the base quota. */
     double tau = (double)(g->tau ? g->tau : cfg->quota_base_us);
@@ -130,10 +135,10 @@ int64_t sched_burst_quota(const gs_sched_config_t *cfg, sess_gpu_t *g)
 static int over_limit(const gs_sched_t *s, const sched_session_t *ss, int gpu, int64_t now)
 {
     double req, lim;
-    sched_shares(s, ss->id, &req, &lim);
+    sched_state_shares(s, ss->id, &req, &lim);
     if (lim >= 1.0)
         return 0;
-    int64_t used = sched_window_used(&ss->g[gpu], now, s->cfg.window_us);
+    int64_t used = sched_state_window_used(&ss->g[gpu], now, s->cfg.window_us);
     return (double)used >= lim * (double)s->cfg.window_us;
 }
 
@@ -142,10 +147,10 @@ static int over_limit(const gs_sched_t *s, const sched_session_t *ss, int gpu, i
 static int64_t below_limit_at(const gs_sched_t *s, const sched_session_t *ss, int gpu, int64_t now)
 {
     double req, lim;
-    sched_shares(s, ss->id, &req, &lim);
+    sched_state_shares(s, ss->id, &req, &lim);
     const sess_gpu_t *g = &ss->g[gpu];
     int64_t W = s->cfg.window_us, from = now - W;
-    int64_t excess = sched_window_used(g, now, W) - (int64_t)floor(lim * (double)W) + 1;
+    int64_t excess = sched_state_window_used(g, now, W) - (int64_t)floor(lim * (double)W) + 1;
     for (int i = 0; i < g->nhist; i++) {
         int64_t a = g->hist[i].start > from ? g->hist[i].start : from;
         int64_t b = g->hist[i].end < now ? g->hist[i].end : now;
@@ -163,12 +168,12 @@ static int64_t below_limit_at(const gs_sched_t *s, const sched_session_t *ss, in
 static int64_t burst_slice(gs_sched_t *s, sched_session_t *ss, int gpu, int64_t now, int fresh)
 {
     sess_gpu_t *g = &ss->g[gpu];
-    int64_t q = fresh || !g->tau ? sched_burst_quota(&s->cfg, g) : g->tau;
+    int64_t q = fresh || !g->tau ? burst_quota(&s->cfg, g) : g->tau;
     double req, lim;
-    sched_shares(s, ss->id, &req, &lim);
+    sched_state_shares(s, ss->id, &req, &lim);
     if (lim < 1.0) {
-        int64_t room =
-            (int64_t)(lim * (double)s->cfg.window_us) - sched_window_used(g, now, s->cfg.window_us);
+        int64_t room = (int64_t)(lim * (double)s->cfg.window_us) -
+                       sched_state_window_used(g, now, s->cfg.window_us);
         q = min64(q, room > s->cfg.quota_min_us ? room : s->cfg.quota_min_us);
     }
     return q;
@@ -185,8 +190,8 @@ static sched_session_t *burst_pick(gs_sched_t *s, int gpu, sched_session_t **w, 
         if (over_limit(s, w[i], gpu, now))
             continue;
         double req, lim;
-        sched_shares(s, w[i]->id, &req, &lim);
-        double u = (double)sched_window_used(&w[i]->g[gpu], now, s->cfg.window_us) /
+        sched_state_shares(s, w[i]->id, &req, &lim);
+        double u = (double)sched_state_window_used(&w[i]->g[gpu], now, s->cfg.window_us) /
                    (double)s->cfg.window_us;
         int tier = u < req ? 2 : 1;
         double gap = tier == 2 ? req - u : lim - u;
@@ -215,7 +220,7 @@ static int64_t decide_burst(gs_sched_t *s, int gpu, sched_session_t **h, int nh,
         for (int i = 0; i < nw; i++)
             eligible |= !over_limit(s, w[i], gpu, now);
         if (eligible || over_limit(s, ss, gpu, now)) {
-            sched_session_revoke(s, ss, gpu, "quantum", now);
+            sched_holds_revoke(s, ss, gpu, "quantum", now);
             return GS_SCHED_NEVER;
         }
         /* Nobody else may go: the holder keeps the GPU for another slice. */
@@ -225,7 +230,7 @@ static int64_t decide_burst(gs_sched_t *s, int gpu, sched_session_t **h, int nh,
     }
     sched_session_t *pick = burst_pick(s, gpu, w, nw, now);
     if (pick) {
-        sched_session_grant(s, pick, gpu, burst_slice(s, pick, gpu, now, 1), 0, now);
+        sched_holds_grant(s, pick, gpu, burst_slice(s, pick, gpu, now, 1), 0, now);
         return pick->g[gpu].deadline;
     }
     int64_t wake = GS_SCHED_NEVER;
@@ -254,13 +259,13 @@ static int64_t adaptive_slice(const gs_sched_t *s, const sched_session_t *ss, in
 static void adaptive_grant(gs_sched_t *s, sched_session_t *ss, int gpu, int boosting, int64_t now)
 {
     sess_gpu_t *g = &ss->g[gpu];
-    if (!sched_grantable(s, ss, gpu)) {
-        sched_session_grant(s, ss, gpu, 0, boosting, now); /* keeps or drops its place */
+    if (!sched_state_grantable(s, ss, gpu)) {
+        sched_holds_grant(s, ss, gpu, 0, boosting, now); /* keeps or drops its place */
         return;
     }
-    if (!sched_turn_live(g, now))
-        sched_turn_begin(g, adaptive_slice(s, ss, gpu, now), now);
-    sched_session_grant(s, ss, gpu, sched_turn_end(g) - now, boosting, now);
+    if (!sched_turns_live(g, now))
+        sched_turns_begin(g, adaptive_slice(s, ss, gpu, now), now);
+    sched_holds_grant(s, ss, gpu, sched_turns_end(g) - now, boosting, now);
 }
 
 /* Holders' deadlines follow their turns: a switch cost measured after the
@@ -270,7 +275,7 @@ static void adaptive_deadlines(sched_session_t **h, int nh, int gpu)
     for (int i = 0; i < nh; i++) {
         sess_gpu_t *g = &h[i]->g[gpu];
         if (g->turn_start && !g->revoking) {
-            g->deadline = sched_turn_end(g);
+            g->deadline = sched_turns_end(g);
             g->quantum = g->deadline - g->turn_start;
         }
     }
@@ -282,7 +287,7 @@ static int boost_eligible(const gs_sched_t *s, const sched_session_t *ss, int gp
 {
     const sess_gpu_t *g = &ss->g[gpu];
     return ss->cell_busy && g->boost_left > 0 &&
-           ((g->waiting && sched_grantable(s, ss, gpu)) || (g->holding && !g->revoking));
+           ((g->waiting && sched_state_grantable(s, ss, gpu)) || (g->holding && !g->revoking));
 }
 
 static int fits(const gs_sched_t *s, int gpu, uint64_t bytes)
@@ -312,7 +317,7 @@ static int adaptive_boost(gs_sched_t *s, int gpu, sched_session_t **h, int nh, s
     *wake = GS_SCHED_NEVER;
     for (int i = 0; i < nh; i++) {
         sess_gpu_t *g = &h[i]->g[gpu];
-        if (g->boosting && (!h[i]->cell_busy || sched_boost_left(g, now) <= 0 || g->revoking))
+        if (g->boosting && (!h[i]->cell_busy || sched_state_boost_left(g, now) <= 0 || g->revoking))
             end_boosts(&h[i], 1, gpu, now);
     }
     for (int i = 0; i < nh + nw; i++) {
@@ -329,20 +334,21 @@ static int adaptive_boost(gs_sched_t *s, int gpu, sched_session_t **h, int nh, s
     int64_t last_end = now;
     for (int i = 0; i < nh + nw; i++) {
         sched_session_t *c = i < nh ? h[i] : w[i - nh];
-        if (boost_eligible(s, c, gpu) && now + sched_boost_left(&c->g[gpu], now) * nb > last_end)
-            last_end = now + sched_boost_left(&c->g[gpu], now) * nb;
+        if (boost_eligible(s, c, gpu) &&
+            now + sched_state_boost_left(&c->g[gpu], now) * nb > last_end)
+            last_end = now + sched_state_boost_left(&c->g[gpu], now) * nb;
     }
     int spare = last_end - now <= s->cfg.boost_us / 10;
     uint64_t used = 0;
     for (int i = 0; i < nh; i++) {
         if (!boost_eligible(s, h[i], gpu) && !spare)
-            sched_session_revoke(s, h[i], gpu, "preempt", now);
-        used += sched_footprint(s, h[i], gpu);
+            sched_holds_revoke(s, h[i], gpu, "preempt", now);
+        used += sched_state_footprint(s, h[i], gpu);
     }
     for (int i = 0; i < nw; i++) {
         if (!boost_eligible(s, w[i], gpu) || w[i]->g[gpu].holding)
             continue;
-        uint64_t need = sched_footprint(s, w[i], gpu);
+        uint64_t need = sched_state_footprint(s, w[i], gpu);
         if (!fits(s, gpu, used + need))
             continue;
         adaptive_grant(s, w[i], gpu, 1, now);
@@ -359,7 +365,7 @@ static int adaptive_boost(gs_sched_t *s, int gpu, sched_session_t **h, int nh, s
         sess_gpu_t *g = &c->g[gpu];
         if (!g->holding || !boost_eligible(s, c, gpu))
             continue;
-        sched_boost_count(g, share, now);
+        sched_state_boost_count(g, share, now);
         if (g->boost_start + g->boost_left * share < *wake)
             *wake = g->boost_start + g->boost_left * share;
     }
@@ -377,7 +383,7 @@ static int64_t interactive_end(const gs_sched_t *s, const sched_session_t *block
     const sess_gpu_t *b = &blocked->g[gpu];
     if (!blocked->cell_busy || b->boost_left <= 0 || !g->turn_start)
         return g->deadline;
-    int64_t floor = SCHED_SLICE_FACTOR * sched_switch_cost(g);
+    int64_t floor = SCHED_SLICE_FACTOR * sched_turns_switch_cost(g);
     int64_t shortest =
         g->turn_start + (floor > s->cfg.adaptive_min_us ? floor : s->cfg.adaptive_min_us);
     return shortest < g->deadline ? shortest : g->deadline;
@@ -393,16 +399,16 @@ static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, in
         return wake;
     uint64_t used = 0;
     for (int i = 0; i < nh; i++)
-        used += sched_footprint(s, h[i], gpu);
+        used += sched_state_footprint(s, h[i], gpu);
     int held = nh;
     /* A session whose turn goes on is granted again at once, before the
      * queue: whoever waits for its memory waits for its turn to end anyway,
      * and switching it out between two GPU phases costs a switch. */
     for (int i = 0; i < nw; i++) {
-        uint64_t need = sched_footprint(s, w[i], gpu);
-        if (!sched_turn_live(&w[i]->g[gpu], now) || !sched_grantable(s, w[i], gpu) ||
+        uint64_t need = sched_state_footprint(s, w[i], gpu);
+        if (!sched_turns_live(&w[i]->g[gpu], now) || !sched_state_grantable(s, w[i], gpu) ||
             (held > 0 && !fits(s, gpu, used + need)) ||
-            sched_phase_wait(s, h, nh, w, nw, w[i], gpu, now))
+            sched_phases_wait(s, h, nh, w, nw, w[i], gpu, now))
             continue;
         adaptive_grant(s, w[i], gpu, 0, now);
         used += need;
@@ -420,7 +426,7 @@ static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, in
     for (int i = 0; i < nw; i++) {
         if (w[i]->g[gpu].holding || w[i]->residency != GS_SCHED_RESIDENT)
             continue; /* its turn went on, or it comes back through parking */
-        uint64_t need = sched_footprint(s, w[i], gpu);
+        uint64_t need = sched_state_footprint(s, w[i], gpu);
         if (held > 0 && !fits(s, gpu, used + need)) {
             blocked = w[i]; /* first come, first served: nobody overtakes it */
             break;
@@ -429,8 +435,8 @@ static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, in
          * waiter needs its memory: parking switches it out (it holds
          * nothing and its turn is over).  Granted a new turn first, it
          * would keep the waiter out for another whole turn. */
-        int64_t due = sched_switch_due(&w[i]->g[gpu], now);
-        if (due && parked && !fits(s, gpu, used + need + sched_footprint(s, parked, gpu))) {
+        int64_t due = sched_turns_switch_due(&w[i]->g[gpu], now);
+        if (due && parked && !fits(s, gpu, used + need + sched_state_footprint(s, parked, gpu))) {
             wake = min64(wake, due);
             used += need; /* resident until parking takes it */
             continue;
@@ -438,15 +444,16 @@ static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, in
         /* One just brought back, queued by its cell's demand before its
          * acquire, keeps its memory reserved; so does one that waits for
          * another's GPU phase to end (scheduler_phases.c). */
-        int64_t phase = sched_phase_wait(s, h, nh, w, nw, w[i], gpu, now);
+        int64_t phase = sched_phases_wait(s, h, nh, w, nw, w[i], gpu, now);
         if (phase)
             wake = min64(wake, phase);
-        else if (sched_grantable(s, w[i], gpu))
+        else if (sched_state_grantable(s, w[i], gpu))
             adaptive_grant(s, w[i], gpu, 0, now);
         used += need;
         held++;
     }
-    if (!blocked && parked && held > 0 && !fits(s, gpu, used + sched_footprint(s, parked, gpu)))
+    if (!blocked && parked && held > 0 &&
+        !fits(s, gpu, used + sched_state_footprint(s, parked, gpu)))
         blocked = parked;
     int contended = parked != NULL;
     /* While a switch is wanted, holders give the GPU back soon after they
@@ -454,26 +461,26 @@ static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, in
     s->contended[gpu] = contended || blocked;
     if (s->contended[gpu]) {
         free(*hp);
-        h = *hp = sched_list(s, gpu, 1, &nh);
+        h = *hp = sched_state_list(s, gpu, 1, &nh);
         for (int i = 0; i < nh; i++)
-            sched_hint(s, h[i], gpu, sched_idle_hint(&h[i]->g[gpu]), now);
+            sched_holds_hint(s, h[i], gpu, sched_turns_idle_hint(&h[i]->g[gpu]), now);
     }
     if (!blocked)
         return wake;
     /* Time slicing: holders whose turn is over make room, oldest first,
      * until what is being given back lets the blocked session in. */
-    uint64_t need = sched_footprint(s, blocked, gpu), freed = 0;
+    uint64_t need = sched_state_footprint(s, blocked, gpu), freed = 0;
     for (int i = 0; i < nh; i++)
         if (h[i]->g[gpu].revoking)
-            freed += sched_footprint(s, h[i], gpu);
+            freed += sched_state_footprint(s, h[i], gpu);
     for (int i = 0; i < nh; i++) {
         sess_gpu_t *g = &h[i]->g[gpu];
         if (g->revoking)
             continue;
         int64_t end = interactive_end(s, blocked, g, gpu);
         if (!fits(s, gpu, used - freed + need) && now >= end) {
-            freed += sched_footprint(s, h[i], gpu);
-            sched_session_revoke(s, h[i], gpu, "quantum", now);
+            freed += sched_state_footprint(s, h[i], gpu);
+            sched_holds_revoke(s, h[i], gpu, "quantum", now);
             continue;
         }
         if (end > now)
@@ -482,11 +489,11 @@ static int64_t decide_adaptive(gs_sched_t *s, int gpu, sched_session_t ***hp, in
     return wake;
 }
 
-int64_t sched_decide(gs_sched_t *s, int gpu, int64_t now)
+int64_t sched_policy_decide(gs_sched_t *s, int gpu, int64_t now)
 {
     int nh, nw;
-    sched_session_t **h = sched_list(s, gpu, 1, &nh);
-    sched_session_t **w = sched_list(s, gpu, 0, &nw);
+    sched_session_t **h = sched_state_list(s, gpu, 1, &nh);
+    sched_session_t **w = sched_state_list(s, gpu, 0, &nw);
     nw = sched_gang_filter(w, nw, gpu); /* a gang waits for its lower GPUs first */
     int64_t wake;
     if (s->cfg.enabled) {

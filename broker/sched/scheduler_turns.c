@@ -16,10 +16,10 @@
  *    CPU phase: the cheap one, and how two jobs that do not fit together
  *    overlap one's CPU phase with the other's GPU phase).
  * Holders are asked to give the GPU back sooner while a switch is wanted
- * (sched_idle_hint): a tenth of the switch cost, so that noticing the idle
+ * (sched_turns_idle_hint): a tenth of the switch cost, so that noticing the idle
  * gap costs at most a tenth of what the switch does.
  */
-#include "scheduler_internal.h"
+#include "scheduler_turns.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -29,7 +29,7 @@
 #define HINT_MIN (10 * MS) /* no idle release sooner: pauses between kernels */
 #define HINT_MAX (200 * MS)
 
-int64_t sched_switch_cost(const sess_gpu_t *g)
+int64_t sched_turns_switch_cost(const sess_gpu_t *g)
 {
     const gs_sched_move_t *m = &g->move;
     if (!g->footprint || m->out_bps <= 0 || m->in_bps <= 0)
@@ -39,11 +39,11 @@ int64_t sched_switch_cost(const sess_gpu_t *g)
     return (int64_t)llround((m->overlapped ? 0.5 * s : s) * 1e6);
 }
 
-int64_t sched_turn_end(const sess_gpu_t *g)
+int64_t sched_turns_end(const sess_gpu_t *g)
 {
     if (!g->turn_start)
         return 0;
-    int64_t floor = SCHED_SLICE_FACTOR * sched_switch_cost(g);
+    int64_t floor = SCHED_SLICE_FACTOR * sched_turns_switch_cost(g);
     return g->turn_start + (g->turn_slice > floor ? g->turn_slice : floor);
 }
 
@@ -55,7 +55,7 @@ static int64_t median(const int64_t *values, int n);
 
 static int64_t turn_margin(const sess_gpu_t *g)
 {
-    int64_t hint = sched_idle_hint(g);
+    int64_t hint = sched_turns_idle_hint(g);
     int64_t m = hint > HINT_MIN ? hint : HINT_MIN;
     /* A session that would be switched out (it has a switch cost) does not
      * begin a GPU phase that the rest of its turn cannot hold: revoked half
@@ -66,8 +66,8 @@ static int64_t turn_margin(const sess_gpu_t *g)
      * where the switch overlaps its CPU phase.  At most 3/4 of the slice,
      * so that a turn holds at least one phase. */
     int64_t phase = median(g->phases, g->nphases);
-    if (phase > m && sched_switch_cost(g) > 0) {
-        int64_t slice = sched_turn_end(g) - g->turn_start, cap = slice / 4 * 3;
+    if (phase > m && sched_turns_switch_cost(g) > 0) {
+        int64_t slice = sched_turns_end(g) - g->turn_start, cap = slice / 4 * 3;
         m = phase < cap ? phase : cap > m ? cap : m;
     }
     return m;
@@ -76,23 +76,23 @@ static int64_t turn_margin(const sess_gpu_t *g)
 /* When the turn is over for grants and switches (0: no turn). */
 static int64_t turn_over_at(const sess_gpu_t *g)
 {
-    return g->turn_start ? sched_turn_end(g) - turn_margin(g) : 0;
+    return g->turn_start ? sched_turns_end(g) - turn_margin(g) : 0;
 }
 
-int sched_turn_live(const sess_gpu_t *g, int64_t now)
+int sched_turns_live(const sess_gpu_t *g, int64_t now)
 {
     return g->turn_start && now < turn_over_at(g);
 }
 
-int64_t sched_switch_due(const sess_gpu_t *g, int64_t now)
+int64_t sched_turns_switch_due(const sess_gpu_t *g, int64_t now)
 {
-    if (!g->turn_start || g->holding || sched_turn_live(g, now))
+    if (!g->turn_start || g->holding || sched_turns_live(g, now))
         return 0;
-    int64_t until = sched_turn_end(g) + sched_switch_cost(g);
+    int64_t until = sched_turns_end(g) + sched_turns_switch_cost(g);
     return now < until ? until : 0;
 }
 
-void sched_turn_begin(sess_gpu_t *g, int64_t slice, int64_t now)
+void sched_turns_begin(sess_gpu_t *g, int64_t slice, int64_t now)
 {
     g->turn_start = now > 0 ? now : 1; /* (0 means no turn) */
     g->turn_slice = slice;
@@ -110,7 +110,7 @@ static void ring_push(int64_t *ring, int *n, int *next, int64_t v)
 
 /* (An idle gap under way goes on being measured: switched out or not, the
  * program's CPU phase lasts as long.) */
-void sched_turn_over(sess_gpu_t *g)
+void sched_turns_over(sess_gpu_t *g)
 {
     g->turn_start = 0;
     g->turn_slice = 0;
@@ -122,7 +122,7 @@ void sched_turn_over(sess_gpu_t *g)
  * that came after the cell had ended opened a gap that the next cell's
  * first acquire closed, seconds later: on the H200 gaps of 22-34 s made
  * every 0.1 s CPU phase of a 90/10 pair look long enough to switch in.) */
-void sched_gap_open(const sched_session_t *ss, sess_gpu_t *g, int64_t now)
+void sched_turns_gap_open(const sched_session_t *ss, sess_gpu_t *g, int64_t now)
 {
     if (ss->registered && !ss->cell_busy)
         return;
@@ -136,7 +136,7 @@ void sched_gap_open(const sched_session_t *ss, sess_gpu_t *g, int64_t now)
     }
 }
 
-void sched_gap_close(const sched_session_t *ss, sess_gpu_t *g, int64_t now)
+void sched_turns_gap_close(const sched_session_t *ss, sess_gpu_t *g, int64_t now)
 {
     if (!g->released_at)
         return;
@@ -177,7 +177,7 @@ static int64_t median(const int64_t *values, int n)
 
 /* The median of the last gaps: one short pause among long CPU phases (or
  * the reverse) does not change the prediction. */
-int64_t sched_idle_gap(const sess_gpu_t *g)
+int64_t sched_turns_idle_gap(const sess_gpu_t *g)
 {
     /* A gap it was switched out in says less of what staying costs than
      * one it stayed in: the switch lengthens it (its hook copies in its
@@ -192,7 +192,7 @@ int64_t sched_idle_gap(const sess_gpu_t *g)
     return n ? median(stayed, n) : median(g->gaps, g->ngaps);
 }
 
-void sched_think_mark(sched_session_t *ss, int busy, int64_t now)
+void sched_turns_think_mark(sched_session_t *ss, int busy, int64_t now)
 {
     if (!busy) {
         ss->cell_end = now > 0 ? now : 1;
@@ -204,17 +204,17 @@ void sched_think_mark(sched_session_t *ss, int busy, int64_t now)
 }
 
 /* (Fewer than three say little: a user who ran one cell twice.) */
-int64_t sched_think_gap(const sched_session_t *ss)
+int64_t sched_turns_think_gap(const sched_session_t *ss)
 {
     return ss->nthinks < 3 ? 0 : median(ss->thinks, ss->nthinks);
 }
 
-int sched_switchable(const sched_session_t *ss, const sess_gpu_t *g, int64_t now, int64_t *at)
+int sched_turns_switchable(const sched_session_t *ss, const sess_gpu_t *g, int64_t now, int64_t *at)
 {
     *at = GS_SCHED_NEVER;
     if (g->holding)
         return 0;
-    int64_t cost = sched_switch_cost(g);
+    int64_t cost = sched_turns_switch_cost(g);
     if (!cost)
         return 1;
     /* A cell that has just started and not had the GPU yet is about to ask
@@ -227,7 +227,7 @@ int sched_switchable(const sched_session_t *ss, const sess_gpu_t *g, int64_t now
         *at = ss->cell_start + cost;
         return 0;
     }
-    if (!sched_turn_live(g, now))
+    if (!sched_turns_live(g, now))
         return 1;
     /* An idle GPU for as long as a switch costs says the gap is a long
      * one (the ski rental: wait what a switch costs, then switch), unless
@@ -236,7 +236,7 @@ int sched_switchable(const sched_session_t *ss, const sess_gpu_t *g, int64_t now
      * pair of 32 GiB jobs, gaps of 0.37-0.57 s and a switch of 0.47 s:
      * switched out after 0.47 s of idle GPU, it came back 0.5 s later, the
      * GPU idle for a second where staying idled it for the gap.) */
-    int64_t gap = sched_idle_gap(g), wait = cost;
+    int64_t gap = sched_turns_idle_gap(g), wait = cost;
     if (g->ngaps >= 3 && gap < cost && 2 * gap > wait)
         wait = 2 * gap;
     if (g->released_at && (now - g->released_at >= wait || gap >= cost))
@@ -247,9 +247,9 @@ int sched_switchable(const sched_session_t *ss, const sess_gpu_t *g, int64_t now
     return 0;
 }
 
-int64_t sched_idle_hint(const sess_gpu_t *g)
+int64_t sched_turns_idle_hint(const sess_gpu_t *g)
 {
-    int64_t cost = sched_switch_cost(g);
+    int64_t cost = sched_turns_switch_cost(g);
     if (!cost)
         return 0;
     int64_t h = cost / SCHED_SLICE_FACTOR;

@@ -1,5 +1,7 @@
 /*
- * place_hello.c - see place_hello.h.
+ * session_place.c - where sessions run, as the broker's state sees it
+ * (session_place.h): the answer to a hook's hello, the gang a joining hook
+ * brings, and parking's moves between GPUs.
  *
  * A hello names a session by the name its process was given
  * (GPUSHARE_SESSION): like every message, it names one of the sender's own
@@ -15,7 +17,7 @@
  * GS_PLACE_PENDING_PER_UID (its oldest goes first).  Its log line and "placed" event are limited
  * per uid (log_limit.h).
  */
-#include "place_hello.h"
+#include "session_place.h"
 
 #include <string.h>
 
@@ -110,7 +112,7 @@ static int place_new(gs_broker_t *b, const json_t *hello, const char *session, i
     return k;
 }
 
-json_t *gs_place_hello(gs_broker_t *b, const json_t *hello)
+json_t *gs_session_place_hello(gs_broker_t *b, const json_t *hello)
 {
     const char *name = gs_msg_str(hello, "session", NULL);
     const char *visible = gs_msg_str(hello, "visible", NULL);
@@ -135,4 +137,83 @@ json_t *gs_place_hello(gs_broker_t *b, const json_t *hello)
     for (int i = 0; i < k; i++)
         json_array_append_new(list, json_string(b->inventory.gpus[gpus[i]].uuid));
     return list;
+}
+
+/* ---- joins ---------------------------------------------------------------- */
+
+/* A session placed on several GPUs holds them together, in GPU order
+ * (scheduler_gang.c).  Its placement, or, when this broker does not know
+ * it (it was restarted), the GPUs the joining hook was placed on (`gang`:
+ * its `devices`), which are remembered as the session's placement. */
+void gs_session_place_join(gs_broker_t *b, const char *session, const json_t *msg)
+{
+    int gpus[GS_PLACE_MAX_GPUS], n = b->inventory.count;
+    if (n < 2 || n > GS_PLACE_MAX_GPUS || !b->placements)
+        return;
+    int k = gs_placement_get(b->placements, session, gpus, n);
+    if (!k && json_is_true(json_object_get(msg, "gang"))) {
+        char seen[GS_PLACE_MAX_GPUS] = {0};
+        size_t i;
+        const json_t *d;
+        json_array_foreach(json_object_get(msg, "devices"), i, d)
+        {
+            int g = gs_gpu_inventory_find(&b->inventory, json_string_value(d));
+            if (g < 0)
+                return; /* not all of them are this machine's: no gang */
+            seen[g] = 1;
+        }
+        for (int g = 0; g < n; g++)
+            if (seen[g])
+                gpus[k++] = g;
+        if (k >= 2 && gs_placement_set(b->placements, session, gpus, k) != 0)
+            k = 0;
+    }
+    if (k >= 2)
+        gs_sched_set_gang(b->sched, session, gpus, k);
+}
+
+/* ---- parking's moves (park.h gs_park_move_hooks_t) --------------------------- */
+
+/* Parking may restore a parked session onto another GPU (park_move.c) only
+ * where the broker placed it (a spawner's choice stays) and its user may
+ * run (gpu_access). */
+int gs_session_place_may_move(void *arg, const char *session, int gpu)
+{
+    gs_broker_t *b = arg;
+    int gpus[GS_PLACE_MAX_GPUS];
+    if (b->placement == GS_PLACE_OFF ||
+        gs_placement_get(b->placements, session, gpus, GS_PLACE_MAX_GPUS) != 1)
+        return 0;
+    const gs_session_t *s = gs_sessions_session(b->sessions, session, 0);
+    uint64_t allowed =
+        s && s->owner_known ? gs_gpu_access_mask(&b->gpu_access, s->owner_uid) : ~0ull;
+    return gpu >= 0 && gpu < 64 && (allowed >> gpu & 1u);
+}
+
+/* It runs there now: its later processes are placed there too. */
+void gs_session_place_moved(void *arg, const char *session, int from, int to)
+{
+    gs_broker_t *b = arg;
+    (void)from;
+    if (gs_placement_set(b->placements, session, &to, 1) != 0)
+        gs_warn("session %s: could not record its move to GPU %d (out of memory)", session, to);
+}
+
+/* ---- a session's life ------------------------------------------------------- */
+
+void gs_session_place_made(gs_broker_t *b, const char *session)
+{
+    if (b->placements)
+        gs_placement_confirm(b->placements, session);
+}
+
+void gs_session_place_gone(gs_broker_t *b, const char *session)
+{
+    if (b->placements) /* gone: its GPUs count for nobody now */
+        gs_placement_forget(b->placements, session);
+}
+
+const char *gs_session_place_policy_name(const gs_broker_t *b)
+{
+    return gs_place_policy_name((gs_place_policy_t)b->placement);
 }
