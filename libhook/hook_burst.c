@@ -58,7 +58,7 @@
 #include "gs_assert.h"
 #include "log.h"
 
-_Alignas(64) _Atomic int hook_burst_flag[HOOK_MAX_DEVICES];
+struct hook_line_int hook_burst_flag[HOOK_MAX_DEVICES];
 struct hook_line_int hook_burst_off = {HOOK_BURST_ACTIVE};
 
 #define BURST_WINDOW   32
@@ -175,7 +175,8 @@ void hook_burst_note(struct hook_thr *t)
     int old = atomic_exchange(f, HOOK_BURST_ACTIVE);
     if (old == HOOK_BURST_ACTIVE)
         return;
-    int dev = (int)(f - hook_burst_flag);
+    /* v is the line's only member: the flag's address is its line's. */
+    int dev = (int)((struct hook_line_int *)f - hook_burst_flag);
     uint64_t now = hook_clock_ns();
     if (old == HOOK_BURST_PROBING) { /* the probe under way will see ACTIVE */
         uint64_t none = 0;
@@ -233,7 +234,7 @@ int hook_burst_busy(int dev)
         return 0;
     pthread_mutex_lock(&bmu);
     int busy = bd[dev].measuring || atomic_load(&pending_ns[dev]) != 0 ||
-               atomic_load(&hook_burst_flag[dev]) != HOOK_BURST_QUIET;
+               atomic_load(&hook_burst_flag[dev].v) != HOOK_BURST_QUIET;
     pthread_mutex_unlock(&bmu);
     return busy;
 }
@@ -502,9 +503,9 @@ static uint64_t probe_pause(uint64_t start)
 static int still_submitting(int dev, uint64_t ns)
 {
     atomic_store(&react_ns[dev], 0);
-    atomic_store(&hook_burst_flag[dev], HOOK_BURST_PROBING);
+    atomic_store(&hook_burst_flag[dev].v, HOOK_BURST_PROBING);
     pause_ns(ns);
-    return atomic_load(&hook_burst_flag[dev]) == HOOK_BURST_ACTIVE;
+    return atomic_load(&hook_burst_flag[dev].v) == HOOK_BURST_ACTIVE;
 }
 
 static void monitor_bursts(int dev, uint64_t start)
@@ -533,7 +534,7 @@ static void monitor_bursts(int dev, uint64_t start)
         else if (r->ev && hook_clock_ns() - r->ns > REF_MAX_AGE_NS)
             reference_drop(r);
         atomic_store(&react_ns[dev], 0);
-        atomic_store(&hook_burst_flag[dev], HOOK_BURST_PROBING);
+        atomic_store(&hook_burst_flag[dev].v, HOOK_BURST_PROBING);
         size_t n;
         uint64_t t0 = hook_clock_ns();
         struct hook_streams_ev *ev = hook_streams_record(dev, since, &n, pool_get);
@@ -569,7 +570,7 @@ static void monitor_bursts(int dev, uint64_t start)
         free(seen);
         free(rc);
         free(ev);
-        int quiet = atomic_compare_exchange_strong(&hook_burst_flag[dev],
+        int quiet = atomic_compare_exchange_strong(&hook_burst_flag[dev].v,
                                                    &(int){HOOK_BURST_PROBING}, HOOK_BURST_QUIET);
         hook_cu.ctxSetCurrent(NULL);
         monitor_done();
@@ -654,7 +655,7 @@ void hook_burst_atfork_child(void)
     memset(refst, 0, sizeof refst);
     ref_gen++;
     for (int i = 0; i < HOOK_MAX_DEVICES; i++) {
-        atomic_store(&hook_burst_flag[i], HOOK_BURST_QUIET);
+        atomic_store(&hook_burst_flag[i].v, HOOK_BURST_QUIET);
         atomic_store(&react_ns[i], 0);
         atomic_store(&pending_ns[i], 0);
         atomic_store(&monitor_sleeping[i], 0);

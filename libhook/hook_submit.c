@@ -32,6 +32,7 @@
 
 static void wait_until_locked(uint64_t deadline_ns)
 {
+    GS_ASSERT_HELD(&hook_gate_mu);
     struct timespec ts = {(time_t)(deadline_ns / 1000000000ULL),
                           (long)(deadline_ns % 1000000000ULL)};
     pthread_cond_timedwait(&hook_gate_cv, &hook_gate_mu, &ts);

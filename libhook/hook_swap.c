@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gs_assert.h"
 #include "log.h"
 #include "swap_engine.h"
 #include "swap_fetch.h"
@@ -515,6 +516,7 @@ static void *swap_thread(void *arg)
  * after a swap_out is a new one). */
 static struct command *pending_in_locked(int dev)
 {
+    GS_ASSERT_HELD(&mu);
     struct command *last = under_way[dev];
     for (struct command *c = queue_head; c; c = c->next)
         if (c->dev == dev)
@@ -531,6 +533,7 @@ static struct command *pending_in_locked(int dev)
  * way the answer is at once (*done_now). */
 static int in_needed_locked(int dev, uint64_t lease, unsigned wait_ms, int *done_now)
 {
+    GS_ASSERT_HELD(&mu);
     *done_now = !busy[dev] && !window[dev].va;
     if (*done_now)
         return 0;
@@ -554,6 +557,7 @@ static int in_needed_locked(int dev, uint64_t lease, unsigned wait_ms, int *done
  * held). */
 static void out_supersedes_locked(int dev)
 {
+    GS_ASSERT_HELD(&mu);
     for (struct command *c = queue_head; c; c = c->next)
         if (c->dev == dev && !c->out)
             c->no_wait = 1;
@@ -619,6 +623,7 @@ void hook_swap_recover(unsigned wait_ms, void (*recovered)(void))
 /* The swap thread is started on first use. */
 static void enqueue_locked(struct command *c)
 {
+    GS_ASSERT_HELD(&mu);
     if (!thread_started) {
         /* No signals on this thread: they belong to the program. */
         sigset_t all, old;
