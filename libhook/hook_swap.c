@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "gs_assert.h"
+#include "hook_config.h"
 #include "log.h"
 #include "swap_engine.h"
 #include "swap_fetch.h"
@@ -82,28 +83,19 @@ static void init_once(void)
         return;
     }
     ranges = gs_swap_ranges_new();
-    const char *s = getenv("GPUSHARE_SWAP_STREAMS");
-    gs_swap_engine_config_t cfg = {.streams = s ? atoi(s) : 4};
+    struct hook_swap_settings set;
+    hook_config_swap_read(&set);
+    gs_swap_engine_config_t cfg = {.streams = set.streams};
     /* The unit of a move (GS_SWAP_SEGMENT_DEFAULT, 256 MiB): a switch's
      * two sides hand memory to each other segment by segment, so a test
      * with a small GPU and small chunks needs small segments too. */
-    const char *seg = getenv("GPUSHARE_SWAP_SEGMENT");
-    if (seg) {
-        char *end = NULL;
-        unsigned long long mib = strtoull(seg, &end, 10);
-        if (end && !strcmp(end, "M") && mib > 0 && mib <= 1024)
-            cfg.seg_bytes = cfg.batch_bytes = (size_t)mib << 20;
-        else
-            gs_warn("ignoring GPUSHARE_SWAP_SEGMENT=%s (expected 1M to 1024M)", seg);
-    }
+    if (set.seg_mib)
+        cfg.seg_bytes = cfg.batch_bytes = (size_t)set.seg_mib << 20;
     engine = ranges ? gs_swap_engine_new(&drv, ranges, &cfg) : NULL;
     /* The engine also maps what other processes share with this one (IPC);
      * backing this process' own allocations is what GPUSHARE_SWAP=off
      * turns off (hook_swap.h). */
-    const char *v = getenv("GPUSHARE_SWAP");
-    if (v && strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
-        gs_warn("ignoring GPUSHARE_SWAP=%s (expected on or off)", v);
-    enabled = engine != NULL && !(v && !strcmp(v, "off"));
+    enabled = engine != NULL && !set.backing_off;
 }
 
 gs_swap_engine_t *hook_swap_engine(void)
