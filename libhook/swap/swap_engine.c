@@ -596,15 +596,35 @@ struct mover {
     gs_swap_window_t *w;
     int out;
     const gs_swap_calls_t *calls;
+    const int64_t *deadline; /* swap in: how long to wait for GPU memory */
     gs_swap_range_t *rs;
+    size_t n; /* ranges */
     struct unit *us;
     size_t nu;
+    size_t next;     /* the next unit to copy */
     size_t finished; /* units [0, finished) are done (batches finish in order) */
     uint64_t total;
     unsigned char *busy; /* swap in: per window position, still holding data to come */
     int *pos;
     gs_swap_result_t *res;
+    /* The copies under way: this batch, and the one before (have_prev),
+     * finished while this one's copies run. */
+    struct batch prev, cur;
+    int have_prev, next_stream, slot;
+    CUresult r; /* a driver call failed, at step */
+    const char *step;
+    int rc; /* -1: failed with res->error said (r: the driver's error) */
 };
+
+static int mover_ok(const struct mover *m)
+{
+    return m->r == CUDA_SUCCESS && m->rc == 0;
+}
+
+static const char *mover_finishing(const struct mover *m)
+{
+    return m->out ? "releasing copied memory" : "cuEventSynchronize";
+}
 
 /* Swap in: tells the caller which positions of the window hold nothing
  * still to come back (each once). */
@@ -641,183 +661,216 @@ static CUresult finish(struct mover *m, const struct batch *b)
     return CUDA_SUCCESS;
 }
 
+/* The units to move, in order (out: segments on the GPU, up to limit; in:
+ * those not), and for a swap out their places in the window (op held).
+ * 0, or -1 with res->error said. */
+static int mover_plan(struct mover *m, int dev, uint64_t limit)
+{
+    gs_swap_engine_t *e = m->e;
+    gs_swap_window_t *w = m->w;
+    gs_swap_result_t *res = m->res;
+    int out = m->out;
+    size_t n = 0, nu = 0;
+    gs_swap_range_t *rs = m->rs = collect(e, dev, !out, &n);
+    m->n = n;
+    if (n && !rs) {
+        snprintf(res->error, sizeof res->error, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        nu += (size_t)rs[i].nseg;
+    struct unit *us = m->us = nu ? malloc(nu * sizeof *us) : NULL;
+    if (!out && w->chunks > 0) {
+        m->busy = malloc((size_t)w->chunks);
+        m->pos = malloc((size_t)w->chunks * sizeof *m->pos);
+    }
+    if ((nu && !us) || (!out && w->chunks > 0 && (!m->busy || !m->pos))) {
+        snprintf(res->error, sizeof res->error, "out of memory");
+        return -1;
+    }
+    nu = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!out && (!rs[i].host_set || rs[i].host_off + rs[i].bytes > w->bytes)) {
+            snprintf(res->error, sizeof res->error, "a parked range lies outside the window");
+            return -1;
+        }
+        for (int k = 0; k < rs[i].nseg; k++)
+            if (!rs[i].seg[k] == !out && (!out || !limit || m->total < limit)) {
+                /* out: segments on the GPU (up to limit); in: those not */
+                us[nu++] = (struct unit){i, k, 0};
+                m->total += seg_len(&rs[i], k);
+            }
+    }
+    m->nu = nu;
+    /* Swap out: every range listed has something on the GPU, so those
+     * with a segment going out are the first ones, up to the last unit's
+     * (a partial swap out stops there); only they take a place in the
+     * window, and a range that stays is placed afresh by a later one. */
+    if (out &&
+        place(e, dev, rs, nu ? us[nu - 1].range + 1 : 0, w, res->error, sizeof res->error) != 0)
+        return -1;
+    return 0;
+}
+
+/* Before segment seg of rg is copied: what the other side of a switch
+ * still holds (host chunks going out, GPU memory coming in) is waited for
+ * at the start of a batch, with the batch before finished and handed
+ * over: the other side may be waiting for exactly that.  1: copy it; 0:
+ * the batch ends before it (the next batch waits); -1: failed (m says). */
+static int mover_unit_ready(struct mover *m, gs_swap_range_t *rg, int seg)
+{
+    const gs_swap_calls_t *calls = m->calls;
+    gs_swap_result_t *res = m->res;
+    int out = m->out;
+    int wait_host =
+        out && calls && calls->more && host_end(rg, seg) > gs_swap_window_mapped_bytes(m->w);
+    if (wait_host) { /* chunks at hand are mapped while the copies run */
+        int more =
+            calls->more(calls->arg, m->w, host_end(rg, seg), 0, res->error, sizeof res->error);
+        if (more < 0) {
+            m->rc = -1;
+            return -1;
+        }
+        wait_host = more > 0;
+    }
+    CUresult got = CUDA_SUCCESS;
+    if (!out && (got = back_seg(m->e, rg, seg)) == CUDA_ERROR_OUT_OF_MEMORY && m->cur.count > 0)
+        return 0; /* the next batch waits */
+    if (wait_host && m->cur.count > 0)
+        return 0;
+    if (wait_host || got == CUDA_ERROR_OUT_OF_MEMORY) {
+        if (m->have_prev) {
+            if ((m->r = finish(m, &m->prev)) != CUDA_SUCCESS) {
+                m->step = mover_finishing(m);
+                return -1;
+            }
+            m->have_prev = 0;
+        }
+        if (wait_host && calls->more(calls->arg, m->w, host_end(rg, seg), 1, res->error,
+                                     sizeof res->error) != 0) {
+            m->rc = -1;
+            return -1;
+        }
+        if (!out)
+            got = back_seg_waiting(m->e, rg, seg, m->deadline);
+    }
+    if (got != CUDA_SUCCESS) {
+        m->r = got;
+        m->step = "physical memory for a parked segment";
+        return -1;
+    }
+    return 1;
+}
+
+/* The current batch's copies on lane l: units of ctx from m->next on,
+ * until the batch holds batch_bytes (ctx current). */
+static void mover_fill_batch(struct mover *m, struct lane *l, CUcontext ctx)
+{
+    gs_swap_engine_t *e = m->e;
+    size_t bytes = 0;
+    while (m->next < m->nu && m->rs[m->us[m->next].range].ctx == ctx &&
+           (m->cur.count == 0 || bytes < e->cfg.batch_bytes)) {
+        struct unit *un = &m->us[m->next];
+        gs_swap_range_t *rg = &m->rs[un->range];
+        if (mover_unit_ready(m, rg, un->seg) <= 0)
+            return;
+        if (!m->out)
+            un->made = 1;
+        m->cur.count++;
+        if ((m->r = copy_seg(e, l, rg, un->seg, m->w, m->out, &m->next_stream)) != CUDA_SUCCESS) {
+            m->step = "cuMemcpyAsync";
+            return;
+        }
+        bytes += seg_len(rg, un->seg);
+        m->next++;
+    }
+}
+
+/* Every unit copied, batch by batch (a batch per context, at most
+ * batch_bytes), each batch finished while the next one's copies run; the
+ * last one finished at the end. */
+static void mover_run(struct mover *m)
+{
+    gs_swap_engine_t *e = m->e;
+    CUcontext old;
+    while (m->next < m->nu) {
+        CUcontext ctx = m->rs[m->us[m->next].range].ctx;
+        if ((m->r = e->d->ctx_push(ctx)) != CUDA_SUCCESS) {
+            m->step = "cuCtxPushCurrent";
+            return;
+        }
+        struct lane *l = lane_of(e, ctx, m->res->error, sizeof m->res->error);
+        if (!l) {
+            e->d->ctx_pop(&old);
+            m->rc = -1;
+            return;
+        }
+        m->cur = (struct batch){l, m->slot, m->next, 0};
+        mover_fill_batch(m, l, ctx);
+        if (mover_ok(m) && (m->r = batch_mark(e, &m->cur)) != CUDA_SUCCESS)
+            m->step = "cuEventRecord";
+        if (mover_ok(m) && m->have_prev && (m->r = finish(m, &m->prev)) != CUDA_SUCCESS)
+            m->step = mover_finishing(m);
+        e->d->ctx_pop(&old);
+        if (!mover_ok(m))
+            return;
+        m->prev = m->cur;
+        m->have_prev = m->cur.count > 0;
+        m->slot ^= 1;
+    }
+    if (m->have_prev && e->d->ctx_push(m->prev.lane->ctx) == CUDA_SUCCESS) {
+        m->r = finish(m, &m->prev);
+        e->d->ctx_pop(&old);
+        if (m->r != CUDA_SUCCESS)
+            m->step = mover_finishing(m);
+    }
+}
+
+/* A move that failed: the copies under way end; on a swap in, segments
+ * made but not yet counted resident go again (their bytes are still in
+ * the window). */
+static void mover_undo(struct mover *m)
+{
+    gs_swap_engine_t *e = m->e;
+    quiesce(e);
+    for (size_t i = 0; !m->out && i < m->nu; i++)
+        if (m->us[i].made) {
+            unback_seg(e, &m->rs[m->us[i].range], m->us[i].seg);
+            gs_swap_ranges_update(e->ranges, &m->rs[m->us[i].range]);
+        }
+    if (m->r != CUDA_SUCCESS)
+        snprintf(m->res->error, sizeof m->res->error, "%s: %s", m->step, errname(e, m->r));
+    m->rc = -1;
+}
+
 static int move(gs_swap_engine_t *e, int dev, gs_swap_window_t *w, int out, uint64_t limit,
                 const int64_t *deadline, const gs_swap_calls_t *calls, gs_swap_result_t *res)
 {
     memset(res, 0, sizeof *res);
     int64_t t0 = now_ns();
     pthread_mutex_lock(&e->op);
-    size_t n = 0, nu = 0;
-    gs_swap_range_t *rs = collect(e, dev, !out, &n);
-    struct unit *us = NULL;
-    struct mover m = {e, w, out, calls, NULL, NULL, 0, 0, 0, NULL, NULL, res};
-    int rc = 0;
-    if (n && !rs) {
-        snprintf(res->error, sizeof res->error, "out of memory");
-        rc = -1;
-        goto done;
+    struct mover m = {
+        .e = e, .w = w, .out = out, .calls = calls, .deadline = deadline, .res = res, .step = ""};
+    if (mover_plan(&m, dev, limit) != 0) {
+        m.rc = -1;
+    } else {
+        report_done(&m); /* positions nothing comes back from (spare room) */
+        mover_run(&m);
+        if (!mover_ok(&m))
+            mover_undo(&m);
+        if (out && m.rc == 0) /* the places given to ranges that had nothing to move yet */
+            for (size_t i = 0; i < m.n; i++)
+                gs_swap_ranges_update(e->ranges, &m.rs[i]);
+        for (size_t i = 0; i < m.n; i++) /* ranges that went all the way */
+            res->ranges += out ? !m.rs[i].resident_bytes : !gs_swap_range_parked(&m.rs[i]);
     }
-    for (size_t i = 0; i < n; i++)
-        nu += (size_t)rs[i].nseg;
-    us = nu ? malloc(nu * sizeof *us) : NULL;
-    if (!out && w->chunks > 0) {
-        m.busy = malloc((size_t)w->chunks);
-        m.pos = malloc((size_t)w->chunks * sizeof *m.pos);
-    }
-    if ((nu && !us) || (!out && w->chunks > 0 && (!m.busy || !m.pos))) {
-        snprintf(res->error, sizeof res->error, "out of memory");
-        rc = -1;
-        goto done;
-    }
-    nu = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!out && (!rs[i].host_set || rs[i].host_off + rs[i].bytes > w->bytes)) {
-            snprintf(res->error, sizeof res->error, "a parked range lies outside the window");
-            rc = -1;
-            goto done;
-        }
-        for (int k = 0; k < rs[i].nseg; k++)
-            if (!rs[i].seg[k] == !out && (!out || !limit || m.total < limit)) {
-                /* out: segments on the GPU (up to limit); in: those not */
-                us[nu++] = (struct unit){i, k, 0};
-                m.total += seg_len(&rs[i], k);
-            }
-    }
-    /* Swap out: every range listed has something on the GPU, so those
-     * with a segment going out are the first ones, up to the last unit's
-     * (a partial swap out stops there); only they take a place in the
-     * window, and a range that stays is placed afresh by a later one. */
-    if (out &&
-        place(e, dev, rs, nu ? us[nu - 1].range + 1 : 0, w, res->error, sizeof res->error) != 0) {
-        rc = -1;
-        goto done;
-    }
-    m.rs = rs;
-    m.us = us;
-    m.nu = nu;
-    report_done(&m); /* positions nothing comes back from (spare room) */
-    struct batch prev = {0}, cur = {0};
-    int have_prev = 0, next_stream = 0, slot = 0;
-    CUresult r = CUDA_SUCCESS;
-    const char *step = "";
-    const char *finishing = out ? "releasing copied memory" : "cuEventSynchronize";
-    size_t u = 0;
-    while (u < nu) {
-        CUcontext ctx = rs[us[u].range].ctx;
-        if ((r = e->d->ctx_push(ctx)) != CUDA_SUCCESS) {
-            step = "cuCtxPushCurrent";
-            break;
-        }
-        struct lane *l = lane_of(e, ctx, res->error, sizeof res->error);
-        if (!l) {
-            CUcontext old;
-            e->d->ctx_pop(&old);
-            rc = -1;
-            break;
-        }
-        cur = (struct batch){l, slot, u, 0};
-        size_t bytes = 0;
-        while (u < nu && rs[us[u].range].ctx == ctx &&
-               (cur.count == 0 || bytes < e->cfg.batch_bytes)) {
-            gs_swap_range_t *rg = &rs[us[u].range];
-            /* What the other side of a switch still holds (host chunks
-             * going out, GPU memory coming in) is waited for at the start
-             * of a batch, with the batch before finished and handed over:
-             * the other side may be waiting for exactly that. */
-            int wait_host = out && calls && calls->more &&
-                            host_end(rg, us[u].seg) > gs_swap_window_mapped_bytes(w);
-            if (wait_host) { /* chunks at hand are mapped while the copies run */
-                int more = calls->more(calls->arg, w, host_end(rg, us[u].seg), 0, res->error,
-                                       sizeof res->error);
-                if (more < 0) {
-                    rc = -1;
-                    break;
-                }
-                wait_host = more > 0;
-            }
-            CUresult got = CUDA_SUCCESS;
-            if (!out && (got = back_seg(e, rg, us[u].seg)) == CUDA_ERROR_OUT_OF_MEMORY &&
-                cur.count > 0)
-                break; /* the next batch waits */
-            if (wait_host && cur.count > 0)
-                break;
-            if (wait_host || got == CUDA_ERROR_OUT_OF_MEMORY) {
-                if (have_prev) {
-                    if ((r = finish(&m, &prev)) != CUDA_SUCCESS) {
-                        step = finishing;
-                        break;
-                    }
-                    have_prev = 0;
-                }
-                if (wait_host && calls->more(calls->arg, w, host_end(rg, us[u].seg), 1, res->error,
-                                             sizeof res->error) != 0) {
-                    rc = -1;
-                    break;
-                }
-                if (!out)
-                    got = back_seg_waiting(e, rg, us[u].seg, deadline);
-            }
-            if (got != CUDA_SUCCESS) {
-                r = got;
-                step = "physical memory for a parked segment";
-                break;
-            }
-            if (!out)
-                us[u].made = 1;
-            cur.count++;
-            if ((r = copy_seg(e, l, rg, us[u].seg, w, out, &next_stream)) != CUDA_SUCCESS) {
-                step = "cuMemcpyAsync";
-                break;
-            }
-            bytes += seg_len(rg, us[u++].seg);
-        }
-        if (r == CUDA_SUCCESS && rc == 0 && (r = batch_mark(e, &cur)) != CUDA_SUCCESS)
-            step = "cuEventRecord";
-        if (r == CUDA_SUCCESS && rc == 0 && have_prev && (r = finish(&m, &prev)) != CUDA_SUCCESS)
-            step = finishing;
-        CUcontext old;
-        e->d->ctx_pop(&old);
-        if (r != CUDA_SUCCESS || rc != 0)
-            break;
-        prev = cur;
-        have_prev = cur.count > 0;
-        slot ^= 1;
-    }
-    if (r == CUDA_SUCCESS && rc == 0 && have_prev) {
-        if (e->d->ctx_push(prev.lane->ctx) == CUDA_SUCCESS) {
-            r = finish(&m, &prev);
-            CUcontext old;
-            e->d->ctx_pop(&old);
-            if (r != CUDA_SUCCESS)
-                step = finishing;
-        }
-    }
-    if (r != CUDA_SUCCESS || rc != 0) {
-        quiesce(e);
-        /* Swap in: segments made but not yet counted resident go again;
-         * their bytes are still in the window. */
-        for (size_t i = 0; !out && i < nu; i++)
-            if (us[i].made) {
-                unback_seg(e, &rs[us[i].range], us[i].seg);
-                gs_swap_ranges_update(e->ranges, &rs[us[i].range]);
-            }
-        if (r != CUDA_SUCCESS)
-            snprintf(res->error, sizeof res->error, "%s: %s", step, errname(e, r));
-        rc = -1;
-    }
-    if (out && rc == 0) /* the places given to ranges that had nothing to move yet */
-        for (size_t i = 0; i < n; i++)
-            gs_swap_ranges_update(e->ranges, &rs[i]);
-    for (size_t i = 0; i < n; i++) /* ranges that went all the way */
-        res->ranges += out ? !rs[i].resident_bytes : !gs_swap_range_parked(&rs[i]);
-done:
     pthread_mutex_unlock(&e->op);
-    free(us);
-    free(rs);
+    free(m.us);
+    free(m.rs);
     free(m.busy);
     free(m.pos);
     res->elapsed_ns = now_ns() - t0;
-    return rc;
+    return m.rc;
 }
 
 int gs_swap_move(gs_swap_engine_t *e, int dev, gs_swap_window_t *w, int out, uint64_t limit,
