@@ -178,7 +178,7 @@ void hook_submit_slow(struct hook_thr *t, CUstream s)
     int dev;
     /* Counted: a checkpoint's lock may come while this thread is in the
      * driver below; the `frozen` that comes with it then asks for the GPU
-     * on its behalf (hook_client.c). */
+     * on its behalf (hook_client_recv.c). */
     atomic_fetch_add_explicit(&hook_gate_probing, 1, memory_order_relaxed);
     int where = hook_cuctx_stream_where(s, &ctx, &dev);
     atomic_fetch_sub_explicit(&hook_gate_probing, 1, memory_order_relaxed);
