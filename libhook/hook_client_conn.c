@@ -22,7 +22,7 @@
  * would let a refused process take the GPU from those who wait their turn
  * (issue 34: a join refused over a session name ran the program ungated).
  * The hook then says why once, keeps its work waiting at the gate (the wait
- * line says why) and asks again every few seconds (go_refused).  Only
+ * line says why) and asks again every few seconds (hook_client_go_refused).  Only
  * errors that mean the broker cannot understand this hook at all (another
  * protocol version, a malformed message) still fail open.
  *
