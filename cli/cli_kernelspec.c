@@ -148,33 +148,23 @@ static void usage(FILE *out)
             "list: the gpushare kernelspecs Jupyter finds, and which of the two each uses.\n");
 }
 
-int gs_cli_kernelspec_main(int argc, char **argv)
+/* What `install`'s command line asks for, and what the steps below work
+ * out from it. */
+struct install {
+    enum { SYSTEM, USER, SYS_PREFIX, PREFIX } where;
+    int locations; /* how many of --user, --sys-prefix, --prefix */
+    const char *prefix, *name, *server_python;
+    enum { AUTO, PROVISIONER, PLAIN } launch;
+    gs_cli_kernelspec_t spec;
+    char broker[256];
+    char multi_name[32], multi_display[48];
+    char why[1024]; /* why the server's python cannot load the provisioner */
+    char pydir[4096];
+};
+
+/* The options into in: -1 to go on, else the exit status. */
+static int install_parse(struct install *in, int argc, char **argv)
 {
-    int list = argc >= 2 && strcmp(argv[1], "list") == 0;
-    if (argc < 2 || (strcmp(argv[1], "install") != 0 && !list)) {
-        if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-            usage(stdout);
-            return 0;
-        }
-        fprintf(stderr, "gpushare kernelspec: expected \"install\" or \"list\"\n");
-        usage(stderr);
-        return 2;
-    }
-    argc--;
-    argv++;
-    /* what getopt's messages start with */
-    argv[0] = list ? "gpushare kernelspec list" : "gpushare kernelspec install";
-    if (list)
-        return gs_cli_kernelspec_list(argc, argv);
-    enum { SYSTEM, USER, SYS_PREFIX, PREFIX } where = SYSTEM;
-    const char *prefix = NULL, *name = "shared-gpu";
-    char broker[256] = "";
-    gs_cli_kernelspec_t spec = {.launcher = GS_BINDIR "/gpushare-launch",
-                                .python = GS_KERNEL_PYTHON,
-                                .display_name = "Shared GPU"};
-    int locations = 0;
-    enum { AUTO, PROVISIONER, PLAIN } launch = AUTO;
-    const char *server_python = NULL;
     static const struct option longopts[] = {{"user", no_argument, 0, 'u'},
                                              {"sys-prefix", no_argument, 0, 's'},
                                              {"prefix", required_argument, 0, 'p'},
@@ -195,38 +185,38 @@ int gs_cli_kernelspec_main(int argc, char **argv)
         char err[256];
         switch (c) {
         case 'u':
-            where = USER;
-            locations++;
+            in->where = USER;
+            in->locations++;
             break;
         case 's':
-            where = SYS_PREFIX;
-            locations++;
+            in->where = SYS_PREFIX;
+            in->locations++;
             break;
         case 'p':
-            where = PREFIX;
-            prefix = optarg;
-            locations++;
+            in->where = PREFIX;
+            in->prefix = optarg;
+            in->locations++;
             break;
         case 'n':
-            name = optarg;
+            in->name = optarg;
             break;
         case 'd':
-            spec.display_name = optarg;
+            in->spec.display_name = optarg;
             break;
         case 'y':
-            spec.python = optarg;
+            in->spec.python = optarg;
             break;
         case 'P':
-            launch = PROVISIONER;
+            in->launch = PROVISIONER;
             break;
         case 'N':
-            launch = PLAIN;
+            in->launch = PLAIN;
             break;
         case 'S':
-            server_python = optarg;
+            in->server_python = optarg;
             break;
         case 'l':
-            spec.launcher = optarg;
+            in->spec.launcher = optarg;
             break;
         case 'g': {
             char *end = NULL;
@@ -236,15 +226,16 @@ int gs_cli_kernelspec_main(int argc, char **argv)
                         optarg);
                 return 2;
             }
-            spec.gpus = (int)n;
+            in->spec.gpus = (int)n;
             break;
         }
         case 'b':
-            if (gs_endpoint_normalise(optarg, broker, sizeof broker, err, sizeof err) != 0) {
+            if (gs_endpoint_normalise(optarg, in->broker, sizeof in->broker, err, sizeof err) !=
+                0) {
                 fprintf(stderr, "gpushare kernelspec install: --broker: %s\n", err);
                 return 2;
             }
-            spec.broker = broker;
+            in->spec.broker = in->broker;
             break;
         case 'h':
             usage(stdout);
@@ -258,90 +249,105 @@ int gs_cli_kernelspec_main(int argc, char **argv)
         fprintf(stderr, "gpushare kernelspec install: unexpected argument \"%s\"\n", argv[optind]);
         return 2;
     }
-    /* "Shared GPU x2" beside "Shared GPU", unless named otherwise. */
-    static char multi_name[32], multi_display[48];
-    if (spec.gpus > 1 && !strcmp(name, "shared-gpu")) {
-        snprintf(multi_name, sizeof multi_name, "shared-gpu-x%d", spec.gpus);
-        name = multi_name;
+    return -1;
+}
+
+/* "Shared GPU x2" beside "Shared GPU", unless named otherwise. */
+static void install_multi_names(struct install *in)
+{
+    gs_cli_kernelspec_t *spec = &in->spec;
+    if (spec->gpus > 1 && !strcmp(in->name, "shared-gpu")) {
+        snprintf(in->multi_name, sizeof in->multi_name, "shared-gpu-x%d", spec->gpus);
+        in->name = in->multi_name;
     }
-    if (spec.gpus > 1 && !strcmp(spec.display_name, "Shared GPU")) {
-        snprintf(multi_display, sizeof multi_display, "Shared GPU \u00d7%d", spec.gpus);
-        spec.display_name = multi_display;
+    if (spec->gpus > 1 && !strcmp(spec->display_name, "Shared GPU")) {
+        snprintf(in->multi_display, sizeof in->multi_display, "Shared GPU \u00d7%d", spec->gpus);
+        spec->display_name = in->multi_display;
     }
-    if (locations > 1) {
+}
+
+/* The options make sense together and name what is there: 0, or the exit
+ * status. */
+static int install_check(const struct install *in)
+{
+    const gs_cli_kernelspec_t *spec = &in->spec;
+    if (in->locations > 1) {
         fprintf(stderr,
                 "gpushare kernelspec install: choose one of --user, --sys-prefix, --prefix\n");
         return 2;
     }
-    if (!valid_name(name)) {
+    if (!valid_name(in->name)) {
         fprintf(
             stderr,
             "gpushare kernelspec install: --name \"%s\": use letters, digits, '-', '_' and '.'\n",
-            name);
+            in->name);
         return 2;
     }
-    if (spec.python[0] != '/' || access(spec.python, X_OK) != 0) {
+    if (spec->python[0] != '/' || access(spec->python, X_OK) != 0) {
         fprintf(stderr,
                 "gpushare kernelspec install: --python \"%s\" is not an executable absolute path\n",
-                spec.python);
+                spec->python);
         return 2;
     }
-    if (spec.launcher[0] != '/') {
+    if (spec->launcher[0] != '/') {
         fprintf(stderr, "gpushare kernelspec install: --launcher \"%s\" must be an absolute path\n",
-                spec.launcher);
+                spec->launcher);
         return 2;
     }
     /* A spec naming a launcher that is not there installs fine and fails
      * only when someone picks the kernel, in the notebook server's log. */
-    if (access(spec.launcher, X_OK) != 0) {
+    if (access(spec->launcher, X_OK) != 0) {
         fprintf(stderr,
                 "gpushare kernelspec install: the launcher %s: %s (install gpushare, or name "
                 "gpushare-launch with --launcher PATH)\n",
-                spec.launcher, strerror(errno));
+                spec->launcher, strerror(errno));
         return 2;
     }
-    /* The provisioner is loaded by the notebook server's jupyter_client: a
-     * spec naming one it cannot load is hidden from every kernel list. */
-    char why[1024] = "";
-    if (!server_python)
-        server_python = spec.python;
-    if (launch != PLAIN) {
-        if (gs_ks_provisioner_loadable(server_python, why, sizeof why))
-            spec.provisioner = "gpushare-provisioner";
-        else if (launch == PROVISIONER) {
-            fprintf(stderr,
-                    "gpushare kernelspec install: --provisioner: %s; Jupyter would hide this "
-                    "kernel (install gpushare's provisioner for %s, or leave --provisioner out "
-                    "for the plain launcher)\n",
-                    why, server_python);
-            return 1;
-        }
+    return 0;
+}
+
+/* The provisioner is loaded by the notebook server's jupyter_client: a
+ * spec naming one it cannot load is hidden from every kernel list.  0, or
+ * the exit status (--provisioner, and it cannot). */
+static int install_provisioner(struct install *in)
+{
+    if (!in->server_python)
+        in->server_python = in->spec.python;
+    if (in->launch == PLAIN)
+        return 0;
+    if (gs_ks_provisioner_loadable(in->server_python, in->why, sizeof in->why))
+        in->spec.provisioner = "gpushare-provisioner";
+    else if (in->launch == PROVISIONER) {
+        fprintf(stderr,
+                "gpushare kernelspec install: --provisioner: %s; Jupyter would hide this "
+                "kernel (install gpushare's provisioner for %s, or leave --provisioner out "
+                "for the plain launcher)\n",
+                in->why, in->server_python);
+        return 1;
     }
+    return 0;
+}
 
-    /* An install under a prefix the kernel's python does not search (make
-     * install prefix=/opt/gs) put gpushare_ipython beside the launcher's
-     * prefix: the kernels get that directory on their PYTHONPATH. */
-    char pydir[4096];
-    if (gs_ks_extension_dir(spec.python, spec.launcher, pydir, sizeof pydir) == 0)
-        spec.pythondir = pydir;
-
-    char base[4096];
+/* The Jupyter data directory the location option names, into base: 0, or
+ * the exit status. */
+static int install_base(const struct install *in, char *base, size_t baselen)
+{
     const char *home = getenv("HOME");
     const char *data = getenv("JUPYTER_DATA_DIR"), *xdg = getenv("XDG_DATA_HOME");
-    switch (where) {
+    switch (in->where) {
     case SYSTEM:
-        snprintf(base, sizeof base, "/usr/local/share/jupyter");
+        snprintf(base, baselen, "/usr/local/share/jupyter");
         break;
     case PREFIX:
-        snprintf(base, sizeof base, "%s/share/jupyter", prefix);
+        snprintf(base, baselen, "%s/share/jupyter", in->prefix);
         break;
     case USER:
         if (data && *data)
-            snprintf(base, sizeof base, "%s", data);
+            snprintf(base, baselen, "%s", data);
         else if (xdg && *xdg)
-            snprintf(base, sizeof base, "%s/jupyter", xdg);
+            snprintf(base, baselen, "%s/jupyter", xdg);
         else if (home && *home)
-            snprintf(base, sizeof base, "%s/.local/share/jupyter", home);
+            snprintf(base, baselen, "%s/.local/share/jupyter", home);
         else {
             fprintf(stderr, "gpushare kernelspec install: --user needs HOME or JUPYTER_DATA_DIR\n");
             return 1;
@@ -349,24 +355,31 @@ int gs_cli_kernelspec_main(int argc, char **argv)
         break;
     case SYS_PREFIX: {
         char p[4000];
-        if (python_prefix(spec.python, p, sizeof p) != 0) {
+        if (python_prefix(in->spec.python, p, sizeof p) != 0) {
             fprintf(stderr, "gpushare kernelspec install: cannot ask %s for its sys.prefix\n",
-                    spec.python);
+                    in->spec.python);
             return 1;
         }
-        snprintf(base, sizeof base, "%s/share/jupyter", p);
+        snprintf(base, baselen, "%s/share/jupyter", p);
         break;
     }
     }
-    char dir[4200], file[4300];
-    snprintf(dir, sizeof dir, "%s/kernels/%s", base, name);
+    return 0;
+}
+
+/* The kernelspec directory dir: kernel.json and the logos.  0, or the exit
+ * status. */
+static int install_write(const struct install *in, const char *dir)
+{
+    char file[4300];
     if (mkdirs(dir) != 0) {
         fprintf(stderr, "gpushare kernelspec install: cannot create %s: %s%s\n", dir,
-                strerror(errno), where == SYSTEM ? " (use --user to install for yourself)" : "");
+                strerror(errno),
+                in->where == SYSTEM ? " (use --user to install for yourself)" : "");
         return 1;
     }
     snprintf(file, sizeof file, "%s/kernel.json", dir);
-    json_t *ks = gs_cli_kernelspec_json(&spec);
+    json_t *ks = gs_cli_kernelspec_json(&in->spec);
     int rc = json_dump_file(ks, file, JSON_INDENT(1));
     json_decref(ks);
     if (rc != 0) {
@@ -384,20 +397,74 @@ int gs_cli_kernelspec_main(int argc, char **argv)
         if (copy_file(from, to) != 0)
             fprintf(stderr, "gpushare kernelspec install: note: logo %s not copied\n", from);
     }
-    printf("Installed kernelspec %s (\"%s\") in %s\n", name, spec.display_name, dir);
-    if (spec.pythondir)
+    return 0;
+}
+
+/* What was installed, and how its kernels start. */
+static void install_say(const struct install *in, const char *dir)
+{
+    const gs_cli_kernelspec_t *spec = &in->spec;
+    printf("Installed kernelspec %s (\"%s\") in %s\n", in->name, spec->display_name, dir);
+    if (spec->pythondir)
         printf("Its kernels get %s after their own PYTHONPATH (gpushare_ipython).\n",
-               spec.pythondir);
-    if (spec.provisioner)
+               spec->pythondir);
+    if (spec->provisioner)
         printf("It starts kernels through the gpushare provisioner: the broker knows each by "
                "the id Jupyter gives it.\n");
-    else if (launch == PLAIN)
+    else if (in->launch == PLAIN)
         printf("It starts kernels through the plain launcher (--no-provisioner): the broker "
                "knows each by its connection file's name.\n");
     else
         printf("It starts kernels through the plain launcher, as %s cannot load the gpushare "
                "provisioner (%s): the broker knows each by its connection file's name, which "
                "is a temporary one for nbclient and papermill.\n",
-               server_python, why);
+               in->server_python, in->why);
+}
+
+static int install(int argc, char **argv)
+{
+    struct install in = {.where = SYSTEM,
+                         .name = "shared-gpu",
+                         .launch = AUTO,
+                         .spec = {.launcher = GS_BINDIR "/gpushare-launch",
+                                  .python = GS_KERNEL_PYTHON,
+                                  .display_name = "Shared GPU"}};
+    int rc = install_parse(&in, argc, argv);
+    if (rc >= 0)
+        return rc;
+    install_multi_names(&in);
+    if ((rc = install_check(&in)) != 0 || (rc = install_provisioner(&in)) != 0)
+        return rc;
+    /* An install under a prefix the kernel's python does not search (make
+     * install prefix=/opt/gs) put gpushare_ipython beside the launcher's
+     * prefix: the kernels get that directory on their PYTHONPATH. */
+    if (gs_ks_extension_dir(in.spec.python, in.spec.launcher, in.pydir, sizeof in.pydir) == 0)
+        in.spec.pythondir = in.pydir;
+    char base[4096], dir[4200];
+    if ((rc = install_base(&in, base, sizeof base)) != 0)
+        return rc;
+    snprintf(dir, sizeof dir, "%s/kernels/%s", base, in.name);
+    if ((rc = install_write(&in, dir)) != 0)
+        return rc;
+    install_say(&in, dir);
     return 0;
+}
+
+int gs_cli_kernelspec_main(int argc, char **argv)
+{
+    int list = argc >= 2 && strcmp(argv[1], "list") == 0;
+    if (argc < 2 || (strcmp(argv[1], "install") != 0 && !list)) {
+        if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+            usage(stdout);
+            return 0;
+        }
+        fprintf(stderr, "gpushare kernelspec: expected \"install\" or \"list\"\n");
+        usage(stderr);
+        return 2;
+    }
+    argc--;
+    argv++;
+    /* what getopt's messages start with */
+    argv[0] = list ? "gpushare kernelspec list" : "gpushare kernelspec install";
+    return list ? gs_cli_kernelspec_list(argc, argv) : install(argc, argv);
 }

@@ -36,7 +36,7 @@
  * The end is the GPU's timestamp of the last of those events, brought to
  * CLOCK_MONOTONIC through a reference event the monitor records on a
  * stream of its own (non-blocking, idle) and polls until it completes, so
- * its host time is known within a few us (reference_settle); noticing the
+ * its host time is known within a few us (hook_burst_ref.c); noticing the
  * end later costs no precision.  Bursts separated by less than
  * GPUSHARE_BURST_MERGE_US are merged; the last BURST_WINDOW merged bursts
  * give burst_p90_us and burst_last_us, sent with each acquire
@@ -44,8 +44,8 @@
  */
 #define _GNU_SOURCE
 #include "hook_burst.h"
+#include "hook_burst_ref.h"
 
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -58,18 +58,14 @@
 #include "gs_assert.h"
 #include "log.h"
 
-_Alignas(64) _Atomic int hook_burst_flag[HOOK_MAX_DEVICES];
+struct hook_line_int hook_burst_flag[HOOK_MAX_DEVICES];
 struct hook_line_int hook_burst_off = {HOOK_BURST_ACTIVE};
 
 #define BURST_WINDOW   32
-#define MAX_REFS       16
 #define PAUSE_MIN_NS   1000000ULL
 #define PAUSE_MAX_NS   4000000ULL
 #define POLL_MIN_NS    20000ULL
 #define POLL_MAX_NS    1000000ULL
-#define REF_POLL_NS    2000000ULL
-#define REF_GOOD_NS    100000ULL
-#define REF_TRIES      8
 #define FIRST_PROBE_NS 200000ULL
 /* A monitor keeps watching the burst flag by itself (a tick, no wake-up
  * needed) for this long after a burst: a program that synchronises often
@@ -91,12 +87,6 @@ struct burst_dev {
     int n, head;
 };
 
-/* A stream of the hook's own in a context, for reference events. */
-struct ref {
-    CUcontext ctx;
-    CUstream s;
-};
-
 static pthread_mutex_t bmu = PTHREAD_MUTEX_INITIALIZER; /* leaf lock */
 static pthread_cond_t bcv = PTHREAD_COND_INITIALIZER;
 static struct burst_dev bd[HOOK_MAX_DEVICES];
@@ -106,8 +96,6 @@ static _Atomic uint64_t pending_ns[HOOK_MAX_DEVICES];
 /* The monitor waits on bcv (else it ticks, or is not started: 0 below). */
 static _Atomic int monitor_sleeping[HOOK_MAX_DEVICES];
 static _Atomic int monitor_started[HOOK_MAX_DEVICES];
-static struct ref refs[MAX_REFS];
-static unsigned ref_gen; /* bumped when a context goes: reference events may be gone */
 /* When the first submission after the monitor's PROBING store came (0: none
  * yet): a burst that was over by then is closed even if the monitor only
  * noticed after the new work had begun. */
@@ -175,7 +163,8 @@ void hook_burst_note(struct hook_thr *t)
     int old = atomic_exchange(f, HOOK_BURST_ACTIVE);
     if (old == HOOK_BURST_ACTIVE)
         return;
-    int dev = (int)(f - hook_burst_flag);
+    /* v is the line's only member: the flag's address is its line's. */
+    int dev = (int)((struct hook_line_int *)f - hook_burst_flag);
     uint64_t now = hook_clock_ns();
     if (old == HOOK_BURST_PROBING) { /* the probe under way will see ACTIVE */
         uint64_t none = 0;
@@ -233,7 +222,7 @@ int hook_burst_busy(int dev)
         return 0;
     pthread_mutex_lock(&bmu);
     int busy = bd[dev].measuring || atomic_load(&pending_ns[dev]) != 0 ||
-               atomic_load(&hook_burst_flag[dev]) != HOOK_BURST_QUIET;
+               atomic_load(&hook_burst_flag[dev].v) != HOOK_BURST_QUIET;
     pthread_mutex_unlock(&bmu);
     return busy;
 }
@@ -260,176 +249,33 @@ int hook_burst_stats(int dev, long long *p90_us, long long *last_us)
     return 1;
 }
 
-/* The monitor calls the driver only while no stream capture is in progress
- * or about to begin (a capture in global mode is invalidated by calls such
- * as cuEventQuery from any thread): monitor_active holds new captures off,
- * and the monitor gives way as soon as one wants to begin. */
-static int capture_wanted(void)
-{
-    return atomic_load(&hook_capture_count) > 0 || atomic_load(&hook_capture_want) > 0;
-}
-
 static void pause_ns(uint64_t ns)
 {
     struct timespec ts = {(time_t)(ns / 1000000000ULL), (long)(ns % 1000000000ULL)};
     nanosleep(&ts, NULL);
 }
 
-/* ---- reference events ---------------------------------------------------- */
-
-struct refstate {
-    CUevent ev;      /* the reference: stamped at ns +/- unc (host time) */
-    CUevent scratch; /* recorded again to find a narrower interval */
-    CUcontext ctx;
-    CUstream s;
-    uint64_t ns;
-    uint64_t unc;
-    unsigned gen;
-};
-
-/* hook_gate_mu not held; the caller holds captures and teardown off.  Records a
- * timing event on the hook's own stream in ctx (created on first use) and
- * returns it with the host time of the record. */
-static CUevent reference(CUcontext ctx, uint64_t *ns, unsigned *gen, CUstream *stream)
-{
-    if (!hook_cu.streamCreate || !hook_cu.eventElapsed || !ctx)
-        return NULL;
-    pthread_mutex_lock(&bmu);
-    CUstream s = NULL;
-    int free_slot = -1;
-    for (int i = 0; i < MAX_REFS; i++) {
-        if (refs[i].ctx == ctx)
-            s = refs[i].s;
-        else if (!refs[i].ctx && free_slot < 0)
-            free_slot = i;
-    }
-    *gen = ref_gen;
-    pthread_mutex_unlock(&bmu);
-    if (hook_cu.ctxSetCurrent(ctx) != CUDA_SUCCESS)
-        return NULL;
-    if (!s) {
-        if (free_slot < 0 || hook_cu.streamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
-            return NULL;
-        pthread_mutex_lock(&bmu);
-        refs[free_slot].ctx = ctx;
-        refs[free_slot].s = s;
-        pthread_mutex_unlock(&bmu);
-    }
-    CUevent ev;
-    *stream = s;
-    if (hook_cu.eventCreate(&ev, CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS)
-        return NULL;
-    *ns = hook_clock_ns();
-    if (hook_cu.eventRecord(ev, s) != CUDA_SUCCESS) {
-        hook_cu.eventDestroy(ev);
-        return NULL;
-    }
-    return ev;
-}
-
-static int ref_valid(unsigned gen)
-{
-    pthread_mutex_lock(&bmu);
-    int ok = gen == ref_gen;
-    pthread_mutex_unlock(&bmu);
-    return ok;
-}
-
-/* The GPU stamps a reference somewhere between its record and the moment a
- * query first finds it complete (a few us apart on an idle stream): the
- * midpoint, within half the interval.  A thread preempted meanwhile widens
- * the interval, so a scratch event is recorded up to REF_TRIES times and
- * the narrowest becomes the reference, until one is narrower than
- * REF_GOOD_NS. */
-static void reference_settle(struct refstate *r)
-{
-    if (!r->ev || !hook_cu.eventQuery)
-        return;
-    for (int attempt = 0; attempt < REF_TRIES && r->unc > REF_GOOD_NS / 2; attempt++) {
-        if (capture_wanted())
-            return; /* tried again at the next probe */
-        if (!r->scratch && hook_cu.eventCreate(&r->scratch, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
-            r->scratch = NULL;
-            return;
-        }
-        uint64_t t0 = hook_clock_ns();
-        if (hook_cu.eventRecord(r->scratch, r->s) != CUDA_SUCCESS)
-            return;
-        CUresult q;
-        while ((q = hook_cu.eventQuery(r->scratch)) == CUDA_ERROR_NOT_READY &&
-               hook_clock_ns() - t0 < REF_POLL_NS && !capture_wanted())
-            sched_yield();
-        uint64_t t1 = hook_clock_ns();
-        if (q == CUDA_SUCCESS && (t1 - t0) / 2 < r->unc) {
-            CUevent x = r->ev;
-            r->ev = r->scratch;
-            r->scratch = x;
-            r->ns = t0 + (t1 - t0) / 2;
-            r->unc = (t1 - t0) / 2;
-        } else if (q != CUDA_SUCCESS) {
-            hook_cu.eventDestroy(r->scratch); /* still pending: released when complete */
-            r->scratch = NULL;
-            if (q != CUDA_ERROR_NOT_READY)
-                return;
-        }
-    }
-}
-
-/* When it is old (its context still there unless gen says not). */
-static void reference_drop(struct refstate *r)
-{
-    if (ref_valid(r->gen)) {
-        hook_cu.ctxSetCurrent(r->ctx);
-        if (r->ev)
-            hook_cu.eventDestroy(r->ev);
-        if (r->scratch)
-            hook_cu.eventDestroy(r->scratch);
-    }
-    r->ev = r->scratch = NULL;
-}
-
 /* A context was destroyed (NULL: maybe several): its streams and events
  * went with it. */
 void hook_burst_forget_ctx(CUcontext ctx)
 {
+    hook_burst_ref_forget_ctx(ctx);
     pthread_mutex_lock(&bmu);
-    for (int i = 0; i < MAX_REFS; i++)
-        if (refs[i].ctx && (!ctx || refs[i].ctx == ctx))
-            refs[i].ctx = NULL;
     for (int d = 0; d < HOOK_MAX_DEVICES; d++) /* gone with their context */
         for (int i = 0; i < npool[d];)
             if (!ctx || pool[d][i].ctx == ctx)
                 pool[d][i] = pool[d][--npool[d]];
             else
                 i++;
-    ref_gen++;
     pthread_mutex_unlock(&bmu);
 }
 
 /* ---- the monitor -------------------------------------------------------- */
 
-/* The host time event e completed, through the reference when it can:
- * after `recorded` (it cannot complete before it was recorded) and by
- * `observed`. */
-static uint64_t event_end(struct refstate *r, const struct hook_streams_ev *e, uint64_t recorded,
-                          uint64_t observed)
-{
-    if (!r->ev || e->ctx != r->ctx)
-        return observed;
-    float ms;
-    CUresult rc = hook_cu.eventElapsed(&ms, r->ev, e->ev);
-    if (rc != CUDA_SUCCESS)
-        return observed;
-    double t = (double)r->ns + (double)ms * 1e6;
-    if (t > (double)observed)
-        return observed;
-    return t < (double)recorded ? recorded : (uint64_t)t;
-}
-
 static void monitor_hold(int dev, unsigned long long *since)
 {
     pthread_mutex_lock(&hook_gate_mu);
-    while (capture_wanted() || hook_gate_st.ctx_destroying > 0)
+    while (hook_capture_wanted() || hook_gate_st.ctx_destroying > 0)
         pthread_cond_wait(&hook_gate_cv, &hook_gate_mu);
     hook_gate_st.monitor_active++; /* new captures wait while the driver is called */
     hook_gate_st.monitor_busy++;   /* context teardown waits until the events are done with */
@@ -441,12 +287,12 @@ static void monitor_hold(int dev, unsigned long long *since)
  * (the events keep their timestamps meanwhile).  Returns 1 if it yielded. */
 static int monitor_yield(void)
 {
-    if (!capture_wanted())
+    if (!hook_capture_wanted())
         return 0;
     pthread_mutex_lock(&hook_gate_mu);
     hook_gate_st.monitor_active--;
     pthread_cond_broadcast(&hook_gate_cv);
-    while (capture_wanted())
+    while (hook_capture_wanted())
         pthread_cond_wait(&hook_gate_cv, &hook_gate_mu);
     hook_gate_st.monitor_active++;
     pthread_mutex_unlock(&hook_gate_mu);
@@ -485,7 +331,7 @@ static CUresult wait_event(const struct hook_streams_ev *e, uint64_t *seen)
 /* Probes device dev until a probe finds nothing newer, recording the
  * bursts (from start on) as they end. */
 /* Each device's reference, used by its monitor thread only. */
-static struct refstate refst[HOOK_MAX_DEVICES];
+static struct hook_burst_ref refst[HOOK_MAX_DEVICES];
 
 /* The pause between probes: 1/8 of the burst so far, 1 to 4 ms.  Work
  * queued behind a probe's events ends precisely; work submitted and
@@ -502,14 +348,14 @@ static uint64_t probe_pause(uint64_t start)
 static int still_submitting(int dev, uint64_t ns)
 {
     atomic_store(&react_ns[dev], 0);
-    atomic_store(&hook_burst_flag[dev], HOOK_BURST_PROBING);
+    atomic_store(&hook_burst_flag[dev].v, HOOK_BURST_PROBING);
     pause_ns(ns);
-    return atomic_load(&hook_burst_flag[dev]) == HOOK_BURST_ACTIVE;
+    return atomic_load(&hook_burst_flag[dev].v) == HOOK_BURST_ACTIVE;
 }
 
 static void monitor_bursts(int dev, uint64_t start)
 {
-    struct refstate *r = &refst[dev];
+    struct hook_burst_ref *r = &refst[dev];
     uint64_t end = start, merge_ns = (uint64_t)hook_cfg.burst_merge_us * 1000ULL;
     /* The note that woke this thread came from inside a launch call: the
      * first watch lets that call finish (its check after the call finds
@@ -528,18 +374,18 @@ static void monitor_bursts(int dev, uint64_t start)
             window = probe_pause(start);
         unsigned long long since;
         monitor_hold(dev, &since);
-        if (r->ev && !ref_valid(r->gen))
+        if (r->ev && !hook_burst_ref_valid(r->gen))
             r->ev = r->scratch = NULL; /* its context is gone, and the events with it */
         else if (r->ev && hook_clock_ns() - r->ns > REF_MAX_AGE_NS)
-            reference_drop(r);
+            hook_burst_ref_drop(r);
         atomic_store(&react_ns[dev], 0);
-        atomic_store(&hook_burst_flag[dev], HOOK_BURST_PROBING);
+        atomic_store(&hook_burst_flag[dev].v, HOOK_BURST_PROBING);
         size_t n;
         uint64_t t0 = hook_clock_ns();
         struct hook_streams_ev *ev = hook_streams_record(dev, since, &n, pool_get);
         if (!r->ev && n > 0) {
             r->ctx = ev[0].ctx;
-            r->ev = reference(r->ctx, &r->ns, &r->gen, &r->s);
+            r->ev = hook_burst_ref_record(r->ctx, &r->ns, &r->gen, &r->s);
             r->unc = UINT64_MAX; /* settled below */
         }
         uint64_t last = n ? 0 : hook_clock_ns();
@@ -549,13 +395,15 @@ static void monitor_bursts(int dev, uint64_t start)
             rc[i] = wait_event(&ev[i], &seen[i]);
         /* Settled now that the events are complete (the monitor is not in
          * a hurry then); a rough one (this thread was preempted) again. */
-        if (r->ev && r->unc > REF_GOOD_NS / 2) {
+        if (r->ev && r->unc > HOOK_BURST_REF_GOOD_NS / 2) {
             hook_cu.ctxSetCurrent(r->ctx);
-            reference_settle(r);
+            hook_burst_ref_settle(r);
         }
         for (size_t i = 0; i < n; i++) {
             uint64_t obs = seen ? seen[i] : hook_clock_ns();
-            uint64_t e = rc && seen && rc[i] == CUDA_SUCCESS ? event_end(r, &ev[i], t0, obs) : obs;
+            uint64_t e = rc && seen && rc[i] == CUDA_SUCCESS
+                             ? hook_burst_ref_event_end(r, &ev[i], t0, obs)
+                             : obs;
             gs_debug("probe GPU %d: recorded +%lld us, ends +%lld us, seen +%lld us, "
                      "reference +%lld +/- %lld us",
                      dev, (long long)(t0 - start) / 1000, (long long)(e - start) / 1000,
@@ -569,7 +417,7 @@ static void monitor_bursts(int dev, uint64_t start)
         free(seen);
         free(rc);
         free(ev);
-        int quiet = atomic_compare_exchange_strong(&hook_burst_flag[dev],
+        int quiet = atomic_compare_exchange_strong(&hook_burst_flag[dev].v,
                                                    &(int){HOOK_BURST_PROBING}, HOOK_BURST_QUIET);
         hook_cu.ctxSetCurrent(NULL);
         monitor_done();
@@ -636,10 +484,12 @@ static void *monitor_main(void *arg)
 void hook_burst_atfork_prepare(void)
 {
     pthread_mutex_lock(&bmu);
+    hook_burst_ref_atfork_prepare();
 }
 
 void hook_burst_atfork_parent(void)
 {
+    hook_burst_ref_atfork_parent();
     pthread_mutex_unlock(&bmu);
 }
 
@@ -649,12 +499,11 @@ void hook_burst_atfork_child(void)
     pthread_mutex_init(&bmu, NULL);
     pthread_cond_init(&bcv, NULL);
     memset(bd, 0, sizeof bd);
-    memset(refs, 0, sizeof refs);
     memset(npool, 0, sizeof npool);
     memset(refst, 0, sizeof refst);
-    ref_gen++;
+    hook_burst_ref_atfork_child();
     for (int i = 0; i < HOOK_MAX_DEVICES; i++) {
-        atomic_store(&hook_burst_flag[i], HOOK_BURST_QUIET);
+        atomic_store(&hook_burst_flag[i].v, HOOK_BURST_QUIET);
         atomic_store(&react_ns[i], 0);
         atomic_store(&pending_ns[i], 0);
         atomic_store(&monitor_sleeping[i], 0);

@@ -16,7 +16,9 @@
  * it (relaxed) and calls hook_burst_note only when it is not ACTIVE: once
  * per burst, and once per monitor probe while a burst lasts. */
 enum { HOOK_BURST_QUIET = 0, HOOK_BURST_ACTIVE = 1, HOOK_BURST_PROBING = 2 };
-extern _Atomic int hook_burst_flag[HOOK_MAX_DEVICES];
+/* A cache line per device: submissions to one GPU write its flag, and must
+ * not take the line away from the cores submitting to another. */
+extern struct hook_line_int hook_burst_flag[HOOK_MAX_DEVICES];
 /* Always ACTIVE: threads not being tracked point here, and every ungated
  * submission loads it, so it has a cache line of its own. */
 extern struct hook_line_int hook_burst_off;
@@ -24,7 +26,7 @@ extern struct hook_line_int hook_burst_off;
 /* The flag a submission to device dev keeps (-1: none known). */
 static inline _Atomic int *hook_burst_flag_of(int dev)
 {
-    return dev >= 0 && dev < HOOK_MAX_DEVICES && !hook_cfg.bursts_off ? &hook_burst_flag[dev]
+    return dev >= 0 && dev < HOOK_MAX_DEVICES && !hook_cfg.bursts_off ? &hook_burst_flag[dev].v
                                                                       : &hook_burst_off.v;
 }
 

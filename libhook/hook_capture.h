@@ -13,6 +13,14 @@
 extern _Atomic int hook_capture_count; /* stream captures in progress */
 extern _Atomic int hook_capture_want;  /* threads waiting to begin a capture */
 
+/* A stream capture is in progress or about to begin: the burst monitor
+ * calls the driver only while none is (a capture in global mode is
+ * invalidated by calls such as cuEventQuery from any thread). */
+static inline int hook_capture_wanted(void)
+{
+    return atomic_load(&hook_capture_count) > 0 || atomic_load(&hook_capture_want) > 0;
+}
+
 struct hook_capture;
 /* Before the real BeginCapture on stream s (normalised): waits until no
  * drain or burst probe is calling the driver, then counts the capture as

@@ -1,5 +1,7 @@
 /*
- * hook_config.c - reading the environment into hook_cfg.
+ * hook_config.c - reading the environment: into hook_cfg when the hook
+ * starts, and placement's and the swap tier's settings when they need
+ * them (hook_config.h says when).  No other file of the hook calls getenv.
  */
 #include "hook_config.h"
 
@@ -82,4 +84,59 @@ void hook_config_read(void)
         sess = NULL;
     }
     snprintf(hook_cfg.session, sizeof hook_cfg.session, "%s", sess ? sess : "");
+    const char *lib = getenv("GPUSHARE_LIBCUDA");
+    if (lib && strlen(lib) >= sizeof hook_cfg.libcuda) {
+        gs_warn("ignoring GPUSHARE_LIBCUDA (a path of at most %zu bytes)",
+                sizeof hook_cfg.libcuda - 1);
+        lib = NULL;
+    }
+    snprintf(hook_cfg.libcuda, sizeof hook_cfg.libcuda, "%s", lib && *lib ? lib : "libcuda.so.1");
+}
+
+void hook_config_place_env(struct hook_place_env *out)
+{
+    const char *dis = getenv("GPUSHARE_DISABLE"), *off = getenv("GPUSHARE_PLACE");
+    out->off = (dis && *dis && strcmp(dis, "0") != 0) || (off && !strcmp(off, "off"));
+    const char *session = getenv("GPUSHARE_SESSION");
+    out->session =
+        session && session[0] && gs_proto_id_valid(session, strlen(session)) ? session : NULL;
+    out->placed = getenv("GPUSHARE_PLACED");
+    out->placed_session = getenv("GPUSHARE_PLACED_SESSION");
+}
+
+const char *hook_config_visible(void)
+{
+    return getenv("CUDA_VISIBLE_DEVICES");
+}
+
+int hook_config_gpus_wanted(void)
+{
+    const char *gpus = getenv("GPUSHARE_GPUS");
+    return gpus && atoi(gpus) >= 1 ? atoi(gpus) : 0;
+}
+
+int hook_config_gpu_count(void)
+{
+    const char *n = getenv("GPUSHARE_GPU_COUNT");
+    return n && *n ? atoi(n) : -1;
+}
+
+void hook_config_swap_read(struct hook_swap_settings *out)
+{
+    const char *s = getenv("GPUSHARE_SWAP_STREAMS");
+    out->streams = s ? atoi(s) : 4;
+    out->seg_mib = 0;
+    const char *seg = getenv("GPUSHARE_SWAP_SEGMENT");
+    if (seg) {
+        char *end = NULL;
+        unsigned long long mib = strtoull(seg, &end, 10);
+        if (end && !strcmp(end, "M") && mib > 0 && mib <= 1024)
+            out->seg_mib = (unsigned)mib;
+        else
+            gs_warn("ignoring GPUSHARE_SWAP_SEGMENT=%s (expected 1M to 1024M)", seg);
+    }
+    const char *v = getenv("GPUSHARE_SWAP");
+    if (v && strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
+        gs_warn("ignoring GPUSHARE_SWAP=%s (expected on or off)", v);
+    out->backing_off = v && !strcmp(v, "off");
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gs_assert.h"
 #include "hook_burst.h"
 #include "hook_clock.h"
 #include "hook_cuda.h"
@@ -102,6 +103,7 @@ static double seconds(uint64_t ns)
 /* One device's entry (hook_gate_mu held; the swap tier's lock is a leaf). */
 static json_t *wait_entry_locked(const struct hook_dev *d, int dev, uint64_t now)
 {
+    GS_ASSERT_HELD(&hook_gate_mu);
     json_t *e = json_pack("{s:i, s:s, s:f, s:I}", "gpu", dev, "uuid", d->uuid, "waited_s",
                           seconds(d->waited_ns), "waits", (json_int_t)d->waits);
     if (!e)

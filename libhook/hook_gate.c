@@ -5,7 +5,7 @@
  * which is OPEN only while every device the process has touched is
  * granted.  This file keeps that word true to the table of devices; the
  * submission slow path (hook_submit.c) waits on the table, the broker
- * client (hook_client.c) fills it from grants and revokes, and the drains
+ * client (hook_client_recv.c) fills it from grants and revokes, and the drains
  * (hook_drain.c) give devices back.
  */
 #include "hook_gate.h"

@@ -75,7 +75,8 @@ struct hook_dev {
     uint64_t wait_left_ns;    /* when the holder's slice ends at the latest (0: unknown) */
 };
 
-/* The broker connection, as far as the gate cares; kept by hook_client.c. */
+/* The broker connection, as far as the gate cares; kept by the client
+ * (hook_client_conn.c). */
 enum hook_client_state {
     CS_NONE = 0,   /* not started (no device touched yet) */
     CS_CONNECTING, /* first attempt: submissions wait (at most ~200 ms) */

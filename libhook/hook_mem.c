@@ -282,6 +282,7 @@ void hook_mem_settle(const struct hook_mem_where *w, uint64_t reserved, CUresult
 /* The memory goes away: uncount it (memu held). */
 static int uncount_locked(const struct hook_mem_entry *v)
 {
+    GS_ASSERT_HELD(&memu);
     return count_locked(v->dev, -(int64_t)v->size, is_managed(v));
 }
 
@@ -361,6 +362,7 @@ void hook_mem_release_end(CUmemGenericAllocationHandle handle, const struct hook
 static size_t take_maps_locked(CUdeviceptr ptr, size_t size, uint64_t *keys,
                                struct hook_mem_entry *out)
 {
+    GS_ASSERT_HELD(&memu);
     size_t n = 0;
     uint64_t at = ptr, end = (uint64_t)ptr + size;
     struct hook_mem_entry v;

@@ -47,15 +47,15 @@ void hook_place_hello_fill(json_t *m, const char *session, int place)
     json_object_set_new(m, "client_version", json_string(PACKAGE_VERSION));
     /* What this process sees (its spawner's choice, or its placement): the
      * broker places nothing over it. */
-    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+    const char *visible = hook_config_visible();
     if (visible)
         json_object_set_new(m, "visible", json_string(visible));
     if (!place)
         return;
     json_object_set_new(m, "place", json_true());
-    const char *gpus = getenv("GPUSHARE_GPUS");
-    if (gpus && atoi(gpus) >= 1)
-        json_object_set_new(m, "gpus", json_integer(atoi(gpus)));
+    int gpus = hook_config_gpus_wanted();
+    if (gpus >= 1)
+        json_object_set_new(m, "gpus", json_integer(gpus));
 }
 
 /* The devices of a trusted welcome, joined with commas into out; 0, or -1. */
@@ -131,17 +131,16 @@ done:
 static void place(void)
 {
     /* From the environment, silently: at load the hook's configuration is
-     * not read yet, and hook_config_read names what is wrong in it once,
-     * when the hook starts. */
-    const char *dis = getenv("GPUSHARE_DISABLE"), *off = getenv("GPUSHARE_PLACE");
-    const char *session = getenv("GPUSHARE_SESSION");
-    if ((dis && *dis && strcmp(dis, "0") != 0) || (off && !strcmp(off, "off")) || !session ||
-        !session[0] || !gs_proto_id_valid(session, strlen(session)))
+     * not read yet (hook_config_place_env). */
+    struct hook_place_env env;
+    hook_config_place_env(&env);
+    const char *session = env.session;
+    if (env.off || !session)
         return;
-    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+    const char *visible = hook_config_visible();
     /* An ancestor of the same session asked already (another session, e.g.
      * `gpushare run` inside a notebook, asks for itself). */
-    const char *placed = getenv("GPUSHARE_PLACED"), *by = getenv("GPUSHARE_PLACED_SESSION");
+    const char *placed = env.placed, *by = env.placed_session;
     char endpoint[512], note[600], err[256], devices[1024];
     if (placed && by && strcmp(by, session) == 0) {
         snprintf(devices, sizeof devices, "%s", placed);
@@ -162,7 +161,7 @@ static void place(void)
              * risk every launcher that sets CUDA_VISIBLE_DEVICES late
              * takes.) */
             setenv("CUDA_VISIBLE_DEVICES", devices, 1);
-            visible = getenv("CUDA_VISIBLE_DEVICES");
+            visible = hook_config_visible();
             gs_debug("placed by the broker: CUDA_VISIBLE_DEVICES=%s", devices);
         }
     }
@@ -193,15 +192,16 @@ void hook_place_before_init(void)
  * short round trip for a notebook's kernel or `gpushare run`'s program,
  * none for their children or for programs outside a session, and none on
  * a machine with one GPU. */
-/* Placement can change something only where there are several GPUs: the
- * simulated driver's count (the tests), else the driver's one entry per
+/* Placement can change something only where there are several GPUs:
+ * GPUSHARE_GPU_COUNT where it is set (a machine whose driver has no /proc
+ * entries, the tests' simulated driver), else the driver's one entry per
  * GPU in /proc.  On a machine with one GPU the load stays as it was: no
  * round trip before main (cuInit asks, and is told nothing). */
 static int several_gpus(void)
 {
-    const char *sim = getenv("GPUSHARE_SIM_DEVICES");
-    if (sim && *sim)
-        return atoi(sim) >= 2;
+    int count = hook_config_gpu_count();
+    if (count >= 0)
+        return count >= 2;
     DIR *d = opendir("/proc/driver/nvidia/gpus");
     if (!d)
         return 0;
@@ -214,8 +214,9 @@ static int several_gpus(void)
 
 __attribute__((constructor)) static void hook_place_at_load(void)
 {
-    const char *session = getenv("GPUSHARE_SESSION");
-    if (!session || !session[0] || !several_gpus())
+    struct hook_place_env env;
+    hook_config_place_env(&env);
+    if (!env.session || !several_gpus())
         return;
     gs_log_init("gpushare-hook", GS_LOG_WARN);
     hook_place_before_init();

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "hook_config.h"
 #include "log.h"
 
 void *hook_real[HOOK_N];
@@ -71,9 +72,7 @@ void *hook_real_get(int idx)
 void hook_real_load(void)
 {
     hook_dlsym_fn dl = hook_real_dlsym();
-    const char *name = getenv("GPUSHARE_LIBCUDA");
-    if (!name || !*name)
-        name = "libcuda.so.1";
+    const char *name = hook_cfg.libcuda; /* hook_init reads it first */
     void *h = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
     if (!h)
         h = dlopen(name, RTLD_NOW);

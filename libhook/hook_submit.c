@@ -32,6 +32,7 @@
 
 static void wait_until_locked(uint64_t deadline_ns)
 {
+    GS_ASSERT_HELD(&hook_gate_mu);
     struct timespec ts = {(time_t)(deadline_ns / 1000000000ULL),
                           (long)(deadline_ns % 1000000000ULL)};
     pthread_cond_timedwait(&hook_gate_cv, &hook_gate_mu, &ts);
@@ -177,7 +178,7 @@ void hook_submit_slow(struct hook_thr *t, CUstream s)
     int dev;
     /* Counted: a checkpoint's lock may come while this thread is in the
      * driver below; the `frozen` that comes with it then asks for the GPU
-     * on its behalf (hook_client.c). */
+     * on its behalf (hook_client_recv.c). */
     atomic_fetch_add_explicit(&hook_gate_probing, 1, memory_order_relaxed);
     int where = hook_cuctx_stream_where(s, &ctx, &dev);
     atomic_fetch_sub_explicit(&hook_gate_probing, 1, memory_order_relaxed);

@@ -25,6 +25,12 @@
 /* The engine on the real driver (NULL without one): hook_ipc.c maps what
  * other processes share through it. */
 gs_swap_engine_t *hook_swap_engine(void);
+/* The real driver's functions the engine uses (hook_swap_thread.c maps
+ * the broker's chunks with them); filled by the first hook_swap_engine. */
+const gs_swap_driver_t *hook_swap_driver(void);
+/* The tier's registry of ranges (NULL before the first hook_swap_engine,
+ * or without a driver). */
+gs_swap_ranges_t *hook_swap_ranges(void);
 
 /* The tier is on in this process (GPUSHARE_SWAP=on and the driver has
  * what it needs); told to the broker in `join`. */

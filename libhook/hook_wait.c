@@ -12,12 +12,14 @@ atomic_int hook_wait_quiet;
 
 static void begin_locked(struct hook_dev *d)
 {
+    GS_ASSERT_HELD(&hook_gate_mu);
     if (d->gate_waiters + d->room_waiters == 1)
         d->wait_begin_ns = hook_clock_ns();
 }
 
 static void end_locked(struct hook_dev *d)
 {
+    GS_ASSERT_HELD(&hook_gate_mu);
     if (d->gate_waiters + d->room_waiters > 0 || !d->wait_begin_ns)
         return;
     d->waited_ns += hook_clock_ns() - d->wait_begin_ns;

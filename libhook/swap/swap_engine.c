@@ -1,12 +1,7 @@
 /*
- * swap_engine.c - VMM-backed allocations and moving them (swap_engine.h).
- *
- * A move runs in batches of about batch_bytes: the copies of a batch are
- * spread over the streams of the range's context, an event per stream
- * marks the batch's end, and while the next batch is being copied the
- * previous one is finished (swap out: its physical memory released; swap
- * in: its ranges counted resident).  Two batches are in flight at most, so
- * two sets of events per context suffice.
+ * swap_engine.c - VMM-backed allocations (swap_engine.h): the engine,
+ * segments backed and unbacked, allocation and free, and sharing ranges
+ * with other processes; swap_move.c moves them.
  */
 #define _GNU_SOURCE
 #include "swap_engine.h"
@@ -21,14 +16,14 @@
 #include "gs_assert.h"
 #include "swap_engine_impl.h"
 
-static int64_t now_ns(void)
+int64_t gs_swap_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static const char *errname(const gs_swap_engine_t *e, CUresult r)
+const char *gs_swap_errname(const gs_swap_engine_t *e, CUresult r)
 {
     const char *n = NULL;
     e->d->error_name(r, &n);
@@ -146,18 +141,6 @@ static size_t vmm_access_list(const gs_swap_range_t *r, CUmemAccessDesc *a)
     return n;
 }
 
-/* Segment k of r: where it starts in the range and how long it is. */
-static size_t seg_off(const gs_swap_range_t *r, int k)
-{
-    return (size_t)k * r->seg_bytes;
-}
-
-static size_t seg_len(const gs_swap_range_t *r, int k)
-{
-    size_t off = seg_off(r, k);
-    return r->bytes - off < r->seg_bytes ? r->bytes - off : r->seg_bytes;
-}
-
 /* A program's mapping comes back as new memory to the driver: the program
  * keeps its name for it (swap_names.h), or, when it had released its
  * handle, the mapping alone holds the memory again. */
@@ -165,8 +148,8 @@ CUresult gs_swap_seg_back(gs_swap_engine_t *e, gs_swap_range_t *r, int k)
 {
     CUmemAllocationProp prop = r->vmm ? r->prop : device_prop(e, r->dev);
     CUmemGenericAllocationHandle h = 0;
-    size_t len = seg_len(r, k);
-    CUdeviceptr at = r->va + seg_off(r, k);
+    size_t len = gs_swap_seg_len(r, k);
+    CUdeviceptr at = r->va + gs_swap_seg_off(r, k);
     CUresult res = e->d->create(&h, len, &prop, 0);
     if (res != CUDA_SUCCESS)
         return res;
@@ -202,8 +185,8 @@ static CUresult back_seg(gs_swap_engine_t *e, gs_swap_range_t *r, int k)
 
 CUresult gs_swap_seg_unback(gs_swap_engine_t *e, gs_swap_range_t *r, int k)
 {
-    size_t len = seg_len(r, k);
-    CUresult res = e->d->unmap(r->va + seg_off(r, k), len);
+    size_t len = gs_swap_seg_len(r, k);
+    CUresult res = e->d->unmap(r->va + gs_swap_seg_off(r, k), len);
     if (res != CUDA_SUCCESS)
         return res;
     if (r->vmm) {
@@ -362,498 +345,12 @@ CUresult gs_swap_grant_peer(gs_swap_engine_t *e, int owner, int accessor)
         for (size_t i = 0; i < n && res == CUDA_SUCCESS; i++)
             for (int k = 0; k < rs[i].nseg && res == CUDA_SUCCESS && !rs[i].vmm; k++)
                 if (rs[i].seg[k])
-                    res =
-                        e->d->set_access(rs[i].va + seg_off(&rs[i], k), seg_len(&rs[i], k), a, na);
+                    res = e->d->set_access(rs[i].va + gs_swap_seg_off(&rs[i], k),
+                                           gs_swap_seg_len(&rs[i], k), a, na);
         free(rs);
     }
     pthread_mutex_unlock(&e->op);
     return res;
-}
-
-/* ---- moving ---------------------------------------------------------------- */
-
-/* The lane of ctx, created with ctx current (op held); NULL on failure. */
-static struct lane *lane_of(gs_swap_engine_t *e, CUcontext ctx, char *err, size_t errlen)
-{
-    for (int i = 0; i < e->nlanes; i++)
-        if (e->lanes[i].ctx == ctx)
-            return &e->lanes[i];
-    if (e->nlanes == MAX_LANES) {
-        snprintf(err, errlen, "more than %d contexts hold device memory", MAX_LANES);
-        return NULL;
-    }
-    struct lane *l = &e->lanes[e->nlanes];
-    memset(l, 0, sizeof *l);
-    l->ctx = ctx;
-    for (int k = 0; k < e->cfg.streams; k++) {
-        CUresult r = e->d->stream_create(&l->s[k], CU_STREAM_NON_BLOCKING);
-        if (r == CUDA_SUCCESS)
-            r = e->d->event_create(&l->ev[0][k], CU_EVENT_DISABLE_TIMING);
-        if (r == CUDA_SUCCESS)
-            r = e->d->event_create(&l->ev[1][k], CU_EVENT_DISABLE_TIMING);
-        if (r != CUDA_SUCCESS) {
-            snprintf(err, errlen, "creating the swap's streams: %s", errname(e, r));
-            return NULL; /* what was made stays unused: a later call does not reuse it */
-        }
-    }
-    e->nlanes++;
-    return l;
-}
-
-void gs_swap_lane_prepare(gs_swap_engine_t *e, CUcontext ctx)
-{
-    char err[200];
-    if (ctx)
-        (void)lane_of(e, ctx, err, sizeof err); /* on failure the move tries again */
-}
-
-/* One segment of one range: the unit of a move. */
-struct unit {
-    size_t range; /* index into the move's range array */
-    int seg;
-    int made; /* swap in: its physical memory was made by this move */
-};
-
-/* Copies one segment between the device and its place in window w, in
- * pieces that never cross one of the window's chunks, over the lane's
- * streams. */
-static CUresult copy_seg(gs_swap_engine_t *e, struct lane *l, const gs_swap_range_t *r, int k,
-                         const gs_swap_window_t *w, int out, int *next_stream)
-{
-    size_t done = 0, len = seg_len(r, k), base = seg_off(r, k);
-    while (done < len) {
-        uint64_t host = r->host_off + base + done;
-        size_t n = len - done, to_chunk = w->chunk_bytes - host % w->chunk_bytes;
-        if (n > e->cfg.piece_bytes)
-            n = e->cfg.piece_bytes;
-        if (n > to_chunk)
-            n = to_chunk;
-        CUdeviceptr dv = r->va + base + done, hv = w->va + host;
-        CUresult res = e->d->memcpy_async(out ? hv : dv, out ? dv : hv, n,
-                                          l->s[(*next_stream)++ % e->cfg.streams]);
-        if (res != CUDA_SUCCESS)
-            return res;
-        done += n;
-    }
-    return CUDA_SUCCESS;
-}
-
-struct batch {
-    struct lane *lane;
-    int slot;
-    size_t first, count; /* indices into the move's unit array */
-};
-
-static CUresult batch_mark(gs_swap_engine_t *e, struct batch *b)
-{
-    for (int k = 0; k < e->cfg.streams; k++) {
-        CUresult r = e->d->event_record(b->lane->ev[b->slot][k], b->lane->s[k]);
-        if (r != CUDA_SUCCESS)
-            return r;
-    }
-    return CUDA_SUCCESS;
-}
-
-static CUresult batch_wait(gs_swap_engine_t *e, const struct batch *b)
-{
-    for (int k = 0; k < e->cfg.streams; k++) {
-        CUresult r = e->d->event_synchronize(b->lane->ev[b->slot][k]);
-        if (r != CUDA_SUCCESS)
-            return r;
-    }
-    return CUDA_SUCCESS;
-}
-
-/* After a failure: nothing of ours may still be copying. */
-static void quiesce(gs_swap_engine_t *e)
-{
-    for (int i = 0; i < e->nlanes; i++)
-        for (int k = 0; k < e->cfg.streams; k++)
-            e->d->stream_synchronize(e->lanes[i].s[k]);
-}
-
-static int cmp_ctx(const void *a, const void *b)
-{
-    const gs_swap_range_t *x = a, *y = b;
-    uintptr_t cx = (uintptr_t)x->ctx, cy = (uintptr_t)y->ctx;
-    if (cx != cy)
-        return cx < cy ? -1 : 1;
-    return x->va < y->va ? -1 : x->va > y->va;
-}
-
-/* The ranges of dev with something to move, grouped by context (op held). */
-static gs_swap_range_t *collect(gs_swap_engine_t *e, int dev, int parked, size_t *n)
-{
-    *n = gs_swap_ranges_list(e->ranges, dev, parked, NULL, 0);
-    if (!*n)
-        return NULL;
-    gs_swap_range_t *rs = malloc(*n * sizeof *rs);
-    if (rs) {
-        *n = gs_swap_ranges_list(e->ranges, dev, parked, rs, *n);
-        qsort(rs, *n, sizeof *rs, cmp_ctx);
-    }
-    return rs;
-}
-
-/* Finishes a batch: swap out releases its segments, swap in counts them
- * resident.  The registry learns each range's new state. */
-static CUresult batch_finish(gs_swap_engine_t *e, gs_swap_range_t *rs, struct unit *us,
-                             const struct batch *b, int out, gs_swap_result_t *res)
-{
-    CUresult r = batch_wait(e, b);
-    for (size_t i = b->first; r == CUDA_SUCCESS && i < b->first + b->count; i++) {
-        gs_swap_range_t *rg = &rs[us[i].range];
-        size_t len = seg_len(rg, us[i].seg);
-        if (out) {
-            r = unback_seg(e, rg, us[i].seg);
-            if (r != CUDA_SUCCESS)
-                break;
-        } else {
-            us[i].made = 0; /* resident now: no longer this move's to undo */
-            if (!gs_swap_range_parked(rg))
-                rg->host_set = 0; /* all back: its place in the window is free again */
-        }
-        gs_swap_ranges_update(e->ranges, rg);
-        res->bytes += len;
-    }
-    return r;
-}
-
-/* Physical memory for a segment, retried while the GPU is full until the
- * deadline: the process on the other side of a switch releases its own
- * batch by batch meanwhile.  The deadline is read at every try: another
- * thread moves it (a second swap_in extends the wait, a swap_out ends it). */
-static CUresult back_seg_waiting(gs_swap_engine_t *e, gs_swap_range_t *r, int k,
-                                 const int64_t *deadline)
-{
-    long pause_us = 100;
-    for (;;) {
-        CUresult res = back_seg(e, r, k);
-        if (res != CUDA_ERROR_OUT_OF_MEMORY ||
-            now_ns() >= __atomic_load_n(deadline, __ATOMIC_ACQUIRE))
-            return res;
-        struct timespec ts = {0, pause_us * 1000};
-        nanosleep(&ts, NULL);
-        if (pause_us < 2000)
-            pause_us *= 2;
-    }
-}
-
-/* The last position of [off, off + len) given back early, or -1. */
-static int gone_in(const gs_swap_window_t *w, uint64_t off, uint64_t len)
-{
-    if (!w->gone || !w->chunk_bytes || !len)
-        return -1;
-    int last = -1;
-    for (uint64_t c = off / w->chunk_bytes;
-         c * w->chunk_bytes < off + len && c < (uint64_t)w->chunks; c++)
-        if (w->gone[c])
-            last = (int)c;
-    return last;
-}
-
-/* Where the ranges that go out for the first time go in the window: after
- * those already there (a partly parked range keeps its place). */
-static int place(gs_swap_engine_t *e, int dev, gs_swap_range_t *rs, size_t n,
-                 const gs_swap_window_t *w, char *err, size_t errlen)
-{
-    uint64_t end = 0;
-    size_t np = gs_swap_ranges_list(e->ranges, dev, 1, NULL, 0);
-    gs_swap_range_t *ps = np ? malloc(np * sizeof *ps) : NULL;
-    np = ps ? gs_swap_ranges_list(e->ranges, dev, 1, ps, np) : 0;
-    for (size_t k = 0; k < np; k++)
-        if (ps[k].host_set && ps[k].host_off + ps[k].bytes > end)
-            end = ps[k].host_off + ps[k].bytes;
-    free(ps);
-    for (size_t i = 0; i < n; i++) {
-        if (!rs[i].host_set) {
-            /* Past the positions a failed swap in gave back early: they
-             * are no longer mapped (swap_window.h, gs_swap_window_drop). */
-            for (int g; (g = gone_in(w, end, rs[i].bytes)) >= 0;)
-                end = (uint64_t)(g + 1) * w->chunk_bytes;
-            rs[i].host_off = end;
-            rs[i].host_set = 1;
-            end += rs[i].bytes;
-        }
-        if (rs[i].host_off + rs[i].bytes > w->bytes) {
-            snprintf(err, errlen, "the host window holds %zu bytes, the GPU's ranges need %llu",
-                     w->bytes, (unsigned long long)(rs[i].host_off + rs[i].bytes));
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* Where a segment's bytes end in the window. */
-static uint64_t host_end(const gs_swap_range_t *r, int k)
-{
-    return r->host_off + seg_off(r, k) + seg_len(r, k);
-}
-
-/* One move's state, for the steps below. */
-struct mover {
-    gs_swap_engine_t *e;
-    gs_swap_window_t *w;
-    int out;
-    const gs_swap_calls_t *calls;
-    gs_swap_range_t *rs;
-    struct unit *us;
-    size_t nu;
-    size_t finished; /* units [0, finished) are done (batches finish in order) */
-    uint64_t total;
-    unsigned char *busy; /* swap in: per window position, still holding data to come */
-    int *pos;
-    gs_swap_result_t *res;
-};
-
-/* Swap in: tells the caller which positions of the window hold nothing
- * still to come back (each once). */
-static void report_done(struct mover *m)
-{
-    gs_swap_window_t *w = m->w;
-    if (m->out || !m->calls || !m->calls->done || !m->busy || !w->chunk_bytes)
-        return;
-    memset(m->busy, 0, (size_t)w->chunks);
-    for (size_t i = m->finished; i < m->nu; i++) {
-        const gs_swap_range_t *r = &m->rs[m->us[i].range];
-        uint64_t a = r->host_off + seg_off(r, m->us[i].seg), b = host_end(r, m->us[i].seg);
-        for (uint64_t c = a / w->chunk_bytes; c * w->chunk_bytes < b && c < (uint64_t)w->chunks;
-             c++)
-            m->busy[c] = 1;
-    }
-    int n = 0;
-    for (int c = 0; c < w->mapped; c++)
-        if (!m->busy[c] && !w->gone[c])
-            m->pos[n++] = c;
-    if (n)
-        m->calls->done(m->calls->arg, w, m->pos, n);
-}
-
-static CUresult finish(struct mover *m, const struct batch *b)
-{
-    CUresult r = batch_finish(m->e, m->rs, m->us, b, m->out, m->res);
-    if (r != CUDA_SUCCESS)
-        return r;
-    m->finished = b->first + b->count;
-    if (m->calls && m->calls->progress)
-        m->calls->progress(m->calls->arg, m->res->bytes, m->total);
-    report_done(m);
-    return CUDA_SUCCESS;
-}
-
-static int move(gs_swap_engine_t *e, int dev, gs_swap_window_t *w, int out, uint64_t limit,
-                const int64_t *deadline, const gs_swap_calls_t *calls, gs_swap_result_t *res)
-{
-    memset(res, 0, sizeof *res);
-    int64_t t0 = now_ns();
-    pthread_mutex_lock(&e->op);
-    size_t n = 0, nu = 0;
-    gs_swap_range_t *rs = collect(e, dev, !out, &n);
-    struct unit *us = NULL;
-    struct mover m = {e, w, out, calls, NULL, NULL, 0, 0, 0, NULL, NULL, res};
-    int rc = 0;
-    if (n && !rs) {
-        snprintf(res->error, sizeof res->error, "out of memory");
-        rc = -1;
-        goto done;
-    }
-    for (size_t i = 0; i < n; i++)
-        nu += (size_t)rs[i].nseg;
-    us = nu ? malloc(nu * sizeof *us) : NULL;
-    if (!out && w->chunks > 0) {
-        m.busy = malloc((size_t)w->chunks);
-        m.pos = malloc((size_t)w->chunks * sizeof *m.pos);
-    }
-    if ((nu && !us) || (!out && w->chunks > 0 && (!m.busy || !m.pos))) {
-        snprintf(res->error, sizeof res->error, "out of memory");
-        rc = -1;
-        goto done;
-    }
-    nu = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!out && (!rs[i].host_set || rs[i].host_off + rs[i].bytes > w->bytes)) {
-            snprintf(res->error, sizeof res->error, "a parked range lies outside the window");
-            rc = -1;
-            goto done;
-        }
-        for (int k = 0; k < rs[i].nseg; k++)
-            if (!rs[i].seg[k] == !out && (!out || !limit || m.total < limit)) {
-                /* out: segments on the GPU (up to limit); in: those not */
-                us[nu++] = (struct unit){i, k, 0};
-                m.total += seg_len(&rs[i], k);
-            }
-    }
-    /* Swap out: every range listed has something on the GPU, so those
-     * with a segment going out are the first ones, up to the last unit's
-     * (a partial swap out stops there); only they take a place in the
-     * window, and a range that stays is placed afresh by a later one. */
-    if (out &&
-        place(e, dev, rs, nu ? us[nu - 1].range + 1 : 0, w, res->error, sizeof res->error) != 0) {
-        rc = -1;
-        goto done;
-    }
-    m.rs = rs;
-    m.us = us;
-    m.nu = nu;
-    report_done(&m); /* positions nothing comes back from (spare room) */
-    struct batch prev = {0}, cur = {0};
-    int have_prev = 0, next_stream = 0, slot = 0;
-    CUresult r = CUDA_SUCCESS;
-    const char *step = "";
-    const char *finishing = out ? "releasing copied memory" : "cuEventSynchronize";
-    size_t u = 0;
-    while (u < nu) {
-        CUcontext ctx = rs[us[u].range].ctx;
-        if ((r = e->d->ctx_push(ctx)) != CUDA_SUCCESS) {
-            step = "cuCtxPushCurrent";
-            break;
-        }
-        struct lane *l = lane_of(e, ctx, res->error, sizeof res->error);
-        if (!l) {
-            CUcontext old;
-            e->d->ctx_pop(&old);
-            rc = -1;
-            break;
-        }
-        cur = (struct batch){l, slot, u, 0};
-        size_t bytes = 0;
-        while (u < nu && rs[us[u].range].ctx == ctx &&
-               (cur.count == 0 || bytes < e->cfg.batch_bytes)) {
-            gs_swap_range_t *rg = &rs[us[u].range];
-            /* What the other side of a switch still holds (host chunks
-             * going out, GPU memory coming in) is waited for at the start
-             * of a batch, with the batch before finished and handed over:
-             * the other side may be waiting for exactly that. */
-            int wait_host = out && calls && calls->more &&
-                            host_end(rg, us[u].seg) > gs_swap_window_mapped_bytes(w);
-            if (wait_host) { /* chunks at hand are mapped while the copies run */
-                int more = calls->more(calls->arg, w, host_end(rg, us[u].seg), 0, res->error,
-                                       sizeof res->error);
-                if (more < 0) {
-                    rc = -1;
-                    break;
-                }
-                wait_host = more > 0;
-            }
-            CUresult got = CUDA_SUCCESS;
-            if (!out && (got = back_seg(e, rg, us[u].seg)) == CUDA_ERROR_OUT_OF_MEMORY &&
-                cur.count > 0)
-                break; /* the next batch waits */
-            if (wait_host && cur.count > 0)
-                break;
-            if (wait_host || got == CUDA_ERROR_OUT_OF_MEMORY) {
-                if (have_prev) {
-                    if ((r = finish(&m, &prev)) != CUDA_SUCCESS) {
-                        step = finishing;
-                        break;
-                    }
-                    have_prev = 0;
-                }
-                if (wait_host && calls->more(calls->arg, w, host_end(rg, us[u].seg), 1, res->error,
-                                             sizeof res->error) != 0) {
-                    rc = -1;
-                    break;
-                }
-                if (!out)
-                    got = back_seg_waiting(e, rg, us[u].seg, deadline);
-            }
-            if (got != CUDA_SUCCESS) {
-                r = got;
-                step = "physical memory for a parked segment";
-                break;
-            }
-            if (!out)
-                us[u].made = 1;
-            cur.count++;
-            if ((r = copy_seg(e, l, rg, us[u].seg, w, out, &next_stream)) != CUDA_SUCCESS) {
-                step = "cuMemcpyAsync";
-                break;
-            }
-            bytes += seg_len(rg, us[u++].seg);
-        }
-        if (r == CUDA_SUCCESS && rc == 0 && (r = batch_mark(e, &cur)) != CUDA_SUCCESS)
-            step = "cuEventRecord";
-        if (r == CUDA_SUCCESS && rc == 0 && have_prev && (r = finish(&m, &prev)) != CUDA_SUCCESS)
-            step = finishing;
-        CUcontext old;
-        e->d->ctx_pop(&old);
-        if (r != CUDA_SUCCESS || rc != 0)
-            break;
-        prev = cur;
-        have_prev = cur.count > 0;
-        slot ^= 1;
-    }
-    if (r == CUDA_SUCCESS && rc == 0 && have_prev) {
-        if (e->d->ctx_push(prev.lane->ctx) == CUDA_SUCCESS) {
-            r = finish(&m, &prev);
-            CUcontext old;
-            e->d->ctx_pop(&old);
-            if (r != CUDA_SUCCESS)
-                step = finishing;
-        }
-    }
-    if (r != CUDA_SUCCESS || rc != 0) {
-        quiesce(e);
-        /* Swap in: segments made but not yet counted resident go again;
-         * their bytes are still in the window. */
-        for (size_t i = 0; !out && i < nu; i++)
-            if (us[i].made) {
-                unback_seg(e, &rs[us[i].range], us[i].seg);
-                gs_swap_ranges_update(e->ranges, &rs[us[i].range]);
-            }
-        if (r != CUDA_SUCCESS)
-            snprintf(res->error, sizeof res->error, "%s: %s", step, errname(e, r));
-        rc = -1;
-    }
-    if (out && rc == 0) /* the places given to ranges that had nothing to move yet */
-        for (size_t i = 0; i < n; i++)
-            gs_swap_ranges_update(e->ranges, &rs[i]);
-    for (size_t i = 0; i < n; i++) /* ranges that went all the way */
-        res->ranges += out ? !rs[i].resident_bytes : !gs_swap_range_parked(&rs[i]);
-done:
-    pthread_mutex_unlock(&e->op);
-    free(us);
-    free(rs);
-    free(m.busy);
-    free(m.pos);
-    res->elapsed_ns = now_ns() - t0;
-    return rc;
-}
-
-int gs_swap_move(gs_swap_engine_t *e, int dev, gs_swap_window_t *w, int out, uint64_t limit,
-                 const int64_t *deadline, const gs_swap_calls_t *calls, gs_swap_result_t *res)
-{
-    static const int64_t no_wait = 0;
-    return move(e, dev, w, out, limit, deadline ? deadline : &no_wait, calls, res);
-}
-
-int gs_swap_out(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w,
-                gs_swap_progress_fn progress, void *arg, gs_swap_result_t *res)
-{
-    gs_swap_window_t copy = *w; /* without calls nothing changes it */
-    gs_swap_calls_t calls = {progress, NULL, NULL, arg};
-    return gs_swap_move(e, dev, &copy, 1, 0, NULL, &calls, res);
-}
-
-int64_t gs_swap_deadline(unsigned wait_ms)
-{
-    return now_ns() + (int64_t)wait_ms * 1000000;
-}
-
-int gs_swap_in(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w, unsigned wait_ms,
-               gs_swap_progress_fn progress, void *arg, gs_swap_result_t *res)
-{
-    int64_t deadline = gs_swap_deadline(wait_ms);
-    return gs_swap_in_until(e, dev, w, &deadline, progress, arg, res);
-}
-
-int gs_swap_in_until(gs_swap_engine_t *e, int dev, const gs_swap_window_t *w,
-                     const int64_t *deadline, gs_swap_progress_fn progress, void *arg,
-                     gs_swap_result_t *res)
-{
-    gs_swap_window_t copy = *w;
-    gs_swap_calls_t calls = {progress, NULL, NULL, arg};
-    return gs_swap_move(e, dev, &copy, 0, 0, deadline, &calls, res);
 }
 
 /* ---- sharing with other processes (legacy IPC emulated) --------------------- */
@@ -899,7 +396,7 @@ int gs_swap_export(gs_swap_engine_t *e, CUdeviceptr base, const unsigned char *a
             CUresult res =
                 e->d->export_fd(&fds[k], r.seg[k], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
             if (res != CUDA_SUCCESS) {
-                snprintf(err, errlen, "cuMemExportToShareableHandle: %s", errname(e, res));
+                snprintf(err, errlen, "cuMemExportToShareableHandle: %s", gs_swap_errname(e, res));
                 for (int j = 0; j < k; j++)
                     close(fds[j]);
                 n = -1;

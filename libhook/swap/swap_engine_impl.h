@@ -1,8 +1,8 @@
 /*
- * swap_engine_impl.h - the swap engine's insides, shared by its two files:
- * swap_engine.c (the tier's own allocations and the moves) and
- * swap_vmm.c (the program's own virtual-memory mappings, adopted so that
- * they move too).  Not for use outside libhook/swap/.
+ * swap_engine_impl.h - the swap engine's insides, shared by its files:
+ * swap_engine.c (the tier's own allocations, sharing them), swap_move.c
+ * (the moves) and swap_vmm.c (the program's own virtual-memory mappings,
+ * adopted so that they move too).  Not for use outside libhook/swap/.
  */
 #ifndef GS_SWAP_ENGINE_IMPL_H
 #define GS_SWAP_ENGINE_IMPL_H
@@ -42,6 +42,23 @@ struct gs_swap_engine {
     struct lane lanes[MAX_LANES];
     int nlanes;
 };
+
+/* CLOCK_MONOTONIC in ns. */
+int64_t gs_swap_now_ns(void);
+/* The driver's name for r (never NULL). */
+const char *gs_swap_errname(const gs_swap_engine_t *e, CUresult r);
+
+/* Segment k of r: where it starts in the range and how long it is. */
+static inline size_t gs_swap_seg_off(const gs_swap_range_t *r, int k)
+{
+    return (size_t)k * r->seg_bytes;
+}
+
+static inline size_t gs_swap_seg_len(const gs_swap_range_t *r, int k)
+{
+    size_t off = gs_swap_seg_off(r, k);
+    return r->bytes - off < r->seg_bytes ? r->bytes - off : r->seg_bytes;
+}
 
 /* Physical memory for segment k of r, mapped at its address with its
  * access (op held). */

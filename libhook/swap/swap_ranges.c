@@ -37,6 +37,7 @@ void gs_swap_ranges_destroy(gs_swap_ranges_t **self_p)
 /* The index of the first range whose va is > addr (mu held). */
 static size_t upper_locked(const gs_swap_ranges_t *self, CUdeviceptr addr)
 {
+    GS_ASSERT_HELD((pthread_mutex_t *)&self->mu);
     size_t lo = 0, hi = self->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -51,6 +52,7 @@ static size_t upper_locked(const gs_swap_ranges_t *self, CUdeviceptr addr)
 /* The index of the range holding addr, or n (mu held). */
 static size_t holding_locked(const gs_swap_ranges_t *self, CUdeviceptr addr)
 {
+    GS_ASSERT_HELD((pthread_mutex_t *)&self->mu);
     size_t i = upper_locked(self, addr);
     if (i == 0)
         return self->n;

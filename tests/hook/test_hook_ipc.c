@@ -10,7 +10,8 @@
  * libhook/hook_ipc_handle.c, built in.
  *
  * Run with the hook preloaded (tests/hook/Makefile.am); the environment is
- * set here before the first CUDA call, when the hook reads it.
+ * set here before the first CUDA call, when the hook reads it
+ * (hook_fixture.h, shared with test_hook_swap.c).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -21,33 +22,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "hook_fixture.h"
 #include "hook_ipc_handle.h"
 #include "simtest.h"
 
 #define MIB  (1ull << 20)
 #define SIZE (6 * MIB)
-
-static void fill(CUdeviceptr p, unsigned seed)
-{
-    unsigned char *b = malloc(SIZE);
-    REQUIRE(b);
-    for (size_t i = 0; i < SIZE; i++)
-        b[i] = (unsigned char)(i * 11 + seed);
-    REQ_CU(cuMemcpyHtoD(p, b, SIZE));
-    free(b);
-}
-
-static int holds(CUdeviceptr p, unsigned seed)
-{
-    unsigned char *b = malloc(SIZE);
-    REQUIRE(b);
-    REQ_CU(cuMemcpyDtoH(b, p, SIZE));
-    int same = 1;
-    for (size_t i = 0; i < SIZE && same; i++)
-        same = b[i] == (unsigned char)(i * 11 + seed);
-    free(b);
-    return same;
-}
 
 static int open_fds(void)
 {
@@ -82,7 +62,7 @@ static void exporter(int rd, int wr, void *arg)
     simtest_init();
     CUdeviceptr p = 0;
     REQ_CU(cuMemAlloc(&p, SIZE));
-    fill(p, 5);
+    hook_fixture_fill(p, SIZE, 5);
     CUipcMemHandle h;
     REQ_CU(cuIpcGetMemHandle(&h, p));
     simtest_send(wr, &h, sizeof h);
@@ -114,7 +94,7 @@ static void keys_importer(int rd, int wr, void *arg)
     REQUIRE(open_fds() == before); /* what it sent is closed, not mapped */
 
     REQ_CU(cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
-    REQUIRE(holds(p, 5));
+    REQUIRE(hook_fixture_holds(p, SIZE, 5));
     REQ_CU(cuIpcCloseMemHandle(p));
     simtest_send_u64(wr, 1);
 }
@@ -122,16 +102,7 @@ static void keys_importer(int rd, int wr, void *arg)
 static void a_handle_opens_only_with_its_keys(void **state)
 {
     (void)state;
-    simtest_fresh("256M", NULL);
-    struct simchild a, b;
-    simtest_spawn(&a, exporter, NULL);
-    simtest_spawn(&b, keys_importer, NULL);
-    CUipcMemHandle h;
-    simtest_recv(a.rd, &h, sizeof h);
-    simtest_send(b.wr, &h, sizeof h);
-    simtest_send_u64(a.wr, simtest_recv_u64(b.rd));
-    simtest_join(&b);
-    simtest_join(&a);
+    hook_fixture_relay(exporter, keys_importer, sizeof(CUipcMemHandle));
 }
 
 /* Frees an exported allocation and allocates the same size again (the
@@ -143,11 +114,11 @@ static void reusing_exporter(int rd, int wr, void *arg)
     CUdeviceptr p = 0, q = 0;
     CUipcMemHandle old, now;
     REQ_CU(cuMemAlloc(&p, SIZE));
-    fill(p, 5);
+    hook_fixture_fill(p, SIZE, 5);
     REQ_CU(cuIpcGetMemHandle(&old, p));
     REQ_CU(cuMemFree(p));
     REQ_CU(cuMemAlloc(&q, SIZE));
-    fill(q, 9);
+    hook_fixture_fill(q, SIZE, 9);
     REQ_CU(cuIpcGetMemHandle(&now, q));
     simtest_send(wr, &old, sizeof old);
     simtest_send(wr, &now, sizeof now);
@@ -166,7 +137,7 @@ static void reuse_importer(int rd, int wr, void *arg)
     REQ_CU_EQ(cuIpcOpenMemHandle(&p, old, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
               CUDA_ERROR_INVALID_HANDLE);
     REQ_CU(cuIpcOpenMemHandle(&p, now, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
-    REQUIRE(holds(p, 9));
+    REQUIRE(hook_fixture_holds(p, SIZE, 9));
     REQ_CU(cuIpcCloseMemHandle(p));
     simtest_send_u64(wr, 1);
 }
@@ -174,16 +145,7 @@ static void reuse_importer(int rd, int wr, void *arg)
 static void a_freed_allocations_handle_opens_nothing(void **state)
 {
     (void)state;
-    simtest_fresh("256M", NULL);
-    struct simchild a, b;
-    simtest_spawn(&a, reusing_exporter, NULL);
-    simtest_spawn(&b, reuse_importer, NULL);
-    CUipcMemHandle h[2];
-    simtest_recv(a.rd, h, sizeof h);
-    simtest_send(b.wr, h, sizeof h);
-    simtest_send_u64(a.wr, simtest_recv_u64(b.rd));
-    simtest_join(&b);
-    simtest_join(&a);
+    hook_fixture_relay(reusing_exporter, reuse_importer, 2 * sizeof(CUipcMemHandle));
 }
 
 /* Binds the name of the handle it is sent (its exporter gone), says so,
@@ -275,7 +237,7 @@ static void prompt_importer(int rd, int wr, void *arg)
     REQ_CU(cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
     uint64_t took = simtest_now_ns() - t0;
     REQUIRE(took < 1000000000ull); /* a server that waited on each idle one: 2 s apiece */
-    REQUIRE(holds(p, 5));
+    REQUIRE(hook_fixture_holds(p, SIZE, 5));
     REQ_CU(cuIpcCloseMemHandle(p));
     simtest_send_u64(wr, 1);
 }
@@ -303,9 +265,7 @@ static void connections_that_never_ask_do_not_hold_up_an_import(void **state)
 
 int main(void)
 {
-    unsetenv("GPUSHARE_DISABLE");
-    setenv("GPUSHARE_SWAP", "on", 1);
-    setenv("GPUSHARE_BROKER", "ipc:///nonexistent/gpushare-test.sock", 1); /* fail open */
+    hook_fixture_env();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(a_handle_opens_only_with_its_keys, simtest_teardown),
         cmocka_unit_test_teardown(a_freed_allocations_handle_opens_nothing, simtest_teardown),

@@ -8,12 +8,14 @@
  * allocations stay plain; a destroyed context takes its memory with it.
  *
  * Run with the hook preloaded (tests/hook/Makefile.am); the environment is
- * set here before the first CUDA call, when the hook reads it.
+ * set here before the first CUDA call, when the hook reads it
+ * (hook_fixture.h, shared with test_hook_ipc.c).
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
 
+#include "hook_fixture.h"
 #include "simtest.h"
 
 #define MIB (1ull << 20)
@@ -119,10 +121,7 @@ static void exporter(int rd, int wr, void *arg)
     size_t size = 6 * MIB;
     CUdeviceptr p = 0;
     REQ_CU(cuMemAlloc(&p, size));
-    unsigned char *b = malloc(size);
-    for (size_t i = 0; i < size; i++)
-        b[i] = (unsigned char)(i * 11 + 5);
-    REQ_CU(cuMemcpyHtoD(p, b, size));
+    hook_fixture_fill(p, size, 5);
     CUipcMemHandle h;
     REQ_CU(cuIpcGetMemHandle(&h, p + 4096)); /* any address inside names the allocation */
     CUdeviceptr self_open;
@@ -130,10 +129,10 @@ static void exporter(int rd, int wr, void *arg)
               CUDA_ERROR_INVALID_VALUE); /* as the driver: not in the process that made it */
     simtest_send(wr, &h, sizeof h);
     (void)simtest_recv_u64(rd); /* the other process wrote into it */
-    REQ_CU(cuMemcpyDtoH(b, p + 1000, 1));
-    REQUIRE(b[0] == 0xAB);
+    unsigned char mark = 0;
+    REQ_CU(cuMemcpyDtoH(&mark, p + 1000, 1));
+    REQUIRE(mark == 0xAB);
     REQ_CU(cuMemFree(p));
-    free(b);
 }
 
 static void importer(int rd, int wr, void *arg)
@@ -144,38 +143,22 @@ static void importer(int rd, int wr, void *arg)
     simtest_recv(rd, &h, sizeof h);
     CUdeviceptr p = 0;
     REQ_CU(cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
-    size_t size = 6 * MIB;
-    unsigned char *b = malloc(size);
-    REQ_CU(cuMemcpyDtoH(b, p, size));
-    for (size_t i = 0; i < size; i++)
-        REQUIRE(b[i] == (unsigned char)(i * 11 + 5));
+    REQUIRE(hook_fixture_holds(p, 6 * MIB, 5));
     unsigned char mark = 0xAB;
     REQ_CU(cuMemcpyHtoD(p + 1000, &mark, 1)); /* the same memory, not a copy */
     REQ_CU(cuIpcCloseMemHandle(p));
-    free(b);
     simtest_send_u64(wr, 1);
 }
 
 static void ipc_handles_of_backed_memory_work_between_processes(void **state)
 {
     (void)state;
-    simtest_fresh("256M", NULL);
-    struct simchild a, b;
-    simtest_spawn(&a, exporter, NULL);
-    simtest_spawn(&b, importer, NULL);
-    CUipcMemHandle h;
-    simtest_recv(a.rd, &h, sizeof h);
-    simtest_send(b.wr, &h, sizeof h);
-    simtest_send_u64(a.wr, simtest_recv_u64(b.rd));
-    simtest_join(&b);
-    simtest_join(&a);
+    hook_fixture_relay(exporter, importer, sizeof(CUipcMemHandle));
 }
 
 int main(void)
 {
-    unsetenv("GPUSHARE_DISABLE");
-    setenv("GPUSHARE_SWAP", "on", 1);
-    setenv("GPUSHARE_BROKER", "ipc:///nonexistent/gpushare-test.sock", 1); /* fail open */
+    hook_fixture_env();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(a_backed_allocation_looks_like_a_plain_one, simtest_teardown),
         cmocka_unit_test_teardown(small_allocations_stay_plain, simtest_teardown),

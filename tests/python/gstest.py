@@ -113,6 +113,15 @@ def sim_env(tmp_path, memory="1G", concurrency=None, extra=None):
     env.pop("LD_PRELOAD", None)
     if extra:
         env.update(extra)
+    return gpu_count(env)
+
+
+def gpu_count(env):
+    """env with GPUSHARE_GPU_COUNT telling the hook how many GPUs the
+    simulated driver has (it has no /proc/driver/nvidia entries to count,
+    and placement at load asks the broker only where there are several)."""
+    if env.get("GPUSHARE_SIM_DEVICES"):
+        env["GPUSHARE_GPU_COUNT"] = env["GPUSHARE_SIM_DEVICES"]
     return env
 
 
@@ -133,7 +142,7 @@ def hook_env(sim, endpoint, **extra):
               "GPUSHARE_IDLE_RELEASE_MS"):
         env.pop(k, None)
     env.update({k: str(v) for k, v in extra.items()})
-    return env
+    return gpu_count(env)
 
 
 def kernel_env(env, **extra):
