@@ -27,7 +27,7 @@ static const char *const memory_mode_values[] = {"device", "managed", NULL};
 static const char *const revoke_reason_values[] = {"quantum", "cell_idle", "preempt", "park",
                                                    "policy",  "shutdown",  NULL};
 static const char *const release_reason_values[] = {"revoked", "idle", "exit", NULL};
-static const char *const direction_values[] = {"out", "in", NULL};
+static const char *const direction_values[] = {"out", "in", "drop", NULL};
 
 #define REQ 1
 #define OPT 0
@@ -146,6 +146,12 @@ static const gs_field_spec_t swap_in_fields[] = {
     F_INT("lease", REQ, 0),
     F_INT("wait_ms", OPT, 1),
 };
+/* The disk tier holds what lease `lease` held (lease 0: the chunks a
+ * broker that is gone lent). */
+static const gs_field_spec_t swap_drop_fields[] = {
+    F_STR("device", REQ),
+    F_INT("lease", REQ, 0),
+};
 /* A checkpointed process restored onto another GPU: the device the hook
  * names (as its process saw it) is now the GPU `to`. */
 static const gs_field_spec_t moved_fields[] = {
@@ -224,6 +230,7 @@ static const gs_msg_schema_t schema[GS_MSG_COUNT] = {
     [GS_MSG_ROOM] = SCHEMA("room", room_fields),
     [GS_MSG_SWAP_OUT] = SCHEMA("swap_out", swap_out_fields),
     [GS_MSG_SWAP_IN] = SCHEMA("swap_in", swap_in_fields),
+    [GS_MSG_SWAP_DROP] = SCHEMA("swap_drop", swap_drop_fields),
     [GS_MSG_SWAPPED] = SCHEMA("swapped", swapped_fields),
     [GS_MSG_MOVED] = SCHEMA("moved", moved_fields),
     [GS_MSG_FROZEN] = SCHEMA("frozen", frozen_fields),

@@ -42,7 +42,8 @@ typedef enum {
     GS_MSG_ROOM,         /* broker -> hook: reply to make_room */
     GS_MSG_SWAP_OUT,     /* broker -> hook: copy your GPU memory to this lease */
     GS_MSG_SWAP_IN,      /* broker -> hook: bring it back */
-    GS_MSG_SWAPPED,      /* hook -> broker: a swap_out or swap_in is done */
+    GS_MSG_SWAP_DROP,    /* broker -> hook: it is on disk: give the lease's chunks back */
+    GS_MSG_SWAPPED,      /* hook -> broker: a swap_out, swap_in or swap_drop is done */
     GS_MSG_MOVED,        /* broker -> hook: your process now runs on another GPU */
     GS_MSG_FROZEN,       /* broker -> hook: your process is (no longer) checkpointed */
     GS_MSG_HEARTBEAT,    /* any client -> broker: still alive */

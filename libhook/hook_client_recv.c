@@ -13,6 +13,7 @@
 #include "hook_client_conn.h"
 #include "hook_client_room.h"
 #include "hook_client_swap.h"
+#include "hook_swap.h"
 #include "hook_clock.h"
 #include "hook_config.h"
 #include "hook_drain.h"
@@ -316,8 +317,11 @@ void hook_client_on_message(const void *data, size_t size, const gs_peer_t *peer
         break;
     case GS_MSG_SWAP_OUT:
     case GS_MSG_SWAP_IN:
+    case GS_MSG_SWAP_DROP:
         if (hook_client_io.ready)
-            hook_client_swap_on_command(m, type == GS_MSG_SWAP_OUT);
+            hook_client_swap_on_command(m, type == GS_MSG_SWAP_OUT    ? HOOK_SWAP_OUT
+                                           : type == GS_MSG_SWAP_DROP ? HOOK_SWAP_DROP
+                                                                      : HOOK_SWAP_IN);
         break;
     case GS_MSG_MOVED:
         if (hook_client_io.ready)

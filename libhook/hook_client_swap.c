@@ -34,7 +34,10 @@ static void on_swap_done(const hook_swap_report_t *r)
     if (m && d && hook_client_sh.connected && hook_client_sh.nreports < HOOK_MAX_DEVICES) {
         json_object_set_new(m, "device", json_string(d->uuid));
         json_object_set_new(m, "lease", json_integer((json_int_t)r->lease));
-        json_object_set_new(m, "direction", json_string(r->out ? "out" : "in"));
+        json_object_set_new(m, "direction",
+                            json_string(r->out == HOOK_SWAP_DROP ? "drop"
+                                        : r->out                 ? "out"
+                                                                 : "in"));
         json_object_set_new(m, "ok", json_boolean(r->ok));
         json_object_set_new(m, "bytes", json_integer((json_int_t)r->bytes));
         json_object_set_new(m, "elapsed_us", json_integer((json_int_t)r->elapsed_us));
@@ -59,17 +62,19 @@ void hook_client_swap_on_command(const json_t *m, int out)
     const char *uuid = gs_msg_str(m, "device", "");
     uint64_t lease = (uint64_t)gs_msg_int(m, "lease", 0);
     unsigned wait_ms = (unsigned)gs_msg_int(m, "wait_ms", 0);
-    uint64_t bytes = out ? (uint64_t)gs_msg_int(m, "bytes", 0) : 0; /* a partial park */
+    uint64_t bytes =
+        out == HOOK_SWAP_OUT ? (uint64_t)gs_msg_int(m, "bytes", 0) : 0; /* a partial park */
     char pool[128] = "";
     pthread_mutex_lock(&hook_gate_mu);
     struct hook_dev *d = hook_gate_dev_by_uuid_locked(uuid);
     int dev = d ? (int)(d - hook_gate_st.dev) : -1;
-    const char *refuse = !d                       ? "this process does not use that GPU"
-                         : !hook_swap_available() ? "the swap tier is off in this process"
-                         : out && (d->state == DS_GRANTED || d->state == DS_DRAINING)
-                             ? "the process still holds the GPU"
-                             : NULL;
-    if (!refuse && out)
+    const char *refuse =
+        !d                       ? "this process does not use that GPU"
+        : !hook_swap_available() ? "the swap tier is off in this process"
+        : out == HOOK_SWAP_OUT && (d->state == DS_GRANTED || d->state == DS_DRAINING)
+            ? "the process still holds the GPU"
+            : NULL;
+    if (!refuse && out == HOOK_SWAP_OUT)
         d->swapped = 1; /* closed from now: nothing may touch the memory as it leaves */
     hook_gate_update_locked();
     pthread_mutex_unlock(&hook_gate_mu);

@@ -63,9 +63,12 @@ void hook_swap_totals(int dev, uint64_t *resident, uint64_t *parked);
 
 /* ---- the broker's commands ---------------------------------------------- */
 
+/* What a command asks (hook_swap_command's `out`). */
+enum { HOOK_SWAP_IN = 0, HOOK_SWAP_OUT = 1, HOOK_SWAP_DROP = 2 };
+
 typedef struct {
     int dev;
-    int out;        /* 1: swap out, 0: swap in */
+    int out;        /* HOOK_SWAP_IN, _OUT or _DROP */
     uint64_t lease; /* the host memory lent for it */
     int ok;
     uint64_t bytes; /* moved */

@@ -95,10 +95,11 @@ static void close_fds(int *fds, int n)
 
 struct relay {
     const struct command *c;
-    int64_t until;  /* gs_swap_deadline's clock */
-    int *fds, nfds; /* fetched, not mapped yet (closed by run_out) */
-    int next;       /* the first of them not mapped */
-    int may_fetch;  /* the window is this lease's (not one kept from before) */
+    int64_t until;      /* gs_swap_deadline's clock */
+    int *fds, nfds;     /* fetched, not mapped yet (closed by run_out) */
+    int next;           /* the first of them not mapped */
+    int may_fetch;      /* the window is this lease's (not one kept from before) */
+    const char *coming; /* what the chunks wait for, for the error */
 };
 
 /* Maps up to n of the chunks at hand. */
@@ -138,10 +139,7 @@ static int more_chunks(void *arg, gs_swap_window_t *w, uint64_t upto, int wait, 
     }
     while (gs_swap_window_mapped_bytes(w) < upto) {
         if (gs_swap_deadline(0) >= r->until) {
-            snprintf(err, errlen,
-                     "host memory for the switch did not come in %u ms (the session coming in "
-                     "did not free it)",
-                     r->c->wait_ms);
+            snprintf(err, errlen, "%s did not come in %u ms", r->coming, r->c->wait_ms);
             return -1;
         }
         uint64_t chunk_bytes = 0;
@@ -168,7 +166,13 @@ static void run_out(const struct command *c, hook_swap_report_t *rep)
     static int fds[MAX_CHUNKS];
     uint64_t chunk_bytes = 0;
     int n = 0;
-    struct relay relay = {c, gs_swap_deadline(c->wait_ms), fds, 0, 0, 0};
+    struct relay relay = {c,
+                          gs_swap_deadline(c->wait_ms),
+                          fds,
+                          0,
+                          0,
+                          0,
+                          "host memory for the switch (the session coming in did not free it)"};
     pthread_mutex_lock(&mu);
     int have_window = window[c->dev].va != 0;
     /* Parked in part, and now the rest: the chunks not mapped yet are
@@ -227,7 +231,7 @@ static void run_out(const struct command *c, hook_swap_report_t *rep)
  * the chunks go back with the rest of the lease. */
 static void chunks_back(void *arg, gs_swap_window_t *w, const int *positions, int n)
 {
-    const struct command *c = arg;
+    const struct command *c = ((const struct relay *)arg)->c;
     for (int i = 0; i < n; i++)
         gs_swap_window_drop(hook_swap_driver(), w, positions[i]);
     if (!c->lease || !c->pool[0])
@@ -245,7 +249,7 @@ static void chunks_back(void *arg, gs_swap_window_t *w, const int *positions, in
 
 static void in_progress(void *arg, uint64_t done, uint64_t total)
 {
-    const struct command *c = arg;
+    const struct command *c = ((const struct relay *)arg)->c;
     pthread_mutex_lock(&mu);
     coming[c->dev].done = done;
     if (total > coming[c->dev].total)
@@ -262,6 +266,23 @@ static void run_in(const struct command *c, hook_swap_report_t *rep)
         rep->ok = 1;
         return;
     }
+    /* Hollowed for the disk tier (swap_drop): the chunks of this swap_in's
+     * lease are mapped from position 0 as the broker reads them back from
+     * the disk, and the copies follow them. */
+    int hollow = gs_swap_window_is_hollow(&w);
+    if (hollow && (!c->lease || !c->pool[0])) {
+        snprintf(rep->error, sizeof rep->error,
+                 "GPU %d's memory is on the broker's disk: it comes back through the broker",
+                 c->dev);
+        return;
+    }
+    struct relay relay = {c,      gs_swap_deadline(c->wait_ms),      NULL, 0, 0,
+                          hollow, "memory coming back from the disk"};
+    if (hollow) {
+        pthread_mutex_lock(&mu);
+        window_lease[c->dev] = c->lease;
+        pthread_mutex_unlock(&mu);
+    }
     uint64_t resident = 0, parked = 0;
     gs_swap_ranges_totals(hook_swap_ranges(), c->dev, &resident, &parked);
     pthread_mutex_lock(&mu);
@@ -270,11 +291,12 @@ static void run_in(const struct command *c, hook_swap_report_t *rep)
     coming[c->dev].total = parked;
     pthread_mutex_unlock(&mu);
     gs_swap_result_t res;
-    gs_swap_calls_t calls = {in_progress, NULL, chunks_back, (void *)c};
+    gs_swap_calls_t calls = {in_progress, hollow ? more_chunks : NULL, chunks_back, &relay};
     rep->ok =
         gs_swap_move(hook_swap_engine(), c->dev, &w, 0, 0, &in_deadline[c->dev], &calls, &res) == 0;
     pthread_mutex_lock(&mu);
     coming[c->dev].running = 0;
+    window[c->dev] = w; /* chunks mapped (hollow) or given back early meanwhile */
     pthread_mutex_unlock(&mu);
     rep->bytes = res.bytes;
     rep->elapsed_us = res.elapsed_ns / 1000;
@@ -290,6 +312,27 @@ static void run_in(const struct command *c, hook_swap_report_t *rep)
     pthread_mutex_unlock(&mu);
 }
 
+/* swap_drop: the broker has this GPU's parked memory on its disk; the
+ * window's chunks go back to the pool, and the window stays, hollow, with
+ * every range's place, for the swap_in that maps another lease's chunks
+ * there as the memory comes back from the disk. */
+static void run_drop(const struct command *c, hook_swap_report_t *rep)
+{
+    pthread_mutex_lock(&mu);
+    gs_swap_window_t *w = &window[c->dev];
+    if (!w->va || gs_swap_window_is_hollow(w))
+        snprintf(rep->error, sizeof rep->error, "nothing of GPU %d is in host memory", c->dev);
+    else if (c->lease && window_lease[c->dev] && window_lease[c->dev] != c->lease)
+        snprintf(rep->error, sizeof rep->error, "GPU %d's memory is in lease %llu, not %llu",
+                 c->dev, (unsigned long long)window_lease[c->dev], (unsigned long long)c->lease);
+    else {
+        gs_swap_window_hollow(hook_swap_driver(), w);
+        window_lease[c->dev] = 0;
+        rep->ok = 1;
+    }
+    pthread_mutex_unlock(&mu);
+}
+
 /* On the swap thread, never the client's: a process left locked or
  * checkpointed by a broker that died blocks in the driver here until a new
  * broker, which learns of it when the client joins, brings it back. */
@@ -302,6 +345,13 @@ static int recover_all(unsigned wait_ms)
         pthread_mutex_unlock(&mu);
         if (!w.va)
             continue;
+        if (gs_swap_window_is_hollow(&w)) { /* its memory is in the broker's image */
+            gs_warn("the broker is gone and GPU %d's memory is on its disk: it comes back when a "
+                    "broker starts again",
+                    dev);
+            left++;
+            continue;
+        }
         gs_swap_result_t res;
         if (gs_swap_in(hook_swap_engine(), dev, &w, wait_ms, NULL, NULL, &res) == 0) {
             pthread_mutex_lock(&mu);
@@ -352,7 +402,9 @@ static void *swap_thread(void *arg)
         hook_swap_report_t rep = {.dev = c->dev, .out = c->out, .lease = c->lease};
         if (!hook_swap_available())
             snprintf(rep.error, sizeof rep.error, "the swap tier is off in this process");
-        else if (c->out)
+        else if (c->out == HOOK_SWAP_DROP)
+            run_drop(c, &rep);
+        else if (c->out == HOOK_SWAP_OUT)
             run_out(c, &rep);
         else
             run_in(c, &rep);
@@ -439,13 +491,13 @@ void hook_swap_command(int dev, int out, uint64_t lease, unsigned wait_ms, uint6
     *c = (struct command){.dev = dev,
                           .out = out,
                           .lease = lease,
-                          .bytes = out ? bytes : 0,
+                          .bytes = out == HOOK_SWAP_OUT ? bytes : 0,
                           .wait_ms = wait_ms ? wait_ms : SWAP_IN_WAIT_MS,
                           .done = done};
     snprintf(c->pool, sizeof c->pool, "%s", pool_path ? pool_path : "");
     int done_now = 0;
     pthread_mutex_lock(&mu);
-    if (out)
+    if (out == HOOK_SWAP_OUT)
         out_supersedes_locked(dev);
     if (out || in_needed_locked(dev, lease, c->wait_ms, &done_now)) {
         busy[dev]++;

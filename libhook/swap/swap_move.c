@@ -371,23 +371,33 @@ static int mover_unit_ready(struct mover *m, gs_swap_range_t *rg, int seg)
     const gs_swap_calls_t *calls = m->calls;
     gs_swap_result_t *res = m->res;
     int out = m->out;
-    int wait_host =
-        out && calls && calls->more && host_end(rg, seg) > gs_swap_window_mapped_bytes(m->w);
+    uint64_t need = host_end(rg, seg);
+    int beyond = need > gs_swap_window_mapped_bytes(m->w);
+    /* A swap in reads the segment from the window: where its chunk is not
+     * mapped (a window hollowed for the disk tier, swap_window.h) and the
+     * caller cannot map it, it fails here rather than copy from nothing. */
+    if (beyond && !out && !(calls && calls->more)) {
+        snprintf(res->error, sizeof res->error,
+                 "a parked segment lies beyond the host memory mapped (%zu of %llu bytes)",
+                 gs_swap_window_mapped_bytes(m->w), (unsigned long long)need);
+        m->rc = -1;
+        return -1;
+    }
+    int wait_host = beyond && calls && calls->more;
     if (wait_host) { /* chunks at hand are mapped while the copies run */
-        int more =
-            calls->more(calls->arg, m->w, host_end(rg, seg), 0, res->error, sizeof res->error);
+        int more = calls->more(calls->arg, m->w, need, 0, res->error, sizeof res->error);
         if (more < 0) {
             m->rc = -1;
             return -1;
         }
         wait_host = more > 0;
     }
-    CUresult got = CUDA_SUCCESS;
-    if (!out && (got = gs_swap_seg_back(m->e, rg, seg)) == CUDA_ERROR_OUT_OF_MEMORY &&
-        m->cur.count > 0)
-        return 0; /* the next batch waits */
     if (wait_host && m->cur.count > 0)
         return 0;
+    CUresult got = CUDA_SUCCESS;
+    if (!out && !wait_host && (got = gs_swap_seg_back(m->e, rg, seg)) == CUDA_ERROR_OUT_OF_MEMORY &&
+        m->cur.count > 0)
+        return 0; /* the next batch waits */
     if (wait_host || got == CUDA_ERROR_OUT_OF_MEMORY) {
         if (m->have_prev) {
             if ((m->r = finish(m, &m->prev)) != CUDA_SUCCESS) {
@@ -396,8 +406,8 @@ static int mover_unit_ready(struct mover *m, gs_swap_range_t *rg, int seg)
             }
             m->have_prev = 0;
         }
-        if (wait_host && calls->more(calls->arg, m->w, host_end(rg, seg), 1, res->error,
-                                     sizeof res->error) != 0) {
+        if (wait_host &&
+            calls->more(calls->arg, m->w, need, 1, res->error, sizeof res->error) != 0) {
             m->rc = -1;
             return -1;
         }

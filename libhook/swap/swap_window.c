@@ -135,6 +135,17 @@ void gs_swap_window_drop(const gs_swap_driver_t *d, gs_swap_window_t *w, int pos
     w->gone[pos] = 1;
 }
 
+void gs_swap_window_hollow(const gs_swap_driver_t *d, gs_swap_window_t *w)
+{
+    if (!w->va)
+        return;
+    for (int i = 0; i < w->mapped; i++)
+        if (!w->gone[i])
+            d->unmap(w->va + (size_t)i * w->chunk_bytes, w->chunk_bytes);
+    memset(w->gone, 0, (size_t)w->chunks);
+    w->mapped = 0;
+}
+
 void gs_swap_window_close(const gs_swap_driver_t *d, gs_swap_window_t *w)
 {
     if (!w->va)

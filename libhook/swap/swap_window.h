@@ -45,6 +45,18 @@ size_t gs_swap_window_mapped_bytes(const gs_swap_window_t *w);
 /* Position pos no longer holds anything this process needs: unmapped now,
  * so that its chunk can go back to the pool before the window closes. */
 void gs_swap_window_drop(const gs_swap_driver_t *d, gs_swap_window_t *w, int pos);
+/* The disk tier has the window's contents (swap_drop, doc/protocol.md):
+ * every chunk is unmapped and goes back to the pool, while the address
+ * range and every range's place in it stay.  A swap in then maps chunks
+ * again from position 0 (gs_swap_window_extend) as they come back from
+ * the disk, before it copies from them. */
+void gs_swap_window_hollow(const gs_swap_driver_t *d, gs_swap_window_t *w);
+/* 1 when the window is open but holds no chunk (hollowed, or lent in part
+ * and nothing came yet). */
+static inline int gs_swap_window_is_hollow(const gs_swap_window_t *w)
+{
+    return w->va != 0 && w->mapped == 0;
+}
 void gs_swap_window_close(const gs_swap_driver_t *d, gs_swap_window_t *w);
 
 #endif

@@ -471,6 +471,67 @@ static void a_window_is_mapped_as_it_goes_and_given_back_as_it_comes(void **stat
     simtest_in_child(relay_child, NULL);
 }
 
+/* The disk tier (swap_window.h, gs_swap_window_hollow): after a swap out
+ * the broker copies the window's chunks to its disk and back into other
+ * chunks; meanwhile the window is hollow, its chunks unmapped and gone
+ * back, its address range and every range's place kept.  A swap in that
+ * cannot map chunks there fails before it copies anything; one that maps
+ * the other chunks as they come brings everything back bit-exact. */
+static void hollow_child(int rd, int wr, void *arg)
+{
+    (void)rd, (void)wr, (void)arg;
+    CUcontext ctx = setup(4);
+    size_t before = free_bytes();
+    int a[4], b[4];
+    pin_chunks(a, 4, 4 * MIB);
+    pin_chunks(b, 4, 4 * MIB);
+    CUdeviceptr p[3];
+    size_t sizes[] = {6 * MIB, 2 * MIB, 4 * MIB + 3};
+    alloc_filled(ctx, p, sizes, 3, 70);
+    gs_swap_window_t w, disk;
+    char err[200];
+    REQUIRE(gs_swap_window_open(&drv, 0, a, 4, 4 * MIB, &w, err, sizeof err) == 0);
+    gs_swap_result_t res;
+    REQUIRE(gs_swap_out(engine, 0, &w, NULL, NULL, &res) == 0);
+    REQUIRE(free_bytes() == before);
+    /* The disk's round trip: chunks a into chunks b (the simulated
+     * driver's mappings are host addresses). */
+    REQUIRE(gs_swap_window_open(&drv, 0, b, 4, 4 * MIB, &disk, err, sizeof err) == 0);
+    memcpy((void *)(uintptr_t)disk.va, (const void *)(uintptr_t)w.va, 16 * MIB);
+    gs_swap_window_close(&drv, &disk);
+    gs_swap_window_hollow(&drv, &w);
+    REQUIRE(gs_swap_window_is_hollow(&w) && w.va != 0 && w.chunks == 4);
+    /* Nothing to read from: refused before any copy, nothing lost. */
+    int64_t deadline = gs_swap_deadline(1000);
+    gs_swap_calls_t bare = {NULL, NULL, NULL, NULL};
+    REQUIRE(gs_swap_move(engine, 0, &w, 0, 0, &deadline, &bare, &res) != 0);
+    REQUIRE(strstr(res.error, "beyond the host memory mapped") != NULL);
+    REQUIRE(free_bytes() == before);
+    /* Chunks b mapped as the copies need them, from position 0. */
+    struct relay_probe r = {.fds = b, .nfds = 4, .next = 0};
+    gs_swap_calls_t in = {NULL, probe_more, probe_done, &r};
+    deadline = gs_swap_deadline(1000);
+    REQUIRE(gs_swap_move(engine, 0, &w, 0, 0, &deadline, &in, &res) == 0);
+    REQUIRE(r.more_calls >= 2); /* chunk by chunk, not all before the first copy */
+    for (int i = 0; i < 4; i++)
+        REQUIRE(r.reported[i] == 1);
+    check_all(p, sizes, 3, 70);
+    gs_swap_window_close(&drv, &w);
+    for (int i = 0; i < 4; i++) {
+        close(a[i]);
+        close(b[i]);
+    }
+    free_all(p, 3);
+    teardown_engine();
+}
+
+static void a_hollow_window_comes_back_from_other_chunks(void **state)
+{
+    (void)state;
+    simtest_fresh("256M", NULL);
+    simtest_in_child(hollow_child, NULL);
+}
+
 /* A swap in that fails half way has given some positions back already (and
  * the spare ones at once); a park before the rest came back must not place
  * anything there: it fails cleanly instead (their memory is unmapped), and
@@ -751,6 +812,7 @@ int main(void)
                                   simtest_teardown),
         cmocka_unit_test_teardown(a_park_after_a_failed_swap_in_avoids_what_it_gave_back,
                                   simtest_teardown),
+        cmocka_unit_test_teardown(a_hollow_window_comes_back_from_other_chunks, simtest_teardown),
         cmocka_unit_test_teardown(the_programs_own_mappings_move_too, simtest_teardown),
         cmocka_unit_test(names_are_translated_and_chosen_apart),
         cmocka_unit_test_teardown(a_swap_in_waits_for_memory_until_a_deadline_others_move,

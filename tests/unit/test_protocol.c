@@ -177,10 +177,10 @@ static json_t *sample_of_each_type(void)
 }
 
 static const char *const all_type_names[GS_MSG_COUNT] = {
-    "hello",        "welcome", "register", "registered", "unregister", "cell",      "join",
-    "acquire",      "grant",   "revoke",   "release",    "memory",     "make_room", "room",
-    "swap_out",     "swap_in", "swapped",  "moved",      "frozen",     "heartbeat", "status",
-    "status_reply", "set",     "park",     "ok",         "error",
+    "hello",    "welcome",      "register",  "registered", "unregister", "cell",      "join",
+    "acquire",  "grant",        "revoke",    "release",    "memory",     "make_room", "room",
+    "swap_out", "swap_in",      "swap_drop", "swapped",    "moved",      "frozen",    "heartbeat",
+    "status",   "status_reply", "set",       "park",       "ok",         "error",
 };
 
 /* ------------------------------------------------------------------------ */
@@ -284,7 +284,8 @@ static void test_schema_matches_spec(void **state)
         [GS_MSG_SWAP_OUT] = "device:string! lease:int>=1! chunks:int>=1! chunk_bytes:int>=1! "
                             "wait_ms:int>=1? bytes:int>=0?",
         [GS_MSG_SWAP_IN] = "device:string! lease:int>=0! wait_ms:int>=1?",
-        [GS_MSG_SWAPPED] = "device:string! lease:int>=0! direction:enum(out|in)! ok:bool! "
+        [GS_MSG_SWAP_DROP] = "device:string! lease:int>=0!",
+        [GS_MSG_SWAPPED] = "device:string! lease:int>=0! direction:enum(out|in|drop)! ok:bool! "
                            "bytes:int>=0! elapsed_us:int>=0! resident_bytes:int>=0! "
                            "movable_bytes:int>=0? swapped_bytes:int>=0? error:string?",
         [GS_MSG_MOVED] = "device:string! to:string!",
@@ -464,7 +465,7 @@ static void test_missing_required_fields(void **state)
             json_decref(m);
         }
     }
-    assert_int_equal(checked, 56);
+    assert_int_equal(checked, 58); /* swap_drop: device, lease */
     expect_fail("{\"v\":1,\"type\":\"acquire\"}", GS_PERR_MISSING_FIELD,
                 "message \"acquire\": field \"device\" is missing");
 }
@@ -540,7 +541,7 @@ static void test_int_minimums(void **state)
             checked++;
         }
     }
-    assert_int_equal(checked, 40);
+    assert_int_equal(checked, 41);
     expect_fail("{\"v\":1,\"type\":\"make_room\",\"device\":\"d\",\"bytes\":0}", GS_PERR_BAD_VALUE,
                 "field \"bytes\" must be >= 1, got 0");
     expect_fail("{\"v\":1,\"type\":\"hello\",\"role\":\"hook\",\"pid\":-5}", GS_PERR_BAD_VALUE,
@@ -637,7 +638,7 @@ static void test_string_limits(void **state)
             checked++;
         }
     }
-    assert_int_equal(checked, 35);
+    assert_int_equal(checked, 36);
 
     /* the limit counts bytes, not characters: 2049 two-byte characters */
     {
