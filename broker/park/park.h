@@ -44,6 +44,7 @@
 
 #include "eventlog.h"
 #include "gpu_inventory.h"
+#include "park_move_hooks.h"
 #include "sched/scheduler.h"
 #include "sessions.h"
 
@@ -67,15 +68,8 @@ gs_park_t *gs_park_new(gs_sched_t *sched, gs_sessions_t *sessions, const gs_gpu_
  * back (restore, unlock) so that no notebook stays frozen. */
 void gs_park_destroy(gs_park_t **self_p);
 
-/* The broker's say in moving a parked session to another GPU (park_move.c):
- * allowed(arg, session, gpu): may the session run there (placed by the
- * broker, and its user allowed the GPU); moved(arg, session, from, to):
- * it runs there now.  Without hooks nothing is moved. */
-typedef struct {
-    int (*allowed)(void *arg, const char *session, int gpu);
-    void (*moved)(void *arg, const char *session, int from, int to);
-    void *arg;
-} gs_park_move_hooks_t;
+/* The broker's say in moving a parked session to another GPU (park_move.c,
+ * park_move_hooks.h); copied. */
 void gs_park_set_move_hooks(gs_park_t *self, const gs_park_move_hooks_t *hooks);
 
 /* Where parking writes its events (NULL: nowhere).  The broker's event log

@@ -16,19 +16,13 @@
  * all of it.  Where the driver refuses, the session is restored in place,
  * says why, and is not moved again.
  */
-#include "park_internal.h"
+#include "park_move.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "log.h"
 #include "protocol.h"
-
-void gs_park_set_move_hooks(gs_park_t *p, const gs_park_move_hooks_t *hooks)
-{
-    if (p)
-        p->move = *hooks;
-}
 
 /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" -> 16 bytes; 0, or -1. */
 static int uuid_bytes(const char *text, unsigned char *out)
@@ -70,8 +64,8 @@ int park_move_target(gs_park_t *p, const park_views_t *vs, const park_view_t *v,
         if (h == g || strcmp(p->names[h], p->names[g]) != 0 ||
             !p->move.allowed(p->move.arg, ps->id, h))
             continue;
-        uint64_t free = park_free(p, vs, h);
-        if (free >= ps->bytes[g] + park_margin(p, h) && free > best_free) {
+        uint64_t free = park_views_free(p, vs, h);
+        if (free >= ps->bytes[g] + park_state_margin(p, h) && free > best_free) {
             best = h;
             best_free = free;
         }
@@ -100,7 +94,7 @@ static void tell_hooks(gs_park_t *p, const char *session, int from, int to)
         json_t *m = gs_msg_new(GS_MSG_MOVED);
         json_object_set_new(m, "device", json_string(p->uuids[from]));
         json_object_set_new(m, "to", json_string(p->uuids[to]));
-        park_answer(p, c->identity, m);
+        park_state_answer(p, c->identity, m);
     }
 }
 
