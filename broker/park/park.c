@@ -65,8 +65,41 @@ static void swap_tier_start(gs_park_t *p, const char *endpoint, mode_t mode, gid
                 p->swap_unavailable);
 }
 
+/* The backend: the one given (a test's), else the driver's. */
+static void backend_start(gs_park_t *p, const gs_park_backend_t *given, int threads)
+{
+    gs_park_backend_t b;
+    if (given)
+        b = *given;
+    else if (gs_park_backend_real(&b, threads, p->unavailable, sizeof p->unavailable) != 0)
+        return;
+    if (!(p->api = malloc(sizeof *p->api))) {
+        snprintf(p->unavailable, sizeof p->unavailable, "out of memory");
+        b.stop(b.arg);
+        b.destroy(b.arg);
+        return;
+    }
+    *p->api = b;
+}
+
+static void backend_free(gs_park_t *p)
+{
+    if (p->api) {
+        p->api->destroy(p->api->arg);
+        free(p->api);
+        p->api = NULL;
+    }
+}
+
 gs_park_t *gs_park_new(gs_sched_t *sched, gs_sessions_t *sessions, const gs_gpu_inventory_t *inv,
                        const char *endpoint, mode_t sock_mode, gid_t sock_group)
+{
+    return gs_park_new_with(sched, sessions, inv, endpoint, sock_mode, sock_group, NULL);
+}
+
+gs_park_t *gs_park_new_with(gs_sched_t *sched, gs_sessions_t *sessions,
+                            const gs_gpu_inventory_t *inv, const char *endpoint, mode_t sock_mode,
+                            gid_t sock_group, const gs_park_backend_t *backend)
 {
     gs_park_t *p = calloc(1, sizeof *p);
     if (!p)
@@ -93,14 +126,7 @@ gs_park_t *gs_park_new(gs_sched_t *sched, gs_sessions_t *sessions, const gs_gpu_
         snprintf(p->unavailable, sizeof p->unavailable, "no GPUs");
         return p;
     }
-    p->api = gs_park_cuda_load(p->unavailable, sizeof p->unavailable);
-    if (p->api) {
-        p->worker = gs_park_worker_new(p->api, inv->count < 4 ? inv->count : 4);
-        if (!p->worker) {
-            snprintf(p->unavailable, sizeof p->unavailable, "cannot start the park threads");
-            gs_park_cuda_free(&p->api);
-        }
-    }
+    backend_start(p, backend, inv->count < 4 ? inv->count : 4);
     if (!p->api)
         gs_info("parking unavailable: %s", p->unavailable);
     else
@@ -114,7 +140,8 @@ void gs_park_destroy(gs_park_t **self_p)
     gs_park_t *p = *self_p;
     if (!p)
         return;
-    gs_park_worker_destroy(&p->worker); /* waits for the jobs under way */
+    if (p->api)
+        p->api->stop(p->api->arg); /* waits for the jobs under way */
     /* Sessions parked on the swap tier bring themselves back when the
      * broker is gone (their hooks keep the host memory mapped). */
     gs_pool_socket_destroy(&p->pool_sock);
@@ -136,7 +163,7 @@ void gs_park_destroy(gs_park_t **self_p)
         memcpy(j.start, ps->start, sizeof j.start);
         ps->move_to = -1; /* in place */
         park_jobs_room(p, ps, &j, 0);
-        gs_park_worker_run(p->api, &j);
+        p->api->run(p->api->arg, &j);
         if (j.ok)
             gs_info("session %s unparked before the broker exits (%.2f s)", ps->id,
                     (double)j.elapsed_us / SEC);
@@ -159,7 +186,7 @@ void gs_park_destroy(gs_park_t **self_p)
     zhashx_destroy(&p->sess);
     zhashx_destroy(&p->clients);
     park_swap_free_held(p);
-    gs_park_cuda_free(&p->api);
+    backend_free(p);
     free(p);
     *self_p = NULL;
 }
@@ -177,7 +204,7 @@ void gs_park_set_eventlog(gs_park_t *p, gs_eventlog_t *eventlog)
 
 int gs_park_fd(const gs_park_t *p)
 {
-    return p && p->worker ? gs_park_worker_fd(p->worker) : -1;
+    return p && p->api ? p->api->fd(p->api->arg) : -1;
 }
 
 /* ---- answers ---------------------------------------------------------------- */
@@ -224,7 +251,7 @@ int gs_park_set(gs_park_t *p, const char *key, const json_t *v, char *err, size_
     return 0;
 }
 
-void *gs_park_config_save(const gs_park_t *p)
+gs_park_config_t *gs_park_config_save(const gs_park_t *p)
 {
     gs_park_config_t *c = malloc(sizeof *c);
     if (c)
@@ -232,10 +259,10 @@ void *gs_park_config_save(const gs_park_t *p)
     return c;
 }
 
-void gs_park_config_restore(gs_park_t *p, void *saved)
+void gs_park_config_restore(gs_park_t *p, gs_park_config_t *saved)
 {
     if (saved)
-        p->cfg = *(gs_park_config_t *)saved;
+        p->cfg = *saved;
     free(saved);
     park_ledger_refresh(p, p->mem_at - 1);
 }
@@ -276,7 +303,7 @@ void gs_park_on_join(gs_park_t *p, const char *client, const char *session, long
     int st = GS_PROC_RUNNING;
     char err[200];
     psess_t *ps;
-    if (gs_park_cuda_state(p->api, (int)peer_pid, &st, err, sizeof err) != 0 ||
+    if (p->api->proc_state(p->api->arg, (int)peer_pid, &st, err, sizeof err) != 0 ||
         st == GS_PROC_RUNNING || !(ps = park_state_sess(p, session, 1)) ||
         ps->npids == GS_PARK_MAX_PIDS || (ps->st != PS_RESIDENT && ps->st != PS_PARKED))
         return;

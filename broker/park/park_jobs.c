@@ -11,6 +11,7 @@
  */
 #include <string.h>
 
+#include "gpu_free.h"
 #include "log.h"
 #include "park_eligible.h"
 #include "park_frozen.h"
@@ -23,16 +24,12 @@
 
 #define SEC 1000000LL
 
-/* What a restore needs on GPU g beside the memory the hooks report: the
- * contexts', a sixty-fourth of the GPU, 1 GiB at most (an H100's context
- * is about 0.5 GiB). */
+/* What a restore needs on GPU g: the memory the hooks report and room for
+ * the contexts (gs_gpu_free_restore_margin, the restore helper's too). */
 static void room_on(const gs_park_t *p, int g, uint64_t bytes, gs_park_room_t *r)
 {
-    uint64_t margin = p->total[g] / 64;
-    if (margin > (1ULL << 30))
-        margin = 1ULL << 30;
     snprintf(r->uuid, sizeof r->uuid, "%s", p->uuids[g]);
-    r->need = bytes + margin;
+    r->need = bytes + gs_gpu_free_restore_margin(p->total[g]);
 }
 
 void park_jobs_room(const gs_park_t *p, const psess_t *ps, gs_park_job_t *j, unsigned wait_ms)
@@ -133,7 +130,7 @@ static void submit(gs_park_t *p, psess_t *ps, int unpark, int64_t now)
         park_frozen_tell(p, ps, 1);
     else
         park_jobs_room(p, ps, j, ROOM_WAIT_MS);
-    gs_park_worker_submit(p->worker, j);
+    p->api->submit(p->api->arg, j);
 }
 
 int park_jobs_park(gs_park_t *p, psess_t *ps, const char *why, int64_t now)
@@ -352,7 +349,7 @@ static void finish_unpark(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int
 void park_jobs_collect(gs_park_t *p, int64_t now)
 {
     gs_park_job_t *j;
-    while (p && p->worker && (j = gs_park_worker_done(p->worker)) != NULL) {
+    while (p && p->api && (j = p->api->done(p->api->arg)) != NULL) {
         psess_t *ps = park_state_sess(p, j->session, 0);
         for (psess_t *o = zhashx_first(p->sess); o; o = zhashx_next(p->sess))
             o->no_demand = 0; /* what is parked changed: the budget may allow more */

@@ -18,8 +18,7 @@
 #include "sessions.h"
 #include "sched/scheduler.h"
 #include "park_move_hooks.h"
-#include "park_cuda.h"
-#include "park_worker.h"
+#include "park_backend.h"
 #include "host_meminfo.h"
 #include "sched/park_policy.h"
 #include "pool_socket.h"
@@ -209,9 +208,10 @@ struct gs_park {
     gs_host_meminfo_t mem; /* the machine's, read at mem_at (park_ledger.c) */
     int64_t mem_at;
     char mem_err[200];
-    gs_park_cuda_t *api; /* NULL: unavailable */
+    /* the checkpoint API and its worker threads (park_backend.h), a
+     * malloc'd table; NULL: unavailable */
+    gs_park_backend_t *api;
     char unavailable[200];
-    gs_park_worker_t *worker;
     int ngpus;
     uint64_t total[GS_MAX_GPUS];
     /* copy rates per tier and GPU (park_rates.c); last_tier: the last copy's */
