@@ -7,7 +7,10 @@
  * sees: the jobs, the messages queued for hooks (gs_park_next_answer), the
  * status fields (gs_park_status_add) and the scheduler's residency.
  *
- * Covered: a checkpoint-tier park and unpark; a failed park leaves the
+ * Covered: a checkpoint-tier park and unpark; a swap-tier park and unpark
+ * as the conversation of queued messages (swap_out, the hook's `swapped`,
+ * swap_in), with the host pool of the simulated driver (tests/simcuda,
+ * linked in: the pool pins its chunks there); a failed park leaves the
  * session running and says why; the host ledger refuses a park that would
  * not fit in host memory, before any job.
  */
@@ -18,11 +21,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <dlfcn.h>
+#include <poll.h>
 
 #include "park/park.h"
+#include "protocol.h"
 
 #define SEC     1000000LL
 #define MIB     (1ull << 20)
@@ -120,7 +127,7 @@ typedef struct {
     int64_t now;
 } world_t;
 
-static int setup(void **state)
+static int setup_with(void **state, const char *endpoint, int swap, uint64_t foot)
 {
     world_t *w = calloc(1, sizeof *w);
     assert_non_null(w);
@@ -141,7 +148,7 @@ static int setup(void **state)
                            .run = fake_run,
                            .destroy = fake_destroy};
     /* No endpoint: no swap tier, the checkpoint tier parks everything. */
-    w->park = gs_park_new_with(w->sched, w->sessions, &inv, NULL, 0600, (gid_t)-1, &b);
+    w->park = gs_park_new_with(w->sched, w->sessions, &inv, endpoint, 0600, (gid_t)-1, &b);
     assert_non_null(w->park);
 
     /* A notebook (registered by its launcher) with one hook process. */
@@ -157,11 +164,16 @@ static int setup(void **state)
     snprintf(w->hook->session, sizeof w->hook->session, SESSION);
     w->hook->peer_pid = getpid();
     gs_sched_join(w->sched, w->hook->key, SESSION, w->now);
-    gs_park_on_join(w->park, w->hook->key, SESSION, getpid(), (long)getuid(), 0, 0, 0, w->now);
-    gs_sched_memory(w->sched, w->hook->key, 0, FOOT, w->now);
-    gs_park_on_memory(w->park, w->hook->key, 0, FOOT, 0, 0, FOOT, w->now);
+    gs_park_on_join(w->park, w->hook->key, SESSION, getpid(), (long)getuid(), 0, swap, 0, w->now);
+    gs_sched_memory(w->sched, w->hook->key, 0, foot, w->now);
+    gs_park_on_memory(w->park, w->hook->key, 0, foot, swap ? foot : 0, 0, foot, w->now);
     *state = w;
     return 0;
+}
+
+static int setup(void **state)
+{
+    return setup_with(state, NULL, 0, FOOT);
 }
 
 static int teardown(void **state)
@@ -308,12 +320,147 @@ static void host_ledger_refuses(void **state)
     assert_non_null(strstr(info, "host memory is full"));
 }
 
+/* ---- the swap tier ------------------------------------------------------- */
+
+#define SWAP_FOOT (16 * MIB)
+
+static char sock_dir[64];
+
+static int setup_swap(void **state)
+{
+    /* The simulated driver's machine of this test alone; chunks of 4 MiB. */
+    char name[64], endpoint[128];
+    snprintf(name, sizeof name, "park_glue_%d", (int)getpid());
+    setenv("GPUSHARE_SIM_NAME", name, 1);
+    setenv("GPUSHARE_SIM_DEVICES", "1", 1);
+    setenv("GPUSHARE_POOL_CHUNK", "4M", 1);
+    /* Loaded as the broker has it loaded for its inventory: the pool's
+     * driver calls look for it (RTLD_NOLOAD). */
+    setenv("GPUSHARE_LIBCUDA", SIMCUDA_SO, 1);
+    if (!dlopen(SIMCUDA_SO, RTLD_NOW | RTLD_GLOBAL))
+        fail_msg("cannot load the simulated driver: %s", dlerror());
+    snprintf(sock_dir, sizeof sock_dir, "/tmp/park_glue.XXXXXX");
+    assert_non_null(mkdtemp(sock_dir));
+    snprintf(endpoint, sizeof endpoint, "ipc://%s/broker.sock", sock_dir);
+    return setup_with(state, endpoint, 1, SWAP_FOOT);
+}
+
+static int teardown_swap(void **state)
+{
+    teardown(state);
+    char path[128];
+    snprintf(path, sizeof path, "%s/pool.sock", sock_dir);
+    unlink(path);
+    rmdir(sock_dir);
+    snprintf(path, sizeof path, "/park_glue_%d", (int)getpid());
+    shm_unlink(path); /* the simulated machine of this test */
+    return 0;
+}
+
+/* Polls parking as the broker's loop does until the host pool has pinned
+ * what the session could move (its `pool` in the status), waiting on the
+ * pool's descriptors between polls (the pinning thread's eventfd). */
+static void await_pool(world_t *w)
+{
+    for (int round = 0; round < 200; round++) {
+        w->now += SEC / 10; /* the pools' targets are worked out again */
+        gs_park_poll(w->park, w->now);
+        zmq_pollitem_t items[GS_PARK_MAX_POLL_ITEMS];
+        int n = gs_park_poll_items(w->park, items, GS_PARK_MAX_POLL_ITEMS);
+        if (n < 1) {
+            json_t *st = json_object();
+            gs_park_status_add(w->park, st, w->now);
+            fail_msg("no swap tier: %s", json_string_value(json_object_get(
+                                             json_object_get(st, "parking"), "swap_problem")));
+        }
+        assert_true(zmq_poll(items, n, 100) >= 0);
+        gs_park_handle_items(w->park, items, n, w->now);
+        json_t *st = json_object();
+        gs_park_status_add(w->park, st, w->now);
+        json_t *pool = json_array_get(json_object_get(json_object_get(st, "parking"), "pool"), 0);
+        json_int_t clean = json_integer_value(json_object_get(pool, "clean_bytes"));
+        json_decref(st);
+        if (clean >= (json_int_t)SWAP_FOOT)
+            return;
+    }
+    fail_msg("the host pool did not pin %llu bytes", (unsigned long long)SWAP_FOOT);
+}
+
+/* The next message queued must be of type `type` for the hook. */
+static json_t *next_message(world_t *w, const char *type)
+{
+    zframe_t *peer = NULL;
+    json_t *m = gs_park_next_answer(w->park, &peer);
+    assert_non_null(m);
+    assert_string_equal(gs_msg_str(m, "type", ""), type);
+    assert_true(zframe_eq(peer, w->hook->identity));
+    zframe_destroy(&peer);
+    return m;
+}
+
+/* The hook's `swapped` for a swap_out or swap_in. */
+static void hook_swapped(world_t *w, const char *direction, json_int_t lease, int ok,
+                         uint64_t moved, uint64_t movable, uint64_t out)
+{
+    json_t *m = json_pack("{s:s, s:s, s:I, s:b, s:I, s:I, s:I, s:I}", "type", "swapped",
+                          "direction", direction, "lease", lease, "ok", ok, "bytes",
+                          (json_int_t)moved, "elapsed_us", (json_int_t)(SEC / 50), "movable_bytes",
+                          (json_int_t)movable, "swapped_bytes", (json_int_t)out);
+    gs_park_on_swapped(w->park, w->hook->key, 0, m, w->now);
+    json_decref(m);
+}
+
+static void swap_park_and_unpark(void **state)
+{
+    world_t *w = *state;
+    await_pool(w);
+    char info[300];
+    assert_int_equal(gs_park_request(w->park, SESSION, w->now, info, sizeof info), 0);
+    gs_park_poll(w->park, w->now);
+    /* No job: the hook is asked to move its memory into the lease. */
+    assert_int_equal(w->fake.submitted, 0);
+    json_t *out = next_message(w, "swap_out");
+    json_int_t lease = gs_msg_int(out, "lease", 0);
+    assert_true(lease > 0);
+    assert_true(gs_msg_int(out, "chunks", 0) * gs_msg_int(out, "chunk_bytes", 0) >=
+                (json_int_t)SWAP_FOOT);
+    json_decref(out);
+    assert_parking(w, "parking");
+    assert_int_equal(residency(w), GS_SCHED_MOVING);
+
+    hook_swapped(w, "out", lease, 1, SWAP_FOOT, 0, SWAP_FOOT);
+    assert_parking(w, "parked");
+    assert_int_equal(residency(w), GS_SCHED_PARKED);
+
+    /* Its cell starts: swap_in, into the same lease. */
+    gs_sched_cell(w->sched, SESSION, 1, w->now);
+    zframe_t *peer = NULL;
+    json_t *in = NULL;
+    for (int i = 0; i < 10 && !in; i++) {
+        gs_park_poll(w->park, w->now);
+        in = gs_park_next_answer(w->park, &peer);
+        w->now += SEC / 10;
+    }
+    assert_non_null(in);
+    assert_string_equal(gs_msg_str(in, "type", ""), "swap_in");
+    assert_int_equal(gs_msg_int(in, "lease", 0), lease);
+    json_decref(in);
+    zframe_destroy(&peer);
+    assert_parking(w, "unparking");
+
+    hook_swapped(w, "in", lease, 1, SWAP_FOOT, SWAP_FOOT, 0);
+    assert_parking(w, "resident");
+    assert_int_equal(residency(w), GS_SCHED_RESIDENT);
+    assert_int_equal(w->fake.submitted, 0); /* the checkpoint API was never needed */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(checkpoint_park_and_unpark, setup, teardown),
         cmocka_unit_test_setup_teardown(failed_park_leaves_it_running, setup, teardown),
         cmocka_unit_test_setup_teardown(host_ledger_refuses, setup, teardown),
+        cmocka_unit_test_setup_teardown(swap_park_and_unpark, setup_swap, teardown_swap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
