@@ -100,7 +100,3 @@ int gs_gpu_inventory_find(const gs_gpu_inventory_t *inv, const char *uuid)
     return -1;
 }
 
-const unsigned char *gs_gpu_inventory_uuid_bytes(const gs_gpu_inventory_t *inv, int index)
-{
-    return index >= 0 && index < inv->count ? inv->gpus[index].uuid_bytes : NULL;
-}

@@ -38,11 +38,6 @@ void gs_gpu_inventory_load(gs_gpu_inventory_t *inv);
 /* Index of the GPU with this UUID, or -1. */
 int gs_gpu_inventory_find(const gs_gpu_inventory_t *inv, const char *uuid);
 
-/* The 16 bytes of the UUID of the GPU at index (a CUuuid, as the
- * checkpoint API's GPU pairs want it), or NULL when there is none.  Owned
- * by inv. */
-const unsigned char *gs_gpu_inventory_uuid_bytes(const gs_gpu_inventory_t *inv, int index);
-
 /* Format a CUuuid's 16 bytes the way nvidia-smi does. */
 void gs_gpu_format_uuid(const unsigned char bytes[16], char *out, unsigned long outlen);
 

@@ -46,3 +46,9 @@ int gs_gpu_free_read(const char *uuid, uint64_t *free_bytes, uint64_t *total_byt
     *total_bytes = m.total;
     return 0;
 }
+
+uint64_t gs_gpu_free_restore_margin(uint64_t total_bytes)
+{
+    uint64_t margin = total_bytes / 64;
+    return margin < (1ULL << 30) ? margin : (1ULL << 30);
+}

@@ -24,4 +24,11 @@
  * does not know the GPU (then nothing is known: the caller decides). */
 int gs_gpu_free_read(const char *uuid, uint64_t *free_bytes, uint64_t *total_bytes);
 
+/* What a restore needs free on a GPU of total_bytes beside the memory it
+ * brings back: room for the contexts, a sixty-fourth of the GPU, 1 GiB at
+ * most (an H100's context is about 0.5 GiB).  Asked by the broker before a
+ * restore (broker/park/park_jobs.c) and by the restore helper before it
+ * tries (libhook/restore/restore_main.c), so that both agree. */
+uint64_t gs_gpu_free_restore_margin(uint64_t total_bytes);
+
 #endif

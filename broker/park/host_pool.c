@@ -128,6 +128,17 @@ static int empty_slot(gs_host_pool_t *self)
     return i;
 }
 
+/* The idle-release rule: a chunk left unused while the pool holds more than
+ * its target goes back to the system release_after_us after it was freed.
+ * When chunk i goes (UINT64_MAX: it is not free, or the pool is not above
+ * its target). */
+static uint64_t idle_release_at(const gs_host_pool_t *self, int i, uint64_t pinned, uint64_t target)
+{
+    if (pinned <= target || self->c[i].state != CHUNK_FREE)
+        return UINT64_MAX;
+    return self->c[i].free_since + self->cfg.release_after_us;
+}
+
 int gs_host_pool_next_job(gs_host_pool_t *self, uint64_t now_us, gs_pool_job_t *job)
 {
     uint64_t pinned = (uint64_t)pinned_chunks(self), target = target_chunks(self),
@@ -155,9 +166,8 @@ int gs_host_pool_next_job(gs_host_pool_t *self, uint64_t now_us, gs_pool_job_t *
     /* 3. Unused above the target for long enough: back to the system, the
      *    one free longest first. */
     int idle = -1;
-    for (int i = 0; pinned > target && i < self->nc; i++)
-        if (self->c[i].state == CHUNK_FREE &&
-            now_us - self->c[i].free_since >= self->cfg.release_after_us &&
+    for (int i = 0; i < self->nc; i++)
+        if (now_us >= idle_release_at(self, i, pinned, target) &&
             (idle < 0 || self->c[i].free_since < self->c[idle].free_since))
             idle = i;
     if (idle >= 0) {
@@ -438,12 +448,10 @@ uint64_t gs_host_pool_next_deadline(const gs_host_pool_t *self)
     uint64_t pinned = (uint64_t)pinned_chunks(self), target = target_chunks(self);
     if (pinned < target && self->retry_at)
         next = self->retry_at;
-    if (pinned > target)
-        for (int i = 0; i < self->nc; i++)
-            if (self->c[i].state == CHUNK_FREE) {
-                uint64_t at = self->c[i].free_since + self->cfg.release_after_us;
-                if (at < next)
-                    next = at;
-            }
+    for (int i = 0; i < self->nc; i++) {
+        uint64_t at = idle_release_at(self, i, pinned, target);
+        if (at < next)
+            next = at;
+    }
     return next;
 }

@@ -44,6 +44,9 @@
 
 #include "eventlog.h"
 #include "gpu_inventory.h"
+#include "park_backend.h"
+#include "park_move_hooks.h"
+#include "sched/park_policy.h"
 #include "sched/scheduler.h"
 #include "sessions.h"
 
@@ -67,15 +70,15 @@ gs_park_t *gs_park_new(gs_sched_t *sched, gs_sessions_t *sessions, const gs_gpu_
  * back (restore, unlock) so that no notebook stays frozen. */
 void gs_park_destroy(gs_park_t **self_p);
 
-/* The broker's say in moving a parked session to another GPU (park_move.c):
- * allowed(arg, session, gpu): may the session run there (placed by the
- * broker, and its user allowed the GPU); moved(arg, session, from, to):
- * it runs there now.  Without hooks nothing is moved. */
-typedef struct {
-    int (*allowed)(void *arg, const char *session, int gpu);
-    void (*moved)(void *arg, const char *session, int from, int to);
-    void *arg;
-} gs_park_move_hooks_t;
+/* The same with the checkpoint API and its worker threads given as a table
+ * (copied; its destroy is called by gs_park_destroy): a unit test plays
+ * them on a virtual clock.  NULL: the driver's, as gs_park_new. */
+gs_park_t *gs_park_new_with(gs_sched_t *sched, gs_sessions_t *sessions,
+                            const gs_gpu_inventory_t *gpus, const char *endpoint, mode_t sock_mode,
+                            gid_t sock_group, const gs_park_backend_t *backend);
+
+/* The broker's say in moving a parked session to another GPU (park_move.c,
+ * park_move_hooks.h); copied. */
 void gs_park_set_move_hooks(gs_park_t *self, const gs_park_move_hooks_t *hooks);
 
 /* Where parking writes its events (NULL: nowhere).  The broker's event log
@@ -153,9 +156,13 @@ json_t *gs_park_next_answer(gs_park_t *self, zframe_t **peer);
 
 /* A parking key (gs_park_policy_is_key, sched/park_policy.h), applied. */
 int gs_park_set(gs_park_t *self, const char *key, const json_t *value, char *err, size_t errlen);
-/* Save/restore the settings around an all-or-nothing batch. */
-void *gs_park_config_save(const gs_park_t *self);
-void gs_park_config_restore(gs_park_t *self, void *saved);
+/* Save/restore the settings around an all-or-nothing batch: a copy of them
+ * (malloc'd, NULL without memory), which the caller owns: it frees it
+ * (free) once the batch is committed, or hands it to gs_park_config_restore,
+ * which puts the settings back and frees it (NULL: nothing to put back). */
+gs_park_config_t *gs_park_config_save(const gs_park_t *self);
+void gs_park_config_restore(gs_park_t *self, gs_park_config_t *saved);
+/* The settings for status and `get` (a new object: the caller owns it). */
 json_t *gs_park_config_json_of(const gs_park_t *self);
 
 /* Status (status.c's object): parking fields added to every session entry

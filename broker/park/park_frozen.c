@@ -7,16 +7,16 @@
  * (park_plain), which has no cells to say it wants the GPU, waited there
  * for ever while another held the memory (issue 34: two users taking
  * turns).  Told beforehand, the hook asks first (acquire), and the broker
- * brings the session back, making room for it.  Queued with park_answer:
+ * brings the session back, making room for it.  Queued with park_state_answer:
  * parking sends nothing itself.
  */
-#include "park_internal.h"
+#include "park_frozen.h"
 
 #include <string.h>
 
 #include "protocol.h"
 
-void park_tell_frozen(gs_park_t *p, const psess_t *ps, int frozen)
+void park_frozen_tell(gs_park_t *p, const psess_t *ps, int frozen)
 {
     gs_sessions_t *tab = p->sessions;
     for (gs_client_t *c = gs_sessions_first_client(tab); c; c = gs_sessions_next_client(tab)) {
@@ -28,7 +28,7 @@ void park_tell_frozen(gs_park_t *p, const psess_t *ps, int frozen)
             json_t *m = gs_msg_new(GS_MSG_FROZEN);
             json_object_set_new(m, "device", json_string(p->uuids[g]));
             json_object_set_new(m, "frozen", json_boolean(frozen));
-            park_answer(p, c->identity, m);
+            park_state_answer(p, c->identity, m);
         }
     }
 }

@@ -11,7 +11,7 @@
 
 #include "host_meminfo.h"
 #include "log.h"
-#include "park_internal.h"
+#include "park_ledger.h"
 
 #define SEC              1000000LL
 #define MEMINFO_EVERY_US SEC
@@ -61,7 +61,7 @@ gs_host_ledger_t park_ledger(const gs_park_t *p)
     return ledger_without(p, NULL);
 }
 
-uint64_t park_host_room(const gs_park_t *p, int g)
+uint64_t park_ledger_host_room(const gs_park_t *p, int g)
 {
     gs_host_ledger_t l = park_ledger(p);
     uint64_t room = gs_host_ledger_room(&l);
@@ -133,7 +133,7 @@ static int fits_cgroups(const gs_park_t *p, const psess_t *ps, char *why, size_t
             char a[32], b[32];
             snprintf(why, len,
                      "process %ld's cgroup has %s of memory left, its checkpoint image needs %s",
-                     c->pid, park_mib(a, sizeof a, room), park_mib(b, sizeof b, used));
+                     c->pid, park_state_mib(a, sizeof a, room), park_state_mib(b, sizeof b, used));
             return 0;
         }
     }
@@ -158,9 +158,9 @@ int park_ledger_take_image(gs_park_t *p, const psess_t *ps, char *why, size_t le
         snprintf(why, len,
                  "host memory is full: a checkpoint image of %s does not fit (%s free for "
                  "parking, bound by %s: %s pinned, %s in checkpoint images)",
-                 park_mib(a, sizeof a, bytes), park_mib(b, sizeof b, room + pool_free),
-                 gs_host_ledger_bound(&l), park_mib(c, sizeof c, l.pinned),
-                 park_mib(d, sizeof d, l.images));
+                 park_state_mib(a, sizeof a, bytes), park_state_mib(b, sizeof b, room + pool_free),
+                 gs_host_ledger_bound(&l), park_state_mib(c, sizeof c, l.pinned),
+                 park_state_mib(d, sizeof d, l.images));
         return 0;
     }
     if (!fits_cgroups(p, ps, why, len))

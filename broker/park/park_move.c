@@ -17,19 +17,13 @@
  * all of it.  Where the driver refuses, the session is restored in place,
  * says why, and is not moved again.
  */
-#include "park_internal.h"
+#include "park_move.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "log.h"
 #include "protocol.h"
-
-void gs_park_set_move_hooks(gs_park_t *p, const gs_park_move_hooks_t *hooks)
-{
-    if (p)
-        p->move = *hooks;
-}
 
 int park_move_target(gs_park_t *p, const park_views_t *vs, const park_view_t *v, int g)
 {
@@ -47,8 +41,8 @@ int park_move_target(gs_park_t *p, const park_views_t *vs, const park_view_t *v,
         if (h == g || strcmp(p->names[h], p->names[g]) != 0 ||
             !p->move.allowed(p->move.arg, ps->id, h))
             continue;
-        uint64_t free = park_free(p, vs, h);
-        if (free >= ps->bytes[g] + park_margin(p, h) && free > best_free) {
+        uint64_t free = park_views_free(p, vs, h);
+        if (free >= ps->bytes[g] + park_state_margin(p, h) && free > best_free) {
             best = h;
             best_free = free;
         }
@@ -58,14 +52,14 @@ int park_move_target(gs_park_t *p, const park_views_t *vs, const park_view_t *v,
 
 int park_move_pairs(const gs_park_t *p, int from, int to, gs_park_gpu_pair_t *pairs)
 {
+    /* The inventory's bytes (a struct it shares with its callers, so the
+     * glue library needs none of the broker's code for them). */
+    if (!p->inv || p->ngpus > p->inv->count)
+        return 0;
     for (int k = 0; k < p->ngpus; k++) {
         int onto = k == from ? to : k == to ? from : k;
-        const unsigned char *old = gs_gpu_inventory_uuid_bytes(p->inv, k);
-        const unsigned char *new = gs_gpu_inventory_uuid_bytes(p->inv, onto);
-        if (!old || !new)
-            return 0;
-        memcpy(pairs[k].old_uuid, old, sizeof pairs[k].old_uuid);
-        memcpy(pairs[k].new_uuid, new, sizeof pairs[k].new_uuid);
+        memcpy(pairs[k].old_uuid, p->inv->gpus[k].uuid_bytes, sizeof pairs[k].old_uuid);
+        memcpy(pairs[k].new_uuid, p->inv->gpus[onto].uuid_bytes, sizeof pairs[k].new_uuid);
     }
     return p->ngpus;
 }
@@ -80,7 +74,7 @@ static void tell_hooks(gs_park_t *p, const char *session, int from, int to)
         json_t *m = gs_msg_new(GS_MSG_MOVED);
         json_object_set_new(m, "device", json_string(p->uuids[from]));
         json_object_set_new(m, "to", json_string(p->uuids[to]));
-        park_answer(p, c->identity, m);
+        park_state_answer(p, c->identity, m);
     }
 }
 

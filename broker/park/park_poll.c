@@ -16,7 +16,14 @@
 #include <string.h>
 
 #include "log.h"
-#include "park_internal.h"
+#include "park.h"
+#include "park_jobs.h"
+#include "park_ledger.h"
+#include "park_move.h"
+#include "park_rates.h"
+#include "park_room.h"
+#include "park_swap.h"
+#include "park_victims.h"
 
 #define SEC 1000000LL
 
@@ -33,13 +40,13 @@ typedef struct {
  * H100 a 20 GiB swap in failed seven times where the estimate saw room). */
 static uint64_t back_margin(const gs_park_t *p, const psess_t *ps, int g)
 {
-    return park_margin(p, g) + ps->oom_extra;
+    return park_state_margin(p, g) + ps->oom_extra;
 }
 
 static int fits_back(const gs_park_t *p, const park_views_t *vs, const psess_t *ps)
 {
     for (int g = 0; g < p->ngpus; g++)
-        if (ps->bytes[g] && park_free(p, vs, g) < ps->bytes[g] + back_margin(p, ps, g))
+        if (ps->bytes[g] && park_views_free(p, vs, g) < ps->bytes[g] + back_margin(p, ps, g))
             return 0;
     return 1;
 }
@@ -113,10 +120,11 @@ static void demote(gs_park_t *p, park_views_t *vs, int64_t now)
         if (gpus != 1)
             continue;
         int64_t due = ps->parked_at + p->cfg.deep_idle_us;
-        if (gs_park_policy_demote(&p->cfg, now - ps->parked_at, ps->bytes[g], park_free(p, vs, g),
-                                  park_margin(p, g), v->wants || v->cell_busy, checkpoint_ok)) {
+        if (gs_park_policy_demote(&p->cfg, now - ps->parked_at, ps->bytes[g],
+                                  park_views_free(p, vs, g), park_state_margin(p, g),
+                                  v->wants || v->cell_busy, checkpoint_ok)) {
             ps->demoting = 1;
-            park_start_unpark(p, ps, "to the deep tier: back first, then checkpointed", now);
+            park_jobs_unpark(p, ps, "to the deep tier: back first, then checkpointed", now);
         } else if (due > now && due < p->wake)
             p->wake = due;
     }
@@ -135,12 +143,12 @@ static int serve_unpark(gs_park_t *p, park_views_t *vs, park_view_t *v, int g, i
         return 1; /* a failed unpark waits for its retry without holding others up */
     }
     if (fits_back(p, vs, ps)) {
-        park_start_unpark(p, ps,
-                          ps->stuck                       ? "bring it back after a failure"
-                          : v->registered && v->cell_busy ? "its cell started"
-                          : v->wants                      ? "it asked for the GPU"
-                                                          : "its memory fits again",
-                          now);
+        park_jobs_unpark(p, ps,
+                         ps->stuck                       ? "bring it back after a failure"
+                         : v->registered && v->cell_busy ? "its cell started"
+                         : v->wants                      ? "it asked for the GPU"
+                                                         : "its memory fits again",
+                         now);
         return 1;
     }
     /* Crowded here, room on another GPU of the model: restored there
@@ -153,7 +161,7 @@ static int serve_unpark(gs_park_t *p, park_views_t *vs, park_view_t *v, int g, i
                  to);
         ps->move_from = g;
         ps->move_to = to;
-        park_start_unpark(p, ps, why, now);
+        park_jobs_unpark(p, ps, why, now);
         return 1;
     }
     /* A switch on the swap tier runs both ways at once: the session coming
@@ -168,13 +176,13 @@ static int serve_unpark(gs_park_t *p, park_views_t *vs, park_view_t *v, int g, i
         /* Unclamped: what is leaving may be promised already to another
          * session coming in this way (free is then below zero). */
         int64_t leaving = (int64_t)park_swap_leaving(p, g);
-        if (leaving && park_free_signed(p, vs, g) + leaving >=
+        if (leaving && park_views_free_signed(p, vs, g) + leaving >=
                            (int64_t)(ps->bytes[g] + back_margin(p, ps, g))) {
-            park_start_unpark(p, ps, "its cell started (while another session goes out)", now);
+            park_jobs_unpark(p, ps, "its cell started (while another session goes out)", now);
             return 1;
         }
     }
-    if (late || park_in_flight(vs, g))
+    if (late || park_views_in_flight(vs, g))
         return late;
     /* Cells that start together: the one on a resident session may be
      * announced a moment after this one (each notebook's launcher reports
@@ -191,7 +199,7 @@ static int serve_unpark(gs_park_t *p, park_views_t *vs, park_view_t *v, int g, i
     char why[200];
     snprintf(why, sizeof why, "make room to unpark session %.64s", ps->id);
     int64_t wait_until = 0;
-    uint64_t free_now = park_free(p, vs, g);
+    uint64_t free_now = park_views_free(p, vs, g);
     uint64_t want = ps->bytes[g] + back_margin(p, ps, g);
     uint64_t need = want > free_now ? want - free_now : 0;
     gs_park_pick_rc_t rc =
@@ -202,7 +210,7 @@ static int serve_unpark(gs_park_t *p, park_views_t *vs, park_view_t *v, int g, i
         ps->no_demand = 1;
     if ((rc == GS_PICK_NONE || rc == GS_PICK_BUDGET) && !ps->noted) {
         char reason[400];
-        park_explain(p, vs, g, need, ps->id, rc, now, reason, sizeof reason);
+        park_victims_explain(p, vs, g, need, ps->id, rc, now, reason, sizeof reason);
         gs_info("session %s waits to be unparked on GPU %d: %s", ps->id, g, reason);
         ps->noted = 1;
     }
@@ -239,7 +247,7 @@ static void serve_gpu(gs_park_t *p, park_views_t *vs, int g, int64_t now)
     }
     qsort(needs, (size_t)n, sizeof *needs, cmp_need);
     for (int k = 0; k < n; k++) {
-        int go_on = needs[k].room ? park_serve_room(p, vs, needs[k].room, now)
+        int go_on = needs[k].room ? park_room_serve(p, vs, needs[k].room, now)
                                   : serve_unpark(p, vs, needs[k].v, g, needs[k].late, now);
         if (!go_on)
             break;
@@ -267,7 +275,7 @@ static void asked_parks(gs_park_t *p, park_views_t *vs, int64_t now)
         if (v->cell_busy || v->holding || v->wants || v->demand)
             continue; /* after its cell */
         ps->asked = 0;
-        park_start(p, ps, "its notebook asked (%gpushare release)", now);
+        park_jobs_park(p, ps, "its notebook asked (%gpushare release)", now);
     }
 }
 
@@ -277,14 +285,14 @@ static void poll_once(gs_park_t *p, int64_t now)
     park_views_t vs = park_views(p, now);
     if (!vs.v)
         return;
-    park_prune(p, &vs);
+    park_views_prune(p, &vs);
     park_rates_tell(p, &vs); /* before any decision: turns and switches are priced with them */
-    park_expire_reservations(p, &vs, now);
+    park_room_expire(p, &vs, now);
     /* Victims whose grant was revoked start once they have let go. */
     for (int i = 0; i < vs.n; i++) {
         psess_t *ps = vs.v[i].ps;
         if (ps->st == PS_REVOKING && !gs_sched_session_holding(p->sched, ps->id))
-            park_submit(p, ps, now);
+            park_jobs_submit(p, ps, now);
     }
     /* A parked session's memory, as its hooks report it (an adopted one
      * is only known so). */
@@ -302,7 +310,7 @@ static void poll_once(gs_park_t *p, int64_t now)
         for (int g = 0; g < p->ngpus; g++)
             any |= ps->bytes[g];
         if (ps->st == PS_PARKED && ps->stuck && !any && ps->retry_at <= now)
-            park_start_unpark(p, ps, "bring it back after a failure", now);
+            park_jobs_unpark(p, ps, "bring it back after a failure", now);
     }
     for (int g = 0; g < p->ngpus; g++)
         serve_gpu(p, &vs, g, now);
@@ -346,6 +354,7 @@ int gs_park_poll(gs_park_t *p, int64_t now)
         }
         gs_swap_pools_poll(p->pools, now);
         park_swap_check(p, now);
+        park_jobs_finish_swaps(p, now);
     }
     if (!anything(p, now)) {
         p->wake = INT64_MAX;
@@ -375,7 +384,7 @@ int64_t gs_park_next_deadline(const gs_park_t *p)
         due = p->targets_at;
     /* The machine's memory is read again once a second while anything is
      * parked or asked for (what waits on the ledger may fit then). */
-    if ((p->rooms || park_host_used(p)) && park_ledger_next(p) < due)
+    if ((p->rooms || park_state_host_used(p)) && park_ledger_next(p) < due)
         due = park_ledger_next(p);
     return due;
 }

@@ -12,7 +12,8 @@
  */
 #include <math.h>
 
-#include "park_internal.h"
+#include "park_rates.h"
+#include "park_swap.h"
 
 void park_rates_init(gs_park_t *p)
 {
@@ -69,7 +70,7 @@ static uint64_t switch_bytes(const gs_park_t *p, const park_views_t *vs, const p
     }
     if (!in)
         return foot;
-    int64_t lacks = (int64_t)(in + park_margin(p, g)) - park_free_signed(p, vs, g);
+    int64_t lacks = (int64_t)(in + park_state_margin(p, g)) - park_views_free_signed(p, vs, g);
     uint64_t seg = ps->segment ? ps->segment : PARK_OLD_SEGMENT;
     uint64_t moves = lacks > 0 ? (uint64_t)lacks + seg : seg;
     return moves < foot ? moves : foot;
@@ -83,7 +84,7 @@ static void session_segments(gs_park_t *p, const park_views_t *vs)
     for (int i = 0; i < vs->n; i++)
         vs->v[i].ps->segment = 0;
     for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients)) {
-        psess_t *ps = c->swap ? park_sess(p, c->session, 0) : NULL;
+        psess_t *ps = c->swap ? park_state_sess(p, c->session, 0) : NULL;
         if (ps && c->segment > ps->segment)
             ps->segment = c->segment;
     }

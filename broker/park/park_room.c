@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "log.h"
-#include "park_internal.h"
+#include "park.h"
+#include "park_room.h"
+#include "park_victims.h"
 #include "protocol.h"
 
 #define SEC          1000000LL
@@ -53,7 +55,7 @@ void park_room_reply(gs_park_t *p, room_t *r, int ok, uint64_t free_bytes, const
                       json_pack("{s:s, s:s, s:I, s:b, s:I, s:s?}", "session", r->session, "gpu",
                                 p->uuids[r->gpu], "bytes", (json_int_t)r->bytes, "ok", ok,
                                 "free_bytes", (json_int_t)free_bytes, "reason", reason));
-    park_answer(p, r->peer, m);
+    park_state_answer(p, r->peer, m);
 }
 
 /* Another request of this session waits too. */
@@ -111,13 +113,13 @@ static int room_may_wait(gs_park_t *p, const park_views_t *vs, const room_t *r,
             own = v->foot[r->gpu];
             continue;
         }
-        if (v->ps->st == PS_RESIDENT && (!v->reason[0] || park_exiting(v->ps, now)) &&
+        if (v->ps->st == PS_RESIDENT && (!v->reason[0] || park_state_exiting(v->ps, now)) &&
             !asking_room(p, v->s->id))
             others += v->foot[r->gpu];
     }
     if (!others && rc != GS_PICK_BUDGET)
         return 0;
-    const psess_t *ps = park_sess(p, r->session, 0);
+    const psess_t *ps = park_state_sess(p, r->session, 0);
     int asked_again = ps && ps->room_refused_at && now - ps->room_refused_at < ROOM_CACHE_US;
     return asked_again || own < r->bytes;
 }
@@ -146,20 +148,20 @@ static void room_tell(gs_park_t *p, room_t *r, const char *reason)
     json_object_set_new(m, "reason", json_string(reason));
     if (r->seq >= 0)
         json_object_set_new(m, "seq", json_integer(r->seq));
-    park_answer(p, r->peer, m);
+    park_state_answer(p, r->peer, m);
 }
 
 /* 1: answered (go on with the next need); 0: it waits. */
-int park_serve_room(gs_park_t *p, park_views_t *vs, room_t *r, int64_t now)
+int park_room_serve(gs_park_t *p, park_views_t *vs, room_t *r, int64_t now)
 {
-    uint64_t free_now = park_free(p, vs, r->gpu);
+    uint64_t free_now = park_views_free(p, vs, r->gpu);
     if (free_now >= r->goal) {
         park_room_reply(p, r, 1, free_now, NULL);
         reserve(p, vs, r, now);
         room_done(p, r);
         return 1;
     }
-    if (park_in_flight(vs, r->gpu))
+    if (park_views_in_flight(vs, r->gpu))
         return 0;
     /* A victim's park failed (its process exited meanwhile, a driver
      * error): others may still make the room, within the request's time
@@ -203,14 +205,15 @@ int park_serve_room(gs_park_t *p, park_views_t *vs, room_t *r, int64_t now)
         return 0;
     }
     char reason[400];
-    park_explain(p, vs, r->gpu, r->goal - free_now, r->session, rc, now, reason, sizeof reason);
+    park_victims_explain(p, vs, r->gpu, r->goal - free_now, r->session, rc, now, reason,
+                         sizeof reason);
     if (room_may_wait(p, vs, r, rc, now)) {
         room_tell(p, r, reason);
         if (r->deadline < p->wake)
             p->wake = r->deadline;
         return 0;
     }
-    psess_t *ps = park_sess(p, r->session, 0);
+    psess_t *ps = park_state_sess(p, r->session, 0);
     if (ps)
         ps->room_refused_at = now;
     park_room_reply(p, r, 0, free_now, reason);
@@ -253,11 +256,11 @@ int gs_park_make_room(gs_park_t *p, zframe_t *peer, const char *session, int gpu
         r->told_ok = 1;
     }
     park_views_t vs = park_views(p, r->since);
-    uint64_t free_now = park_free(p, &vs, gpu);
+    uint64_t free_now = park_views_free(p, &vs, gpu);
     if (free_now >= bytes) /* memory the hooks did not report: park the whole size */
-        r->goal = free_now + bytes + park_margin(p, gpu);
+        r->goal = free_now + bytes + park_state_margin(p, gpu);
     else
-        r->goal = bytes + park_margin(p, gpu);
+        r->goal = bytes + park_state_margin(p, gpu);
     if (r->goal > p->total[gpu])
         r->goal = p->total[gpu];
     free(vs.v);
@@ -268,7 +271,7 @@ int gs_park_make_room(gs_park_t *p, zframe_t *peer, const char *session, int gpu
     return 1; /* served by gs_park_poll */
 }
 
-void park_expire_reservations(gs_park_t *p, const park_views_t *vs, int64_t now)
+void park_room_expire(gs_park_t *p, const park_views_t *vs, int64_t now)
 {
     int n = 0;
     for (int i = 0; i < p->nresv; i++) {

@@ -6,7 +6,9 @@
  */
 #include <string.h>
 
-#include "park_internal.h"
+#include "park.h"
+#include "park_eligible.h"
+#include "park_ledger.h"
 
 static json_t *num_or_null(double v)
 {
@@ -30,7 +32,7 @@ static json_t *parking_state(const gs_park_t *p, const psess_t *ps, const char *
     if (ps && ps->st == PS_PARKED)
         return json_string("parked");
     char why[300];
-    if (park_unparkable(p, session, now, why, sizeof why))
+    if (park_eligible_why_not(p, session, now, why, sizeof why))
         snprintf(text, sizeof text, "not parkable: %s", why);
     else
         snprintf(text, sizeof text, "resident");
@@ -54,7 +56,7 @@ static void session_status(const gs_park_t *p, const char *session, int gpu, int
      * the driver's rounding margin): the capacity a user is waiting for. */
     if (parked)
         json_object_set_new(e, "back_needs_bytes",
-                            json_integer((json_int_t)(parked + park_margin(p, gpu))));
+                            json_integer((json_int_t)(parked + park_state_margin(p, gpu))));
     json_object_set_new(e, "parking", parking_state(p, ps, session, now));
     /* `park` asked for it: parked once the session is idle */
     json_object_set_new(e, "park_asked", json_boolean(ps && ps->asked));
@@ -106,7 +108,7 @@ static json_t *park_status(const gs_park_t *p)
     json_t *o =
         json_pack("{s:b, s:b, s:I, s:I, s:f, s:i}", "available", p->api != NULL, "enabled",
                   p->api && p->cfg.enabled, "host_budget_bytes", (json_int_t)p->cfg.host_budget,
-                  "host_parked_bytes", (json_int_t)park_host_used(p), "idle_s",
+                  "host_parked_bytes", (json_int_t)park_state_host_used(p), "idle_s",
                   (double)p->cfg.idle_us / 1e6, "room_requests", rooms);
     if (!p->api)
         json_object_set_new(o, "problem", json_string(p->unavailable));

@@ -4,9 +4,10 @@
  * give the GPU's memory back, then copy it back in when the session needs
  * the GPU (doc/parking.md).  A park or unpark here is a conversation, not a
  * worker job: swap_out / swap_in to every process of the session (queued
- * with park_answer for the broker to send, like make_room's answers), their
+ * with park_state_answer for the broker to send, like make_room's answers), their
  * `swapped` replies (gs_park_on_swapped), a deadline.  Its end goes through the same
- * bookkeeping as a checkpoint job (park_finish), so status, events, rates
+ * bookkeeping as a checkpoint job (its caller hands the finished phase to
+ * park_jobs_finish_swaps), so status, events, rates
  * and the scheduler see one kind of park.
  *
  * Chosen per session when every process of it can swap (`join` said so),
@@ -30,7 +31,7 @@
 
 #include "gs_assert.h"
 #include "log.h"
-#include "park_internal.h"
+#include "park_swap.h"
 #include "proc_alive.h"
 #include "protocol.h"
 
@@ -71,7 +72,7 @@ static json_int_t relay_wait_ms(uint64_t bytes)
 }
 
 /* swap_out or swap_in for the hook of c, queued for the broker to send
- * (park_answer), like make_room's answers: parking sends nothing itself. */
+ * (park_state_answer), like make_room's answers: parking sends nothing itself. */
 static void send_swap(gs_park_t *p, pclient_t *c, int gpu, int out)
 {
     gs_client_t *client = gs_sessions_client_by_key(p->sessions, c->key);
@@ -82,7 +83,7 @@ static void send_swap(gs_park_t *p, pclient_t *c, int gpu, int out)
         json_object_set_new(m, "chunks", json_integer(c->lease_chunks));
         json_object_set_new(m, "chunk_bytes",
                             json_integer((json_int_t)gs_swap_pools_chunk_bytes(p->pools)));
-        psess_t *ps = park_sess(p, c->session, 0);
+        psess_t *ps = park_state_sess(p, c->session, 0);
         if (ps && ps->relay) /* its chunks come as the incoming session frees them */
             json_object_set_new(m, "wait_ms", json_integer(relay_wait_ms(c->movable[gpu])));
         if (ps && ps->part[gpu]) /* a partial park: the rest stays on the GPU */
@@ -99,7 +100,7 @@ static void send_swap(gs_park_t *p, pclient_t *c, int gpu, int out)
         json_decref(m);
         return;
     }
-    park_answer(p, client->identity, m);
+    park_state_answer(p, client->identity, m);
 }
 
 /* The GPU holding all of the session's memory, or -1 (none, or several). */
@@ -188,7 +189,7 @@ int park_swap_suits(const gs_park_t *p, const char *session, int g)
  * GPU g and will free its chunks as it goes (NULL otherwise). */
 static psess_t *relay_source(gs_park_t *p, const char *room_for, int g, int64_t now)
 {
-    psess_t *in = room_for && room_for[0] ? park_sess(p, room_for, 0) : NULL;
+    psess_t *in = room_for && room_for[0] ? park_state_sess(p, room_for, 0) : NULL;
     /* A failed swap in leaves it stuck, its memory still in its lease:
      * it relays as well (else the budget, which counts that lease, never
      * lets a victim go out for it: it waited for ever on the simulated
@@ -372,8 +373,8 @@ int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now)
         if (!c->lease) {
             char a[32], m[32];
             return_leases(p, ps->id, now);
-            park_mib(a, sizeof a, short_by);
-            park_mib(m, sizeof m, movable);
+            park_state_mib(a, sizeof a, short_by);
+            park_state_mib(m, sizeof m, movable);
             int first = !ps->pool_wait_since;
             if (first)
                 ps->pool_wait_since = now;
@@ -480,18 +481,32 @@ static void phase_done(gs_park_t *p, psess_t *ps, int64_t now)
     ps->job = 0;
     if (j.unpark && j.ok)
         return_leases(p, ps->id, now);
-    if (j.unpark)
-        park_finish_unpark(p, ps, &j, now);
-    else
-        park_finish_park(p, ps, &j, now);
-    if (!j.unpark && !j.ok && !j.stuck)
-        ps->tier = TIER_CHECKPOINT;
-    p->changed = 1;
+    /* Finished by the caller (park_jobs_finish_swaps), like a worker's job. */
+    snprintf(j.session, sizeof j.session, "%s", ps->id);
+    gs_park_job_t *done = malloc(sizeof *done);
+    if (!done)
+        abort(); /* the broker cannot keep its promises without memory */
+    *done = j;
+    done->next = NULL;
+    *p->swap_done_end = done;
+    p->swap_done_end = &done->next;
+}
+
+gs_park_job_t *park_swap_next_done(gs_park_t *p)
+{
+    gs_park_job_t *j = p->swap_done;
+    if (!j)
+        return NULL;
+    p->swap_done = j->next;
+    if (!p->swap_done)
+        p->swap_done_end = &p->swap_done;
+    j->next = NULL;
+    return j;
 }
 
 void park_swap_answered(gs_park_t *p, pclient_t *c, int gpu, const json_t *msg, int64_t now)
 {
-    psess_t *ps = c ? park_sess(p, c->session, 0) : NULL;
+    psess_t *ps = c ? park_state_sess(p, c->session, 0) : NULL;
     int out = strcmp(gs_msg_str(msg, "direction", ""), "out") == 0;
     if (!ps || ps->tier != TIER_SWAP || ps->swap_phase == SWAP_NONE || gpu != ps->swap_gpu ||
         (uint64_t)gs_msg_int(msg, "lease", 0) != c->lease ||
@@ -619,7 +634,7 @@ static int holds_anything(const pclient_t *c)
 
 void park_swap_client_gone(gs_park_t *p, pclient_t *c, int exited, int64_t now)
 {
-    psess_t *ps = park_sess(p, c->session, 0);
+    psess_t *ps = park_state_sess(p, c->session, 0);
     int alive = c->pid > 0 && c->start && gs_proc_alive(c->pid, c->start);
     int swapping = p->pools && ps && ps->tier == TIER_SWAP;
     int awaited = swapping && ps->swap_phase != SWAP_NONE && c->swap_wait != CW_NONE;
@@ -668,7 +683,7 @@ void park_swap_client_back(gs_park_t *p, pclient_t *c, int64_t now)
          * (or, after a rollback, the stuck session's unpark) brings it
          * back, and a swap_in now would be its second, queued on its swap
          * thread behind the first, which it may still be running. */
-        psess_t *ps = park_sess(p, c->session, 0);
+        psess_t *ps = park_state_sess(p, c->session, 0);
         int in = c->lease && ps && ps->tier == TIER_SWAP && h->gpu == ps->swap_gpu &&
                  (ps->swap_phase == SWAP_IN || ps->swap_phase == SWAP_ROLLBACK);
         if (in && !(ps->swap_phase == SWAP_IN ? ps->swap_failed : ps->swap_rollback_failed)) {
@@ -706,10 +721,10 @@ int park_swap_session_holds(const gs_park_t *p, const char *session)
 
 void park_swap_reported_out(gs_park_t *p, pclient_t *c, int gpu, uint64_t swapped, int64_t now)
 {
-    psess_t *ps = park_sess(p, c->session, 0);
+    psess_t *ps = park_state_sess(p, c->session, 0);
     if (!swapped || !p->pools || (ps && (ps->st != PS_RESIDENT || ps->job)))
         return;
-    if (!ps && !(ps = park_sess(p, c->session, 1)))
+    if (!ps && !(ps = park_state_sess(p, c->session, 1)))
         return;
     ps->st = PS_PARKED;
     ps->tier = TIER_SWAP;
@@ -758,6 +773,8 @@ void park_swap_check_held(gs_park_t *p, int64_t now)
 
 void park_swap_free_held(gs_park_t *p)
 {
+    for (gs_park_job_t *j; (j = park_swap_next_done(p)) != NULL;)
+        free(j);
     while (p->held) {
         held_proc_t *h = p->held;
         p->held = h->next;

@@ -1,139 +1,14 @@
 /*
- * park_victims.c - the sessions as parking sees them now (park_views: one
- * pass over the broker's tables, the scheduler's view of each session, why
- * it cannot be parked), the estimated free memory of a GPU, and choosing
- * and starting victims for an amount of memory (the decision itself is
- * gs_park_policy_choose, park_policy.h).
- *
- * Free memory is estimated from the hooks' reports: the GPU's size less
- * the footprints of sessions not parked, the room promised to requests
- * answered in the last second and the memory of processes dropped while
- * they run on.  The broker never creates a CUDA context, so
- * it cannot ask the driver; memory outside gpushare is not seen (a request
- * whose estimate says it already fits is given its full size by parking).
+ * park_victims.c - choosing and starting victims for an amount of memory
+ * on a GPU (the decision itself is gs_park_policy_choose, park_policy.h),
+ * and the reason of a refusal.
  */
 #include <string.h>
 
-#include "park_internal.h"
-
-#define MIB 1048576.0
-
-const char *park_mib(char *buf, size_t len, uint64_t bytes)
-{
-    if (bytes >= (1ull << 30))
-        snprintf(buf, len, "%.1f GiB", bytes / (MIB * 1024));
-    else
-        snprintf(buf, len, "%.1f MiB", bytes / MIB);
-    return buf;
-}
-
-park_views_t park_views(gs_park_t *p, int64_t now)
-{
-    park_views_t vs = {NULL, 0};
-    size_t cap = 16;
-    vs.v = calloc(cap, sizeof *vs.v);
-    for (gs_session_t *s = gs_sessions_first_session(p->sessions); s && vs.v;
-         s = gs_sessions_next_session(p->sessions)) {
-        if ((size_t)vs.n == cap) {
-            park_view_t *nv = realloc(vs.v, 2 * cap * sizeof *nv);
-            if (!nv)
-                break;
-            vs.v = nv;
-            cap *= 2;
-        }
-        park_view_t *v = &vs.v[vs.n];
-        memset(v, 0, sizeof *v);
-        v->s = s;
-        if (!(v->ps = park_sess(p, s->id, 1)))
-            continue;
-        for (int g = 0; g < p->ngpus; g++) {
-            gs_sched_info_t *si = &v->si[g];
-            if (gs_sched_info(p->sched, s->id, g, now, si) != 0)
-                continue;
-            v->foot[g] = si->resident_bytes;
-            v->host += si->resident_bytes;
-            v->holding |= si->state == GS_SESS_RUNNING;
-            v->wants |= si->wants;
-            v->demand |= si->demand;
-            v->cell_busy = si->cell_busy;
-            v->registered = si->registered;
-            if (si->last_active_us > v->last_active)
-                v->last_active = si->last_active_us;
-        }
-        vs.n++;
-    }
-    for (int i = 0; i < vs.n; i++) { /* this iterates the client table */
-        park_unparkable(p, vs.v[i].s->id, now, vs.v[i].reason, sizeof vs.v[i].reason);
-        park_pause_wake(p, vs.v[i].ps, now);
-    }
-    return vs;
-}
-
-/* Forget the records of sessions the broker has forgotten. */
-void park_prune(gs_park_t *p, const park_views_t *vs)
-{
-    zlistx_t *gone = zlistx_new();
-    for (psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess)) {
-        int seen = 0;
-        for (int i = 0; i < vs->n && !seen; i++)
-            seen = vs->v[i].ps == ps;
-        if (!seen && !ps->job)
-            zlistx_add_end(gone, ps->id);
-    }
-    for (char *id = zlistx_first(gone); id; id = zlistx_next(gone))
-        zhashx_delete(p->sess, id);
-    zlistx_destroy(&gone);
-}
-
-int64_t park_free_signed(const gs_park_t *p, const park_views_t *vs, int g)
-{
-    int64_t left = (int64_t)p->total[g];
-    for (int i = 0; i < vs->n; i++) {
-        const psess_t *ps = vs->v[i].ps;
-        if (ps->st == PS_PARKED) {
-            /* Parked in part: what did not go out is still on the GPU. */
-            if (ps->partial && vs->v[i].foot[g] > ps->bytes[g])
-                left -= (int64_t)(vs->v[i].foot[g] - ps->bytes[g]);
-            continue;
-        }
-        /* One coming back counts with all it brings, not with what its
-         * hook reported so far: two sessions let in on the same room (one
-         * of them through a switch's pipeline) ran out of memory. */
-        uint64_t foot = vs->v[i].foot[g];
-        if (ps->st == PS_UNPARKING && ps->bytes[g] > foot)
-            foot = ps->bytes[g];
-        left -= (int64_t)foot;
-    }
-    for (int i = 0; i < p->nresv; i++)
-        if (p->resv[i].gpu == g)
-            left -= (int64_t)p->resv[i].bytes;
-    /* A process dropped while it runs on still holds its memory; the
-     * scheduler no longer counts it. */
-    left -= (int64_t)park_swap_held_used(p, g);
-    return left;
-}
-
-uint64_t park_free(const gs_park_t *p, const park_views_t *vs, int g)
-{
-    int64_t left = park_free_signed(p, vs, g);
-    return left > 0 ? (uint64_t)left : 0;
-}
-
-/* Sizes are rounded up by the driver: keep a little more free than asked. */
-uint64_t park_margin(const gs_park_t *p, int g)
-{
-    return p->total[g] / 100 > (2u << 20) ? p->total[g] / 100 : (2u << 20);
-}
-
-int park_in_flight(const park_views_t *vs, int g)
-{
-    for (int i = 0; i < vs->n; i++) {
-        const psess_t *ps = vs->v[i].ps;
-        if ((ps->st == PS_REVOKING || ps->st == PS_PARKING) && ps->bytes[g])
-            return 1;
-    }
-    return 0;
-}
+#include "park_jobs.h"
+#include "park_ledger.h"
+#include "park_swap.h"
+#include "park_victims.h"
 
 /* A session unparked for its cell keeps its slice: it is not switched out
  * again before it had a grant or its shortest slice went by.  Returns when
@@ -165,7 +40,7 @@ static uint64_t part_left(const park_view_t *v, int g)
 
 /* How much more than they hold now the session's processes on GPU g
  * have held at their peaks. */
-static uint64_t park_peak_excess(const gs_park_t *p, const char *session, int g)
+static uint64_t peak_excess(const gs_park_t *p, const char *session, int g)
 {
     uint64_t sum = 0;
     for (const pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
@@ -199,7 +74,7 @@ gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t n
      * of the one parked in part could not be taken then, and the notebook
      * died of OOM.  It can now: the rest of it goes out into the same
      * lease.) */
-    uint64_t slack = exclude ? park_peak_excess(p, exclude, g) : 0;
+    uint64_t slack = exclude ? peak_excess(p, exclude, g) : 0;
     if (slack < p->total[g] / 32)
         slack = p->total[g] / 32;
     gs_park_cand_t *c = calloc((size_t)vs->n + 1, sizeof *c);
@@ -260,7 +135,7 @@ gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t n
      * session coming back from the swap tier frees as the one going out
      * fills it (the switch's relay, park_swap.c): a switch needs host room
      * for one notebook, not two. */
-    uint64_t budget_left = park_host_room(p, g) + park_swap_relayable(p, exclude, g);
+    uint64_t budget_left = park_ledger_host_room(p, g) + park_swap_relayable(p, exclude, g);
     gs_park_pick_rc_t rc = GS_PICK_NONE;
     if (c && map && picked)
         rc = gs_park_policy_choose(c, n, need, allow_switched, budget_left, now, p->cfg.idle_us,
@@ -298,7 +173,7 @@ gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t n
         else
             snprintf(full, sizeof full, "%s", why);
         snprintf(victim->room_for, sizeof victim->room_for, "%s", exclude ? exclude : "");
-        if (park_start(p, victim, full, now) != 0)
+        if (park_jobs_park(p, victim, full, now) != 0)
             rc = GS_PICK_NONE; /* cannot happen: the reason was checked */
     }
     free(c);
@@ -308,8 +183,9 @@ gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t n
 }
 
 /* The reason of a refusal: where the memory is. */
-void park_explain(gs_park_t *p, const park_views_t *vs, int g, uint64_t need, const char *exclude,
-                  gs_park_pick_rc_t rc, int64_t now, char *out, size_t len)
+void park_victims_explain(gs_park_t *p, const park_views_t *vs, int g, uint64_t need,
+                          const char *exclude, gs_park_pick_rc_t rc, int64_t now, char *out,
+                          size_t len)
 {
     char a[32], bb[32], c[32], d[32], e[32], f[32];
     if (rc == GS_PICK_BUDGET) {
@@ -317,20 +193,21 @@ void park_explain(gs_park_t *p, const park_views_t *vs, int g, uint64_t need, co
         const char *bound = gs_host_ledger_bound(&l);
         char by[120];
         if (!strcmp(bound, "budget"))
-            snprintf(by, sizeof by, "park_host_budget %s", park_mib(f, sizeof f, l.budget));
+            snprintf(by, sizeof by, "park_host_budget %s", park_state_mib(f, sizeof f, l.budget));
         else if (!strcmp(bound, "reserve"))
             snprintf(by, sizeof by, "the machine's free memory less park_host_reserve %s",
-                     park_mib(f, sizeof f, l.reserve));
+                     park_state_mib(f, sizeof f, l.reserve));
         else
             snprintf(by, sizeof by, "%s of host memory less park_host_reserve %s",
-                     park_mib(e, sizeof e, l.limit), park_mib(f, sizeof f, l.reserve));
+                     park_state_mib(e, sizeof e, l.limit), park_state_mib(f, sizeof f, l.reserve));
         snprintf(out, len,
                  "GPU %d and host memory are full: %s more is needed on the GPU, and host memory "
                  "has room for %s more parked memory (bound by %s; %s parked, %s pinned, %s in "
                  "checkpoint images)",
-                 g, park_mib(a, sizeof a, need), park_mib(bb, sizeof bb, park_host_room(p, g)), by,
-                 park_mib(c, sizeof c, park_host_used(p)), park_mib(d, sizeof d, l.pinned),
-                 park_mib(e, sizeof e, l.images));
+                 g, park_state_mib(a, sizeof a, need),
+                 park_state_mib(bb, sizeof bb, park_ledger_host_room(p, g)), by,
+                 park_state_mib(c, sizeof c, park_state_host_used(p)),
+                 park_state_mib(d, sizeof d, l.pinned), park_state_mib(e, sizeof e, l.images));
         return;
     }
     uint64_t busy = 0, young = 0, cannot = 0, part = 0;
@@ -351,17 +228,17 @@ void park_explain(gs_park_t *p, const park_views_t *vs, int g, uint64_t need, co
                      "not enough memory can be parked (%s more needed): %s in busy sessions "
                      "(running cells or grants), %s idle for less than park_idle_s, %s in "
                      "sessions that cannot be parked",
-                     park_mib(a, sizeof a, need), park_mib(bb, sizeof bb, busy),
-                     park_mib(c, sizeof c, young), park_mib(d, sizeof d, cannot));
+                     park_state_mib(a, sizeof a, need), park_state_mib(bb, sizeof bb, busy),
+                     park_state_mib(c, sizeof c, young), park_state_mib(d, sizeof d, cannot));
     uint64_t held = park_swap_held_used(p, g);
     if (held && n > 0 && (size_t)n < len)
         n += snprintf(out + n, len - (size_t)n,
                       ", %s held by processes dropped while they run (until they join again or "
                       "exit)",
-                      park_mib(a, sizeof a, held));
+                      park_state_mib(a, sizeof a, held));
     if (part && n > 0 && (size_t)n < len)
         snprintf(out + n, len - (size_t)n,
                  ", %s left on the GPU by sessions parked in part (a switch moved only what "
                  "the room needed)",
-                 park_mib(a, sizeof a, part));
+                 park_state_mib(a, sizeof a, part));
 }

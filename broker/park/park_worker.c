@@ -161,7 +161,7 @@ static void try_move(gs_park_cuda_t *api, gs_park_job_t *j)
  * driver's count; waits up to room_wait_ms for it (an exiting process'
  * memory comes free a moment after its pid is gone).  1: restore.  0: not
  * now, with why in the job's error (which names OUT_OF_MEMORY, so that the
- * next try asks for room for more: park.c). */
+ * next try asks for room for more: park_jobs.c). */
 static int room_ready(const gs_park_room_t *room, int n, unsigned wait_ms, char *why, size_t len)
 {
     int64_t until = now_us() + (int64_t)wait_ms * 1000;

@@ -6,7 +6,7 @@
  * thread carries it out step by step with the checkpoint API and hands the
  * finished job back: it is queued and an eventfd, polled by the loop with
  * the ROUTER socket, becomes readable.  Jobs of one session never overlap
- * (park.c submits one at a time per session); jobs of different sessions
+ * (park_jobs.c submits one at a time per session); jobs of different sessions
  * run on up to `threads` threads at once.
  *
  * Safety, in the worker:

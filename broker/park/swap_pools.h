@@ -88,7 +88,7 @@ int gs_swap_pools_serve(void *arg, const gs_pool_request_t *req, int *fds, int m
                         uint64_t *chunk_bytes, int *want, char *err, size_t errlen);
 
 /* Per GPU: pinned, lent, free, clean, pinning, target and budget bytes,
- * pin failures; for status. */
+ * pin failures; for status.  A new array: the caller owns it (json_decref). */
 json_t *gs_swap_pools_status(const gs_swap_pools_t *self);
 
 #endif

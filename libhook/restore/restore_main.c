@@ -103,8 +103,7 @@ static int has_room(void *ctx)
         uint64_t free_b, total;
         if (gs_gpu_free_read(a->gpu[i].uuid, &free_b, &total) != 0)
             continue;
-        uint64_t margin = total / 64 < (1ULL << 30) ? total / 64 : (1ULL << 30);
-        if (free_b < a->gpu[i].bytes + margin)
+        if (free_b < a->gpu[i].bytes + gs_gpu_free_restore_margin(total))
             return 0;
     }
     return 1;

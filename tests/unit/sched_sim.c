@@ -21,7 +21,7 @@
 #define NEVER INT64_MAX
 
 typedef enum { GATE_CLOSED, GATE_OPEN, GATE_DRAINING } gate_t;
-/* Where a notebook's memory is, as parking sees it (park_internal.h). */
+/* Where a notebook's memory is, as parking sees it (park_state.h). */
 typedef enum { P_RES, P_REVOKING, P_OUT, P_PARKED, P_IN } pst_t;
 
 typedef struct {

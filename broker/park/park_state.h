@@ -1,17 +1,24 @@
 /*
- * park_internal.h - parking's state in the broker, shared by park.c (life,
- * settings, joins, jobs started and finished), park_poll.c (what to park or
- * unpark now), park_room.c (make_room requests), park_victims.c (the
- * sessions as they are, free memory, victims), park_swap.c (the swap tier's
- * conversation with the hooks) and park_status.c (status).
+ * park_state.h - parking's state in the broker, at the bottom of park/:
+ * the sessions as parking knows them (psess_t), the hook clients it may act
+ * on (pclient_t), make_room requests waiting (room_t), the answers waiting
+ * for the broker to send them, and struct gs_park that holds them all.
+ * Every other park_*.c reads and writes these fields; the functions here
+ * are the few that all of them need (a session's record, queueing an
+ * answer, a size for the log).  Nothing here calls upwards.
  */
-#ifndef GS_PARK_INTERNAL_H
-#define GS_PARK_INTERNAL_H
+#ifndef GS_PARK_STATE_H
+#define GS_PARK_STATE_H
 
-#include "park.h"
-#include "park_cuda.h"
-#include "park_worker.h"
-#include "host_ledger.h"
+#include <czmq.h>
+#include <jansson.h>
+#include <stdint.h>
+
+#include "eventlog.h"
+#include "sessions.h"
+#include "sched/scheduler.h"
+#include "park_move_hooks.h"
+#include "park_backend.h"
 #include "host_meminfo.h"
 #include "sched/park_policy.h"
 #include "pool_socket.h"
@@ -90,7 +97,7 @@ typedef struct {
      * coming back needs, so only about that much goes out (park_victims;
      * 0: everything); moved_out sums what the hooks moved; partial: parked
      * with the rest still on the GPU (bytes[] is what is out, its
-     * footprint less bytes[] stays resident, park_free_signed). */
+     * footprint less bytes[] stays resident, park_views_free_signed). */
     uint64_t part[GS_MAX_GPUS];
     uint64_t moved_out;
     int partial;
@@ -203,9 +210,10 @@ struct gs_park {
     gs_host_meminfo_t mem; /* the machine's, read at mem_at (park_ledger.c) */
     int64_t mem_at;
     char mem_err[200];
-    gs_park_cuda_t *api; /* NULL: unavailable */
+    /* the checkpoint API and its worker threads (park_backend.h), a
+     * malloc'd table; NULL: unavailable */
+    gs_park_backend_t *api;
     char unavailable[200];
-    gs_park_worker_t *worker;
     int ngpus;
     uint64_t total[GS_MAX_GPUS];
     /* copy rates per tier and GPU (park_rates.c); last_tier: the last copy's */
@@ -221,171 +229,48 @@ struct gs_park {
     int64_t wake;
     int changed;                      /* the scheduler's state changed (gs_park_poll's result) */
     answer_t *answers, **answers_end; /* FIFO, for gs_park_next_answer */
-    held_proc_t *held;                /* park_swap.c */
+    /* swap-tier phases that ended (park_swap.c), as jobs: FIFO through
+     * their next, for park_jobs_finish_swaps */
+    gs_park_job_t *swap_done, **swap_done_end;
+    held_proc_t *held;     /* park_swap.c */
     int64_t targets_at;    /* the pools' targets are worked out again then (park_poll.c) */
     int targets_stale;     /* an event came since they were */
     int64_t held_check_at; /* when to look whether their processes still live */
 };
 
-/* park.c */
-psess_t *park_sess(gs_park_t *p, const char *id, int create);
-/* Queue msg (consumed) for peer (copied): the broker sends it (gs_park_next_answer). */
-void park_answer(gs_park_t *p, zframe_t *peer, json_t *msg);
-/* Start parking / unparking (scheduler told, job submitted or awaited). */
-int park_start(gs_park_t *p, psess_t *ps, const char *why, int64_t now);
-/* A victim whose grant was released: its job starts. */
-void park_submit(gs_park_t *p, psess_t *ps, int64_t now);
-void park_start_unpark(gs_park_t *p, psess_t *ps, const char *why, int64_t now);
+/* Also in park.h (the broker's name for it); a repeated typedef is C11. */
+typedef struct gs_park gs_park_t;
+
+/* The record of session id; created (a resident session that has never
+ * been parked) when create is set; NULL if absent or without memory.
+ * Owned by p (p->sess). */
+psess_t *park_state_sess(gs_park_t *p, const char *id, int create);
+/* The destructor of p->sess and p->clients' items (plain malloc'd records). */
+void park_state_item_free(void **item);
+
+/* Queue msg (ownership passes to the queue) for peer (copied): the broker
+ * sends it (gs_park_next_answer).  Aborts without memory. */
+void park_state_answer(gs_park_t *p, zframe_t *peer, json_t *msg);
+/* The oldest answer queued, or NULL: the caller owns the message and
+ * *peer (zframe_destroy). */
+json_t *park_state_next_answer(gs_park_t *p, zframe_t **peer);
+
+/* bytes as "12.0 MiB" or "1.5 GiB" in buf (returned). */
+const char *park_state_mib(char *buf, size_t len, uint64_t bytes);
+/* Bytes of all GPUs that parked (or stuck) sessions keep in host memory. */
+uint64_t park_state_host_used(const gs_park_t *p);
+/* Bytes of the session on all GPUs (ps->bytes). */
+uint64_t park_state_total_bytes(const gs_park_t *p, const psess_t *ps);
 /* Processes of a session that parking would act on; 0 with *reason when
  * the session cannot be parked (static reasons: managed memory, ...). */
-int park_session_pids(const gs_park_t *p, const char *session, int *pids, int max,
-                      const char **reason);
-uint64_t park_host_used(const gs_park_t *p);
-/* Why the session cannot be parked now, whatever its activity ("managed
- * memory", "parking is off on GPU 1", ...); 0 with out empty when it can. */
-int park_unparkable(const gs_park_t *p, const char *session, int64_t now, char *out, size_t len);
+int park_state_session_pids(const gs_park_t *p, const char *session, int *pids, int max,
+                            const char **reason);
 /* A session whose processes a park found gone is exiting: its memory
- * frees by itself, it is not picked for a moment (park_unparkable). */
-int park_exiting(const psess_t *ps, int64_t now);
-/* A session the pool refused is not picked for a moment (park_unparkable);
- * the poll looks again when that moment ends, since no event may come then:
- * everyone idle, and the session that waits for the room has asked already
- * (after a broker restart, a parked hook's only acquire). */
-void park_pause_wake(gs_park_t *p, const psess_t *ps, int64_t now);
-
-/* The end of a park or unpark, from a worker job or the swap tier. */
-void park_finish_park(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t now);
-void park_finish_unpark(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t now);
-
-/* park_swap.c: the swap tier.  Its swap_out and swap_in go to the hooks
- * through the answer queue (park_answer), like make_room's answers. */
-int park_swap_available(const gs_park_t *p);
-/* Every process of the session can swap its memory on GPU g, and what
- * cannot move is small: the swap tier would take it (if the pool can lend
- * the host memory then). */
-int park_swap_suits(const gs_park_t *p, const char *session, int g);
-/* The swap tier could park the session in part on GPU g now: it suits
- * the tier and one process moves its memory there. */
-int park_swap_can_part(gs_park_t *p, const char *session, int g);
-/* Parks ps on the swap tier if it qualifies and the pool can lend: 1
- * started; 2 waiting for the pool, which is pinning or zeroing what it
- * lacks (ps is PS_REVOKING again: tried at each poll, at most
- * POOL_WAIT_MAX); 0 nothing done: the checkpoint tier takes it. */
-int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now);
-void park_swap_unpark(gs_park_t *p, psess_t *ps, int64_t now);
-/* Deadlines of the conversations under way. */
-void park_swap_check(gs_park_t *p, int64_t now);
-/* c goes; unless it exited, what its process holds while it lives on is
- * held for it (held_proc_t). */
-void park_swap_client_gone(gs_park_t *p, pclient_t *c, int exited, int64_t now);
-/* c (just joined) takes over what is held for its process. */
-void park_swap_client_back(gs_park_t *p, pclient_t *c, int64_t now);
-/* Whether a process of the session still holds host memory (a lease, or
- * one held for it). */
-int park_swap_session_holds(const gs_park_t *p, const char *session);
-/* A hook reports memory still in host memory while its session is not
- * parked on the swap tier (a swap its broker lost track of): the session
- * counts as parked there, so that its next unpark brings it back. */
-void park_swap_reported_out(gs_park_t *p, pclient_t *c, int gpu, uint64_t swapped, int64_t now);
-/* The same for every process of ps that last reported memory out, once a
- * park or unpark of ps ends with it resident: a checkpoint restore brings
- * back what was on the GPU, not what a hook had moved to host memory. */
-void park_swap_still_out(gs_park_t *p, psess_t *ps, int64_t now);
-void park_swap_free_held(gs_park_t *p);
-/* Device memory of GPU g held by dropped processes that live on. */
-uint64_t park_swap_held_used(const gs_park_t *p, int g);
-/* Return what dropped processes that are gone held (every second). */
-void park_swap_check_held(gs_park_t *p, int64_t now);
-/* A hook's `swapped` (gs_park_on_swapped). */
-void park_swap_answered(gs_park_t *p, pclient_t *c, int gpu, const json_t *msg, int64_t now);
-/* Host bytes the session room_for would free on GPU g while a session
- * goes out to make room for it (the switch's relay; 0: none). */
-uint64_t park_swap_relayable(gs_park_t *p, const char *room_for, int g);
-/* Bytes of GPU gpu that swap-tier parks under way are giving back. */
-uint64_t park_swap_leaving(const gs_park_t *p, int gpu);
-/* The pools' targets from what is parked and who holds memory. */
-void park_swap_targets(gs_park_t *p);
-
-/* park_victims.c: the sessions as they are now */
-typedef struct {
-    gs_session_t *s;
-    psess_t *ps;
-    gs_sched_info_t si[GS_MAX_GPUS];
-    uint64_t foot[GS_MAX_GPUS]; /* the hooks' reports */
-    uint64_t host;              /* on all GPUs */
-    int holding, wants, demand, cell_busy, registered;
-    int64_t last_active;
-    char reason[96]; /* why it cannot be parked; "" = it can */
-} park_view_t;
-
-typedef struct {
-    park_view_t *v; /* malloc'd; NULL without memory */
-    int n;
-} park_views_t;
-
-/* park_move.c: the GPU a checkpointed session coming back to crowded GPU
- * g may be restored onto instead (-1: none), the driver's pairs for it
- * (their count; 0: the UUIDs are unreadable), and what a finished unpark
- * job says of the move (the session's bytes follow it, its hooks are
- * told; a refusal is kept as its park_error and it is not moved again). */
-int park_move_target(gs_park_t *p, const park_views_t *vs, const park_view_t *v, int g);
-int park_move_pairs(const gs_park_t *p, int from, int to, gs_park_gpu_pair_t *pairs);
-void park_move_finish(gs_park_t *p, psess_t *ps, const gs_park_job_t *j, int64_t now);
-
-/* park_frozen.c: the session's hooks are told that the checkpoint tier
- * locks their process (frozen) or restored it, for each GPU it has memory
- * on (ps->bytes). */
-void park_tell_frozen(gs_park_t *p, const psess_t *ps, int frozen);
-
-/* park.c: the GPU memory an unpark job's restore needs (gs_park_job_t's
- * room), waiting up to wait_ms for the driver to show it free. */
-void park_job_room(const gs_park_t *p, const psess_t *ps, gs_park_job_t *j, unsigned wait_ms);
-
-park_views_t park_views(gs_park_t *p, int64_t now);
-/* Forget the records of sessions the broker has forgotten. */
-void park_prune(gs_park_t *p, const park_views_t *vs);
-/* Estimated free memory of GPU g (below zero when more is promised than
- * the GPU has, which a switch's pipeline does while memory leaves), and
- * the margin kept for rounding. */
-int64_t park_free_signed(const gs_park_t *p, const park_views_t *vs, int g);
-uint64_t park_free(const gs_park_t *p, const park_views_t *vs, int g);
-uint64_t park_margin(const gs_park_t *p, int g);
-/* A park that frees memory of GPU g is under way. */
-int park_in_flight(const park_views_t *vs, int g);
-/* Choose victims for need bytes on GPU g (not `exclude`; time-slice
- * victims with allow_switched) and start parking them (why: the log). */
-gs_park_pick_rc_t park_victims(gs_park_t *p, park_views_t *vs, int g, uint64_t need,
-                               const char *exclude, int allow_switched, int64_t deadline,
-                               int64_t now, int64_t *wait_until, const char *why);
-/* The reason of a refusal: where the memory is, or the budget. */
-void park_explain(gs_park_t *p, const park_views_t *vs, int g, uint64_t need, const char *exclude,
-                  gs_park_pick_rc_t rc, int64_t now, char *out, size_t len);
-const char *park_mib(char *buf, size_t len, uint64_t bytes);
-
-/* park_rates.c: what switching costs, per tier and GPU and per session */
-void park_rates_init(gs_park_t *p);
-/* A copy of `bytes` that took `seconds` (out: a park). */
-void park_rates_measured(gs_park_t *p, psess_t *ps, int out, uint64_t bytes, double seconds);
-/* Tell the scheduler how fast each session's memory would move now. */
-void park_rates_tell(gs_park_t *p, const park_views_t *vs);
-
-/* park_ledger.c: host memory through one ledger (host_ledger.h) */
-gs_host_ledger_t park_ledger(const gs_park_t *p);
-/* Reads the machine (at most once a second), derives the auto budget and
- * steers the pools' budget by the ledger. */
-void park_ledger_refresh(gs_park_t *p, int64_t now);
-int64_t park_ledger_next(const gs_park_t *p);
-/* Host bytes a park on GPU g may take now: the ledger's room and the
- * unused chunks of g's pool (every pool's for g < 0). */
-uint64_t park_host_room(const gs_park_t *p, int g);
-/* May ps be checkpointed (its image in host memory)?  1; or 0 with why. */
-int park_ledger_take_image(gs_park_t *p, const psess_t *ps, char *why, size_t len);
-json_t *park_ledger_json(const gs_park_t *p);
-
-/* park_room.c: make_room requests */
-void park_room_reply(gs_park_t *p, room_t *r, int ok, uint64_t free_bytes, const char *reason);
-/* 1: answered (go on with the next need); 0: it waits. */
-int park_serve_room(gs_park_t *p, park_views_t *vs, room_t *r, int64_t now);
-void park_expire_reservations(gs_park_t *p, const park_views_t *vs, int64_t now);
+ * frees by itself, it is not picked for a moment (park_eligible.h). */
+#define PARK_EXITING_PAUSE (2 * 1000000LL)
+int park_state_exiting(const psess_t *ps, int64_t now);
+/* Sizes are rounded up by the driver: the little more kept free than asked
+ * on GPU g. */
+uint64_t park_state_margin(const gs_park_t *p, int g);
 
 #endif
