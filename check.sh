@@ -31,8 +31,8 @@ mkdir -p _build _build-asan _build-dist
 cuda=${CUDA_DIR:+--with-cuda=$CUDA_DIR}
 
 # The steps besides `make check` (2 to 4 above); a failed one's name goes to
-# _build-bg.failed (one a line), their output to stdout.
-bg_failed() { echo "$1" >>_build-bg.failed; echo "check: FAILED: $1"; }
+# _build/other-steps.failed (one a line), their output to stdout.
+bg_failed() { echo "$1" >>_build/other-steps.failed; echo "check: FAILED: $1"; }
 other_steps() {
     echo "== ASan+UBSan build, C tests"
     san="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
@@ -67,12 +67,12 @@ other_steps() {
     echo "== fuzzing (libFuzzer, tests/fuzz/run.sh)"
     tests/fuzz/run.sh || bg_failed "fuzz"
 }
-rm -f _build-bg.failed _build-bg.out
+rm -f _build/other-steps.failed _build/other-steps.out
 serial=${GPUSHARE_CI_SERIAL:-0}
 bg=""
 # In the background, niced from its first command on (children inherit it).
 start_other_steps() {
-    (renice -n 19 -p "$BASHPID" >/dev/null && other_steps) >_build-bg.out 2>&1 &
+    (renice -n 19 -p "$BASHPID" >/dev/null && other_steps) >_build/other-steps.out 2>&1 &
     bg=$!
 }
 
@@ -97,14 +97,14 @@ fi
 
 if [ -n "$bg" ]; then
     wait "$bg"
-    cat _build-bg.out
+    cat _build/other-steps.out
 else
-    other_steps 2>&1 | tee _build-bg.out
+    other_steps 2>&1 | tee _build/other-steps.out
 fi
-if [ -f _build-bg.failed ]; then
+if [ -f _build/other-steps.failed ]; then
     while read -r what; do
         extra_failed=$((extra_failed + 1)) extra_what="$extra_what $what"
-    done <_build-bg.failed
+    done <_build/other-steps.failed
 fi
 
 EXTRA_FAILED=$extra_failed EXTRA_FAILED_WHAT="$extra_what" build-aux/test-summary.sh _build _build-asan
