@@ -24,6 +24,8 @@ import subprocess
 import sys
 import time
 
+from bench_procs import readline
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 USERS = ("gs-alice", "gs-bob")
 GROUP = "gs-users"
@@ -113,14 +115,13 @@ def main():
         t0 = time.time()
         p.stdin.write(cmd + "\n")
         p.stdin.flush()
-        import select
-        r, _, _ = select.select([p.stdout], [], [], cell_timeout)
         row = {"user": u, "cmd": cmd.split()[0], "n": n, "bytes": size}
-        if not r:
+        try:
+            row.update(json.loads(readline(p, cell_timeout)))
+        except TimeoutError:
             row.update(ok=False, error="timeout: no answer within %.0f s" % cell_timeout)
-        else:
-            line = p.stdout.readline()
-            row.update(json.loads(line) if line else {"ok": False, "error": "died"})
+        except EOFError:
+            row.update(ok=False, error="died")
         row["wall_s"] = round(time.time() - t0, 3)
         emit(row)
         return row

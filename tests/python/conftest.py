@@ -11,12 +11,36 @@ gstest.py.  Markers configure them for a file (pytestmark) or a test:
 import os
 import pathlib
 import shutil
+import signal
 import tempfile
 
 import pytest
 
 import gstest
 from fakebroker import FakeBroker
+
+
+def _plain_start():
+    """What every program a test starts inherits is the same however the
+    suite was started: a job in the background of a non-interactive shell
+    ignores SIGINT and SIGQUIT (and every child would, through exec), and a
+    closed stdin would hand fd 0 to the next file opened.  Ctrl-C typed to
+    `gpushare top` in a terminal, or a SIGINT a test sends, must work."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, signal.SIG_DFL)
+    try:
+        os.fstat(0)
+    except OSError:
+        fd = os.open(os.devnull, os.O_RDONLY)
+        if fd != 0:
+            os.dup2(fd, 0)
+            os.close(fd)
+
+
+_plain_start()
 
 
 def pytest_configure(config):
@@ -139,8 +163,6 @@ def notebooks(short_tmp):
     cells=True, **env)): a broker with parking settings on a simulated GPU
     of `memory` (sim_env: more of the broker's environment), and notebooks
     (gstest.Notebook) on it, all stopped afterwards."""
-    if not gstest.hook_makes_room():
-        pytest.skip("this hook does not ask the broker for room yet (libhook make_room)")
     made, state = [], {}
 
     def start(memory, *settings, **sim_extra):

@@ -582,14 +582,12 @@ class Client:
 
 
 def configure(endpoint, **settings):
-    """Changes the broker's settings with a `set` message (skips the test
-    on a broker that cannot be configured yet)."""
+    """Changes the broker's settings with a `set` message (a broker that
+    answers not_implemented fails the test: a missing feature is a failure,
+    not a skip)."""
     c = Client(endpoint, "cli")
     try:
         r = c.call({"type": "set", "settings": settings})
-        if r.get("code") == "not_implemented":
-            import pytest
-            pytest.skip("this broker does not handle `set` yet")
         assert r["type"] == "ok", r
     finally:
         c.close()
@@ -658,16 +656,6 @@ def inject(sim, step, count=1):
             "sys.exit(lib.gpusim_inject_checkpoint_failure(sys.argv[1].encode(), "
             "int(sys.argv[2])))")
     subprocess.run([PYTHON, "-c", code, step, str(count)], env=sim, check=True, timeout=30)
-
-
-def hook_makes_room():
-    """The built hook asks the broker for room when an allocation fails
-    (libhook's make_room, with GPUSHARE_MAKE_ROOM_TIMEOUT_MS)."""
-    try:
-        with open(HOOK, "rb") as f:
-            return b"GPUSHARE_MAKE_ROOM_TIMEOUT_MS" in f.read()
-    except OSError:
-        return False
 
 
 # ---- what the simulated driver logs --------------------------------------------
@@ -1052,6 +1040,37 @@ class Kernels:
                 pass
         for f in self.files:
             f.close()
+
+
+def jupyter_env(env, tmp_path, **extra):
+    """env for a Jupyter server or client of a test: the kernelspecs of
+    install_kernelspec(tmp_path / "prefix", ...), its configuration, data
+    and runtime files and HOME under tmp_path, and none of the session
+    variables of the test's own environment (each kernel it starts finds
+    its own); extra on top."""
+    env = dict(env, JUPYTER_PATH=str(tmp_path / "prefix" / "share" / "jupyter"),
+               JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
+               JUPYTER_DATA_DIR=str(tmp_path / "jupyter-data"),
+               JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"), HOME=str(tmp_path))
+    for k in ("GPUSHARE_KERNEL_ID", "GPUSHARE_USER", "JUPYTERHUB_USER", "GPUSHARE_SESSION",
+              "JPY_SESSION_NAME", "GPUSHARE_LOG", "PYTEST_CURRENT_TEST"):
+        env.pop(k, None)
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def open_notebook(server, path, broker):
+    """A notebook (path under the server's notebooks directory) opened on
+    the server with the Shared GPU kernel; (server session id, kernel id,
+    the broker's session once it knows the notebook's path)."""
+    r = server.api("POST", "/api/sessions", json={"path": path, "type": "notebook", "name": "",
+                                                  "kernel": {"name": "shared-gpu"}})
+    assert r.status_code == 201, r.text
+    sid, kid = r.json()["id"], r.json()["kernel"]["id"]
+    s = wait_until(lambda: broker.sessions().get(kid, {}).get("notebook") == path
+                   and broker.sessions()[kid], what="the notebook's path %s at the broker" % path)
+    assert s["kind"] == "notebook" and s["kernel_id"] == kid, s
+    return sid, kid, s
 
 
 class NotebookServer:

@@ -34,7 +34,10 @@ def worker(user, b, sim, tmp_path, mode="commands", name=None):
 class Commands(gstest.Proc):
     """gpuworker.py commands: one line in, one answer out."""
 
-    def command(self, line, timeout=60):
+    # A hang, not a slow machine: a turn through the checkpoint tier (600
+    # MiB out, 600 MiB in) took over 60 s on a loaded 2-core machine with
+    # four test files at once.
+    def command(self, line, timeout=180):
         self.send(line)
         return self.expect("", timeout).strip()
 

@@ -31,15 +31,7 @@ def plain(tmp_path, sim):
 
 
 def jupyter_env(broker, tmp_path):
-    env = dict(broker.env, JUPYTER_PATH=str(tmp_path / "prefix" / "share" / "jupyter"),
-               JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
-               JUPYTER_DATA_DIR=str(tmp_path / "jupyter-data"),
-               JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"), HOME=str(tmp_path),
-               GPUSHARE_IDLE_RELEASE_MS="0")
-    for k in ("GPUSHARE_KERNEL_ID", "GPUSHARE_USER", "JUPYTERHUB_USER", "GPUSHARE_SESSION",
-              "JPY_SESSION_NAME", "GPUSHARE_LOG", "PYTEST_CURRENT_TEST"):
-        env.pop(k, None)
-    return env
+    return gstest.jupyter_env(broker.env, tmp_path, GPUSHARE_IDLE_RELEASE_MS=0)
 
 
 def test_notebook6_names_the_holder_in_status_and_wait_line(tmp_path, broker, kenv, plain):
@@ -49,14 +41,7 @@ def test_notebook6_names_the_holder_in_status_and_wait_line(tmp_path, broker, ke
     ch = run = None
     try:
         (server.tmp / "notebooks" / "work").mkdir()
-        r = server.api("POST", "/api/sessions", json={"path": "work/train.ipynb",
-                                                      "type": "notebook", "name": "",
-                                                      "kernel": {"name": "shared-gpu"}})
-        assert r.status_code == 201, r.text
-        kid = r.json()["kernel"]["id"]
-        s = wait_until(lambda: broker.sessions().get(kid, {}).get("notebook") == "work/train.ipynb"
-                       and broker.sessions()[kid], what="the notebook's path at the broker")
-        assert s["kind"] == "notebook" and s["kernel_id"] == kid
+        _, kid, s = gstest.open_notebook(server, "work/train.ipynb", broker)
         listing = broker.cli("status").stdout
         assert any(kid[:8] in line and "work/train.ipynb" in line
                    for line in listing.splitlines()), listing

@@ -6,8 +6,6 @@ both finish with their data intact at every GPU phase and at the end.  The
 event log shows how: every switch took a notebook that held nothing (its
 GPU phase was over, or its turn was), priced with the switch cost the
 broker measured."""
-import time
-
 import pytest
 
 import gstest
@@ -45,17 +43,12 @@ def test_two_jobs_that_do_not_fit_both_finish_with_their_data(notebooks, short_t
                                                               cpu_ms):
     b, nbs = two_jobs(notebooks)
     launcher = nbs[0].launcher
-    t0 = time.monotonic()
     for nb in nbs:
         launcher.cell(nb.session, "busy", "job")
     for seed, nb in enumerate(nbs, 1):
         nb.send("job x 4 %d %d %d" % (gpu_ms, cpu_ms, seed))
     for nb in nbs:
         assert nb.answer(120) == "ok", "its data changed during the job: %s" % nb.stderr()
-    # 1.4 to 2 s of work each, ~12 s here on a loaded machine; taking turns
-    # being brought back without running (a resident waiter queued behind
-    # a parked one) made it 98 s.
-    assert time.monotonic() - t0 < 45
     for nb in nbs:
         launcher.cell(nb.session, "idle", "job")
     for seed, nb in enumerate(nbs, 1):
@@ -64,6 +57,16 @@ def test_two_jobs_that_do_not_fit_both_finish_with_their_data(notebooks, short_t
     ev = b.synced_events()
     parks = [e for e in ev if e["event"] == "park"]
     assert {p["session"] for p in parks} == {"a", "b"}, parks  # both went out ...
+    # ... and no turn was taken for nothing: a notebook brought back ran (was
+    # granted the GPU) before it went out again.  (Taking turns being brought
+    # back without running, a resident waiter queued behind a parked one,
+    # made the jobs' 1.4 to 2 s of work take 98 s.)
+    for nb in nbs:
+        mine = [e["event"] for e in ev if e.get("session") == nb.name
+                and e["event"] in ("unpark", "grant", "park")]
+        for i, what in enumerate(mine):
+            if what == "unpark" and "park" in mine[i + 1:]:
+                assert "grant" in mine[i + 1:mine.index("park", i + 1)], (nb.name, mine)
     # Every park after the first (the pool was empty then) is a swap: the
     # pool grows by what fell to the checkpoint tier for lack of room, and
     # a park right after a swap-in knows what it brought back.  (Before:

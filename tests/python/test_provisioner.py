@@ -239,26 +239,12 @@ def test_notebook_server_kernel_id_and_notebook_path(tmp_path, broker, sim):
     notebook): the session is the server's kernel id, and the notebook's
     path comes from the server's session table."""
     gstest.become_subreaper()
-    prefix = tmp_path / "prefix"
-    gstest.install_kernelspec(prefix, with_provisioner(sim))
-    env = dict(with_provisioner(broker.env), JUPYTER_PATH=str(prefix / "share" / "jupyter"),
-               JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
-               JUPYTER_DATA_DIR=str(tmp_path / "jupyter-data"),
-               JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"), HOME=str(tmp_path))
-    for k in ("GPUSHARE_KERNEL_ID", "GPUSHARE_USER", "JUPYTERHUB_USER", "GPUSHARE_SESSION",
-              "JPY_SESSION_NAME", "GPUSHARE_LOG"):
-        env.pop(k, None)
-    server = gstest.NotebookServer(tmp_path, env)
+    gstest.install_kernelspec(tmp_path / "prefix", with_provisioner(sim))
+    server = gstest.NotebookServer(tmp_path, gstest.jupyter_env(with_provisioner(broker.env),
+                                                                tmp_path))
     try:
         (server.tmp / "notebooks" / "work").mkdir()
-        r = server.api("POST", "/api/sessions", json={"path": "work/train.ipynb",
-                                                      "type": "notebook", "name": "",
-                                                      "kernel": {"name": "shared-gpu"}})
-        assert r.status_code == 201, r.text
-        sid, kid = r.json()["id"], r.json()["kernel"]["id"]
-        s = wait_until(lambda: broker.sessions().get(kid, {}).get("notebook") == "work/train.ipynb"
-                       and broker.sessions()[kid], what="the notebook's path")
-        assert s["kind"] == "notebook" and s["kernel_id"] == kid
+        sid, kid, _ = gstest.open_notebook(server, "work/train.ipynb", broker)
         # It stays when the launcher's watcher registers (without a path).
         wait_until(lambda: len(broker.synced_events("register")) >= 3, what="three registers")
         assert broker.sessions()[kid]["notebook"] == "work/train.ipynb"

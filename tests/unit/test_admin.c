@@ -7,12 +7,7 @@
  * cause are limited per uid (log_limit.c).  These files are compiled in
  * here: they are parts of the broker program, not of a library.
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-#include <string.h>
+#include "unit_fixture.h"
 #include <unistd.h>
 
 #include "admin.c"

@@ -3,34 +3,24 @@
  * `gpushare set --persist` writes into the broker's state file reads back
  * as the same values, and the file is replaced whole or not at all.
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "broker_config.h"
+#include "unit_fixture.h"
 
 static char dir[64];
 
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/gs-config-XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return unit_fixture_tmpdir(dir, sizeof dir, "config");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return unit_fixture_rmtree(dir);
 }
 
 /* v written as text and read back by the file's own reader. */
@@ -140,11 +130,7 @@ static void test_write_fails_whole(void **state)
 /* A file of the given text at dir/name; its path into path. */
 static void write_file(char *path, size_t len, const char *name, const char *text)
 {
-    snprintf(path, len, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
+    unit_fixture_write_file(path, len, dir, name, text);
 }
 
 /* Found by tests/fuzz/fuzz_config: a value that is not UTF-8 made no JSON

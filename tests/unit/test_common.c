@@ -3,14 +3,6 @@
  * whether to trust a broker's socket, byte counts, LD_PRELOAD composition,
  * peer credentials, display text made safe for a terminal.
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -22,6 +14,7 @@
 #include "size.h"
 #include "socket_trust.h"
 #include "text_safe.h"
+#include "unit_fixture.h"
 
 static void test_endpoint_normalise(void **state)
 {
@@ -88,8 +81,7 @@ static void test_endpoint_defaults(void **state)
 /* A fresh private directory (mode 0700) of this test. */
 static void private_dir(char *dir, size_t len)
 {
-    snprintf(dir, len, "/tmp/gs-trust-XXXXXX");
-    assert_non_null(mkdtemp(dir));
+    assert_int_equal(unit_fixture_tmpdir(dir, len, "trust"), 0);
 }
 
 /* A unix socket bound at path; listening unless listen_too is 0. */

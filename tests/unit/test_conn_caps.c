@@ -4,12 +4,7 @@
  * users never hold root's, and the numbers the documentation gives
  * (doc/security.md) are the ones the code makes.
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-
-#include <cmocka.h>
+#include "unit_fixture.h"
 
 #include "conn_caps.h"
 

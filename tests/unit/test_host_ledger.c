@@ -7,22 +7,12 @@
  * what is under way counts before the machine shows it; the tightest
  * cgroup limit on the way up decides.
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cmocka.h>
-
 #include "host_ledger.h"
 #include "host_meminfo.h"
-
-#define GIB (1ull << 30)
+#include "unit_fixture.h"
 
 /* The H100 server of issue 33: 128 GiB of RAM, 8 GiB reserve. */
 static gs_host_ledger_t server(void)
@@ -99,19 +89,14 @@ static char dir[64];
 static void write_file(const char *rel, const char *text)
 {
     char path[256];
-    snprintf(path, sizeof path, "%s/%s", dir, rel);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
+    unit_fixture_write_file(path, sizeof path, dir, rel, text);
 }
 
 static void meminfo_and_the_tightest_cgroup(void **state)
 {
     (void)state;
     char p[256], cg[256];
-    snprintf(dir, sizeof dir, "/tmp/test_host_ledger.XXXXXX");
-    assert_non_null(mkdtemp(dir));
+    assert_int_equal(unit_fixture_tmpdir(dir, sizeof dir, "host-ledger"), 0);
     write_file("meminfo", "MemTotal:       134217728 kB\nMemFree:         1000 kB\n"
                           "MemAvailable:   125829120 kB\n");
     snprintf(p, sizeof p, "%s/meminfo", dir);
@@ -151,8 +136,7 @@ static void meminfo_and_the_tightest_cgroup(void **state)
     snprintf(p, sizeof p, "%s/missing", dir);
     assert_int_equal(gs_host_meminfo_read(p, NULL, NULL, &m, err, sizeof err), -1);
     assert_non_null(strstr(err, "cannot read"));
-    snprintf(mk, sizeof mk, "rm -rf %s", dir);
-    assert_int_equal(system(mk), 0);
+    assert_int_equal(unit_fixture_rmtree(dir), 0);
 }
 
 int main(void)

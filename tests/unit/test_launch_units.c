@@ -5,31 +5,20 @@
  * ones), IOPub messages to cell events, and a kernel's notebook from a
  * notebook server's runtime file and sessions API, or a command line.
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "connection_file.h"
 #include "hmac.h"
 #include "iopub.h"
 #include "nb_server.h"
+#include "unit_fixture.h"
 
 static char dir[64];
 
 static const char *write_file(const char *name, const char *text)
 {
     static char path[128];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
+    unit_fixture_write_file(path, sizeof path, dir, name, text);
     return path;
 }
 
@@ -372,16 +361,13 @@ static void test_iopub_forged_and_malformed(void **state)
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/gs-launch-units-XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return unit_fixture_tmpdir(dir, sizeof dir, "launch-units");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return unit_fixture_rmtree(dir);
 }
 
 int main(void)

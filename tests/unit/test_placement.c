@@ -5,20 +5,10 @@
  * that wants several gets them in GPU order; sessions keep their GPUs; an
  * admin's gpu_access (users and groups to GPUs) is read and applied.
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <string.h>
-
-#include <cmocka.h>
+#include "unit_fixture.h"
 
 #include "gpu_access.h"
 #include "placement.h"
-
-#include <stdio.h>
-
-#define GIB (1ull << 30)
 
 static void policies_by_name(void **state)
 {

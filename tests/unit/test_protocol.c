@@ -6,15 +6,7 @@
  * without touching this file; test_schema_matches_spec pins the table to the
  * specification so that the table cannot drift silently either.
  */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "unit_fixture.h"
 
 #include "protocol.h"
 

@@ -17,20 +17,9 @@
  * some 20000 events, each of which walked the client table for every
  * session in the queue before the totals were kept.
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include <cmocka.h>
+#include "unit_fixture.h"
 
 #include "scheduler.h"
-
-#define MS  1000LL
-#define SEC 1000000LL
 
 static gs_sched_t *S;
 static int64_t NOW;

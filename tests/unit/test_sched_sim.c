@@ -18,21 +18,10 @@
  * SIM_TRACE=1 prints every event of a run.
  */
 #include <math.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include <cmocka.h>
+#include "unit_fixture.h"
 
 #include "sched_sim.h"
-
-#define MS  1000LL
-#define SEC 1000000LL
-#define GIB (1ull << 30)
 
 /* A target the policy meets: asserted. */
 static void target(const char *what, double value, double limit)

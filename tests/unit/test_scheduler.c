@@ -4,20 +4,9 @@
  * times.  Actions are compared as text: "G:a" is a grant to client a on GPU
  * 0, "G:a/q=200" one with a 200 ms quantum, "R:a:quantum" a revoke.
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include <cmocka.h>
+#include "unit_fixture.h"
 
 #include "scheduler.h"
-
-#define MS  1000LL
-#define SEC 1000000LL
 
 static gs_sched_t *S;
 static int64_t NOW;
