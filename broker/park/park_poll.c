@@ -190,7 +190,7 @@ static int serve_unpark(gs_park_t *p, park_views_t *vs, park_view_t *v, int g, i
      * cell begins and brought back after this one: on the H200 both 32 GiB
      * adaptive pairs began with such a switch, 0.8 s each way for nothing.
      * A short wait lets its cell event arrive; it then keeps its memory
-     * for its switch cost (sched_switchable). */
+     * for its switch cost (sched_turns_switchable). */
     if (ps->demand_since && now < ps->demand_since + PARK_START_GRACE_US) {
         if (ps->demand_since + PARK_START_GRACE_US < p->wake)
             p->wake = ps->demand_since + PARK_START_GRACE_US;

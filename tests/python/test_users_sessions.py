@@ -133,7 +133,7 @@ def test_mallory_cannot_place_alices_session(tmp_path):
 def test_junk_hello_storm_neither_grows_the_broker_nor_floods_its_log(tmp_path):
     """100 000 hellos with junk ids grew the broker by 47 MB, never freed,
     and wrote 100 000 log lines.  Placements that no session took are
-    capped per uid (place_hello.h), and the lines any user's messages
+    capped per uid (session_place.h), and the lines any user's messages
     cause are limited per uid (log_limit.h)."""
     n = 100000
     b, sim = system(extra={"GPUSHARE_SIM_DEVICES": "2"})
