@@ -135,13 +135,20 @@ void gs_swap_window_drop(const gs_swap_driver_t *d, gs_swap_window_t *w, int pos
     w->gone[pos] = 1;
 }
 
+/* Every chunk still mapped is unmapped (its memory goes back to the pool
+ * when the last mapping goes). */
+static void unmap_chunks(const gs_swap_driver_t *d, gs_swap_window_t *w)
+{
+    for (int i = 0; i < w->mapped; i++)
+        if (!w->gone[i])
+            d->unmap(w->va + (size_t)i * w->chunk_bytes, w->chunk_bytes);
+}
+
 void gs_swap_window_hollow(const gs_swap_driver_t *d, gs_swap_window_t *w)
 {
     if (!w->va)
         return;
-    for (int i = 0; i < w->mapped; i++)
-        if (!w->gone[i])
-            d->unmap(w->va + (size_t)i * w->chunk_bytes, w->chunk_bytes);
+    unmap_chunks(d, w);
     memset(w->gone, 0, (size_t)w->chunks);
     w->mapped = 0;
 }
@@ -150,9 +157,7 @@ void gs_swap_window_close(const gs_swap_driver_t *d, gs_swap_window_t *w)
 {
     if (!w->va)
         return;
-    for (int i = 0; i < w->mapped; i++)
-        if (!w->gone[i])
-            d->unmap(w->va + (size_t)i * w->chunk_bytes, w->chunk_bytes);
+    unmap_chunks(d, w);
     d->address_free(w->va, w->bytes);
     free(w->gone);
     memset(w, 0, sizeof *w);

@@ -161,18 +161,24 @@ def report(results, doc):
                           capture_output=True, text=True, timeout=120)
 
 
+def copy_with_meta(results, to, name, to_name=None, **changes):
+    """A copy of the results whose meta-NAME.json has these changes,
+    written as meta-TO_NAME.json (the same name by default)."""
+    shutil.copytree(results, to)
+    with open(to / ("meta-%s.json" % name)) as f:
+        meta = json.load(f)
+    meta.update(changes)
+    with open(to / ("meta-%s.json" % (to_name or name)), "w") as f:
+        json.dump(meta, f)
+    return to
+
+
 def test_the_summary_has_the_capacity_the_32gib_pairs_and_the_cost_interval(results, tmp_path):
     """bigpairs32 is the big pairs' code with other sizes: its rows stand
     in here as a copy of the 4 GiB ones, renamed."""
     pytest.importorskip("matplotlib")
-    run = tmp_path / "run"
-    shutil.copytree(results, run)
+    run = copy_with_meta(results, tmp_path / "run", "bigpairs", "bigpairs32", section="bigpairs32")
     shutil.copy(run / "bigpairs.csv", run / "bigpairs32.csv")
-    with open(run / "meta-bigpairs.json") as f:
-        meta = json.load(f)
-    meta["section"] = "bigpairs32"
-    with open(run / "meta-bigpairs32.json", "w") as f:
-        json.dump(meta, f)
     r = report(run, tmp_path / "evaluation.md")
     assert r.returncode == 0, r.stderr
     with open(tmp_path / "eval" / "summary.json") as f:
@@ -191,13 +197,7 @@ def test_sections_of_another_commit_or_machine_are_refused(results, tmp_path):
     """The evaluation is one run of one commit on one machine (issue 38):
     results merged from two runs make no document."""
     pytest.importorskip("matplotlib")
-    merged = tmp_path / "merged"
-    shutil.copytree(results, merged)
-    with open(merged / "meta-bigpairs.json") as f:
-        meta = json.load(f)
-    meta["gpushare"] = "abc1234"
-    with open(merged / "meta-bigpairs.json", "w") as f:
-        json.dump(meta, f)
+    merged = copy_with_meta(results, tmp_path / "merged", "bigpairs", gpushare="abc1234")
     r = report(merged, tmp_path / "x.md")
     assert r.returncode != 0 and "sections ran at other commits" in r.stderr, r.stderr
     assert "bigpairs: abc1234" in r.stderr and not (tmp_path / "x.md").exists()

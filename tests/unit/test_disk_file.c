@@ -10,49 +10,31 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
-
-#include <cmocka.h>
 
 #include "disk_dir.h"
 #include "disk_file.h"
+#include "unit_fixture.h"
 
 #define SEG (64u * 1024u)
 
-/* A fresh directory under the test's own (the build tree: a real disk,
- * where O_DIRECT works, unlike a tmpfs /tmp). */
+/* A fresh directory in the build tree (malloc'd path). */
 static char *fresh_dir(void)
 {
-    char *d = strdup("./disk-test-XXXXXX");
-    assert_non_null(mkdtemp(d));
-    return d;
+    char dir[4096];
+    assert_int_equal(unit_fixture_tmpdir_here(dir, sizeof dir, "disk"), 0);
+    return strdup(dir);
 }
 
 static void remove_dir(char *d)
 {
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(unit_fixture_rmtree(d), 0);
     free(d);
 }
 
 static int count_files(const char *dir, const char *suffix)
 {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "ls -1 '%s' | grep -c -- '%s$' || true", dir, suffix);
-    FILE *p = popen(cmd, "r");
-    int n = -1;
-    assert_int_equal(fscanf(p, "%d", &n), 1);
-    pclose(p);
-    return n;
+    return unit_fixture_count(dir, suffix);
 }
 
 static void *pattern(uint64_t seed, size_t bytes)
@@ -295,8 +277,7 @@ static void the_directory_must_be_the_brokers_own(void **state)
     (void)state;
     char *base = fresh_dir();
     char dir[4200], why[600];
-    snprintf(dir, sizeof dir, "%s/park", base);
-    assert_int_equal(gs_disk_dir_check(dir, why, sizeof why), -1); /* relative */
+    assert_int_equal(gs_disk_dir_check("relative/park", why, sizeof why), -1);
     assert_non_null(strstr(why, "not an absolute path"));
     char abs[4096];
     assert_non_null(realpath(base, abs));

@@ -9,18 +9,9 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
-#include <cmocka.h>
 
 #include "disk_mover.h"
+#include "unit_fixture.h"
 
 #define CHUNK  (128u * 1024u)
 #define NCHUNK 3
@@ -69,28 +60,20 @@ static void fake_free(fake_chunks_t *c)
 
 static char *fresh_dir(void)
 {
-    char rel[] = "./disk-move-XXXXXX";
-    assert_non_null(mkdtemp(rel));
-    return realpath(rel, NULL);
+    char dir[4096];
+    assert_int_equal(unit_fixture_tmpdir_here(dir, sizeof dir, "disk-move"), 0);
+    return strdup(dir);
 }
 
 static void remove_dir(char *d)
 {
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(unit_fixture_rmtree(d), 0);
     free(d);
 }
 
 static int files_in(const char *dir)
 {
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "ls -A '%s' | wc -l", dir);
-    FILE *p = popen(cmd, "r");
-    int n = -1;
-    assert_int_equal(fscanf(p, "%d", &n), 1);
-    pclose(p);
-    return n;
+    return unit_fixture_count(dir, "");
 }
 
 static gs_disk_meta_t meta(void)

@@ -2,7 +2,8 @@
  * unit_fixture.h - what the cmocka unit tests of tests/unit share, so that
  * no test file writes it again: cmocka's includes (in the order cmocka.h
  * needs), the units the virtual clocks and sizes count in, and private
- * temporary directories with files written into them.
+ * temporary directories (in /tmp, or in the build tree for real disk I/O)
+ * with files written into them.
  *
  * Header only (static inline): each test program is one file and links
  * nothing of this.  Nothing here allocates: the caller's buffers hold the
@@ -11,6 +12,7 @@
 #ifndef GS_UNIT_FIXTURE_H
 #define GS_UNIT_FIXTURE_H
 
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -38,6 +41,38 @@ static inline int unit_fixture_tmpdir(char *dir, size_t len, const char *name)
     if (n < 0 || (size_t)n >= len)
         return -1;
     return mkdtemp(dir) ? 0 : -1;
+}
+
+/* The same in the current directory, the build tree (a real disk, where
+ * O_DIRECT works, unlike a tmpfs /tmp): ./gs-NAME-XXXXXX, its absolute
+ * path into dir; 0 or -1. */
+static inline int unit_fixture_tmpdir_here(char *dir, size_t len, const char *name)
+{
+    char rel[128];
+    int n = snprintf(rel, sizeof rel, "gs-%s-XXXXXX", name);
+    if (n < 0 || (size_t)n >= sizeof rel || !mkdtemp(rel) || !getcwd(dir, len))
+        return -1;
+    size_t used = strlen(dir);
+    n = snprintf(dir + used, len - used, "/%s", rel);
+    return n > 0 && (size_t)n < len - used ? 0 : -1;
+}
+
+/* The number of entries in dir whose name ends with suffix ("" for all). */
+static inline int unit_fixture_count(const char *dir, const char *suffix)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    int n = 0;
+    size_t t = strlen(suffix);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        size_t k = strlen(e->d_name);
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && k >= t &&
+            strcmp(e->d_name + k - t, suffix) == 0)
+            n++;
+    }
+    closedir(d);
+    return n;
 }
 
 /* dir and everything below it removed (a directory of unit_fixture_tmpdir:
