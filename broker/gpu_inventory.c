@@ -99,4 +99,3 @@ int gs_gpu_inventory_find(const gs_gpu_inventory_t *inv, const char *uuid)
             return i;
     return -1;
 }
-
