@@ -173,7 +173,7 @@ int park_jobs_park(gs_park_t *p, psess_t *ps, const char *why, int64_t now)
         submit(p, ps, 0, now);
     gs_info("parking session %s (%.1f MiB, %d process%s): %s", ps->id,
             (double)park_state_total_bytes(p, ps) / 1048576.0, n, n == 1 ? "" : "es", why);
-    gs_eventlog_write(p->eventlog, "park_jobs_park",
+    gs_eventlog_write(p->eventlog, "park_start",
                       json_pack("{s:s, s:I, s:i, s:s}", "session", ps->id, "bytes",
                                 (json_int_t)park_state_total_bytes(p, ps), "processes", n, "why",
                                 why));
