@@ -1,7 +1,7 @@
 /*
  * swap_engine.c - VMM-backed allocations (swap_engine.h): the engine,
- * segments backed and unbacked, allocation and free, and sharing ranges
- * with other processes; swap_move.c moves them.
+ * allocation and free, and sharing ranges with other processes, over
+ * swap_segs.c (segments backed and unbacked); swap_move.c moves them.
  */
 #define _GNU_SOURCE
 #include "swap_engine.h"
@@ -15,20 +15,6 @@
 
 #include "gs_assert.h"
 #include "swap_engine_impl.h"
-
-int64_t gs_swap_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-const char *gs_swap_errname(const gs_swap_engine_t *e, CUresult r)
-{
-    const char *n = NULL;
-    e->d->error_name(r, &n);
-    return n ? n : "unknown error";
-}
 
 gs_swap_engine_t *gs_swap_engine_new(const gs_swap_driver_t *d, gs_swap_ranges_t *ranges,
                                      const gs_swap_engine_config_t *cfg)
@@ -86,120 +72,9 @@ void gs_swap_engine_destroy(gs_swap_engine_t **self_p)
     *self_p = NULL;
 }
 
-/* Device memory as the tier makes it: exportable as a descriptor where the
- * GPU allows it, so that a range can be shared with another process when
- * the program asks for a legacy IPC handle (swap_engine.h). */
-static CUmemAllocationProp device_prop(gs_swap_engine_t *e, int dev)
-{
-    if (!e->shareable[dev]) {
-        int v = 0;
-        e->shareable[dev] = e->d->device_attribute(
-                                &v, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
-                                dev) == CUDA_SUCCESS &&
-                                    v
-                                ? 1
-                                : -1;
-    }
-    CUmemAllocationProp p;
-    memset(&p, 0, sizeof p);
-    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = dev;
-    if (e->shareable[dev] > 0)
-        p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    return p;
-}
-
-/* The access list for ranges on GPU dev: itself and its peers. */
-static size_t access_list(const gs_swap_engine_t *e, int dev, CUmemAccessDesc *a)
-{
-    size_t n = 0;
-    for (int g = 0; g < MAX_DEVS; g++)
-        if (g == dev || (e->peers[dev] >> g & 1)) {
-            memset(&a[n], 0, sizeof a[n]);
-            a[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-            a[n].location.id = g;
-            a[n].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-            n++;
-        }
-    return n;
-}
-
-/* The access the program gave its own mapping. */
-static size_t vmm_access_list(const gs_swap_range_t *r, CUmemAccessDesc *a)
-{
-    size_t n = 0;
-    for (int g = 0; g < MAX_DEVS; g++)
-        if ((r->access_rw | r->access_ro) >> g & 1) {
-            memset(&a[n], 0, sizeof a[n]);
-            a[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-            a[n].location.id = g;
-            a[n].flags = r->access_rw >> g & 1 ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
-                                               : CU_MEM_ACCESS_FLAGS_PROT_READ;
-            n++;
-        }
-    return n;
-}
-
-/* A program's mapping comes back as new memory to the driver: the program
- * keeps its name for it (swap_names.h), or, when it had released its
- * handle, the mapping alone holds the memory again. */
-CUresult gs_swap_seg_back(gs_swap_engine_t *e, gs_swap_range_t *r, int k)
-{
-    CUmemAllocationProp prop = r->vmm ? r->prop : device_prop(e, r->dev);
-    CUmemGenericAllocationHandle h = 0;
-    size_t len = gs_swap_seg_len(r, k);
-    CUdeviceptr at = r->va + gs_swap_seg_off(r, k);
-    CUresult res = e->d->create(&h, len, &prop, 0);
-    if (res != CUDA_SUCCESS)
-        return res;
-    res = e->d->map(at, len, 0, h, 0);
-    if (res != CUDA_SUCCESS) {
-        e->d->release(h);
-        return res;
-    }
-    CUmemAccessDesc a[MAX_DEVS];
-    size_t na = r->vmm ? vmm_access_list(r, a) : access_list(e, r->dev, a);
-    res = na ? e->d->set_access(at, len, a, na) : CUDA_SUCCESS;
-    if (res != CUDA_SUCCESS) {
-        e->d->unmap(at, len);
-        e->d->release(h);
-        return res;
-    }
-    if (r->vmm) {
-        gs_swap_name_t *n = r->name ? gs_swap_names_get(e->names, r->name) : NULL;
-        if (n)
-            n->real = h;
-        else
-            e->d->release(h); /* released by the program: the mapping holds it */
-    }
-    r->seg[k] = h;
-    r->resident_bytes += len;
-    return CUDA_SUCCESS;
-}
-
 static CUresult back_seg(gs_swap_engine_t *e, gs_swap_range_t *r, int k)
 {
     return gs_swap_seg_back(e, r, k);
-}
-
-CUresult gs_swap_seg_unback(gs_swap_engine_t *e, gs_swap_range_t *r, int k)
-{
-    size_t len = gs_swap_seg_len(r, k);
-    CUresult res = e->d->unmap(r->va + gs_swap_seg_off(r, k), len);
-    if (res != CUDA_SUCCESS)
-        return res;
-    if (r->vmm) {
-        gs_swap_name_t *n = r->name ? gs_swap_names_get(e->names, r->name) : NULL;
-        if (n) {
-            e->d->release(r->seg[k]);
-            n->real = 0;
-        } /* else the program released it: the unmap freed it */
-    } else
-        e->d->release(r->seg[k]);
-    r->seg[k] = 0;
-    r->resident_bytes -= len;
-    return CUDA_SUCCESS;
 }
 
 static CUresult unback_seg(gs_swap_engine_t *e, gs_swap_range_t *r, int k)
@@ -225,7 +100,7 @@ static CUresult unback_all(gs_swap_engine_t *e, gs_swap_range_t *r)
 static size_t granularity(gs_swap_engine_t *e, int dev)
 {
     if (!e->gran[dev]) {
-        CUmemAllocationProp prop = device_prop(e, dev);
+        CUmemAllocationProp prop = gs_swap_device_prop(e, dev);
         size_t g = 0;
         if (e->d->granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || !g)
             g = 2u << 20;
@@ -341,7 +216,7 @@ CUresult gs_swap_grant_peer(gs_swap_engine_t *e, int owner, int accessor)
     if (rs) {
         n = gs_swap_ranges_list(e->ranges, owner, GS_SWAP_ALL, rs, n);
         CUmemAccessDesc a[MAX_DEVS];
-        size_t na = access_list(e, owner, a);
+        size_t na = gs_swap_access_list(e, owner, a);
         for (size_t i = 0; i < n && res == CUDA_SUCCESS; i++)
             for (int k = 0; k < rs[i].nseg && res == CUDA_SUCCESS && !rs[i].vmm; k++)
                 if (rs[i].seg[k])
@@ -442,7 +317,7 @@ CUresult gs_swap_import(gs_swap_engine_t *e, int dev, const gs_swap_shape_t *sha
     if (res == CUDA_SUCCESS) {
         CUmemAccessDesc a[MAX_DEVS];
         pthread_mutex_lock(&e->op);
-        size_t na = access_list(e, dev, a);
+        size_t na = gs_swap_access_list(e, dev, a);
         pthread_mutex_unlock(&e->op);
         res = e->d->set_access(at, shape->bytes, a, na);
     }

@@ -2,7 +2,7 @@
  * swap_engine_impl.h - the swap engine's insides, shared by its files:
  * swap_engine.c (the tier's own allocations, sharing them), swap_move.c
  * (the moves) and swap_vmm.c (the program's own virtual-memory mappings,
- * adopted so that they move too).  Not for use outside libhook/swap/.
+ * adopted so that they move too), all three over swap_segs.c.  Not for use outside libhook/swap/.
  */
 #ifndef GS_SWAP_ENGINE_IMPL_H
 #define GS_SWAP_ENGINE_IMPL_H
@@ -43,6 +43,8 @@ struct gs_swap_engine {
     int nlanes;
 };
 
+/* ---- swap_segs.c: the building blocks below the engine's files -------- */
+
 /* CLOCK_MONOTONIC in ns. */
 int64_t gs_swap_now_ns(void);
 /* The driver's name for r (never NULL). */
@@ -60,6 +62,12 @@ static inline size_t gs_swap_seg_len(const gs_swap_range_t *r, int k)
     return r->bytes - off < r->seg_bytes ? r->bytes - off : r->seg_bytes;
 }
 
+/* Device memory as the tier makes it on GPU dev (exportable where the GPU
+ * allows it), and the access list of ranges there (the GPU and its peers):
+ * how many entries of a. */
+CUmemAllocationProp gs_swap_device_prop(gs_swap_engine_t *e, int dev);
+size_t gs_swap_access_list(const gs_swap_engine_t *e, int dev, CUmemAccessDesc *a);
+
 /* Physical memory for segment k of r, mapped at its address with its
  * access (op held). */
 CUresult gs_swap_seg_back(gs_swap_engine_t *e, gs_swap_range_t *r, int k);
@@ -72,5 +80,8 @@ CUresult gs_swap_seg_unback(gs_swap_engine_t *e, gs_swap_range_t *r, int k);
  * with PyTorch's expandable segments on the H200).  A failure is retried
  * by the move itself. */
 void gs_swap_lane_prepare(gs_swap_engine_t *e, CUcontext ctx);
+/* The lane of ctx, created with ctx current (op held); NULL with err set
+ * on failure. */
+struct lane *gs_swap_lane_of(gs_swap_engine_t *e, CUcontext ctx, char *err, size_t errlen);
 
 #endif

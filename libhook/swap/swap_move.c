@@ -21,41 +21,6 @@
 
 #include "swap_engine_impl.h"
 
-/* The lane of ctx, created with ctx current (op held); NULL on failure. */
-static struct lane *lane_of(gs_swap_engine_t *e, CUcontext ctx, char *err, size_t errlen)
-{
-    for (int i = 0; i < e->nlanes; i++)
-        if (e->lanes[i].ctx == ctx)
-            return &e->lanes[i];
-    if (e->nlanes == MAX_LANES) {
-        snprintf(err, errlen, "more than %d contexts hold device memory", MAX_LANES);
-        return NULL;
-    }
-    struct lane *l = &e->lanes[e->nlanes];
-    memset(l, 0, sizeof *l);
-    l->ctx = ctx;
-    for (int k = 0; k < e->cfg.streams; k++) {
-        CUresult r = e->d->stream_create(&l->s[k], CU_STREAM_NON_BLOCKING);
-        if (r == CUDA_SUCCESS)
-            r = e->d->event_create(&l->ev[0][k], CU_EVENT_DISABLE_TIMING);
-        if (r == CUDA_SUCCESS)
-            r = e->d->event_create(&l->ev[1][k], CU_EVENT_DISABLE_TIMING);
-        if (r != CUDA_SUCCESS) {
-            snprintf(err, errlen, "creating the swap's streams: %s", gs_swap_errname(e, r));
-            return NULL; /* what was made stays unused: a later call does not reuse it */
-        }
-    }
-    e->nlanes++;
-    return l;
-}
-
-void gs_swap_lane_prepare(gs_swap_engine_t *e, CUcontext ctx)
-{
-    char err[200];
-    if (ctx)
-        (void)lane_of(e, ctx, err, sizeof err); /* on failure the move tries again */
-}
-
 /* One segment of one range: the unit of a move. */
 struct unit {
     size_t range; /* index into the move's range array */
@@ -459,7 +424,7 @@ static void mover_run(struct mover *m)
             m->step = "cuCtxPushCurrent";
             return;
         }
-        struct lane *l = lane_of(e, ctx, m->res->error, sizeof m->res->error);
+        struct lane *l = gs_swap_lane_of(e, ctx, m->res->error, sizeof m->res->error);
         if (!l) {
             e->d->ctx_pop(&old);
             m->rc = -1;
