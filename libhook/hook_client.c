@@ -14,12 +14,14 @@
  * through the functions it registers when it starts (drained_locked,
  * hook_client_kick).
  *
- * The client is five files (hook_client_impl.h shares their state): this
- * one, the I/O thread, what it sends, idleness and the client's life;
- * hook_client_conn.c the connection (trust, failing open, refusal,
- * fencing); hook_client_recv.c what the broker says; hook_client_room.c
- * allocations waiting for room; hook_client_swap.c the swap tier's
- * commands.
+ * The client is seven files (hook_client_impl.h shares their state), in
+ * layers that call only downwards: this one, the I/O thread, idleness,
+ * memory reports and the client's life, on top; hook_client_recv.c what
+ * the broker says; hook_client_conn.c the connection (trust, failing open,
+ * refusal, fencing); hook_client_pending.c what waits to be sent;
+ * hook_client_room.c allocations waiting for room and hook_client_swap.c
+ * the swap tier's commands; at the bottom hook_client_send.c (the shared
+ * state, sending, the clock, the wake-up).
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -37,7 +39,6 @@
 
 #include "endpoint.h"
 #include "gs_assert.h"
-#include "hook_burst.h"
 #include "hook_client_conn.h"
 #include "hook_client_recv.h"
 #include "hook_client_room.h"
@@ -55,150 +56,6 @@
 #define EXIT_FLUSH_MS 200
 #define EXIT_WAIT_MS  500
 #define MEM_REPORT_MS 50 /* at most one memory message per device this often */
-
-struct hook_client_shared hook_client_sh = {.efd = -1};
-struct hook_client_io_state hook_client_io;
-
-uint64_t hook_client_now_ms(void)
-{
-    return hook_clock_ns() / 1000000ULL;
-}
-
-const char *hook_client_ipc_path(void)
-{
-    return hook_client_sh.endpoint[0] ? gs_endpoint_ipc_path(hook_client_sh.endpoint) : NULL;
-}
-
-void hook_client_kick(void)
-{
-    int fd = hook_client_sh.efd;
-    if (fd >= 0) {
-        uint64_t one = 1;
-        ssize_t w = write(fd, &one, sizeof one);
-        (void)w;
-    }
-}
-
-/* ---- messages ----------------------------------------------------------- */
-
-void hook_client_send(json_t *m)
-{
-    if (!m)
-        return;
-    gs_perr_t err;
-    size_t len;
-    char *buf = gs_msg_encode(m, &len, &err);
-    if (!buf)
-        gs_error("internal: cannot encode a message: %s", err.text);
-    else {
-        if (gs_log_enabled(GS_LOG_DEBUG))
-            gs_debug("-> %s", buf);
-        if (hook_client_io.sock && zmq_send(hook_client_io.sock, buf, len, ZMQ_DONTWAIT) < 0)
-            gs_debug("send failed: %s", zmq_strerror(errno));
-        else if (hook_client_io.sock)
-            hook_client_io.last_sent =
-                hook_client_now_ms(); /* the broker's silence clock starts again */
-        free(buf);
-    }
-    json_decref(m);
-}
-
-json_t *hook_client_msg_seq(gs_msg_type_t type)
-{
-    json_t *m = gs_msg_new(type);
-    if (m)
-        json_object_set_new(m, "seq", json_integer(++hook_client_io.seq));
-    return m;
-}
-
-void hook_client_send_join(void)
-{
-    json_t *m = hook_client_msg_seq(GS_MSG_JOIN);
-    if (!m)
-        return;
-    hook_client_io.join_seq = hook_client_io.seq;
-    json_object_set_new(m, "pid", json_integer(getpid()));
-    if (hook_cfg.session[0] && !hook_client_io.join_without_session)
-        json_object_set_new(m, "session", json_string(hook_cfg.session));
-    json_t *devs = json_array();
-    pthread_mutex_lock(&hook_gate_mu);
-    for (int i = 0; i < hook_gate_st.ndev && i < GS_PROTO_MAX_ITEMS; i++)
-        json_array_append_new(devs, json_string(hook_gate_st.dev[i].uuid));
-    pthread_mutex_unlock(&hook_gate_mu);
-    json_object_set_new(m, "devices", devs);
-    json_object_set_new(m, "memory_mode", json_string(hook_cfg.managed ? "managed" : "device"));
-    if (!hook_cfg.managed && hook_swap_available()) {
-        json_object_set_new(m, "swap", json_true());
-        json_object_set_new(m, "swap_segment_bytes",
-                            json_integer((json_int_t)hook_swap_segment_bytes()));
-    }
-    if (hook_gate_gang) /* a broker restarted since the placement learns it here */
-        json_object_set_new(m, "gang", json_true());
-    hook_client_send(m);
-}
-
-/* hook_gate_mu held.  Queued; sent by the I/O thread when connected, dropped
- * when not (a new broker knows nothing of old grants). */
-void hook_client_release_locked(struct hook_dev *d, const char *reason)
-{
-    GS_ASSERT_HELD(&hook_gate_mu);
-    if (!hook_client_sh.connected || d->grant_id < 1 || hook_client_sh.nreleases >= MAX_RELEASES)
-        return;
-    json_t *m = gs_msg_new(GS_MSG_RELEASE);
-    if (!m)
-        return;
-    uint64_t used_us = (hook_clock_ns() - d->granted_ns) / 1000ULL;
-    json_object_set_new(m, "device", json_string(d->uuid));
-    json_object_set_new(m, "grant_id", json_integer(d->grant_id));
-    json_object_set_new(m, "reason", json_string(reason));
-    json_object_set_new(m, "used_us", json_integer((json_int_t)used_us));
-    uint64_t q = d->quantum_us > 0 ? (uint64_t)d->quantum_us : 0;
-    json_object_set_new(m, "overuse_us",
-                        json_integer(q && used_us > q ? (json_int_t)(used_us - q) : 0));
-    hook_client_sh.releases[hook_client_sh.nreleases++] = m;
-}
-
-/* Releases queued, then acquires for devices someone waits for. */
-void hook_client_send_pending(void)
-{
-    json_t *out[MAX_RELEASES + HOOK_MAX_DEVICES];
-    int n = 0;
-    json_t *reports[HOOK_MAX_DEVICES];
-    int nrep = 0;
-    pthread_mutex_lock(&hook_gate_mu);
-    for (int i = 0; i < hook_client_sh.nreports; i++)
-        reports[nrep++] = hook_client_sh.reports[i];
-    hook_client_sh.nreports = 0;
-    for (int i = 0; i < hook_client_sh.nreleases; i++)
-        out[n++] = hook_client_sh.releases[i];
-    hook_client_sh.nreleases = 0;
-    for (int i = 0; i < HOOK_MAX_DEVICES; i++) {
-        struct hook_dev *d = &hook_gate_st.dev[i];
-        if (!d->touched || d->state != DS_WANT)
-            continue;
-        json_t *m = hook_client_msg_seq(GS_MSG_ACQUIRE);
-        if (!m)
-            continue;
-        json_object_set_new(m, "device", json_string(d->uuid));
-        long long p90, last;
-        if (hook_burst_stats(i, &p90, &last)) { /* bmu is a leaf lock */
-            json_object_set_new(m, "burst_p90_us", json_integer(p90));
-            json_object_set_new(m, "burst_last_us", json_integer(last));
-        }
-        d->state = DS_REQUESTED;
-        d->acquire_seq = hook_client_io.seq;
-        d->wait_info[0] = 0;
-        d->wait_holder[0] = 0;
-        d->wait_left_ns = 0;
-        out[n++] = m;
-    }
-    n += hook_client_rooms_ask_locked(out + n, (int)(sizeof out / sizeof out[0]) - n);
-    pthread_mutex_unlock(&hook_gate_mu);
-    for (int i = 0; i < nrep; i++)
-        hook_client_send(reports[i]);
-    for (int i = 0; i < n; i++)
-        hook_client_send(out[i]);
-}
 
 /* The footprint of each device that changed, at most every MEM_REPORT_MS
  * per device (the latest value; changes in between are coalesced).

@@ -1,9 +1,11 @@
 /*
  * hook_client_impl.h - the broker client's insides, shared by its files:
- * hook_client.c (the I/O thread, sending, idleness), hook_client_conn.c
- * (the connection's states), hook_client_recv.c (the broker's messages),
- * hook_client_room.c (make_room requests) and hook_client_swap.c (the swap
- * tier's commands).  Not for use outside them.
+ * hook_client.c (the I/O thread, idleness), hook_client_recv.c (the
+ * broker's messages), hook_client_conn.c (the connection's states),
+ * hook_client_pending.c (what waits to be sent), hook_client_room.c
+ * (make_room requests), hook_client_swap.c (the swap tier's commands) and
+ * hook_client_send.c (this state, sending, the clock).  Not for use
+ * outside them.
  */
 #ifndef GS_HOOK_CLIENT_IMPL_H
 #define GS_HOOK_CLIENT_IMPL_H
@@ -60,6 +62,7 @@ struct hook_client_io_state {
 };
 extern struct hook_client_io_state hook_client_io;
 
+/* ---- hook_client_send.c --------------------------------------------- */
 uint64_t hook_client_now_ms(void);
 /* Sends m if connected and takes it (NULL: nothing). */
 void hook_client_send(json_t *m);
@@ -67,8 +70,8 @@ void hook_client_send(json_t *m);
  * out of memory). */
 json_t *hook_client_msg_seq(gs_msg_type_t type);
 void hook_client_send_join(void);
-/* Releases and reports queued, then acquires for devices someone waits
- * for and make_room requests not sent yet. */
+/* hook_client_pending.c: releases and reports queued, then acquires for
+ * devices someone waits for and make_room requests not sent yet. */
 void hook_client_send_pending(void);
 
 #endif

@@ -26,6 +26,7 @@
  */
 #include "hook_mem.h"
 #include "hook_swap.h"
+#include "hook_swap_thread.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -464,6 +465,7 @@ void hook_mem_atfork_parent(void)
 /* The child has no device memory of its own (CUDA does not survive fork). */
 void hook_mem_atfork_child(void)
 {
+    hook_swap_thread_atfork_child(); /* its windows and queue: the parent's */
     hook_swap_atfork_child();
     pthread_mutex_init(&memu, NULL);
     free(ptrs.s);

@@ -9,7 +9,6 @@
 
 #include "gpushare_hook.h"
 #include "hook_swap.h"
-#include "hook_swap_thread.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -154,9 +153,9 @@ void hook_swap_forget_ctx(CUcontext ctx)
 
 void hook_swap_atfork_child(void)
 {
-    /* The parent's ranges, windows and thread do not exist here; the
-     * objects are dropped without driver calls (the parent owns them). */
-    hook_swap_thread_atfork_child();
+    /* The parent's ranges do not exist here; the objects are dropped
+     * without driver calls (the parent owns them).  The swap thread's
+     * windows and queue are its own to forget (hook_mem_atfork_child). */
     if (engine) {
         ranges = gs_swap_ranges_new();
         gs_swap_engine_config_t cfg = {.streams = 4};

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "gs_assert.h"
-#include "swap_engine_impl.h"
+#include "swap_state.h"
 
 gs_swap_engine_t *gs_swap_engine_new(const gs_swap_driver_t *d, gs_swap_ranges_t *ranges,
                                      const gs_swap_engine_config_t *cfg)

@@ -1,7 +1,7 @@
 /*
  * swap_move.c - moving a device's ranges between the GPU and the host
  * window, batch by batch (gs_swap_move and its wrappers, swap_engine.h);
- * the engine's insides are swap_engine_impl.h's.
+ * the engine's insides are swap_state.h's.
  *
  * A move runs in batches of about batch_bytes: the copies of a batch are
  * spread over the streams of the range's context, an event per stream
@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "swap_engine_impl.h"
+#include "swap_state.h"
 
 /* One segment of one range: the unit of a move. */
 struct unit {

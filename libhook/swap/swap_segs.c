@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "swap_engine_impl.h"
+#include "swap_state.h"
 
 int64_t gs_swap_now_ns(void)
 {

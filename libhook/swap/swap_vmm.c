@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "gs_assert.h"
-#include "swap_engine_impl.h"
+#include "swap_state.h"
 
 #define MAX_DEVS 64
 

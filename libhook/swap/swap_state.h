@@ -1,11 +1,11 @@
 /*
- * swap_engine_impl.h - the swap engine's insides, shared by its files:
+ * swap_state.h - the swap engine's state and insides, shared by its files:
  * swap_engine.c (the tier's own allocations, sharing them), swap_move.c
  * (the moves) and swap_vmm.c (the program's own virtual-memory mappings,
  * adopted so that they move too), all three over swap_segs.c.  Not for use outside libhook/swap/.
  */
-#ifndef GS_SWAP_ENGINE_IMPL_H
-#define GS_SWAP_ENGINE_IMPL_H
+#ifndef GS_SWAP_STATE_H
+#define GS_SWAP_STATE_H
 
 #include <pthread.h>
 
