@@ -148,10 +148,14 @@ int park_jobs_park(gs_park_t *p, psess_t *ps, const char *why, int64_t now)
     /* Parked in part already: the rest goes out into the same lease. */
     ps->rest = ps->st == PS_PARKED && ps->partial && ps->tier == TIER_SWAP;
     ps->out_before = ps->rest ? ps->bytes[ps->swap_gpu] : 0;
+    int granted = 0;
     for (int g = 0; g < p->ngpus; g++) {
         gs_sched_info_t si;
-        ps->bytes[g] = gs_sched_info(p->sched, ps->id, g, now, &si) == 0 ? si.resident_bytes : 0;
+        int known = gs_sched_info(p->sched, ps->id, g, now, &si) == 0;
+        ps->bytes[g] = known ? si.resident_bytes : 0;
+        granted |= known && si.grants > ps->grants_at_unpark[g];
     }
+    ps->cell_guess_missed = ps->st == PS_RESIDENT && ps->unparked_at && !granted;
     ps->since = now;
     ps->noted = 0;
     ps->demand_since = 0;

@@ -62,6 +62,15 @@ static void update_demand(gs_park_t *p, park_views_t *vs, int64_t now)
         /* The scheduler queues a parked session for its cell; one left
          * stuck by a failure is brought back too, but holds nobody up. */
         int want = parked && ((v->registered && v->cell_busy) || v->wants);
+        /* Brought back for its cell once and gone out again without
+         * asking (a job done with the GPU while its cell goes on, or in a
+         * long CPU phase): it comes back when it asks.  On the simulated
+         * GPU such a job took every other turn from one that asked.  (A
+         * checkpointed process cannot ask: its cell is the only sign.) */
+        if (ps->cell_guess_missed && ps->tier == TIER_SWAP && !v->wants)
+            want = 0;
+        if (!v->cell_busy)
+            ps->cell_guess_missed = 0; /* the next cell is a new guess */
         /* A checkpointed process cannot ask, and without its watcher no
          * cell says it needs the GPU: it may be in one (frozen). */
         if (parked && ps->tier == TIER_CHECKPOINT && v->s->registrar_gone)

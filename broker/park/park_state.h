@@ -59,6 +59,10 @@ typedef struct {
     uint64_t oom_extra;  /* more room asked for after an unpark ran out of GPU memory */
     int64_t unparked_at; /* its slice is protected from time slicing */
     uint64_t grants_at_unpark[GS_MAX_GPUS];
+    /* Brought back for its running cell, it went out again without asking
+     * for the GPU: while that cell runs, it comes back when it asks
+     * (park_poll.c), not for the cell alone. */
+    int cell_guess_missed;
     uint64_t job;      /* id of the job under way, 0 = none */
     int noted;         /* "cannot make room" logged for this demand */
     int no_demand;     /* the host budget stops its unpark: not queued (it would hold the GPU's

@@ -86,6 +86,13 @@ def test_two_users_plain_programs_take_turns_through_the_checkpoint_tier(tmp_pat
         parks = [e["session"] for e in gstest.read_events(b.event_log, "park")]
         owners = {s: e["user"] for s, e in b.sessions().items()}
         assert {owners[s] for s in parks} == {ALICE, BOB}, (parks, owners)
+    except AssertionError as e:
+        # A turn that never came (once, under load in CI): what the broker
+        # and both hooks did, readable from CI's output alone.
+        events = open(b.event_log).read()[-6000:] if os.path.exists(b.event_log) else ""
+        raise AssertionError("%s\n-- broker log --\n%s\n-- event log --\n%s\n%s" % (
+            e, b.log()[-6000:], events,
+            "\n".join("-- %s's stderr --\n%s" % (w.name, w.stderr()[-3000:]) for w in ws))) from e
     finally:
         for w in ws:
             w.kill()
