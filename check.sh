@@ -4,13 +4,13 @@
 #   1. the normal build (-Werror) and `make check` (C unit tests, the
 #      simulated driver's tests, the Python/Jupyter integration tests, the
 #      chaos test last);
-#   2. an ASan+UBSan build running the C tests;
+#   2. `make distcheck` built with ASan+UBSan: the release tarball builds
+#      and passes its C tests under the sanitizers;
 #   3. the libFuzzer targets of tests/fuzz, about a minute (tests/fuzz/run.sh);
-#   4. `make distcheck` (the release tarball builds and passes its tests);
 #   and before all, every C file formatted as .clang-format says.
-# 2 to 4 are CPU-bound builds; `make check` mostly waits (the integration
+# 2 and 3 are CPU-bound builds; `make check` mostly waits (the integration
 # tests' brokers, timers and kernels).  So once the normal build is done,
-# 2, 4 and 3 run one after another in the background at the lowest CPU
+# 2 and 3 run one after another in the background at the lowest CPU
 # priority (nice 19: what the tests need of the CPU comes first) while 1's
 # `make check` runs; their output follows make check's.  This halves CI on
 # a 2-core machine.  GPUSHARE_CI_SERIAL=1 runs them after `make check`
@@ -27,41 +27,34 @@ build-aux/out-of-tree.sh || { echo "0 passed, 1 failed"; exit 1; }
 autoreconf -fi >/dev/null 2>&1 || { autoreconf -fi; echo "0 passed, 1 failed"; exit 1; }
 
 rm -rf _build _build-asan _build-dist
-mkdir -p _build _build-asan _build-dist
+mkdir -p _build _build-dist
 cuda=${CUDA_DIR:+--with-cuda=$CUDA_DIR}
 
-# The steps besides `make check` (2 to 4 above); a failed one's name goes to
+# The steps besides `make check` (2 and 3 above); a failed one's name goes to
 # _build/other-steps.failed (one a line), their output to stdout.
 bg_failed() { echo "$1" >>_build/other-steps.failed; echo "check: FAILED: $1"; }
 other_steps() {
-    echo "== ASan+UBSan build, C tests"
+    # The tarball builds under ASan+UBSan and its C tests pass there: one
+    # build for both (distcheck's C tests and the sanitizers' are the same
+    # unit, simulated-driver and hook tests; the integration suite ran on
+    # the main build: distcheck configures --disable-integration-tests).
+    # Two full builds less than a distcheck beside a sanitizer build of
+    # its own.  In a build directory of its own, so that it and `make
+    # check` never run make in the same one.
     san="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
-    if (cd _build-asan && ../configure -q --enable-werror --enable-assertions $cuda CFLAGS="$san" \
-        LDFLAGS="-fsanitize=address,undefined" && make -s -j"$jobs"); then
-        (cd _build-asan && make -k -j"$jobs" -C tests/unit check >check.out 2>&1) ||
-            bg_failed "sanitizer unit tests"
-        (cd _build-asan && make -k -j"$jobs" -C tests/simcuda check >>check.out 2>&1) ||
-            bg_failed "sanitizer simulated-driver tests"
-        (cd _build-asan && make -k -j"$jobs" -C tests/hook check >>check.out 2>&1) ||
-            bg_failed "sanitizer hook tests"
-    else
-        bg_failed "sanitizer build"
-    fi
-
     if [ "${GPUSHARE_SKIP_DISTCHECK:-0}" != 1 ]; then
-        echo "== make distcheck"
-        # The tarball builds, installs and passes its C tests (the integration
-        # suite runs on the main build: distcheck configures
-        # --disable-integration-tests), and holds every tracked file that suite
-        # or anything else needs.  In a build directory of its own, so that it
-        # and `make check` never run make in the same one.
+        echo "== make distcheck, built with ASan+UBSan"
         if (cd _build-dist && ../configure -q --enable-assertions $cuda &&
-            make -s -j"$jobs" distcheck >distcheck.out 2>&1); then
+            make -s -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS="--enable-werror \
+                CFLAGS='$san' LDFLAGS='-fsanitize=address,undefined'" >distcheck.out 2>&1); then
             build-aux/check-dist-complete.sh _build-dist/gpushare-*.tar.gz || bg_failed "tarball complete"
         else
-            tail -40 _build-dist/distcheck.out
-            bg_failed "distcheck"
+            tail -60 _build-dist/distcheck.out
+            bg_failed "distcheck (ASan+UBSan)"
         fi
+        # Its test counts, for the summary (distcheck removes its tree).
+        grep -E '^# (PASS|XFAIL|FAIL|ERROR|XPASS|SKIP): ' _build-dist/distcheck.out \
+            >_build-dist/test-suite.log
     fi
 
     echo "== fuzzing (libFuzzer, tests/fuzz/run.sh)"
@@ -82,7 +75,7 @@ build-aux/check-format.sh || step_failed "format"
 echo "== build (-Werror)"
 if (cd _build && ../configure -q --enable-werror --enable-assertions $cuda && make -s -j"$jobs"); then
     if [ "$serial" != 1 ]; then
-        echo "== in the background, niced: ASan+UBSan build and C tests, distcheck, fuzzing"
+        echo "== in the background, niced: distcheck built with ASan+UBSan, fuzzing"
         start_other_steps
     fi
     echo "== make check"
@@ -107,4 +100,4 @@ if [ -f _build/other-steps.failed ]; then
     done <_build/other-steps.failed
 fi
 
-EXTRA_FAILED=$extra_failed EXTRA_FAILED_WHAT="$extra_what" build-aux/test-summary.sh _build _build-asan
+EXTRA_FAILED=$extra_failed EXTRA_FAILED_WHAT="$extra_what" build-aux/test-summary.sh _build _build-dist
