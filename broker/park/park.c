@@ -19,13 +19,16 @@
 
 #include "endpoint.h"
 #include "log.h"
+#include "disk_dir.h"
 #include "park.h"
+#include "park_disk.h"
 #include "park_eligible.h"
 #include "park_jobs.h"
 #include "park_ledger.h"
 #include "park_rates.h"
 #include "park_swap.h"
 #include "proc_alive.h"
+#include "protocol.h"
 #include "size.h"
 
 #define SEC 1000000LL
@@ -63,6 +66,8 @@ static void swap_tier_start(gs_park_t *p, const char *endpoint, mode_t mode, gid
     if (!p->pools)
         gs_info("swap tier unavailable (parking uses the checkpoint API only): %s",
                 p->swap_unavailable);
+    else if (park_disk_start(p) != 0)
+        gs_warn("disk tier unavailable: no worker thread for its copies");
 }
 
 /* The backend: the one given (a test's), else the driver's. */
@@ -145,6 +150,7 @@ void gs_park_destroy(gs_park_t **self_p)
         p->api->stop(p->api->arg); /* waits for the jobs under way */
     /* Sessions parked on the swap tier bring themselves back when the
      * broker is gone (their hooks keep the host memory mapped). */
+    park_disk_stop(p); /* its copies end first: they map the pools' chunks */
     gs_pool_socket_destroy(&p->pool_sock);
     gs_swap_pools_destroy(&p->pools);
     for (psess_t *ps = zhashx_first(p->sess); ps && p->api; ps = zhashx_next(p->sess)) {
@@ -218,24 +224,31 @@ json_t *gs_park_next_answer(gs_park_t *p, zframe_t **peer)
 /* ---- the swap tier's items ---------------------------------------------------- */
 
 /* Its eventfd, the pool socket and its connections. */
-_Static_assert(GS_PARK_MAX_POLL_ITEMS >= 1 + 1 + GS_POOL_SOCKET_MAX_CONN,
+/* Its eventfd, the disk tier's, the pool socket and its connections. */
+_Static_assert(GS_PARK_MAX_POLL_ITEMS >= 1 + 1 + 1 + GS_POOL_SOCKET_MAX_CONN,
                "GS_PARK_MAX_POLL_ITEMS holds the swap tier's items");
 
 int gs_park_poll_items(gs_park_t *p, zmq_pollitem_t *items, int max)
 {
-    if (!p || !p->pools || max < 1)
+    if (!p || !p->pools || max < 2)
         return 0;
     items[0] = (zmq_pollitem_t){NULL, gs_swap_pools_fd(p->pools), ZMQ_POLLIN, 0};
-    return 1 + gs_pool_socket_poll_items(p->pool_sock, items + 1, max - 1);
+    /* (-1 without a disk tier: poll passes over it) */
+    items[1] = (zmq_pollitem_t){NULL, park_disk_fd(p), ZMQ_POLLIN, 0};
+    return 2 + gs_pool_socket_poll_items(p->pool_sock, items + 2, max - 2);
 }
 
 void gs_park_handle_items(gs_park_t *p, const zmq_pollitem_t *items, int n, int64_t now)
 {
-    if (!p || !p->pools || n < 1)
+    if (!p || !p->pools || n < 2)
         return;
     if (items[0].revents & ZMQ_POLLIN)
         gs_swap_pools_poll(p->pools, now);
-    gs_pool_socket_handle(p->pool_sock, items + 1, n - 1, now / 1000, gs_swap_pools_serve,
+    if (items[1].revents & ZMQ_POLLIN) {
+        park_disk_collect(p, now);
+        park_jobs_finish_swaps(p, now);
+    }
+    gs_pool_socket_handle(p->pool_sock, items + 2, n - 2, now / 1000, gs_swap_pools_serve,
                           p->pools);
 }
 
@@ -243,6 +256,11 @@ void gs_park_handle_items(gs_park_t *p, const zmq_pollitem_t *items, int n, int6
 
 int gs_park_set(gs_park_t *p, const char *key, const json_t *v, char *err, size_t errlen)
 {
+    /* The disk tier's directory holds other users' memory: one that is
+     * not the broker's own is refused at once, with the reason. */
+    const char *dir = !strcmp(key, "park_disk_dir") ? json_string_value(v) : NULL;
+    if (dir && *dir == '/' && gs_disk_dir_check(dir, err, errlen) != 0)
+        return -1;
     if (gs_park_policy_config_set(&p->cfg, key, v, p->host_ram, err, errlen) != 0)
         return -1;
     park_ledger_refresh(p, p->mem_at - 1);
@@ -334,6 +352,7 @@ void gs_park_on_client_gone(gs_park_t *p, const char *client, int exited, int64_
     if (!c)
         return;
     park_swap_client_gone(p, c, exited, now);
+    park_disk_client_gone(p, c, exited, now);
     park_jobs_finish_swaps(p, now);
     psess_t *ps = park_state_sess(p, c->session, 0);
     if (ps && ps->st == PS_PARKED && !ps->job) {
@@ -374,7 +393,10 @@ void gs_park_on_swapped(gs_park_t *p, const char *client, int gpu, const json_t 
         gs_debug("swapped from a client parking does not know: ignored");
         return;
     }
-    park_swap_answered(p, c, gpu, msg, now);
+    if (!strcmp(gs_msg_str(msg, "direction", ""), "drop"))
+        park_disk_dropped(p, c, gpu, msg, now);
+    else
+        park_swap_answered(p, c, gpu, msg, now);
     park_jobs_finish_swaps(p, now);
 }
 

@@ -54,7 +54,7 @@ typedef struct gs_park gs_park_t;
 
 /* The swap tier's poll items, at most (gs_park_poll_items): the pinning
  * thread's eventfd, the pool socket and its connections. */
-#define GS_PARK_MAX_POLL_ITEMS 66
+#define GS_PARK_MAX_POLL_ITEMS 67
 
 /* Parking for the GPUs of gpus, acting on sched and reading the sessions of
  * sessions (both must outlive it).  endpoint is the broker's (ipc://PATH):

@@ -13,6 +13,7 @@
 
 #include "gpu_free.h"
 #include "log.h"
+#include "park_disk.h"
 #include "park_eligible.h"
 #include "park_frozen.h"
 #include "park_jobs.h"
@@ -95,7 +96,8 @@ static void submit(gs_park_t *p, psess_t *ps, int unpark, int64_t now)
         return;
     }
     if (unpark && ps->tier == TIER_SWAP) {
-        park_swap_unpark(p, ps, now);
+        if (!park_disk_unpark(p, ps, now)) /* (from disk: into chunks first) */
+            park_swap_unpark(p, ps, now);
         park_jobs_finish_swaps(p, now);
         return;
     }

@@ -17,6 +17,7 @@
 
 #include "log.h"
 #include "park.h"
+#include "park_disk.h"
 #include "park_jobs.h"
 #include "park_ledger.h"
 #include "park_move.h"
@@ -118,6 +119,7 @@ static void demote(gs_park_t *p, park_views_t *vs, int64_t now)
         psess_t *ps = v->ps;
         int checkpoint_ok = v->registered || p->cfg.plain;
         if (ps->st != PS_PARKED || ps->tier != TIER_SWAP || ps->stuck || ps->demand_since ||
+            ps->disk != DISK_NONE || /* on the disk tier: it holds no pinned memory */
             ps->retry_at > now || !checkpoint_ok)
             continue;
         int g = -1, gpus = 0;
@@ -363,6 +365,7 @@ int gs_park_poll(gs_park_t *p, int64_t now)
         }
         gs_swap_pools_poll(p->pools, now);
         park_swap_check(p, now);
+        park_disk_collect(p, now);
         park_jobs_finish_swaps(p, now);
     }
     if (!anything(p, now)) {
@@ -371,6 +374,10 @@ int gs_park_poll(gs_park_t *p, int64_t now)
     }
     p->changed = 0;
     poll_once(p, now);
+    if (p->pools) { /* (after poll_once, which sets the next wake from scratch) */
+        park_disk_poll(p, now);
+        park_jobs_finish_swaps(p, now);
+    }
     return p->changed;
 }
 

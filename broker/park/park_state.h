@@ -114,10 +114,48 @@ typedef struct {
     int move_from, move_to, no_move;
     uint64_t moves;
     char move_refused[400];
+    /* The disk tier (park_disk.c): DISK_* of its memory there, since when,
+     * copies awaited, a move that failed (not tried again for a while) and
+     * why. */
+    int disk;
+    int64_t disk_since;
+    int disk_pending;
+    int disk_cancel; /* it is wanted back while its copy to disk runs */
+    int disk_failed; /* a copy of this move failed (disk_error says why) */
+    int64_t disk_refused_at;
+    int disk_refused_logged;
+    char disk_error[400];
 } psess_t;
 
+/* Where a session is on the disk tier (psess_t.disk). */
+enum {
+    DISK_NONE = 0, /* in pool chunks (or not parked) */
+    DISK_WRITING,  /* its chunks are being copied to its images */
+    DISK_DROPPING, /* written: its hooks are giving the chunks back (swap_drop) */
+    DISK_ON,       /* on disk, its chunks back in the pool */
+    DISK_READING,  /* coming back: its images into new chunks, then swap_in */
+};
+
+/* One process' parked memory on the disk tier: its image, and the copy
+ * under way (park_disk.c). */
+typedef struct disk_img {
+    char session[GS_SCHED_ID_MAX];
+    char key[64]; /* its client */
+    long pid, uid;
+    unsigned long long start;
+    int gpu, chunks;
+    uint64_t bytes;            /* what the image holds: chunks of the pool's size */
+    uint64_t lease;            /* writing: the lease it came from; reading: the new one */
+    struct gs_disk_move *move; /* a copy under way (disk_mover.h) */
+    struct gs_disk_file *file; /* the sealed image */
+    char path[300];            /* its path, once sealed */
+    int dropped;               /* its hook gave the chunks back */
+    int reading;               /* coming back: into chunks (its lease once it has them) */
+    struct disk_img *next;
+} disk_img_t;
+
 /* What a swap-tier client is asked and has not answered yet. */
-enum { CW_NONE = 0, CW_OUT, CW_IN };
+enum { CW_NONE = 0, CW_OUT, CW_IN, CW_DROP };
 
 typedef struct {
     char key[64];
@@ -240,6 +278,15 @@ struct gs_park {
     int64_t targets_at;    /* the pools' targets are worked out again then (park_poll.c) */
     int targets_stale;     /* an event came since they were */
     int64_t held_check_at; /* when to look whether their processes still live */
+    /* The disk tier (park_disk.c): its copies' worker, the images, the
+     * bytes they take, and the directory as last checked. */
+    struct gs_job_queue *disk_q;
+    disk_img_t *disk;
+    uint64_t disk_used;
+    char disk_dir_ok[256];             /* the park_disk_dir that passed its check ("": none) */
+    uint64_t disk_coming[GS_MAX_GPUS]; /* chunks images coming back need (the pools' targets) */
+    char disk_dir_error[300];
+    int64_t disk_checked_at;
 };
 
 /* Also in park.h (the broker's name for it); a repeated typedef is C11. */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "park.h"
+#include "park_disk.h"
 #include "park_eligible.h"
 #include "park_ledger.h"
 
@@ -37,6 +38,15 @@ static json_t *parking_state(const gs_park_t *p, const psess_t *ps, const char *
     else
         snprintf(text, sizeof text, "resident");
     return json_string(text);
+}
+
+/* The tier its memory is on: "swap" (the host pool), "disk" (moved on
+ * from there) or "checkpoint". */
+static const char *tier_of(const psess_t *ps)
+{
+    if (ps->tier != TIER_SWAP)
+        return "checkpoint";
+    return ps->disk == DISK_ON || ps->disk == DISK_READING ? "disk" : "swap";
 }
 
 static void session_status(const gs_park_t *p, const char *session, int gpu, int64_t now, json_t *e)
@@ -73,9 +83,14 @@ static void session_status(const gs_park_t *p, const char *session, int gpu, int
     if (ps && ps->move_refused[0])
         json_object_set_new(e, "move_refused", json_string(ps->move_refused));
     json_object_set_new(e, "park_tier",
-                        ps && ps->st != PS_RESIDENT
-                            ? json_string(ps->tier == TIER_SWAP ? "swap" : "checkpoint")
-                            : json_null());
+                        ps && ps->st != PS_RESIDENT ? json_string(tier_of(ps)) : json_null());
+    /* Seconds of copying under way, in words (the wait line shows it). */
+    char progress[120];
+    const char *words = park_disk_progress(p, ps, progress, sizeof progress);
+    json_object_set_new(e, "park_progress", words ? json_string(words) : json_null());
+    /* Why it stays in host memory instead of the disk tier (disk full...). */
+    if (ps && ps->disk_error[0])
+        json_object_set_new(e, "disk_refused", json_string(ps->disk_error));
 }
 
 static void gpu_status(const gs_park_t *p, int gpu, json_t *e)
@@ -124,7 +139,29 @@ static json_t *park_status(const gs_park_t *p)
     /* Capacity: the host ledger (park_ledger.c), what bounds it, and the
      * room a parked session needs on its GPU to come back. */
     json_object_set_new(o, "host", park_ledger_json(p));
+    json_object_set_new(o, "disk", park_disk_status(p));
     return o;
+}
+
+/* Bytes and sessions per tier: on the GPUs (gpu_bytes, from the GPUs'
+ * memory_used), in the host pool, checkpointed, on disk. */
+static json_t *tiers_status(const gs_park_t *p, json_int_t gpu_bytes, int gpu_sessions)
+{
+    json_int_t bytes[3] = {0, 0, 0};
+    int n[3] = {0, 0, 0};
+    for (const psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess)) {
+        if (ps->st == PS_RESIDENT)
+            continue;
+        const char *t = tier_of(ps);
+        int k = !strcmp(t, "swap") ? 0 : !strcmp(t, "checkpoint") ? 1 : 2;
+        n[k]++;
+        bytes[k] += (json_int_t)park_state_total_bytes(p, ps);
+    }
+    bytes[2] = (json_int_t)p->disk_used;
+    return json_pack("{s:{s:I, s:i}, s:{s:I, s:i}, s:{s:I, s:i}, s:{s:I, s:i}}", "gpu", "bytes",
+                     gpu_bytes, "sessions", gpu_sessions, "pool", "bytes", bytes[0], "sessions",
+                     n[0], "checkpoint", "bytes", bytes[1], "sessions", n[1], "disk", "bytes",
+                     bytes[2], "sessions", n[2]);
 }
 
 void gs_park_status_add(const gs_park_t *p, json_t *st, int64_t now)
@@ -132,6 +169,8 @@ void gs_park_status_add(const gs_park_t *p, json_t *st, int64_t now)
     if (!p || !st)
         return;
     json_t *gpus = json_object_get(st, "gpus");
+    json_int_t on_gpus = 0;
+    int resident = 0;
     for (size_t i = 0; i < json_array_size(gpus) && (int)i < p->ngpus; i++) {
         json_t *g = json_array_get(gpus, i);
         json_t *sessions = json_object_get(g, "sessions");
@@ -141,12 +180,17 @@ void gs_park_status_add(const gs_park_t *p, json_t *st, int64_t now)
             const char *id = json_string_value(json_object_get(e, "id"));
             if (id)
                 session_status(p, id, (int)i, now, e);
-            used += json_integer_value(json_object_get(e, "resident_bytes"));
+            json_int_t here = json_integer_value(json_object_get(e, "resident_bytes"));
+            used += here;
+            resident += here > 0;
         }
+        on_gpus += used;
         json_object_set_new(g, "memory_used", json_integer(used));
         gpu_status(p, (int)i, g);
     }
-    json_object_set_new(st, "parking", park_status(p));
+    json_t *parking = park_status(p);
+    json_object_set_new(parking, "tiers", tiers_status(p, on_gpus, resident));
+    json_object_set_new(st, "parking", parking);
     json_t *cfg = json_object_get(st, "config");
     json_t *ours = gs_park_config_json_of(p);
     if (json_is_object(cfg))

@@ -194,8 +194,10 @@ static psess_t *relay_source(gs_park_t *p, const char *room_for, int g, int64_t 
      * it relays as well (else the budget, which counts that lease, never
      * lets a victim go out for it: it waited for ever on the simulated
      * GPU's pressure bench). */
+    /* (One on the disk tier holds no chunks to relay: its memory comes
+     * back into new ones, park_disk.c.) */
     if (!in || in->st != PS_PARKED || in->tier != TIER_SWAP || in->swap_gpu != g ||
-        in->retry_at > now)
+        in->retry_at > now || in->disk != DISK_NONE)
         return NULL;
     return in;
 }
@@ -430,6 +432,19 @@ void park_swap_unpark(gs_park_t *p, psess_t *ps, int64_t now)
         park_swap_check(p, now);
 }
 
+/* Finished by the caller (park_jobs_finish_swaps), like a worker's job. */
+static void queue_done(gs_park_t *p, const psess_t *ps, gs_park_job_t *j)
+{
+    snprintf(j->session, sizeof j->session, "%s", ps->id);
+    gs_park_job_t *done = malloc(sizeof *done);
+    if (!done)
+        abort(); /* the broker cannot keep its promises without memory */
+    *done = *j;
+    done->next = NULL;
+    *p->swap_done_end = done;
+    p->swap_done_end = &done->next;
+}
+
 /* Every process answered (or the deadline passed): finish the phase. */
 static void phase_done(gs_park_t *p, psess_t *ps, int64_t now)
 {
@@ -481,15 +496,18 @@ static void phase_done(gs_park_t *p, psess_t *ps, int64_t now)
     ps->job = 0;
     if (j.unpark && j.ok)
         return_leases(p, ps->id, now);
-    /* Finished by the caller (park_jobs_finish_swaps), like a worker's job. */
-    snprintf(j.session, sizeof j.session, "%s", ps->id);
-    gs_park_job_t *done = malloc(sizeof *done);
-    if (!done)
-        abort(); /* the broker cannot keep its promises without memory */
-    *done = j;
-    done->next = NULL;
-    *p->swap_done_end = done;
-    p->swap_done_end = &done->next;
+    queue_done(p, ps, &j);
+}
+
+void park_swap_unpark_failed(gs_park_t *p, psess_t *ps, const char *why)
+{
+    gs_park_job_t j;
+    memset(&j, 0, sizeof j);
+    j.id = ps->job;
+    j.unpark = 1;
+    snprintf(j.error, sizeof j.error, "%s", why);
+    ps->job = 0;
+    queue_done(p, ps, &j);
 }
 
 gs_park_job_t *park_swap_next_done(gs_park_t *p)
@@ -831,8 +849,9 @@ void park_swap_targets(gs_park_t *p)
          * holds memory (within the host ledger, park_ledger.c): the first
          * park of a fresh broker lands on the swap tier too, and a program
          * outside Jupyter, which parks there only, can be parked at all. */
+        /* Images coming back from the disk tier need chunks to land in. */
         gs_swap_pools_set_target(p->pools, g,
-                                 gs_swap_pools_lent(p->pools, g) + fell_short +
+                                 gs_swap_pools_lent(p->pools, g) + fell_short + p->disk_coming[g] +
                                      (holders >= 1 ? biggest + spare : 0));
     }
 }

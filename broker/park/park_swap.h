@@ -29,6 +29,9 @@ int park_swap_try_park(gs_park_t *p, psess_t *ps, int64_t now);
 /* Brings ps back from the swap tier; may end phases (nobody holds memory
  * out: it is back at once). */
 void park_swap_unpark(gs_park_t *p, psess_t *ps, int64_t now);
+/* An unpark that failed before its swap_in began (the disk tier could not
+ * bring ps's memory back into chunks): queued as a finished phase. */
+void park_swap_unpark_failed(gs_park_t *p, psess_t *ps, const char *why);
 /* Deadlines of the conversations under way; may end phases. */
 void park_swap_check(gs_park_t *p, int64_t now);
 /* c goes; unless it exited, what its process holds while it lives on is

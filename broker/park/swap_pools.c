@@ -329,6 +329,34 @@ int gs_swap_pools_coming(const gs_swap_pools_t *self, int gpu, uint64_t bytes)
     return gpu >= 0 && gpu < self->ngpus && gs_host_pool_coming(self->pool[gpu].logic, bytes);
 }
 
+int gs_swap_pools_lease_handles(const gs_swap_pools_t *self, uint64_t lease, uint64_t *handles,
+                                int max, int *gpu)
+{
+    for (int i = 0; i < self->nleases; i++) {
+        const struct lease *l = &self->leases[i];
+        if (l->id != lease)
+            continue;
+        const struct pool *pl = &self->pool[l->gpu];
+        int n = 0;
+        const int *c = gs_host_pool_lease_chunks(pl->logic, l->inner, &n);
+        if (!c || n > max || n != gs_host_pool_lease_want(pl->logic, l->inner))
+            return -1;
+        for (int k = 0; k < n; k++) {
+            if (c[k] < 0 || c[k] >= pl->nhandles || !pl->handles[c[k]])
+                return -1;
+            handles[k] = pl->handles[c[k]];
+        }
+        *gpu = l->gpu;
+        return n;
+    }
+    return -1;
+}
+
+gs_pool_driver_t *gs_swap_pools_driver(gs_swap_pools_t *self, int gpu)
+{
+    return gpu >= 0 && gpu < self->ngpus ? self->pool[gpu].drv : NULL;
+}
+
 static struct lease *find(gs_swap_pools_t *self, uint64_t id)
 {
     for (int i = 0; i < self->nleases; i++)

@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include "host_pool.h"
+#include "pool_driver.h"
 #include "pool_socket.h"
 
 typedef struct gs_swap_pools gs_swap_pools_t;
@@ -72,6 +73,15 @@ int gs_swap_pools_lease_chunks(const gs_swap_pools_t *self, uint64_t lease, uid_
 /* 1 when a lease of `bytes` on GPU gpu that failed now needs only the
  * pool's pinning or zeroing under way (gs_host_pool_coming). */
 int gs_swap_pools_coming(const gs_swap_pools_t *self, int gpu, uint64_t bytes);
+/* The pool driver's handles of lease `lease`'s chunks in position order,
+ * into handles[0 .. max), for the disk tier's copies: their count, with
+ * the lease's GPU in *gpu; -1 for an unknown lease, or one that has not
+ * all its chunks (growing, or some returned early). */
+int gs_swap_pools_lease_handles(const gs_swap_pools_t *self, uint64_t lease, uint64_t *handles,
+                                int max, int *gpu);
+/* GPU gpu's pool driver (its chunks mapped for the CPU: the disk tier's
+ * copies, pool_driver.h); NULL for no such pool.  Borrowed. */
+gs_pool_driver_t *gs_swap_pools_driver(gs_swap_pools_t *self, int gpu);
 /* The lease's chunks come back; -1 for an unknown lease. */
 int gs_swap_pools_return(gs_swap_pools_t *self, uint64_t lease, int64_t now_us);
 /* Lent bytes on GPU gpu (all GPUs: gpu < 0). */

@@ -20,6 +20,7 @@ void gs_park_policy_config_default(gs_park_config_t *c, int ngpus, const char (*
     c->swap = 1;
     c->idle_us = 30 * SEC;
     c->deep_idle_us = 3600 * SEC;
+    c->disk_idle_us = 600 * SEC;
     c->budget_auto = 1;
     c->host_budget = host_ram / 2;
     c->reserve_auto = 1; /* the ledger derives it from the memory counted on */
@@ -171,8 +172,24 @@ int gs_park_policy_config_set(gs_park_config_t *c, const char *key, const json_t
         c->gpu_off[g] = !on;
         return 0;
     }
+    if (!strcmp(key, "park_disk_dir")) {
+        const char *d = json_string_value(v);
+        if (!d || (*d && *d != '/') || strlen(d) >= sizeof c->disk_dir)
+            return bad(err, errlen, key,
+                       "an absolute path (at most 255 bytes), or \"\" for no disk tier", v);
+        snprintf(c->disk_dir, sizeof c->disk_dir, "%s", d);
+        return 0;
+    }
+    if (!strcmp(key, "park_disk_budget")) {
+        uint64_t b;
+        if (gs_park_policy_parse_bytes(v, &b) != 0)
+            return bad(err, errlen, key,
+                       "bytes (a number, or with a K/M/G/T suffix; 0: what the disk has free)", v);
+        c->disk_budget = b;
+        return 0;
+    }
     if (!strcmp(key, "park_idle_s") || !strcmp(key, "park_lock_timeout_s") ||
-        !strcmp(key, "park_deep_idle_s")) {
+        !strcmp(key, "park_deep_idle_s") || !strcmp(key, "park_disk_idle_s")) {
         int zero_ok = strcmp(key, "park_lock_timeout_s") != 0;
         int64_t us;
         if (seconds(v, &us, zero_ok) != 0)
@@ -180,6 +197,7 @@ int gs_park_policy_config_set(gs_park_config_t *c, const char *key, const json_t
                        zero_ok ? "a number of seconds >= 0" : "a number of seconds > 0", v);
         *(!strcmp(key, "park_idle_s")           ? &c->idle_us
           : !strcmp(key, "park_lock_timeout_s") ? &c->lock_timeout_us
+          : !strcmp(key, "park_disk_idle_s")    ? &c->disk_idle_us
                                                 : &c->deep_idle_us) = us;
         return 0;
     }
@@ -226,7 +244,7 @@ int gs_park_policy_config_set(gs_park_config_t *c, const char *key, const json_t
     snprintf(err, errlen,
              "%.80s: no such setting (park, park.<gpu>, park_idle_s, park_host_budget, "
              "park_host_reserve, park_host_memory, park_plain, park_swap, park_lock_timeout_s, "
-             "park_deep_idle_s)",
+             "park_deep_idle_s, park_disk_dir, park_disk_budget, park_disk_idle_s)",
              key);
     return -1;
 }
@@ -238,6 +256,9 @@ json_t *gs_park_policy_config_json(const gs_park_config_t *c)
                   (double)c->idle_us / SEC, "park_plain", c->plain ? "on" : "off", "park_swap",
                   c->swap ? "on" : "off", "park_lock_timeout_s", (double)c->lock_timeout_us / SEC);
     json_object_set_new(o, "park_deep_idle_s", json_real((double)c->deep_idle_us / SEC));
+    json_object_set_new(o, "park_disk_dir", json_string(c->disk_dir));
+    json_object_set_new(o, "park_disk_budget", json_integer((json_int_t)c->disk_budget));
+    json_object_set_new(o, "park_disk_idle_s", json_real((double)c->disk_idle_us / SEC));
     json_object_set_new(o, "park_host_budget",
                         c->budget_auto ? json_string("auto")
                                        : json_integer((json_int_t)c->host_budget));

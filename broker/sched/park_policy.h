@@ -49,7 +49,14 @@ typedef struct {
     int64_t lock_timeout_us; /* park_lock_timeout_s (5 s) */
     int64_t deep_idle_us;    /* park_deep_idle_s (3600 s; 0: never): idle this long,
                                 a session goes to the checkpoint tier */
-    int ngpus;               /* for park.<gpu> */
+    /* The disk tier (doc/parking.md): sessions parked on the swap tier move
+     * to files in disk_dir (empty: no disk tier) once parked for
+     * disk_idle_us, or sooner when the host ledger needs their RAM; at
+     * most disk_budget bytes there (0: what the file system has free). */
+    char disk_dir[256];                /* park_disk_dir */
+    uint64_t disk_budget;              /* park_disk_budget */
+    int64_t disk_idle_us;              /* park_disk_idle_s (600 s) */
+    int ngpus;                         /* for park.<gpu> */
     char uuids[GS_SCHED_MAX_GPUS][48]; /* park.<uuid> */
 } gs_park_config_t;
 
@@ -58,7 +65,7 @@ void gs_park_policy_config_default(gs_park_config_t *c, int ngpus, const char (*
 
 /* A parking key: park, park.<index|uuid>, park_idle_s, park_host_budget,
  * park_host_reserve, park_host_memory, park_plain, park_swap, park_lock_timeout_s,
- * park_deep_idle_s. */
+ * park_deep_idle_s, park_disk_dir, park_disk_budget, park_disk_idle_s. */
 int gs_park_policy_is_key(const char *key);
 
 /* One setting by name (values as gs_sched_set takes them; bytes as a number

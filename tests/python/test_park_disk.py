@@ -1,0 +1,147 @@
+"""The disk tier of parking end to end (issue 37), on the simulated GPU: a
+notebook parked on the swap tier for park_disk_idle_s moves on from the
+pool's chunks to an image in park_disk_dir (its chunks go back to the
+pool), and comes back from there bit-exact when its cell starts; the
+image is the broker's (mode 0600) and is removed once the memory is back.
+Failures leave the notebook in host memory (disk full) or say what broke
+(a corrupted image)."""
+import os
+import stat
+
+import pytest
+
+import gstest
+from gstest import MIB, entry
+
+CHUNK = 4 * MIB
+
+
+@pytest.fixture
+def disk_notebooks(notebooks, tmp_path):
+    """start(*settings) -> (broker, make(name), disk dir): the swap tier's
+    notebooks with park_disk_dir set to a fresh directory."""
+    def start(*settings):
+        d = tmp_path / "disk"
+        b, sim, make = notebooks("100M", "park_idle_s=0", "park_disk_dir=%s" % d, *settings,
+                                 GPUSHARE_POOL_CHUNK=str(CHUNK))
+
+        def make_swap(name):
+            return make(name, True, GPUSHARE_SWAP="on")
+        return b, make_swap, d
+    return start
+
+
+def wait_for(b, what, check, timeout=30):
+    """check() polled until it holds; the broker's log and a's status when
+    it never does."""
+    try:
+        return gstest.wait_until(check, timeout=timeout, what=what, interval=0.05)
+    except AssertionError as e:
+        raise AssertionError("%s\n%s\n%s" % (e, entry(b.status(), "a"), b.log()[-3000:])) from e
+
+
+def cell_ok(b, nb, line, timeout=60):
+    """nb's cell `line` answers ok; else what nb and the broker said."""
+    try:
+        answer = nb.cell(line, timeout=timeout)
+    except AssertionError as e:
+        raise AssertionError("%s\n-- broker --\n%s\n-- parking --\n%s\n-- %s --\n%s" % (
+            e, b.log()[-4000:], b.status()["parking"], nb.name, entry(b.status(), nb.name))) from e
+    assert answer == "ok", (answer, nb.stderr(), b.log()[-4000:])
+
+
+def images(d):
+    return sorted(p for p in os.listdir(d) if p.endswith(".gspark")) if d.exists() else []
+
+
+def park_a(b, a, c, seed):
+    """a fills 60 MiB with pattern seed and is parked on the swap tier for
+    c's allocation."""
+    assert a.cell("alloc x %d" % (60 * MIB)) == "ok", a.stderr()
+    assert a.cell("fill x %d" % seed) == "ok"
+    assert c.cell("alloc y %d" % (20 * MIB)) == "ok", c.stderr()
+    wait_for(b, "the pool to pin 60 MiB",
+             lambda: b.status()["parking"]["pool"][0]["pinned_bytes"] >= 60 * MIB)
+    assert c.cell("alloc z %d" % (30 * MIB)) == "ok", c.stderr()
+    assert entry(b.status(), "a")["parking"] == "parked"
+
+
+def test_an_idle_parked_notebook_goes_to_disk_and_comes_back_bit_exact(disk_notebooks,
+                                                                        short_tmp):
+    b, make, d = disk_notebooks("park_disk_idle_s=0.2")
+    a, c = make("a"), make("c")
+    park_a(b, a, c, 7)
+    wait_for(b, "a on the disk tier", lambda: entry(b.status(), "a")["park_tier"] == "disk")
+    st = b.status()
+    # Its image is the broker's, readable by nobody else; its chunks went
+    # back to the pool.
+    files = images(d)
+    assert len(files) == 1, files
+    mode = os.stat(d / files[0]).st_mode
+    assert stat.S_IMODE(mode) == 0o600, oct(mode)
+    assert stat.S_IMODE(os.stat(d).st_mode) == 0o700
+    assert st["parking"]["pool"][0]["lent_bytes"] == 0, st["parking"]["pool"]
+    tiers = st["parking"]["tiers"]
+    assert tiers["disk"]["sessions"] == 1 and tiers["disk"]["bytes"] >= 60 * MIB, tiers
+    assert tiers["pool"]["sessions"] == 0, tiers
+    assert st["parking"]["disk"]["on"] is True, st["parking"]["disk"]
+    moves = b.events("tier_move")
+    assert moves and moves[-1]["session"] == "a" and moves[-1]["to"] == "disk", moves
+    # Its cell brings it back (c, idle, is parked for it), bit-exact, and
+    # the image is removed.
+    cell_ok(b, a, "check x 7")
+    assert images(d) == []
+    e = entry(b.status(), "a")
+    assert e["parking"] == "resident" and e["park_tier"] is None, e
+    moves = b.events("tier_move")
+    assert moves[-1]["session"] == "a" and moves[-1]["from"] == "disk", moves
+    assert b.status()["parking"]["tiers"]["disk"]["bytes"] == 0
+    assert a.cell("run 1") == "ok"
+
+
+def test_a_notebook_that_does_not_fit_the_disk_budget_stays_in_host_memory(disk_notebooks,
+                                                                             short_tmp):
+    b, make, d = disk_notebooks("park_disk_idle_s=0.1", "park_disk_budget=16M")
+    a, c = make("a"), make("c")
+    park_a(b, a, c, 3)
+    wait_for(b, "the disk tier to refuse a",
+             lambda: "park_disk_budget" in (entry(b.status(), "a").get("disk_refused") or ""))
+    assert entry(b.status(), "a")["park_tier"] == "swap"
+    assert images(d) == []
+    assert a.cell("check x 3") == "ok", a.stderr()
+
+
+def test_a_corrupted_image_is_an_error_that_names_the_session(disk_notebooks, short_tmp):
+    b, make, d = disk_notebooks("park_disk_idle_s=0.1")
+    a, c = make("a"), make("c")
+    park_a(b, a, c, 5)
+    wait_for(b, "a on the disk tier", lambda: entry(b.status(), "a")["park_tier"] == "disk")
+    path = d / images(d)[0]
+    with open(path, "r+b") as f:  # one byte of its data, past the header
+        f.seek(os.path.getsize(path) - 4096)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    a.send("check x 5")
+    wait_for(b, "the unpark to fail",
+             lambda: "checksum mismatch" in (entry(b.status(), "a")["park_error"] or ""))
+    err = entry(b.status(), "a")["park_error"]
+    assert "a" in err and str(path) in err, err
+    failed = b.events("tier_move_failed")
+    assert failed and failed[-1]["session"] == "a" and "checksum" in failed[-1]["error"], failed
+    a.kill()
+
+
+def test_a_directory_others_can_write_is_refused_with_the_reason(notebooks, tmp_path, short_tmp):
+    d = tmp_path / "open"
+    d.mkdir()
+    os.chmod(d, 0o777)
+    b, sim, make = notebooks("100M", "park_idle_s=0")
+    r = b.cli("set", "park_disk_dir=%s" % d, check=False)
+    assert r.returncode != 0 and "writable by others" in r.stderr, (r.stdout, r.stderr)
+    assert b.status()["parking"]["disk"]["on"] is False
+    # The broker's own directory, made if absent (0700).
+    own = tmp_path / "own"
+    r = b.cli("set", "park_disk_dir=%s" % own, check=False)
+    assert r.returncode == 0, r.stderr
+    assert stat.S_IMODE(os.stat(own).st_mode) == 0o700
