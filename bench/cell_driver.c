@@ -76,6 +76,13 @@ int main(int argc, char **argv)
             json_object_set_new(m, "msg_id", json_string(id));
             call(m, GS_MSG_COUNT);
             printf("ok %s %s\n", cmd, arg);
+        } else if (!strcmp(cmd, "park")) { /* as %gpushare release asks */
+            json_t *m = gs_msg_new(GS_MSG_PARK);
+            json_object_set_new(m, "session", json_string(arg));
+            json_t *r = call(m, GS_MSG_OK);
+            printf("%s %s\n", r && !strcmp(gs_msg_str(r, "type", ""), "ok") ? "ok" : "error",
+                   r ? gs_msg_str(r, "info", gs_msg_str(r, "message", "")) : "no reply");
+            json_decref(r);
         } else if (!strcmp(cmd, "status")) {
             json_t *r = call(gs_msg_new(GS_MSG_STATUS), GS_MSG_STATUS_REPLY);
             char *text = r ? json_dumps(json_object_get(r, "status"), JSON_COMPACT) : NULL;

@@ -4,8 +4,8 @@
 # .carry/ (see tests/gpu/README.md); this script only runs things and writes
 # JSON lines to $OUT/results.jsonl plus logs.
 #   bash tests/gpu/run_h200.sh [SECTION...]   (from the repository root)
-# Sections: validate launch launch_streams torch revoke broker park fastpark
-# swap pressure users ipc death notebook (default: all but park, fastpark, swap and pressure,
+# Sections: validate launch launch_streams torch revoke broker park disk fastpark
+# swap pressure users ipc death notebook (default: all but park, disk, fastpark, swap and pressure,
 # which run alone, and launch_streams, ~4 minutes of its own).
 set -u
 sections=" ${*:-validate launch torch revoke broker notebook} "
@@ -125,6 +125,17 @@ if want park; then
     timeout "${PARK_TIMEOUT:-560}" python3 tests/gpu/park_rotation.py "$C" "$OUT" "${PARK_GIB:-60}" "${PARK_ROUNDS:-2}" \
         >"$OUT/park.jsonl" 2>>"$OUT/errors.log"
     while read -r line; do record "park" "$line"; done <"$OUT/park.jsonl"
+fi
+
+# 6-disk. The disk tier (issue 37): the disk's own speed, then a notebook of
+#     DISK_GIB (8) GiB parked to disk and back, bit-exact
+#     (tests/gpu/disk_tier.py; its last line is the result row).
+if want disk; then
+    rm -rf /tmp/gsdisk
+    timeout "${DISK_TIMEOUT:-500}" python3 tests/gpu/disk_tier.py "$C" "$OUT" "${DISK_GIB:-8}" /tmp/gsdisk \
+        >"$OUT/disk.jsonl" 2>>"$OUT/errors.log"
+    while read -r line; do record "disk" "$line"; done <"$OUT/disk.jsonl"
+    rm -rf /tmp/gsdisk
 fi
 
 # 6a. Park and unpark side by side in one run (issue 14): 32 GiB PyTorch
