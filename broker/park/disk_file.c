@@ -252,6 +252,21 @@ static int check_buffer(const gs_disk_file_t *f, uint32_t seg, const void *buf, 
 int gs_disk_file_write(gs_disk_file_t *self, uint32_t seg, const void *buf, uint64_t bytes,
                        char *why, size_t whylen)
 {
+    if (gs_disk_file_write_raw(self, seg, buf, bytes, why, whylen) != 0)
+        return -1;
+    gs_disk_file_set_sum(self, seg, gs_disk_checksum(buf, bytes));
+    return 0;
+}
+
+void gs_disk_file_set_sum(gs_disk_file_t *self, uint32_t seg, uint64_t sum)
+{
+    if (seg < self->meta.segments)
+        self->segs[seg].sum = sum;
+}
+
+int gs_disk_file_write_raw(gs_disk_file_t *self, uint32_t seg, const void *buf, uint64_t bytes,
+                           char *why, size_t whylen)
+{
     if (self->sealed) {
         snprintf(why, whylen, "disk image %s is sealed", self->path);
         return -1;
@@ -264,7 +279,6 @@ int gs_disk_file_write(gs_disk_file_t *self, uint32_t seg, const void *buf, uint
         return -1;
     }
     self->segs[seg].length = bytes;
-    self->segs[seg].sum = gs_disk_checksum(buf, bytes);
     return 0;
 }
 
@@ -403,8 +417,8 @@ gs_disk_file_t *gs_disk_file_open(const char *path, const gs_disk_io_t *io, char
     return f;
 }
 
-int gs_disk_file_read(gs_disk_file_t *self, uint32_t seg, void *buf, uint64_t cap, uint64_t *bytes,
-                      char *why, size_t whylen)
+int gs_disk_file_read_raw(gs_disk_file_t *self, uint32_t seg, void *buf, uint64_t cap,
+                          uint64_t *bytes, char *why, size_t whylen)
 {
     if (!self->sealed) {
         snprintf(why, whylen, "disk image %s is not sealed yet", self->tmp);
@@ -423,13 +437,28 @@ int gs_disk_file_read(gs_disk_file_t *self, uint32_t seg, void *buf, uint64_t ca
         io_why(why, whylen, "reading", self->path, err);
         return -1;
     }
-    if (gs_disk_checksum(buf, len) != self->segs[seg].sum) {
+    *bytes = len;
+    return 0;
+}
+
+int gs_disk_file_verify(const gs_disk_file_t *self, uint32_t seg, const void *buf, uint64_t bytes,
+                        char *why, size_t whylen)
+{
+    if (seg >= self->meta.segments || bytes != self->segs[seg].length ||
+        gs_disk_checksum(buf, bytes) != self->segs[seg].sum) {
         snprintf(why, whylen, "checksum mismatch in segment %u of %s's image %s", seg,
                  self->meta.session, self->path);
         return -1;
     }
-    *bytes = len;
     return 0;
+}
+
+int gs_disk_file_read(gs_disk_file_t *self, uint32_t seg, void *buf, uint64_t cap, uint64_t *bytes,
+                      char *why, size_t whylen)
+{
+    if (gs_disk_file_read_raw(self, seg, buf, cap, bytes, why, whylen) != 0)
+        return -1;
+    return gs_disk_file_verify(self, seg, buf, *bytes, why, whylen);
 }
 
 const gs_disk_meta_t *gs_disk_file_meta(const gs_disk_file_t *self)

@@ -58,6 +58,12 @@ gs_disk_file_t *gs_disk_file_create(const char *dir, const gs_disk_meta_t *meta,
  * ("disk full", the file's path and the system's words). */
 int gs_disk_file_write(gs_disk_file_t *self, uint32_t seg, const void *buf, uint64_t bytes,
                        char *why, size_t whylen);
+/* The two halves, for a writer that sums a segment while it writes it:
+ * gs_disk_file_write_raw writes without summing, gs_disk_file_set_sum
+ * notes the segment's checksum (gs_disk_checksum of what was written). */
+int gs_disk_file_write_raw(gs_disk_file_t *self, uint32_t seg, const void *buf, uint64_t bytes,
+                           char *why, size_t whylen);
+void gs_disk_file_set_sum(gs_disk_file_t *self, uint32_t seg, uint64_t sum);
 /* Writes the header, syncs and renames the file to its final name.  Every
  * segment must have been written.  0, or -1 with why set; then the caller
  * removes it (gs_disk_file_remove): a half image is worth nothing. */
@@ -69,7 +75,14 @@ gs_disk_file_t *gs_disk_file_open(const char *path, const gs_disk_io_t *io, char
                                   size_t whylen);
 /* Reads segment seg into buf (at least its length, aligned) and checks it
  * against its checksum; its length in *bytes.  0, or -1 with why set: a
- * mismatch says "checksum mismatch in segment N of SESSION's image PATH". */
+ * mismatch says "checksum mismatch in segment N of SESSION's image PATH".
+ * The two halves, for a reader that checks one segment while it reads the
+ * next: gs_disk_file_read_raw reads without checking, gs_disk_file_verify
+ * checks what it read. */
+int gs_disk_file_read_raw(gs_disk_file_t *self, uint32_t seg, void *buf, uint64_t cap,
+                          uint64_t *bytes, char *why, size_t whylen);
+int gs_disk_file_verify(const gs_disk_file_t *self, uint32_t seg, const void *buf, uint64_t bytes,
+                        char *why, size_t whylen);
 int gs_disk_file_read(gs_disk_file_t *self, uint32_t seg, void *buf, uint64_t cap, uint64_t *bytes,
                       char *why, size_t whylen);
 

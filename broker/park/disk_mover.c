@@ -1,10 +1,14 @@
 /*
  * disk_mover.c - the disk tier's copies between pool chunks and an image
  * on disk (disk_mover.h), one segment a chunk, each chunk mapped for the
- * CPU only while it is copied.
+ * CPU only while it is copied.  The checksums are worked out on a second
+ * thread beside the I/O (going out, while the segment is written; coming
+ * back, while the next one is read): in line, reads ran at 1.54 GB/s on
+ * the H100's disk that dd reads at 2.0, and 2.11 beside it.
  */
 #include "disk_mover.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,6 +121,18 @@ static uint64_t out_length(const gs_disk_move_t *m, uint32_t s)
     return (len + GS_DISK_ALIGN - 1) / GS_DISK_ALIGN * GS_DISK_ALIGN;
 }
 
+typedef struct {
+    const void *buf;
+    uint64_t len, sum;
+} sum_job_t;
+
+static void *sum_main(void *arg)
+{
+    sum_job_t *j = arg;
+    j->sum = gs_disk_checksum(j->buf, j->len);
+    return NULL;
+}
+
 /* Copies segment s between its chunk and the image; 0 or -1 with why. */
 static int copy_segment(gs_disk_move_t *m, uint32_t s)
 {
@@ -130,14 +146,150 @@ static int copy_segment(gs_disk_move_t *m, uint32_t s)
     uint64_t len = 0;
     int rc;
     if (m->out) {
+        /* Summed on a thread of its own while it is written: in line, the
+         * sums slowed the writes as they did the reads. */
         len = out_length(m, s);
-        rc = gs_disk_file_write(m->image, s, cpu, len, m->why, sizeof m->why);
+        sum_job_t sj = {cpu, len, 0};
+        pthread_t t;
+        int threaded = pthread_create(&t, NULL, sum_main, &sj) == 0;
+        rc = gs_disk_file_write_raw(m->image, s, cpu, len, m->why, sizeof m->why);
+        if (threaded)
+            pthread_join(t, NULL);
+        else
+            sj.sum = gs_disk_checksum(cpu, len);
+        if (rc == 0)
+            gs_disk_file_set_sum(m->image, s, sj.sum);
     } else {
         rc = gs_disk_file_read(m->image, s, cpu, m->chunk_bytes, &len, m->why, sizeof m->why);
     }
     m->chunks.unmap(m->chunks.arg, cpu, m->chunk_bytes);
     if (rc == 0)
         atomic_fetch_add(&m->done_bytes, len);
+    return rc;
+}
+
+/* The checker of a move in: one segment at a time, read and mapped, that
+ * it verifies and unmaps. */
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    gs_disk_move_t *m;
+    int has;    /* a segment waits for it */
+    int stop;   /* no more segments */
+    int failed; /* a checksum did not match (m->why says which) */
+    uint32_t seg;
+    void *cpu;
+    uint64_t len;
+} checker_t;
+
+static void *checker_main(void *arg)
+{
+    checker_t *k = arg;
+    pthread_mutex_lock(&k->lock);
+    for (;;) {
+        while (!k->has && !k->stop)
+            pthread_cond_wait(&k->cond, &k->lock);
+        if (!k->has)
+            break;
+        uint32_t seg = k->seg;
+        void *cpu = k->cpu;
+        uint64_t len = k->len;
+        pthread_mutex_unlock(&k->lock);
+        gs_disk_move_t *m = k->m;
+        char why[sizeof m->why];
+        int bad = gs_disk_file_verify(m->image, seg, cpu, len, why, sizeof why) != 0;
+        m->chunks.unmap(m->chunks.arg, cpu, m->chunk_bytes);
+        pthread_mutex_lock(&k->lock);
+        if (bad && !k->failed) {
+            k->failed = 1;
+            memcpy(m->why, why, sizeof why);
+        }
+        if (!bad) {
+            atomic_fetch_add(&m->done_bytes, len);
+            atomic_store_explicit(&m->segments_done, (int)seg + 1, memory_order_release);
+        }
+        k->has = 0;
+        pthread_cond_broadcast(&k->cond);
+    }
+    pthread_mutex_unlock(&k->lock);
+    return NULL;
+}
+
+/* Hands segment seg (read into cpu) to the checker once it is free; 0, or
+ * -1 when a segment it checked failed (then cpu is unmapped here). */
+static int check_next(checker_t *k, uint32_t seg, void *cpu, uint64_t len)
+{
+    pthread_mutex_lock(&k->lock);
+    while (k->has)
+        pthread_cond_wait(&k->cond, &k->lock);
+    int failed = k->failed;
+    if (!failed) {
+        k->seg = seg;
+        k->cpu = cpu;
+        k->len = len;
+        k->has = 1;
+        pthread_cond_broadcast(&k->cond);
+    }
+    pthread_mutex_unlock(&k->lock);
+    if (failed)
+        k->m->chunks.unmap(k->m->chunks.arg, cpu, k->m->chunk_bytes);
+    return failed ? -1 : 0;
+}
+
+/* A move in, read and checked side by side; 0 or -1 with why. */
+static int read_all(gs_disk_move_t *m)
+{
+    checker_t k = {.m = m};
+    pthread_mutex_init(&k.lock, NULL);
+    pthread_cond_init(&k.cond, NULL);
+    pthread_t t;
+    int threaded = pthread_create(&t, NULL, checker_main, &k) == 0;
+    int rc = 0;
+    for (uint32_t s = 0; rc == 0 && s < m->meta.segments; s++) {
+        if (!threaded) {
+            rc = copy_segment(m, s);
+            if (rc == 0)
+                atomic_store_explicit(&m->segments_done, (int)s + 1, memory_order_release);
+            continue;
+        }
+        void *cpu = NULL;
+        char err[300] = "";
+        uint64_t len = 0;
+        if (m->chunks.map(m->chunks.arg, m->handles[s], m->chunk_bytes, &cpu, err, sizeof err)) {
+            pthread_mutex_lock(&k.lock);
+            while (k.has) /* (m->why is the checker's while it checks) */
+                pthread_cond_wait(&k.cond, &k.lock);
+            pthread_mutex_unlock(&k.lock);
+            snprintf(m->why, sizeof m->why, "mapping chunk %u of %s for the disk: %s", s,
+                     m->meta.session, err);
+            rc = -1;
+            break;
+        }
+        char why[sizeof m->why];
+        if (gs_disk_file_read_raw(m->image, s, cpu, m->chunk_bytes, &len, why, sizeof why)) {
+            m->chunks.unmap(m->chunks.arg, cpu, m->chunk_bytes);
+            pthread_mutex_lock(&k.lock);
+            while (k.has)
+                pthread_cond_wait(&k.cond, &k.lock);
+            pthread_mutex_unlock(&k.lock);
+            if (!k.failed)
+                memcpy(m->why, why, sizeof why);
+            rc = -1;
+            break;
+        }
+        rc = check_next(&k, s, cpu, len);
+    }
+    if (threaded) {
+        pthread_mutex_lock(&k.lock);
+        k.stop = 1;
+        pthread_cond_broadcast(&k.cond);
+        pthread_mutex_unlock(&k.lock);
+        pthread_join(t, NULL);
+        if (k.failed)
+            rc = -1;
+    }
+    pthread_cond_destroy(&k.cond);
+    pthread_mutex_destroy(&k.lock);
     return rc;
 }
 
@@ -159,7 +311,9 @@ void gs_disk_move_run(gs_disk_move_t *self)
                                           self->why, sizeof self->why);
         self->failed = !self->image;
     }
-    for (uint32_t s = 0; !self->failed && s < self->meta.segments; s++) {
+    if (!self->failed && !self->out)
+        self->failed = read_all(self) != 0;
+    for (uint32_t s = 0; self->out && !self->failed && s < self->meta.segments; s++) {
         self->failed = copy_segment(self, s) != 0;
         if (!self->failed)
             atomic_store_explicit(&self->segments_done, (int)s + 1, memory_order_release);
