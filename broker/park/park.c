@@ -19,7 +19,6 @@
 
 #include "endpoint.h"
 #include "log.h"
-#include "disk_dir.h"
 #include "park.h"
 #include "park_disk.h"
 #include "park_eligible.h"
@@ -259,7 +258,7 @@ int gs_park_set(gs_park_t *p, const char *key, const json_t *v, char *err, size_
     /* The disk tier's directory holds other users' memory: one that is
      * not the broker's own is refused at once, with the reason. */
     const char *dir = !strcmp(key, "park_disk_dir") ? json_string_value(v) : NULL;
-    if (dir && *dir == '/' && gs_disk_dir_check(dir, err, errlen) != 0)
+    if (dir && (*dir == '/' || !*dir) && park_disk_dir_set(p, dir, err, errlen) != 0)
         return -1;
     if (gs_park_policy_config_set(&p->cfg, key, v, p->host_ram, err, errlen) != 0)
         return -1;
@@ -312,8 +311,10 @@ void gs_park_on_join(gs_park_t *p, const char *client, const char *session, long
     c->swap = swap && !managed;
     c->segment = swap_segment ? swap_segment : PARK_OLD_SEGMENT;
     c->start = peer_pid > 0 ? gs_proc_start(peer_pid) : 0;
-    if (p->pools)
+    if (p->pools) {
         park_swap_client_back(p, c, now); /* it joined again: its held lease is its own */
+        park_disk_client_back(p, c, now); /* (its image, after a broker died) */
+    }
     if (!p->api || peer_pid <= 0)
         return;
     /* A previous broker may have exited or died with this process parked:

@@ -28,6 +28,7 @@
 #include "log.h"
 #include "park_disk.h"
 #include "park_swap.h"
+#include "proc_alive.h"
 #include "protocol.h"
 
 #define SEC 1000000LL
@@ -114,6 +115,101 @@ static int dir_ready(gs_park_t *p, int64_t now)
     gs_info("the disk tier parks sessions idle for %.0f s in %s", (double)p->cfg.disk_idle_us / SEC,
             dir);
     return 1;
+}
+
+/* ---- images a broker that is gone left ---------------------------------------- */
+
+/* A sealed image the scan found: its process still lives (its hook holds
+ * the window, hollow, and waits for a broker to bring the memory back):
+ * kept until that process joins (park_disk_client_back); else removed. */
+static void found(void *arg, gs_disk_file_t *f)
+{
+    gs_park_t *p = arg;
+    const gs_disk_meta_t *m = gs_disk_file_meta(f);
+    disk_img_t *img = NULL;
+    if (!gs_proc_alive(m->pid, m->proc_start) || !(img = calloc(1, sizeof *img))) {
+        gs_info("removing the disk image %s: pid %d of session %s is gone", gs_disk_file_path(f),
+                (int)m->pid, m->session);
+        gs_disk_file_remove(&f);
+        return;
+    }
+    snprintf(img->session, sizeof img->session, "%.*s", (int)sizeof img->session - 1, m->session);
+    img->pid = m->pid;
+    img->uid = (long)m->uid;
+    img->start = m->proc_start;
+    img->gpu = m->gpu;
+    img->chunks = (int)m->segments;
+    img->bytes = (uint64_t)m->segments * m->segment_bytes;
+    img->dropped = img->adopted = 1;
+    snprintf(img->path, sizeof img->path, "%s", gs_disk_file_path(f));
+    img->file = f;
+    img->next = p->disk;
+    p->disk = img;
+    p->disk_used += img->bytes;
+    gs_info("found the disk image %s of session %s (pid %d, %.1f GiB): adopted when its "
+            "process joins",
+            img->path, m->session, (int)m->pid, (double)img->bytes / (1 << 30));
+}
+
+static void dropped_file(void *arg, const char *path, const char *why)
+{
+    (void)arg;
+    gs_warn("removed %s from the disk tier's directory: %s", path, why);
+}
+
+int park_disk_dir_set(gs_park_t *p, const char *dir, char *err, size_t errlen)
+{
+    if (!*dir) {
+        p->disk_dir_ok[0] = '\0';
+        return 0;
+    }
+    if (gs_disk_dir_check(dir, err, errlen) != 0)
+        return -1;
+    if (strcmp(dir, p->disk_dir_ok) != 0 && p->pools) {
+        char why[300];
+        if (gs_disk_dir_scan(dir, NULL, found, dropped_file, p, why, sizeof why) < 0)
+            gs_warn("the disk tier's directory: %s", why);
+        snprintf(p->disk_dir_ok, sizeof p->disk_dir_ok, "%s", dir);
+        p->disk_dir_error[0] = '\0';
+        gs_info("the disk tier parks sessions in %s", dir);
+    }
+    return 0;
+}
+
+void park_disk_client_back(gs_park_t *p, pclient_t *c, int64_t now)
+{
+    for (disk_img_t *d = p->disk; d; d = d->next) {
+        if (!d->adopted || d->key[0] || d->pid != c->pid || !c->start || d->start != c->start)
+            continue;
+        psess_t *ps = park_state_sess(p, c->session, 1);
+        if (!ps || (ps->st != PS_RESIDENT && ps->disk != DISK_ON))
+            continue;
+        snprintf(d->key, sizeof d->key, "%s", c->key);
+        snprintf(d->session, sizeof d->session, "%s", c->session);
+        if (ps->st == PS_RESIDENT) {
+            memset(ps->bytes, 0, sizeof ps->bytes);
+            ps->npids = 0;
+        }
+        ps->st = PS_PARKED;
+        ps->tier = TIER_SWAP;
+        ps->swap_gpu = d->gpu;
+        ps->disk = DISK_ON;
+        ps->parked_at = now;
+        if (d->gpu >= 0 && d->gpu < GS_MAX_GPUS)
+            ps->bytes[d->gpu] += d->bytes;
+        if (ps->npids < GS_PARK_MAX_PIDS) {
+            ps->pids[ps->npids] = (int)c->pid;
+            ps->start[ps->npids++] = c->start;
+        }
+        gs_sched_set_residency(p->sched, ps->id, GS_SCHED_PARKED, now);
+        p->changed = 1;
+        gs_warn("session %s: pid %ld joined with its memory on the disk tier (left so by a "
+                "previous broker): brought back when it needs the GPU",
+                ps->id, c->pid);
+        gs_eventlog_write(
+            p->eventlog, "park_adopted",
+            json_pack("{s:s, s:i, s:s}", "session", ps->id, "pid", (int)c->pid, "tier", "disk"));
+    }
 }
 
 /* ---- images ------------------------------------------------------------------- */

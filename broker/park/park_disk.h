@@ -16,6 +16,13 @@
 /* Starts the copies' worker (with the swap tier); 0, or -1 without one
  * (then there is no disk tier). */
 int park_disk_start(gs_park_t *p);
+/* park_disk_dir is set to dir ("": off): checked (0, or -1 with err
+ * set), and the images a broker that is gone left there are looked at:
+ * those whose process lives on wait for it to join, the others are
+ * removed. */
+int park_disk_dir_set(gs_park_t *p, const char *dir, char *err, size_t errlen);
+/* c (just joined) takes over an image of its process found there. */
+void park_disk_client_back(gs_park_t *p, pclient_t *c, int64_t now);
 /* Waits for the copies under way; images stay on disk (the next broker
  * finds them). */
 void park_disk_stop(gs_park_t *p);

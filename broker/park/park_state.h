@@ -151,6 +151,7 @@ typedef struct disk_img {
     char path[300];            /* its path, once sealed */
     int dropped;               /* its hook gave the chunks back */
     int reading;               /* coming back: into chunks (its lease once it has them) */
+    int adopted;               /* found at start, left by a broker that is gone */
     struct disk_img *next;
 } disk_img_t;
 

@@ -6,6 +6,7 @@ image is the broker's (mode 0600) and is removed once the memory is back.
 Failures leave the notebook in host memory (disk full) or say what broke
 (a corrupted image)."""
 import os
+import signal
 import stat
 
 import pytest
@@ -25,8 +26,8 @@ def disk_notebooks(notebooks, tmp_path):
         b, sim, make = notebooks("100M", "park_idle_s=0", "park_disk_dir=%s" % d, *settings,
                                  GPUSHARE_POOL_CHUNK=str(CHUNK))
 
-        def make_swap(name):
-            return make(name, True, GPUSHARE_SWAP="on")
+        def make_swap(name, cells=True):
+            return make(name, cells, GPUSHARE_SWAP="on")
         return b, make_swap, d
     return start
 
@@ -130,6 +131,36 @@ def test_a_corrupted_image_is_an_error_that_names_the_session(disk_notebooks, sh
     failed = b.events("tier_move_failed")
     assert failed and failed[-1]["session"] == "a" and "checksum" in failed[-1]["error"], failed
     a.kill()
+
+
+def test_a_new_broker_brings_back_a_notebook_a_dead_one_left_on_disk(disk_notebooks,
+                                                                     short_tmp):
+    # a is on the disk tier when its broker is killed: its window is hollow
+    # and the image is the broker's, so its hook waits (its gate closed)
+    # for the next broker, which finds the image, adopts it when a's hook
+    # joins, and brings it back when a asks for the GPU.  (Programs outside
+    # Jupyter: their sessions need no launcher to survive the restart.)
+    b, make, d = disk_notebooks("park_disk_idle_s=0.1")
+    a, c = make("a", cells=False), make("c", cells=False)
+    park_a(b, a, c, 9)
+    wait_for(b, "a on the disk tier", lambda: entry(b.status(), "a")["park_tier"] == "disk")
+    b.proc.send_signal(signal.SIGKILL)
+    b.proc.wait(10)
+    assert len(images(d)) == 1
+    b2 = gstest.Broker(short_tmp, b.env, b.args)
+    b2.stderr_path = short_tmp / "broker-2.stderr"
+    try:
+        b2.start()
+        cell_ok(b2, a, "check x 9")
+        # (one event log for both brokers)
+        adopted = [e for e in b.events("park_adopted") if e.get("tier") == "disk"]
+        assert adopted and adopted[-1]["session"] == "a", b.events("park_adopted")
+        back = b.events("tier_move")[-1]
+        assert back["session"] == "a" and back["from"] == "disk", back
+        assert images(d) == []
+        assert c.command("run 1", timeout=30) == "ok", c.stderr()
+    finally:
+        b2.stop()
 
 
 def test_a_directory_others_can_write_is_refused_with_the_reason(notebooks, tmp_path, short_tmp):
