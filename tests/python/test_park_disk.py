@@ -8,6 +8,7 @@ Failures leave the notebook in host memory (disk full) or say what broke
 import os
 import signal
 import stat
+import subprocess
 
 import pytest
 
@@ -110,6 +111,34 @@ def test_a_notebook_that_does_not_fit_the_disk_budget_stays_in_host_memory(disk_
     assert entry(b.status(), "a")["park_tier"] == "swap"
     assert images(d) == []
     assert a.cell("check x 3") == "ok", a.stderr()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small file system needs root")
+def test_a_full_disk_leaves_the_notebook_in_host_memory_and_says_so(notebooks, tmp_path,
+                                                                     short_tmp):
+    # A file system of 40 MiB for a 60 MiB image: the tier sees it has no
+    # room before it writes a byte (what statvfs says, less a margin), and
+    # a stays in host memory with the reason.  (A disk that fills while
+    # the image is written, ENOSPC or EIO, leaves the same: tests/unit/
+    # test_disk_file.c injects both.)
+    d = tmp_path / "small"
+    d.mkdir(mode=0o700)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=40m,mode=0700", "tmpfs", str(d)],
+                   check=True)
+    try:
+        b, sim, make = notebooks("100M", "park_idle_s=0", "park_disk_dir=%s" % d,
+                                 "park_disk_idle_s=0.1", GPUSHARE_POOL_CHUNK=str(CHUNK))
+        a, c = (make(n, True, GPUSHARE_SWAP="on") for n in ("a", "c"))
+        park_a(b, a, c, 4)
+        wait_for(b, "the disk tier to refuse a",
+                 lambda: entry(b.status(), "a").get("disk_refused"))
+        why = entry(b.status(), "a")["disk_refused"]
+        assert str(d) in why and "GiB free" in why, why
+        assert entry(b.status(), "a")["park_tier"] == "swap"
+        assert images(d) == [] and not [f for f in os.listdir(d) if f.endswith(".tmp")]
+        cell_ok(b, a, "check x 4")
+    finally:
+        subprocess.run(["umount", "-l", str(d)], check=False)
 
 
 def test_a_corrupted_image_is_an_error_that_names_the_session(disk_notebooks, short_tmp):
