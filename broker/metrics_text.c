@@ -96,6 +96,25 @@ char *gs_metrics_render(const json_t *st)
             fprintf(out, "} %.0f\n", num(g, gpu_metrics[m].key));
         }
     }
+    /* Where the sessions' memory is, per tier (status' parking.tiers). */
+    json_t *tiers = json_object_get(json_object_get(st, "parking"), "tiers");
+    static const metric_t tier_metrics[] = {
+        {"gpushare_tier_bytes", "gauge",
+         "Session memory per tier: gpu (resident), pool, checkpoint, disk.", "bytes"},
+        {"gpushare_tier_sessions", "gauge", "Sessions with memory on each tier.", "sessions"},
+    };
+    for (size_t m = 0; json_object_size(tiers) && m < sizeof tier_metrics / sizeof *tier_metrics;
+         m++) {
+        header(out, &tier_metrics[m]);
+        const char *name;
+        json_t *t;
+        json_object_foreach(tiers, name, t)
+        {
+            fprintf(out, "%s{", tier_metrics[m].name);
+            label(out, "tier", name);
+            fprintf(out, "} %.0f\n", num(t, tier_metrics[m].key));
+        }
+    }
     json_t *pools = json_object_get(json_object_get(st, "parking"), "pool");
     for (size_t m = 0; json_array_size(pools) && m < sizeof pool_metrics / sizeof *pool_metrics;
          m++) {

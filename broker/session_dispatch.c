@@ -303,6 +303,13 @@ static void wait_reply(gs_broker_t *self, const gs_session_t *waiter, const gs_s
 {
     char text[700], who[480], more[32] = "";
     if (w->nholders == 0) {
+        /* Its own memory on its way back from the disk tier, when it is. */
+        char disk[160];
+        if (waiter && gs_park_wait_words(self->park, waiter->id, disk, sizeof disk)) {
+            snprintf(text, sizeof text, "queued: %s", disk);
+            json_object_set_new(r, "info", json_string(text));
+            return;
+        }
         json_object_set_new(r, "info",
                             json_string("queued: the GPU is being handed over or made room on"));
         return;

@@ -171,5 +171,9 @@ json_t *gs_park_config_json_of(const gs_park_t *self);
  * memory_parked, ...), the top-level "parking" object and the parking
  * settings under "config". */
 void gs_park_status_add(const gs_park_t *self, json_t *status, int64_t now);
+/* Why session's memory keeps its cell waiting, in words, when parking is
+ * the reason ("coming back from disk: 6.1 of 24.0 GiB"): 1 with out set,
+ * else 0. */
+int gs_park_wait_words(const gs_park_t *self, const char *session, char *out, size_t len);
 
 #endif

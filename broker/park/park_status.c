@@ -197,3 +197,15 @@ void gs_park_status_add(const gs_park_t *p, json_t *st, int64_t now)
         json_object_update(cfg, ours);
     json_decref(ours);
 }
+
+int gs_park_wait_words(const gs_park_t *p, const char *session, char *out, size_t len)
+{
+    const psess_t *ps = p && session ? zhashx_lookup(p->sess, session) : NULL;
+    if (!ps || (ps->disk != DISK_ON && ps->disk != DISK_READING))
+        return 0;
+    if (park_disk_progress(p, ps, out, len))
+        return 1;
+    uint64_t bytes = park_state_total_bytes(p, ps);
+    snprintf(out, len, "coming back from disk: 0.0 of %.1f GiB", (double)bytes / (1 << 30));
+    return 1;
+}

@@ -312,6 +312,9 @@ def test_prometheus_metrics(tmp_path, sim):
         assert "# TYPE gpushare_gpu_memory_total_bytes gauge" in text
         assert 'gpushare_gpu_memory_total_bytes{gpu="GPU-' in text
         assert 'gpushare_gpu_memory_parked_bytes{gpu="GPU-' in text  # per GPU, as the pool
+        for tier in ("gpu", "pool", "checkpoint", "disk"):  # where memory is, per tier
+            assert 'gpushare_tier_bytes{tier="%s"} ' % tier in text, text
+            assert 'gpushare_tier_sessions{tier="%s"} ' % tier in text
         if b.status()["parking"].get("pool"):
             assert 'gpushare_pool_pinned_bytes{gpu="GPU-' in text
         assert "gpushare_scheduler_on 1" in text
