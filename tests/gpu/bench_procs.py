@@ -72,6 +72,25 @@ def stop_broker(broker, timeout=60):
     return broker.returncode
 
 
+def shut_down(workers, driver, broker, broker_timeout=120, worker_timeout=60):
+    """The end of a run: every worker told to quit, the cell driver closed,
+    the broker stopped (SIGTERM: it unparks whatever is parked), then the
+    workers waited for (killed if they hang)."""
+    for w in workers:
+        try:
+            w.stdin.write("quit\n")
+            w.stdin.flush()
+        except Exception:
+            pass
+    driver.close()
+    stop_broker(broker, broker_timeout)
+    for w in workers:
+        try:
+            w.wait(worker_timeout)
+        except subprocess.TimeoutExpired:
+            w.kill()
+
+
 class CellDriver:
     """bench/cell_driver: registers sessions and says when their cells
     start and end, as gpushare-launch's watcher does.  One command at a

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from bench_procs import CellDriver, readline, start_broker, stop_broker
+from bench_procs import CellDriver, readline, shut_down, start_broker
 
 CARRY, OUT, GIB, DISK = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -133,17 +133,7 @@ def main():
         json.dump(json.loads(drive("status")), open(os.path.join(OUT, "disk-status.json"), "w"),
                   indent=1)
     finally:
-        try:
-            worker.stdin.write("quit\n")
-            worker.stdin.flush()
-        except Exception:
-            pass
-        driver.close()
-        stop_broker(broker, 120)
-        try:
-            worker.wait(60)
-        except subprocess.TimeoutExpired:
-            worker.kill()
+        shut_down([worker], driver, broker)
         emit(**row)
 
 

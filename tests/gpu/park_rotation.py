@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from bench_procs import CellDriver, readline, start_broker, stop_broker
+from bench_procs import CellDriver, readline, shut_down, start_broker
 
 CARRY, OUT = sys.argv[1], sys.argv[2]
 GIB = float(sys.argv[3]) if len(sys.argv) > 3 else 60
@@ -116,19 +116,7 @@ def main():
                     "parking", "park_error", "park_tier")})
             emit(event="gpu", park_gbps=g.get("park_gbps"), unpark_gbps=g.get("unpark_gbps"))
     finally:
-        for w in workers.values():
-            try:
-                w.stdin.write("quit\n")
-                w.stdin.flush()
-            except Exception:
-                pass
-        driver.close()
-        stop_broker(broker, 120)  # SIGTERM: it unparks whatever is parked
-        for w in workers.values():
-            try:
-                w.wait(60)
-            except subprocess.TimeoutExpired:
-                w.kill()
+        shut_down(list(workers.values()), driver, broker)
         emit(event="end", broker_rc=broker.returncode)
 
 
