@@ -95,7 +95,7 @@ uint64_t park_state_host_used(const gs_park_t *p)
 {
     uint64_t sum = 0;
     for (psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess))
-        if (ps->st != PS_RESIDENT || ps->stuck)
+        if ((ps->st != PS_RESIDENT || ps->stuck) && ps->disk != DISK_ON) /* (on disk: no RAM) */
             for (int g = 0; g < p->ngpus; g++)
                 sum += ps->bytes[g];
     return sum;

@@ -86,6 +86,7 @@ def test_an_idle_parked_notebook_goes_to_disk_and_comes_back_bit_exact(disk_note
     tiers = st["parking"]["tiers"]
     assert tiers["disk"]["sessions"] == 1 and tiers["disk"]["bytes"] >= 60 * MIB, tiers
     assert tiers["pool"]["sessions"] == 0, tiers
+    assert st["parking"]["host_parked_bytes"] == 0, st["parking"]  # none of it in RAM
     assert st["parking"]["disk"]["on"] is True, st["parking"]["disk"]
     moves = b.events("tier_move")
     assert moves and moves[-1]["session"] == "a" and moves[-1]["to"] == "disk", moves
