@@ -41,6 +41,13 @@ static void on_grant(const json_t *m)
         gs_debug("grant for a device this process does not use: %s", uuid);
     else if (d->state == DS_DRAINING)
         gs_debug("grant %lld while draining: ignored", gs_msg_int(m, "grant_id", 0));
+    else if (d->state != DS_GRANTED && d->given_back_id &&
+             gs_msg_int(m, "grant_id", 0) == d->given_back_id)
+        /* Sent again (a new idle release) before the broker had our
+         * release: it ran on without the GPU, and, parked on the
+         * checkpoint tier meanwhile, called into the locked driver
+         * instead of asking first (test_multiuser, once in CI). */
+        gs_debug("grant %lld again after it was given back: ignored", d->given_back_id);
     else {
         if (d->state != DS_GRANTED) {
             d->granted_ns = hook_clock_ns();
@@ -83,6 +90,7 @@ static void on_revoke(const json_t *m)
         /* The broker is going away: no need to drain for it. */
         hook_client_release_locked(d, "revoked");
         d->state = DS_IDLE;
+        d->given_back_id = d->grant_id;
         d->grant_id = 0;
         d->drain_gen++;
     } else if (d->state == DS_DRAINING) {

@@ -116,6 +116,7 @@ static void give_back_locked(struct hook_dev *d)
     if (report)
         report(d, d->drain_reason == DRAIN_IDLE ? "idle" : "revoked");
     d->state = d->waiters > 0 ? DS_WANT : DS_IDLE;
+    d->given_back_id = d->grant_id;
     d->grant_id = 0;
 }
 

@@ -45,6 +45,10 @@ struct hook_dev {
     enum hook_dev_state state;
     char uuid[HOOK_UUID_LEN];
     long long grant_id;
+    /* The grant given back last: the broker may send a grant again (the
+     * same id, a new idle release) just before it learns of the release,
+     * and that copy must not reopen the gate (hook_client_recv.c). */
+    long long given_back_id;
     long long quantum_us;
     unsigned idle_release_ms; /* the grant's idle release (0: the process' own) */
     uint64_t granted_ns;

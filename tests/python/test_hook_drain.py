@@ -9,6 +9,8 @@ CLOCK_MONOTONIC), and "promptly" is counted on the hook's own clock: the
 heartbeats its I/O thread sends every heartbeat_ms, which stop when the
 hook's process does not get to run.  No test here measures how fast."""
 
+import time
+
 import pytest
 
 from gstest import kernels, wait_until
@@ -189,6 +191,37 @@ def test_a_grant_sent_again_can_ask_for_a_sooner_idle_release(fb, probe, sim):
     p.go()
     fb.wait_for("acquire", after=n)  # the next work asks again
     p.expect("launched ksecond CUDA_SUCCESS")
+    assert p.wait() == 0
+
+
+@pytest.mark.fake_broker(auto_grant=True, heartbeat_ms=250)
+def test_a_grant_sent_again_after_the_release_does_not_reopen_the_gate(fb, probe, sim):
+    # The broker sends the grant again (a new idle release) as the hook's
+    # idle release is on its way: that copy arrives after the release and
+    # must not count as a grant.  (It did: the hook held the GPU again
+    # without the broker knowing, and released grant 1 a second time after
+    # its idle release; in test_multiuser, once in CI, the process was
+    # parked on the checkpoint tier meanwhile and that drain blocked in
+    # the locked driver for good.)
+    p = probe(["init", "launch", "L", "1000", "kfirst", "wait", "launch", "L", "1000", "ksecond",
+               "sync", "end"], GPUSHARE_IDLE_RELEASE_MS=100)
+    p.expect("wait")
+    rel = fb.wait_for("release")
+    grant = fb.messages("grant", direction="out")[0]
+    assert rel["msg"]["grant_id"] == grant["msg"]["grant_id"]
+    fb.auto_grant = False
+    sent_ns = time.monotonic_ns()  # (the records' clock: CLOCK_MONOTONIC)
+    fb.send(grant["ident"], dict(grant["msg"], idle_release_us=50000))  # late, stale
+    # Long past its 50 ms idle release: had it taken the copy, it would
+    # have released again by now.
+    fb.wait_heartbeats(2, since=sent_ns)
+    assert len(fb.messages("release")) == 1, fb.messages("release")
+    n = fb.count()
+    p.go()
+    acq = fb.wait_for("acquire", after=n)  # the next work asks again ...
+    g = fb.grant(acq)
+    _, t = p.expect("launched ksecond CUDA_SUCCESS")
+    assert t >= g["t"], "ksecond ran on the stale grant"  # ... and waits for the answer
     assert p.wait() == 0
 
 
