@@ -497,7 +497,16 @@ class Broker:
     def stop(self, sig=signal.SIGTERM, timeout=30):
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(sig)
-            self.proc.wait(timeout)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                # A broker that does not stop fails the test, and goes:
+                # left running (a hung loop spins) it took a core from every
+                # test after it.
+                self.proc.kill()
+                self.proc.wait(10)
+                raise AssertionError("the broker did not stop within %.0f s of %s:\n%s" % (
+                    timeout, signal.Signals(sig).name, self.log()[-3000:])) from None
         if self.proc:
             self.stderr.close()
         return self.proc.returncode if self.proc else None
