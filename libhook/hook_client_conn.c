@@ -243,6 +243,7 @@ void hook_client_rejoin(const char *why)
         if (!d->touched)
             continue;
         held |= d->state == DS_GRANTED || d->state == DS_DRAINING;
+        d->given_back_id = 0; /* (a new membership's grants are new ones) */
         if (d->state == DS_GRANTED) {
             d->grant_id = 0; /* nothing to release when the drain is done */
             hook_drain_start_locked(i, DRAIN_REVOKED, 0);
@@ -326,6 +327,7 @@ void hook_client_on_welcome(const json_t *m, const gs_peer_t *peer)
             d->drain_gen++; /* its release would name a grant this broker never gave */
         d->state = d->waiters > 0 || gang_waits ? DS_WANT : DS_IDLE;
         d->grant_id = 0;
+        d->given_back_id = 0; /* (grant ids are the broker's: a new one starts again) */
     }
     hook_gate_update_locked();
     pthread_cond_broadcast(&hook_gate_cv);

@@ -11,14 +11,11 @@
 #include "park_victims.h"
 
 /* A session unparked for its cell keeps its slice: it is not switched out
- * again before it had a grant or its shortest slice went by.  One brought
- * back for a running cell that has not asked for the GPU since (its
- * program is in a CPU phase, or done with the GPU while the cell goes on)
- * keeps it only for one switch cost, the scheduler's own rule for an idle
- * GPU: on the simulated GPU a job done with its GPU phases, its cell still
- * running, came back for the other's CPU phase and held the room ten
- * switch costs while the other asked, every turn.  Returns when that
- * protection ends (0: none). */
+ * again before it had a grant or its shortest slice went by (its first
+ * acquire may come late on a loaded machine).  One that went out again
+ * without asking is not brought back for its cell alone any more
+ * (park_poll.c, cell_guess_missed).  Returns when that protection ends
+ * (0: none). */
 static int64_t protected_until(const park_view_t *v, int64_t now)
 {
     const psess_t *ps = v->ps;
@@ -27,15 +24,10 @@ static int64_t protected_until(const park_view_t *v, int64_t now)
     for (int g = 0; g < GS_MAX_GPUS; g++)
         if (v->si[g].grants > ps->grants_at_unpark[g])
             return 0;
-    int64_t longest = 0, cost = 0;
-    for (int g = 0; g < GS_MAX_GPUS; g++) {
+    int64_t longest = 0;
+    for (int g = 0; g < GS_MAX_GPUS; g++)
         if (v->si[g].min_slice_us > longest)
             longest = v->si[g].min_slice_us;
-        if (v->si[g].switch_cost_us > cost)
-            cost = v->si[g].switch_cost_us;
-    }
-    if (!v->wants && cost && cost < longest)
-        longest = cost;
     return now - ps->unparked_at < longest ? ps->unparked_at + longest : 0;
 }
 
