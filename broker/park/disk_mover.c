@@ -215,6 +215,16 @@ static void *checker_main(void *arg)
     return NULL;
 }
 
+/* Waits until the checker has no segment (its verdict on the last one is
+ * in k->failed). */
+static void checker_idle(checker_t *k)
+{
+    pthread_mutex_lock(&k->lock);
+    while (k->has)
+        pthread_cond_wait(&k->cond, &k->lock);
+    pthread_mutex_unlock(&k->lock);
+}
+
 /* Hands segment seg (read into cpu) to the checker once it is free; 0, or
  * -1 when a segment it checked failed (then cpu is unmapped here). */
 static int check_next(checker_t *k, uint32_t seg, void *cpu, uint64_t len)
@@ -256,10 +266,7 @@ static int read_all(gs_disk_move_t *m)
         char err[300] = "";
         uint64_t len = 0;
         if (m->chunks.map(m->chunks.arg, m->handles[s], m->chunk_bytes, &cpu, err, sizeof err)) {
-            pthread_mutex_lock(&k.lock);
-            while (k.has) /* (m->why is the checker's while it checks) */
-                pthread_cond_wait(&k.cond, &k.lock);
-            pthread_mutex_unlock(&k.lock);
+            checker_idle(&k); /* (m->why is the checker's while it checks) */
             snprintf(m->why, sizeof m->why, "mapping chunk %u of %s for the disk: %s", s,
                      m->meta.session, err);
             rc = -1;
@@ -268,10 +275,7 @@ static int read_all(gs_disk_move_t *m)
         char why[sizeof m->why];
         if (gs_disk_file_read_raw(m->image, s, cpu, m->chunk_bytes, &len, why, sizeof why)) {
             m->chunks.unmap(m->chunks.arg, cpu, m->chunk_bytes);
-            pthread_mutex_lock(&k.lock);
-            while (k.has)
-                pthread_cond_wait(&k.cond, &k.lock);
-            pthread_mutex_unlock(&k.lock);
+            checker_idle(&k);
             if (!k.failed)
                 memcpy(m->why, why, sizeof why);
             rc = -1;

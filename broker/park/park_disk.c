@@ -74,11 +74,9 @@ static void drop_job(gs_job_t *job)
 
 void park_disk_stop(gs_park_t *p)
 {
-    gs_job_queue_destroy(&p->disk_q, drop_job);
+    gs_job_queue_destroy(&p->disk_q, drop_job); /* (the moves go with their jobs) */
     for (disk_img_t *d = p->disk, *next; d; d = next) {
         next = d->next;
-        if (d->move)
-            d->move = NULL;           /* destroyed with the queue */
         gs_disk_file_close(&d->file); /* kept: the next broker finds it */
         free(d);
     }
@@ -549,7 +547,7 @@ void park_disk_dropped(gs_park_t *p, pclient_t *c, int gpu, const json_t *msg, i
 /* ---- in: images to new chunks, then swap_in ----------------------------------- */
 
 /* Starts reading img into a new lease, if the pool has the chunks. */
-static int read_one(gs_park_t *p, psess_t *ps, disk_img_t *img, char *why, size_t len)
+static int read_one(gs_park_t *p, disk_img_t *img, char *why, size_t len)
 {
     uint64_t chunk = gs_swap_pools_chunk_bytes(p->pools), short_bytes = 0;
     int chunks = 0;
@@ -581,7 +579,6 @@ static int read_one(gs_park_t *p, psess_t *ps, disk_img_t *img, char *why, size_
     }
     img->lease = lease;
     gs_job_queue_submit(p->disk_q, gs_disk_move_job(img->move));
-    (void)ps;
     return 1;
 }
 
@@ -622,7 +619,7 @@ static void reads(gs_park_t *p, psess_t *ps, int64_t now)
     for (disk_img_t *d = p->disk; d; d = d->next) {
         if (strcmp(d->session, ps->id) != 0 || d->move || d->lease)
             continue;
-        int rc = read_one(p, ps, d, why, sizeof why);
+        int rc = read_one(p, d, why, sizeof why);
         if (rc < 0) {
             ps->disk_failed = 1;
             snprintf(ps->disk_error, sizeof ps->disk_error, "%s", why);
