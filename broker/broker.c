@@ -624,7 +624,8 @@ static void drop_dead_clients(gs_broker_t *self, int64_t now, int check_silence)
     do {
         n = gs_liveness_find_dead(self->liveness, self->sessions, now, check_silence, dead, BATCH);
         for (int i = 0; i < n; i++)
-            gs_settle_client_gone(self, dead[i].key, GS_GONE_DROPPED, dead[i].why);
+            gs_settle_client_gone(self, dead[i].key,
+                                  dead[i].exited ? GS_GONE_EXITED : GS_GONE_DROPPED, dead[i].why);
     } while (n == BATCH);
     gs_liveness_orphan_t orphan[BATCH / 4];
     do {

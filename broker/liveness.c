@@ -93,7 +93,8 @@ int gs_liveness_find_dead(const gs_liveness_t *self, gs_sessions_t *sessions, in
     int n = 0;
     for (gs_client_t *c = gs_sessions_first_client(sessions); c && n < max;
          c = gs_sessions_next_client(sessions)) {
-        if (c->peer_pid > 0 && !gs_proc_alive(c->peer_pid, 0))
+        dead[n].exited = c->peer_pid > 0 && !gs_proc_alive(c->peer_pid, 0);
+        if (dead[n].exited)
             dead[n].why = "its process died";
         else if (check_silence && c->last_seen_us && now - c->last_seen_us > silent_us)
             dead[n].why = "silent for 3 heartbeat intervals";

@@ -21,10 +21,13 @@
 
 typedef struct gs_liveness gs_liveness_t;
 
-/* A dead client: its key in the session table and why it is dead. */
+/* A dead client: its key in the session table, why it is dead, and
+ * whether its process is gone (1: it cannot join again, what it left
+ * parked is nobody's; 0: only silent). */
 typedef struct {
     char key[64];
     const char *why;
+    int exited;
 } gs_liveness_dead_t;
 
 /* Clients send a heartbeat every heartbeat_ms.  NULL with err set when out

@@ -477,23 +477,34 @@ def sec_bigpairs32(D, d):
     D.w("The big pairs again with %.3g GiB per job and %.3g GiB of GPU memory left by the "
         "ballast: a switch moves more than the CPU phase it could hide in, so the scheduler "
         "should rather not switch; a pair must take at most as long as the two jobs one "
-        "after the other." % (meta["gib"], meta["gpu_memory_gib"]) if meta else "", "")
+        "after the other. One switch cannot be avoided: the job that waits has its memory "
+        "parked and must have it back, and serial (each job alone, its memory already on the "
+        "GPU) pays none. *Switches*: unparks in the broker's event log during the pair; "
+        "*switch time*: from each switch's first park or unpark to its unpark's end; "
+        "*floor*: serial plus that time, what running each job to its end costs at best."
+        % (meta["gib"], meta["gpu_memory_gib"]) if meta else "", "")
     table = []
     for mix in ("90/10", "50/50"):
         rs = [r for r in rows if r["mix"] == mix]
         ser = num(next((r["total_s"] for r in rs if r["config"] == "serial"), None))
         for r in rs:
             t = num(r["total_s"]) if r["ok"] == "1" else None
+            sw, sw_s = num(r.get("switches") or None), num(r.get("switch_s") or None)
             table.append([mix, pair_label(r), f(t, "%.1f s"),
                           f(t / ser if t and ser else None, "%.2f x") if r["ok"] == "1"
-                          else r["error"][:60]])
-        a = num(next((r["total_s"] for r in rs if r["config"] == "adaptive" and r["ok"] == "1"),
-                     None))
+                          else r["error"][:60], f(sw, "%d"), f(sw_s, "%.2f s"),
+                          f((ser + sw_s) / ser if ser and sw_s is not None else None, "%.2f x")])
+        ad = next((r for r in rs if r["config"] == "adaptive" and r["ok"] == "1"), None)
+        a = num(ad["total_s"]) if ad else None
         v = a / ser if a and ser else None
-        D.summary["bigpairs32_%s_vs_serial" % mix.replace("/", "_")] = v
+        key = "bigpairs32_%s" % mix.replace("/", "_")
+        D.summary[key + "_vs_serial"] = v
+        if ad and ad.get("switches"):
+            D.summary[key + "_switches"] = num(ad["switches"])
         D.target("big pairs at 32 GiB ≤ 1.00 x serial (%s, adaptive)" % mix,
                  f(v, "%.2f x serial"), v, 1.0, by_factor)
-    D.table(["mix", "configuration", "total", "relative to serial"], table)
+    D.table(["mix", "configuration", "total", "relative to serial", "switches", "switch time",
+             "floor"], table)
     if meta:
         D.w("Command: `%s`. Machine: %s." % (meta.get("command", "?"),
                                              D.machine_line(["bigpairs32"])), "")
@@ -511,19 +522,35 @@ def sec_capacity(D, d):
         "settings: *fit*, N notebooks of S GiB that GPU and host hold together, taking turns "
         "(each cell allocates scratch memory on top and checks its data bit-exact at the same "
         "address); *over*, one more notebook than fit, all at once (cells wait for room and "
-        "say so).", "")
+        "say so).  *disk*: more notebooks than the GPU and the host budget hold (budgets "
+        "set for two on each, a ballast holding the rest of the card), taking turns through "
+        "the disk tier (issue 37).", "")
     table = []
     for x in meta["summaries"]:
+        if x.get("skipped"):
+            table.append([x["config"], "%d" % x["notebooks"], "", "skipped: %s" % x["skipped"],
+                          "", "", "", "", "", ""])
+            continue
+        disk = x.get("disk")
         table.append([x["config"], "%d (+%d over)" % (x["notebooks"], x.get("over_notebooks", 0)
                                                       - x["notebooks"])
-                      if x.get("over_notebooks") else "%d" % x["notebooks"],
+                      if "over" in x else "%d" % x["notebooks"],
                       "%.1f GiB" % (x["bytes"] / 2 ** 30), "%d of %d" % (x["cells_ok"], x["cells"]),
                       "%d" % x.get("bit_exact_failures", 0), "%d" % x.get("cells_waited", 0),
                       "%d" % x["deaths"],
                       f((x.get("mem_available_min") or 0) / 2 ** 30, "%.1f GiB"),
-                      "%d" % len(x.get("dmesg") or [])])
+                      "%d" % len(x.get("dmesg") or []),
+                      "%d out, %d back, %d failed, %d left" % (
+                          disk["to_disk"], disk["from_disk"], disk["failed"], disk["images_left"])
+                      if disk else ""])
     D.table(["config", "notebooks", "each", "cells ok", "not bit-exact", "cells that waited",
-             "deaths", "MemAvailable min", "dmesg OOM/NVRM lines"], table)
+             "deaths", "MemAvailable min", "dmesg OOM/NVRM lines", "disk tier moves"], table)
+    disk = [x for x in meta["summaries"] if x.get("disk")]
+    if disk:
+        D.summary.update(pressure_disk_cells=sum(x["cells"] for x in disk),
+                         pressure_disk_cells_ok=sum(x["cells_ok"] for x in disk),
+                         pressure_disk_moves=sum(x["disk"]["to_disk"] + x["disk"]["from_disk"]
+                                                 for x in disk))
     D.summary.update(pressure_cells=meta["cells"], pressure_cells_ok=meta["cells_ok"],
                      pressure_deaths=meta["deaths"])
     ok = meta["cells"] - meta["cells_ok"] + meta["deaths"]
@@ -768,6 +795,9 @@ def sec_scale(D, d):
     # The native baseline (no hook, the driver's own time slicing), run the
     # same way in the same run, where the suite measured it.
     native = {r["n"]: r for r in rows if r.get("config") == "native"}
+    # The two-level queue with a shorter first level (boost_ms), the same
+    # cells in the same run (issue 38).
+    boosted = [r for r in rows if r.get("config", "").startswith("gpushare_boost")]
     rows = [r for r in rows if r.get("config", "gpushare") == "gpushare"]
     if meta:
         D.w("N notebooks (through `gpushare-launch`, adaptive policy) on one GPU, each mostly "
@@ -792,6 +822,27 @@ def sec_scale(D, d):
         D.summary["scale8_p99_vs_solo"] = num(by_n[8]["slowdown_p99"])
     if "8" in native:
         D.summary["scale8_native_p99_vs_solo"] = num(native["8"]["slowdown_p99"])
+    if boosted:
+        D.w("The two-level queue (every cell's first `boost_ms` of GPU time ahead of older "
+            "cells, time slicing within each level) with its first level at %s ms, against the "
+            "default %s ms, the same cells in the same run (`bench/sched_bounds.py --eval-trace` "
+            "gives 3.01 x at 100 ms and 3.42 x for time slicing, without overheads):" % (
+                ", ".join(r["config"][len("gpushare_boost"):] for r in boosted),
+                (meta or {}).get("default_boost_ms", 500)), "")
+        by = {int(r["n"]): r for r in rows}
+        D.table(["N", "boost_ms", "cells", "slowdown p50", "p99", "native p99"],
+                [[r["n"], r["config"][len("gpushare_boost"):], r["cells"],
+                  f(num(r["slowdown_p50"])), f(num(r["slowdown_p99"])),
+                  f(num(native[r["n"]]["slowdown_p99"])) if r["n"] in native else ""]
+                 for r in boosted] +
+                [[n_, "%s (default)" % (meta or {}).get("default_boost_ms", 500), by[n_]["cells"],
+                  f(num(by[n_]["slowdown_p50"])), f(num(by[n_]["slowdown_p99"])),
+                  f(num(native[str(n_)]["slowdown_p99"])) if str(n_) in native else ""]
+                 for n_ in sorted({int(r["n"]) for r in boosted}) if n_ in by])
+        for r in boosted:
+            if r["n"] == "8":
+                D.summary["scale8_%s_p99_vs_solo" % r["config"][len("gpushare_"):]] = \
+                    num(r["slowdown_p99"])
     v = D.summary.get("scale8_p99_vs_solo")
     D.target("8 mostly idle notebooks: p99 ≤ 3 x solo", f(v, "%.2f x solo"), v, 3.0, by_factor)
     n = [int(r["n"]) for r in rows]
@@ -830,10 +881,13 @@ SUMMARY_KEYS = ["machine", "commit", "date", "cost_alone_pct", "cost_alone_ci95_
                 "smallpairs_90_10_vs_native", "smallpairs_50_50_vs_native",
                 "bigpairs_90_10_vs_serial", "bigpairs_50_50_vs_serial",
                 "bigpairs32_90_10_vs_serial", "bigpairs32_50_50_vs_serial",
+                "bigpairs32_90_10_switches", "bigpairs32_50_50_switches",
                 "short_cell_p50_vs_solo", "short_cell_p99_vs_solo", "trainer_loss_pct",
                 "short_cells_gpu_share_pct", "idle_handoff_p50_ms", "scale8_p99_vs_solo",
-                "scale8_native_p99_vs_solo", "switch_60gb_s", "park_32gib_s", "unpark_32gib_s",
-                "pressure_cells", "pressure_cells_ok", "pressure_deaths"]
+                "scale8_native_p99_vs_solo", "scale8_boost100_p99_vs_solo", "switch_60gb_s",
+                "park_32gib_s", "unpark_32gib_s",
+                "pressure_cells", "pressure_cells_ok", "pressure_deaths", "pressure_disk_cells",
+                "pressure_disk_cells_ok", "pressure_disk_moves"]
 
 
 def section_commits(results, machine):

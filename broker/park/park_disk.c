@@ -263,12 +263,21 @@ static uint64_t session_disk_bytes(const gs_park_t *p, const psess_t *ps)
 
 /* ---- out: chunks to images, then swap_drop ----------------------------------- */
 
-/* Some session's park or unpark waits for host memory now: the ledger
- * needs what the disk can take. */
+/* Some session's park or unpark, an allocation's make_room, or an image
+ * coming back from disk waits for host memory now: the ledger needs what
+ * the disk can take.  (Without the last, a session read back while the
+ * budget was full of parked sessions waited DISK_LEASE_WAIT_US for chunks
+ * that only their move to disk could free.) */
 static int host_pressure(gs_park_t *p, int64_t now)
 {
+    for (const disk_img_t *d = p->disk; d; d = d->next)
+        if (d->reading && !d->lease)
+            return 1;
     for (const psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess))
         if (ps->no_demand || (ps->pool_refused_at && now - ps->pool_refused_at < 5 * SEC))
+            return 1;
+    for (const room_t *r = p->rooms; r; r = r->next)
+        if (r->host_bound)
             return 1;
     return 0;
 }
@@ -767,7 +776,9 @@ void park_disk_collect(gs_park_t *p, int64_t now)
 void park_disk_client_gone(gs_park_t *p, pclient_t *c, int exited, int64_t now)
 {
     (void)now;
-    if (!exited)
+    /* (A process that is not alive has exited, whatever the way its
+     * departure was noticed.) */
+    if (!exited && c->pid > 0 && c->start && gs_proc_alive(c->pid, c->start))
         return; /* it may join again: its image stays its own */
     for (disk_img_t *d = p->disk, *next; d; d = next) {
         next = d->next;

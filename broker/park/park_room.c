@@ -193,6 +193,7 @@ int park_room_serve(gs_park_t *p, park_views_t *vs, room_t *r, int64_t now)
              r->session);
     gs_park_pick_rc_t rc = park_victims(p, vs, r->gpu, r->goal - free_now, r->session, 0,
                                         r->deadline, now, &wait_until, why);
+    r->host_bound = rc == GS_PICK_BUDGET;
     if (rc == GS_PICK_OK) {
         r->rounds++;
         return 0;

@@ -206,6 +206,7 @@ typedef struct room {
     char fail[420]; /* a victim's park failed: the answer's reason */
     int told_ok;    /* the hook said how long it waits: it is told why it waits */
     char told[420]; /* the last reason it was told (room with waiting: true) */
+    int host_bound; /* its last pick failed for host memory: the disk tier may help */
     struct room *next;
 } room_t;
 

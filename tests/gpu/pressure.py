@@ -15,6 +15,22 @@ GPUSHARE_SWAP=off), sized from the card and the host:
         close.  An allocation that failed is tried again when a notebook
         closes.
 
+Config "disk" (issue 37, the disk tier): more notebooks than the GPU and
+the host's budget hold, taking turns (phase fit, the swap tier only: what
+goes to disk comes from the pool).  Notebooks of PRESSURE_DISK_GIB (8; 8
+MiB on the simulated GPU); a native ballast process
+(bench/eval/ballast.py) holds the rest of the card but room for two of
+them and every notebook's context, the broker counts that room
+(gpu_memory) and room for two in host memory (park_host_budget), and has a
+park_disk_dir of its own (a new 0700 directory under PRESSURE_DISK_DIR,
+default the temporary directory, removed after): PRESSURE_DISK_EXTRA (2)
+notebooks more than GPU + host hold must go to disk under the host
+budget's pressure and come back bit-exact.  Budgets are settings here so
+that the run fits the GPU machine's small disk and its time; the config
+is skipped, saying why, when the disk has no room for its images.  Its
+summary adds the tier moves of the broker's event log and the images left
+in the directory (0 expected).
+
 Sizes (the machine's; overrides below): G the GPU's memory, H the host's
 room for parked memory, min(MemAvailable, MemTotal / 2) (the broker's
 default park_host_budget is half the RAM; on the simulated GPU the
@@ -48,8 +64,10 @@ import json
 import os
 import re
 import signal
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -57,6 +75,7 @@ from bench_procs import (CellDriver, gpu_total_bytes, meminfo, parse_size, readl
                          start_broker, stop_broker)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+BALLAST = os.path.join(HERE, "..", "..", "bench", "eval", "ballast.py")
 GIB, MIB = 1 << 30, 1 << 20
 
 
@@ -135,22 +154,68 @@ def capacity(m, size):
     return max(1, int(usable // (size + m["context_bytes"]))), int(m["host_room"] // size)
 
 
+class Spec:
+    """One configuration to run: its notebooks, their size, and what the
+    disk config adds (broker settings, tiers, phases, how many fit where)."""
+
+    def __init__(self, name, n, nbytes, m):
+        self.name, self.n, self.nbytes = name, n, nbytes
+        self.gpu_fits, self.host_fits = capacity(m, nbytes)
+        self.disk_fits = 0
+        self.settings, self.tiers, self.phases = [], TIERS, PHASES
+        self.disk_dir = None
+        self.ballast_leave = 0  # bytes a ballast leaves free on the card (0: none)
+        self.skip = None  # why it cannot run here
+
+
+def disk_spec(m):
+    """The disk config (module docstring): budgets for two notebooks on
+    the GPU and two in host memory, PRESSURE_DISK_EXTRA more on disk."""
+    size = int(float(knob("PRESSURE_DISK_GIB", "8" if not SIM else "0.0078125")) * GIB)
+    extra = int(knob("PRESSURE_DISK_EXTRA", "2"))
+    spec = Spec("disk", 4 + extra, size, m)
+    spec.gpu_fits, spec.host_fits, spec.disk_fits = 2, 2, extra
+    spec.tiers, spec.phases = ["swap"], ["fit"]  # the checkpoint tier has no disk tier
+    # room for two and a quarter: two fit, a third does not
+    gpu = 2 * (size + m["context_bytes"]) + m["scratch_bytes"] + m["check_bytes"] + size // 4
+    spec.settings = ["gpu_memory=%d" % gpu, "park_host_budget=%d" % (2 * size + size // 2)]
+    # what the broker counts, every notebook's context, and slack for what
+    # it cannot count (as the evaluation's big pairs leave)
+    spec.ballast_leave = gpu + spec.n * m["context_bytes"] + (GIB // 2 if not SIM else 2 * MIB)
+    parent = knob("PRESSURE_DISK_DIR", "") or tempfile.gettempdir()
+    st = os.statvfs(parent)
+    free = st.f_bavail * st.f_frsize
+    need = extra * size + 2 * GIB // (1 if not SIM else 1024)
+    if free < need:
+        spec.skip = "the disk under %s has %.1f GiB free, the config needs %.1f GiB" % (
+            parent, free / GIB, need / GIB)
+        return spec
+    spec.disk_dir = tempfile.mkdtemp(prefix="gs-pressure-disk-", dir=parent)  # mode 0700
+    spec.settings.append("park_disk_dir=" + spec.disk_dir)
+    return spec
+
+
 def configs(m):
-    """[(name, notebooks, bytes each)]."""
+    """[Spec]."""
     if knob("PRESSURE_N", "") or knob("PRESSURE_GIB", ""):
         size = int(float(knob("PRESSURE_GIB", "24")) * GIB)
         n = int(knob("PRESSURE_N", "0")) or sum(capacity(m, size))
-        return [("%dx%s" % (n, knob("PRESSURE_GIB", "24")), n, size)]
+        return [Spec("%dx%s" % (n, knob("PRESSURE_GIB", "24")), n, size, m)]
     out = []
     for c in knob("PRESSURE_CONFIGS", "many big").split():
+        if c == "disk":
+            out.append(disk_spec(m))
+            continue
         if "x" in c:
             n, g = c.split("x")
-            out.append((c, int(n), int(float(g) * GIB)))
+            out.append(Spec(c, int(n), int(float(g) * GIB), m))
             continue
         g = m["gpu_bytes"]
         raw = min(0.3 * g, m["host_room"] / 2) if c == "many" else 0.5 * g
         size = max(m["unit"], int(round(raw / m["unit"])) * m["unit"])
-        out.append((c, max(2, sum(capacity(m, size))), size))  # two at least: they share
+        spec = Spec(c, 0, size, m)
+        spec.n = max(2, spec.gpu_fits + spec.host_fits)  # two at least: they share
+        out.append(spec)
     return out
 
 
@@ -296,14 +361,16 @@ class Notebook:
 class Config:
     """One configuration: its broker, cell driver, notebooks and counts."""
 
-    def __init__(self, run, carry, name, env):
+    def __init__(self, run, carry, spec, env):
+        name = spec.name
         self.run, self.carry, self.config, self.env, self.out = run, carry, name, env, run.out
+        self.tiers = spec.tiers
         self.rows, self.deaths, self.stuck = [], [], set()
         self.lock = threading.Lock()
         self.closed = threading.Condition()
         self.closes = 0  # notebooks closed so far: an allocation that failed waits for the next
         self.notebooks = []
-        settings = ["park_idle_s=" + PARK_IDLE_S]
+        settings = ["park_idle_s=" + PARK_IDLE_S] + spec.settings
         # On the simulated GPU the broker is told the simulated host's size
         # (park_host_memory), as it reads a real machine's from the kernel.
         if SIM and knob("GPUSHARE_SIM_HOST_MEMORY", ""):
@@ -318,7 +385,8 @@ class Config:
             self.rows.append(row)
 
     def notebook(self, phase, i, nbytes):
-        nb = Notebook(self, "%s-%s-k%d" % (self.config, phase, i), TIERS[i % len(TIERS)], nbytes,
+        nb = Notebook(self, "%s-%s-k%d" % (self.config, phase, i),
+                      self.tiers[i % len(self.tiers)], nbytes,
                       seed=1000 * len(self.notebooks) + i + 1)
         self.notebooks.append(nb)
         return nb
@@ -393,23 +461,61 @@ def phase_over(cfg, n, nbytes, until):
         t.join(max(0.0, until - time.time()) + CELL_TIMEOUT + 60)
 
 
-def run_config(run, carry, env, m, name, n, nbytes, until, sampler):
-    cfg = Config(run, carry, name, env)
-    cfg.scratch = m["scratch_bytes"]
-    gpu_fit, host_fit = capacity(m, nbytes)
-    over_n = max(n, gpu_fit + host_fit) + OVER_EXTRA
+def disk_moves(out, name):
+    """The tier moves of a config's event log: {"to_disk", "from_disk",
+    "failed", "bytes_to_disk"}."""
+    moves = {"to_disk": 0, "from_disk": 0, "failed": 0, "bytes_to_disk": 0}
+    try:
+        with open(os.path.join(out, "pressure-%s-events.jsonl" % name)) as f:
+            events = [json.loads(line) for line in f if '"tier_move' in line]
+    except (OSError, ValueError):
+        return moves
+    for e in events:
+        if e.get("event") == "tier_move_failed":
+            moves["failed"] += 1
+        elif e.get("to") == "disk":
+            moves["to_disk"] += 1
+            moves["bytes_to_disk"] += e.get("bytes", 0)
+        elif e.get("from") == "disk":
+            moves["from_disk"] += 1
+    return moves
+
+
+def start_ballast(run, env, leave):
+    """bench/eval/ballast.py, leaving `leave` bytes of the card free;
+    returns (the process, its JSON line)."""
+    env = dict(env, EVAL_BACKEND="sim" if SIM else "torch")
+    proc = spawn([sys.executable, BALLAST, "%.6f" % (leave / GIB)], env,
+                 stderr=open(os.path.join(run.out, "pressure-ballast.log"), "w"))
+    info = json.loads(readline(proc, 120))
+    run.emit(event="ballast", leave_bytes=leave, **info)
+    return proc
+
+
+def run_config(run, carry, env, m, spec, until, sampler):
+    name, n, nbytes = spec.name, spec.n, spec.nbytes
+    settings = {"park_idle_s": PARK_IDLE_S, "everything else": "default"}
+    settings.update(kv.split("=", 1) for kv in spec.settings)
+    over_n = max(n, spec.gpu_fits + spec.host_fits) + OVER_EXTRA
     run.emit(event="config", config=name, notebooks=n, bytes=nbytes, gib=round(nbytes / GIB, 3),
-             scratch_bytes=cfg.scratch, tiers=TIERS, rounds=ROUNDS, phases=PHASES,
-             over_notebooks=over_n, gpu_fits=gpu_fit, host_fits=host_fit,
-             broker_settings={"park_idle_s": PARK_IDLE_S, "everything else": "default"},
-             machine=m)
+             scratch_bytes=m["scratch_bytes"], tiers=spec.tiers, rounds=ROUNDS,
+             phases=spec.phases, over_notebooks=over_n, gpu_fits=spec.gpu_fits,
+             host_fits=spec.host_fits, disk_fits=spec.disk_fits, broker_settings=settings,
+             machine=m, skipped=spec.skip)
+    if spec.skip:
+        run.emit(event="summary", config=name, notebooks=n, skipped=spec.skip, cells=0,
+                 cells_ok=0, deaths=0)
+        return
+    ballast = start_ballast(run, env, spec.ballast_leave) if spec.ballast_leave else None
+    cfg = Config(run, carry, spec, env)
+    cfg.scratch = m["scratch_bytes"]
     dmesg_before = dmesg_lines()
     sim_before = sim_host_stats() if SIM else None
     hit = False
     try:
         budget = until - time.time()
-        for phase in PHASES:
-            share = 0.45 if phase == "fit" and "over" in PHASES else 1.0
+        for phase in spec.phases:
+            share = 0.45 if phase == "fit" and "over" in spec.phases else 1.0
             end = min(until, time.time() + budget * share) if phase == "fit" else until
             if phase == "fit":
                 phase_fit(cfg, n, nbytes, end)
@@ -418,6 +524,9 @@ def run_config(run, carry, env, m, name, n, nbytes, until, sampler):
             hit = hit or time.time() >= end
     finally:
         broker_rc = cfg.stop()
+        if ballast:
+            ballast.stdin.close()
+            ballast.wait(60)
         sampler.sample()
         dmesg_after = dmesg_lines()
         new = None
@@ -427,23 +536,26 @@ def run_config(run, carry, env, m, name, n, nbytes, until, sampler):
         rows = cfg.rows
         summary = {
             "event": "summary", "config": name, "notebooks": n, "over_notebooks": over_n,
-            "bytes": nbytes, "tiers": TIERS,
+            "bytes": nbytes, "tiers": spec.tiers,
             "cells": len(rows), "cells_ok": sum(1 for r in rows if r["ok"]),
             "bit_exact_failures": sum(1 for r in rows if r.get("bit_exact") is False),
             "cells_waited": sum(1 for r in rows if (r.get("waited_s") or 0) > 0),
             "max_waited_s": max([r.get("waited_s") or 0 for r in rows] or [0]),
             "errors": sorted({r["error"].split(":")[0] for r in rows if r.get("error")}),
             "deaths": len(cfg.deaths), "dead": cfg.deaths, "stuck": sorted(cfg.stuck),
-            "deadline_hit": hit, "broker_rc": broker_rc,
-            "broker_settings": {"park_idle_s": PARK_IDLE_S, "everything else": "default"},
+            "deadline_hit": hit, "broker_rc": broker_rc, "broker_settings": settings,
             "mem_total": m["mem_total"], "mem_available_min": sampler.min_available,
             "dmesg": new, "dmesg_readable": new is not None,
         }
-        for ph in PHASES:
+        for ph in spec.phases:
             pr = [r for r in rows if r["phase"] == ph]
             summary[ph] = {"cells": len(pr), "cells_ok": sum(1 for r in pr if r["ok"]),
                            "notebooks_finished": len({r["notebook"] for r in pr
                                                       if r["cmd"] == "cell" and r["ok"]})}
+        if spec.disk_dir:
+            summary["disk"] = disk_moves(run.out, name)
+            summary["disk"]["images_left"] = len(os.listdir(spec.disk_dir))
+            shutil.rmtree(spec.disk_dir, ignore_errors=True)
         if SIM:
             after = sim_host_stats() or {}
             summary["sim_host"] = dict(after, oom_kills=after.get("kills", 0) - (
@@ -470,10 +582,10 @@ def main():
     sampler.start()
     try:
         todo = configs(m)
-        for i, (name, n, nbytes) in enumerate(todo):
+        for i, spec in enumerate(todo):
             # each configuration gets an equal share of what is left
             until = time.time() + (DEADLINE - time.time()) / (len(todo) - i)
-            run_config(run, carry, env, m, name, n, nbytes, until, sampler)
+            run_config(run, carry, env, m, spec, until, sampler)
     finally:
         sampler.stop.set()
 

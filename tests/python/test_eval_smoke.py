@@ -138,7 +138,7 @@ def test_report_writes_the_document_and_figures(results, tmp_path):
     assert figs == ["cost.png", "interactive.png", "pairs.png", "reclaim.png", "summary.json"], figs
     with open(tmp_path / "eval" / "summary.json") as f:
         summary = json.load(f)
-    assert list(summary)[:3] == ["machine", "commit", "date"] and len(summary) == 24, summary
+    assert list(summary)[:3] == ["machine", "commit", "date"] and len(summary) == 30, summary
     assert summary["bigpairs_50_50_vs_serial"] > 0 and summary["idle_handoff_p50_ms"] > 0
     assert summary["scale8_p99_vs_solo"] is None  # not run
     assert summary["trainer_loss_pct"] is not None and summary["short_cells_gpu_share_pct"] > 0
@@ -150,10 +150,13 @@ def test_capacity_runs_the_pressure_bench_with_every_cell_checked(results):
     row is kept, the summary adds them up."""
     r = rows(results, "capacity.csv")
     assert {x["phase"] for x in r} == {"fit", "over"}, r
+    assert {x["config"] for x in r} == {"many", "disk"}, r  # and through the disk tier
     assert all(x["ok"] == "True" for x in r), [x for x in r if x["ok"] != "True"]
     with open(os.path.join(results, "meta-capacity.json")) as f:
         meta = json.load(f)
     assert meta["cells"] == len(r) == meta["cells_ok"] and meta["deaths"] == 0, meta
+    (disk,) = [x for x in meta["summaries"] if x["config"] == "disk"]
+    assert disk["disk"]["to_disk"] >= 2 and disk["disk"]["images_left"] == 0, disk
 
 
 def report(results, doc):
@@ -185,6 +188,8 @@ def test_the_summary_has_the_capacity_the_32gib_pairs_and_the_cost_interval(resu
         summary = json.load(f)
     assert summary["pressure_cells"] == summary["pressure_cells_ok"] > 0, summary
     assert summary["pressure_deaths"] == 0
+    assert summary["pressure_disk_cells"] == summary["pressure_disk_cells_ok"] > 0, summary
+    assert summary["pressure_disk_moves"] >= 4, summary
     low, high = summary["cost_alone_ci95_pct"]
     assert low <= high, summary
     assert summary["bigpairs32_50_50_vs_serial"] == summary["bigpairs_50_50_vs_serial"] > 0

@@ -23,8 +23,7 @@ CELL_FIELDS = {"config", "phase", "notebook", "tier", "round", "cmd", "wall_s", 
                "bit_exact", "ok", "error"}
 
 
-@pytest.fixture(scope="module")
-def bench(tmp_path_factory):
+def run_bench(tmp_path_factory, configs, **extra):
     """Runs the bench once: (its JSON lines, its OUT directory)."""
     top = tmp_path_factory.mktemp("pressure")
     carry, out = top / "carry", top / "out"
@@ -37,9 +36,9 @@ def bench(tmp_path_factory):
         "GPUSHARE_SIM_HOST_MEMORY": "96M",
         "GPUSHARE_POOL_CHUNK": "4M",  # the broker's pool pins small chunks on this small host
         "GPUSHARE_SWAP_SEGMENT": "2M",  # segments below chunks, as on a GPU (256M, 1G)
-        "PRESSURE_BACKEND": "sim", "PRESSURE_CONFIGS": "many", "PRESSURE_ROUNDS": "1",
+        "PRESSURE_BACKEND": "sim", "PRESSURE_CONFIGS": configs, "PRESSURE_ROUNDS": "1",
         "PRESSURE_DEADLINE_S": "100", "PRESSURE_CELL_TIMEOUT_S": "40",
-        "PRESSURE_ENDPOINT": "ipc://%s/p.sock" % sockdir,
+        "PRESSURE_ENDPOINT": "ipc://%s/p.sock" % sockdir, **extra,
     })
     for k in ("GPUSHARE_BROKER", "GPUSHARE_SESSION", "GPUSHARE_SWAP", "PRESSURE_N",
               "PRESSURE_GIB", "PRESSURE_TIERS", "PRESSURE_PHASES"):
@@ -55,6 +54,18 @@ def bench(tmp_path_factory):
     lines = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
     assert lines, r.stderr[-3000:]
     return lines, out
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    return run_bench(tmp_path_factory, "many")
+
+
+@pytest.fixture(scope="module")
+def disk_bench(tmp_path_factory):
+    """The disk config: images in a directory of this test's own."""
+    parent = tmp_path_factory.mktemp("disk")
+    return run_bench(tmp_path_factory, "disk", PRESSURE_DISK_DIR=str(parent))
 
 
 def of(lines, event):
@@ -135,3 +146,23 @@ def test_nothing_dies_and_every_notebook_finishes(bench):
     # was checked, a 20 MiB segment and 4 MiB chunks made the switch fail
     # and start again for ever.
     assert not problems, problems
+
+
+def test_beyond_gpu_and_host_budget_notebooks_take_turns_through_the_disk(disk_bench):
+    """Two notebooks more than the GPU's and the host's budgets hold (two
+    each): the host budget's pressure sends the oldest parked to disk, every
+    notebook's cell comes back bit-exact, and no image is left."""
+    lines, out = disk_bench
+    (cfg,) = of(lines, "config")
+    assert (cfg["gpu_fits"], cfg["host_fits"], cfg["disk_fits"], cfg["notebooks"]) == (2, 2, 2, 6)
+    assert cfg["tiers"] == ["swap"] and "park_disk_dir" in cfg["broker_settings"], cfg
+    cells = of(lines, "cell")
+    (s,) = of(lines, "summary")
+    assert not s["deaths"] and not s["stuck"] and not s["deadline_hit"], s
+    assert s["fit"]["notebooks_finished"] == 6 and s["cells_ok"] == s["cells"] == 12, s
+    assert all(c["bit_exact"] and c["same_address"] for c in cells if c["cmd"] == "cell"), cells
+    disk = s["disk"]
+    # at least the two that the GPU and the host cannot hold went to disk,
+    # and came back for their cells
+    assert disk["to_disk"] >= 2 and disk["from_disk"] >= 2 and not disk["failed"], disk
+    assert disk["images_left"] == 0, disk
