@@ -1224,9 +1224,18 @@ def sec_park(S, meta):
     rows = Table(S, "park.csv", ["gib", "kind", "session", "tier", "bytes", "seconds",
                                  "switch_s", "bit_exact"])
     carry = carry_for(S, S.out)
+    # A switch happens only when the two notebooks do not fit together (on
+    # the H100 two of 32 GiB did, and park_rotation.py waited for a park
+    # that never came until its timeout): refused at once, with the reason.
+    switch_gib = knob("EVAL_SWITCH_GIB", float)
+    free = gpu_free_gib(S)
+    if free is not None and 2 * switch_gib < free:
+        raise RuntimeError("park: two notebooks of EVAL_SWITCH_GIB=%g GiB fit together in the "
+                           "%.1f GiB free on this GPU: nothing would switch; use more than half"
+                           % (switch_gib, free))
     for gib, n, rounds, kind in ((knob("EVAL_PARK_GIB", float), 3, 1, "park"),
-                                 (knob("EVAL_SWITCH_GIB", float), 2, 2, "switch")):
-        d = os.path.join(S.out, "park-%g" % gib)
+                                 (switch_gib, 2, 2, "switch")):
+        d = os.path.join(S.out, "%s-%g" % (kind, gib))
         env = dict(S.env, PARK_SWAP="1", PARK_N=str(n), PARK_HOST_BUDGET="auto")
         lines = run_gpu_script(S, [os.path.join(GPU_DIR, "park_rotation.py"), carry, d,
                                    "%g" % gib, str(rounds)], env, d, 280)

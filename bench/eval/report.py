@@ -945,7 +945,19 @@ def main():
     one_run_or_exit(args.results, machine, commits)
     for fn in (sec_cost, sec_pairs, sec_bigpairs32, sec_capacity, sec_park, sec_interactive,
                sec_reclaim, sec_scale):
-        fn(body, args.results)
+        mark = len(body.lines)
+        try:
+            fn(body, args.results)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
+            # A section stopped half way (its deadline) leaves rows its
+            # text cannot describe: say so, and go on with the others.
+            name = fn.__name__[len("sec_"):]
+            meta = read_meta(args.results, name) or {}
+            del body.lines[mark:]
+            body.w("## %s: incomplete" % name, "",
+                   "The section's results cannot be reported (%s: %s); it %s." % (
+                       type(e).__name__, e, "stopped: %s" % meta["error"] if meta.get("error")
+                       else "left no complete record"), "")
     metas = [read_meta(args.results, s) for s in SECTIONS]
     D.w("# gpushare: evaluation", "")
     if D.sim:
