@@ -3,6 +3,10 @@ it through the system broker (gsusers.py creates gs-alice, gs-bob and
 gs-mallory).  Each test is one surface between users; all need root to
 create the accounts and are skipped otherwise."""
 import os
+import pathlib
+import shutil
+import stat
+import tempfile
 
 import pytest
 
@@ -98,3 +102,63 @@ def test_two_users_plain_programs_take_turns_through_the_checkpoint_tier(tmp_pat
             w.kill()
         b.stop()
         gstest.unlink_sim(sim)
+
+
+def test_two_users_take_turns_through_the_disk_tier_and_neither_can_read_the_images(tmp_path):
+    # Issue 37 (2), as ordinary accounts: the images are the broker's
+    # (root here, mode 0600) in its 0700 directory; neither user can list
+    # that directory or read the other's memory from it, and both get
+    # their data back bit-exact through it.
+    disk = pathlib.Path(tempfile.mkdtemp(prefix="gs-disk-"))  # root's, 0700
+    sim = gsusers.shared_sim(memory="100M", extra={"GPUSHARE_POOL_CHUNK": "4M"})
+    b = gsusers.system_broker(sim, ["--set", "park_idle_s=0", "--set", "park_plain=on",
+                                    "--set", "park_disk_dir=%s" % disk,
+                                    "--set", "park_disk_idle_s=0.2"], event_log=True).start()
+    ws = []
+    size = 60 << 20
+    try:
+        a = worker(ALICE, b, sim, tmp_path)
+        ws.append(a)
+        assert a.command("alloc x %d" % size) == "ok" and a.command("fill x 4") == "ok"
+        gstest.wait_until(lambda: b.status()["parking"]["pool"][0]["pinned_bytes"] >= size,
+                          timeout=60, what="the pool to pin 60 MiB", interval=0.05)
+        bob = worker(BOB, b, sim, tmp_path)
+        ws.append(bob)
+        assert bob.command("alloc y %d" % size) == "ok", bob.stderr()
+        assert bob.command("fill y 5") == "ok"
+        alice_session = next(s for s, e in b.sessions().items() if e["user"] == ALICE)
+        gstest.wait_until(lambda: gstest.entry(b.status(), alice_session)["park_tier"] == "disk",
+                          timeout=60, what="alice's memory on the disk tier", interval=0.05)
+        images = [p for p in disk.iterdir() if p.suffix == ".gspark"]
+        assert len(images) == 1, images
+        st = os.stat(images[0])
+        assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o600), (st.st_uid, oct(st.st_mode))
+        assert stat.S_IMODE(os.stat(disk).st_mode) == 0o700
+        for user in (ALICE, BOB):
+            for argv in (["ls", str(disk)], ["cat", str(images[0])]):
+                r = gsusers.run(user, argv, env=gsusers.env_of(user, {}))
+                assert r.returncode != 0 and "Permission denied" in r.stderr, (user, argv, r)
+        # Her next call brings her back from disk (bob is parked for it),
+        # then his brings him back: both bit-exact, no image left.
+        assert a.command("check x 4") == "ok", a.stderr()
+        assert bob.command("check y 5") == "ok", bob.stderr()
+        assert a.command("check x 4") == "ok", a.stderr()
+        moves = gstest.read_events(b.event_log, "tier_move")
+        assert any(m["from"] == "disk" and m["session"] == alice_session for m in moves), moves
+        # (The one parked now goes to disk again: park_disk_idle_s.)  Once
+        # both processes have exited, nothing of theirs is left on disk.
+        for w in ws:
+            w.kill()
+        gstest.wait_until(lambda: not [p for p in disk.iterdir() if p.suffix == ".gspark"],
+                          timeout=30, what="no image left", interval=0.05)
+    except AssertionError as e:
+        events = open(b.event_log).read()[-6000:] if os.path.exists(b.event_log) else ""
+        raise AssertionError("%s\n-- broker log --\n%s\n-- event log --\n%s\n%s" % (
+            e, b.log()[-6000:], events,
+            "\n".join("-- %s's stderr --\n%s" % (w.name, w.stderr()[-3000:]) for w in ws))) from e
+    finally:
+        for w in ws:
+            w.kill()
+        b.stop()
+        gstest.unlink_sim(sim)
+        shutil.rmtree(disk, ignore_errors=True)

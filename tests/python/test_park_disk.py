@@ -163,6 +163,29 @@ def test_a_corrupted_image_is_an_error_that_names_the_session(disk_notebooks, sh
     a.kill()
 
 
+def test_an_image_cut_short_is_an_io_error_that_names_the_session(disk_notebooks, short_tmp):
+    # A read that fails on the way back (here the file lost its last
+    # MiB: the reads past its end come back short, as from a failing
+    # disk; tests/unit/test_disk_file.c injects EIO itself) fails the
+    # unpark with the session, the file and what broke, keeps the image,
+    # and leaves the other notebook running.
+    b, make, d = disk_notebooks("park_disk_idle_s=0.1")
+    a, c = make("a"), make("c")
+    park_a(b, a, c, 6)
+    wait_for(b, "a on the disk tier", lambda: entry(b.status(), "a")["park_tier"] == "disk")
+    path = d / images(d)[0]
+    os.truncate(path, os.path.getsize(path) - MIB)
+    a.send("check x 6")
+    wait_for(b, "the unpark to fail", lambda: entry(b.status(), "a")["park_error"])
+    err = entry(b.status(), "a")["park_error"]
+    assert "coming back from disk" in err and str(path) in err, err
+    failed = b.events("tier_move_failed")
+    assert failed and failed[-1]["session"] == "a" and failed[-1]["from"] == "disk", failed
+    assert images(d) == [path.name]  # kept: what is left of the memory is there
+    assert c.cell("run 1") == "ok", c.stderr()
+    a.kill()
+
+
 def test_a_new_broker_brings_back_a_notebook_a_dead_one_left_on_disk(disk_notebooks,
                                                                      short_tmp):
     # a is on the disk tier when its broker is killed: its window is hollow
