@@ -115,11 +115,18 @@ static void big_pairs_against_serial(void **state)
     r = big_pair(4, 0.9, 0, 0, &sw);
     report("bigpairs 4 GiB 90/10: parks", sw);
     known_miss("bigpairs 4 GiB 90/10 vs serial", r, 0.95, 1.05);
+    /* At 32 GiB a switch costs more than any CPU phase: each job runs to
+     * the end of its cell, and the pair makes the one switch no scheduler
+     * can avoid (two parks: the one that made room for the second
+     * allocation, then the switch; the H100 measured 1.04 x and 1.12 x
+     * against floors of 1.06 x and 1.08 x, 2026-12-06). */
     r = big_pair(32, 0.5, 0, 0, &sw);
     report("bigpairs 32 GiB 50/50: parks", sw);
+    assert_int_equal(sw, 2);
     known_miss("bigpairs 32 GiB 50/50 vs serial", r, 0.75, 1.25);
     r = big_pair(32, 0.9, 0, 0, &sw);
     report("bigpairs 32 GiB 90/10: parks", sw);
+    assert_int_equal(sw, 2);
     known_miss("bigpairs 32 GiB 90/10 vs serial", r, 0.95, 1.25);
     /* The checkpoint tier (2.5 and 7.5 GB/s): the H200 run of 2026-11-21
      * measured 2.96 x and 1.93 x serial. */
