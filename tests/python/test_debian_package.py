@@ -77,11 +77,13 @@ def debs():
         # Niced: the build is CPU-bound and nothing here depends on its
         # speed, while the tests that run beside it (make check runs
         # several files at once) wait on timers that a busy CPU delays.
+        # noopt (-O0, Debian's own option): what is tested is the packaging,
+        # and the compiler's time is CI's (91 s against 103 s alone).
         with open(log, "w") as out:
             r = subprocess.run(["nice", "-n", "10", "dpkg-buildpackage", "-us", "-uc", "-b"],
                                cwd=src, stdout=out,
                                stderr=subprocess.STDOUT, timeout=1200,
-                               env=clean_env(DEB_BUILD_OPTIONS="parallel=2 noautodbgsym",
+                               env=clean_env(DEB_BUILD_OPTIONS="parallel=2 noautodbgsym noopt",
                                              CUDA_DIR=build_cuda_dir()))
         assert r.returncode == 0, "dpkg-buildpackage failed:\n" + log.read_text()[-4000:]
         yield work
