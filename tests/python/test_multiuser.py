@@ -46,6 +46,15 @@ class Commands(gstest.Proc):
         return self.expect("", timeout).strip()
 
 
+def what_happened(error, b, ws):
+    """error with the broker's log, its event log and every worker's
+    stderr: a failure readable from CI's output alone."""
+    events = open(b.event_log).read()[-6000:] if os.path.exists(b.event_log) else ""
+    return AssertionError("%s\n-- broker log --\n%s\n-- event log --\n%s\n%s" % (
+        error, b.log()[-6000:], events,
+        "\n".join("-- %s's stderr --\n%s" % (w.name, w.stderr()[-3000:]) for w in ws)))
+
+
 def test_two_users_each_see_their_own_session_under_their_name(system, tmp_path):
     b, sim = system
     ws = [worker(u, b, sim, tmp_path) for u in (ALICE, BOB)]
@@ -93,10 +102,7 @@ def test_two_users_plain_programs_take_turns_through_the_checkpoint_tier(tmp_pat
     except AssertionError as e:
         # A turn that never came (once, under load in CI): what the broker
         # and both hooks did, readable from CI's output alone.
-        events = open(b.event_log).read()[-6000:] if os.path.exists(b.event_log) else ""
-        raise AssertionError("%s\n-- broker log --\n%s\n-- event log --\n%s\n%s" % (
-            e, b.log()[-6000:], events,
-            "\n".join("-- %s's stderr --\n%s" % (w.name, w.stderr()[-3000:]) for w in ws))) from e
+        raise what_happened(e, b, ws) from e
     finally:
         for w in ws:
             w.kill()
@@ -152,10 +158,7 @@ def test_two_users_take_turns_through_the_disk_tier_and_neither_can_read_the_ima
         gstest.wait_until(lambda: not [p for p in disk.iterdir() if p.suffix == ".gspark"],
                           timeout=30, what="no image left", interval=0.05)
     except AssertionError as e:
-        events = open(b.event_log).read()[-6000:] if os.path.exists(b.event_log) else ""
-        raise AssertionError("%s\n-- broker log --\n%s\n-- event log --\n%s\n%s" % (
-            e, b.log()[-6000:], events,
-            "\n".join("-- %s's stderr --\n%s" % (w.name, w.stderr()[-3000:]) for w in ws))) from e
+        raise what_happened(e, b, ws) from e
     finally:
         for w in ws:
             w.kill()

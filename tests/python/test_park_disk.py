@@ -68,6 +68,16 @@ def park_a(b, a, c, seed):
     assert entry(b.status(), "a")["parking"] == "parked"
 
 
+def a_on_disk(disk_notebooks, seed):
+    """a (pattern seed) parked and moved on to the disk tier:
+    (broker, a, c, the directory, a's image)."""
+    b, make, d = disk_notebooks("park_disk_idle_s=0.1")
+    a, c = make("a"), make("c")
+    park_a(b, a, c, seed)
+    wait_for(b, "a on the disk tier", lambda: entry(b.status(), "a")["park_tier"] == "disk")
+    return b, a, c, d, d / images(d)[0]
+
+
 def test_an_idle_parked_notebook_goes_to_disk_and_comes_back_bit_exact(disk_notebooks,
                                                                         short_tmp):
     b, make, d = disk_notebooks("park_disk_idle_s=0.2")
@@ -143,11 +153,7 @@ def test_a_full_disk_leaves_the_notebook_in_host_memory_and_says_so(notebooks, t
 
 
 def test_a_corrupted_image_is_an_error_that_names_the_session(disk_notebooks, short_tmp):
-    b, make, d = disk_notebooks("park_disk_idle_s=0.1")
-    a, c = make("a"), make("c")
-    park_a(b, a, c, 5)
-    wait_for(b, "a on the disk tier", lambda: entry(b.status(), "a")["park_tier"] == "disk")
-    path = d / images(d)[0]
+    b, a, c, d, path = a_on_disk(disk_notebooks, 5)
     with open(path, "r+b") as f:  # one byte of its data, past the header
         f.seek(os.path.getsize(path) - 4096)
         byte = f.read(1)
@@ -169,11 +175,7 @@ def test_an_image_cut_short_is_an_io_error_that_names_the_session(disk_notebooks
     # disk; tests/unit/test_disk_file.c injects EIO itself) fails the
     # unpark with the session, the file and what broke, keeps the image,
     # and leaves the other notebook running.
-    b, make, d = disk_notebooks("park_disk_idle_s=0.1")
-    a, c = make("a"), make("c")
-    park_a(b, a, c, 6)
-    wait_for(b, "a on the disk tier", lambda: entry(b.status(), "a")["park_tier"] == "disk")
-    path = d / images(d)[0]
+    b, a, c, d, path = a_on_disk(disk_notebooks, 6)
     os.truncate(path, os.path.getsize(path) - MIB)
     a.send("check x 6")
     wait_for(b, "the unpark to fail", lambda: entry(b.status(), "a")["park_error"])
