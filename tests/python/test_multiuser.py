@@ -46,6 +46,16 @@ class Commands(gstest.Proc):
         return self.expect("", timeout).strip()
 
 
+def with_data(user, b, sim, tmp_path, ws, buf, size, seed):
+    """user's worker (added to ws) with `size` bytes at buf, filled with
+    pattern seed."""
+    w = worker(user, b, sim, tmp_path)
+    ws.append(w)
+    assert w.command("alloc %s %d" % (buf, size)) == "ok", w.stderr()
+    assert w.command("fill %s %d" % (buf, seed)) == "ok", w.stderr()
+    return w
+
+
 def what_happened(error, b, ws):
     """error with the broker's log, its event log and every worker's
     stderr: a failure readable from CI's output alone."""
@@ -84,13 +94,8 @@ def test_two_users_plain_programs_take_turns_through_the_checkpoint_tier(tmp_pat
     ws = []
     size = 600 << 20
     try:
-        a = worker(ALICE, b, sim, tmp_path)
-        ws.append(a)
-        assert a.command("alloc x %d" % size) == "ok" and a.command("fill x 4") == "ok"
-        bob = worker(BOB, b, sim, tmp_path)
-        ws.append(bob)
-        assert bob.command("alloc y %d" % size) == "ok", bob.stderr()
-        assert bob.command("fill y 5") == "ok"
+        a = with_data(ALICE, b, sim, tmp_path, ws, "x", size, 4)
+        bob = with_data(BOB, b, sim, tmp_path, ws, "y", size, 5)
         # Her first call after the park loads a module (no kernel ran yet).
         assert a.command("run 1") == "ok", a.stderr()
         assert a.command("check x 4") == "ok"
@@ -123,15 +128,10 @@ def test_two_users_take_turns_through_the_disk_tier_and_neither_can_read_the_ima
     ws = []
     size = 60 << 20
     try:
-        a = worker(ALICE, b, sim, tmp_path)
-        ws.append(a)
-        assert a.command("alloc x %d" % size) == "ok" and a.command("fill x 4") == "ok"
+        a = with_data(ALICE, b, sim, tmp_path, ws, "x", size, 4)
         gstest.wait_until(lambda: b.status()["parking"]["pool"][0]["pinned_bytes"] >= size,
                           timeout=60, what="the pool to pin 60 MiB", interval=0.05)
-        bob = worker(BOB, b, sim, tmp_path)
-        ws.append(bob)
-        assert bob.command("alloc y %d" % size) == "ok", bob.stderr()
-        assert bob.command("fill y 5") == "ok"
+        bob = with_data(BOB, b, sim, tmp_path, ws, "y", size, 5)
         alice_session = next(s for s, e in b.sessions().items() if e["user"] == ALICE)
         gstest.wait_until(lambda: gstest.entry(b.status(), alice_session)["park_tier"] == "disk",
                           timeout=60, what="alice's memory on the disk tier", interval=0.05)
