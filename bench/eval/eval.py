@@ -1224,17 +1224,24 @@ def sec_park(S, meta):
     rows = Table(S, "park.csv", ["gib", "kind", "session", "tier", "bytes", "seconds",
                                  "switch_s", "bit_exact"])
     carry = carry_for(S, S.out)
-    # A switch happens only when the two notebooks do not fit together (on
-    # the H100 two of 32 GiB did, and park_rotation.py waited for a park
-    # that never came until its timeout): refused at once, with the reason.
-    switch_gib = knob("EVAL_SWITCH_GIB", float)
+    # A park or a switch happens only when the notebooks do not fit together
+    # (on the H100 two of 32 GiB did, and park_rotation.py waited for a park
+    # that never came until its timeout): as many notebooks as it takes to
+    # exceed the free memory (on the H100 three of 32 GiB and two of 60 GB,
+    # on the H200 five and three), or refused at once with the reason.
     free = gpu_free_gib(S)
-    if free is not None and 2 * switch_gib < free:
-        raise RuntimeError("park: two notebooks of EVAL_SWITCH_GIB=%g GiB fit together in the "
-                           "%.1f GiB free on this GPU: nothing would switch; use more than half"
-                           % (switch_gib, free))
-    for gib, n, rounds, kind in ((knob("EVAL_PARK_GIB", float), 3, 1, "park"),
-                                 (switch_gib, 2, 2, "switch")):
+    runs = []
+    for knob_name, least, rounds, kind in (("EVAL_PARK_GIB", 3, 1, "park"),
+                                           ("EVAL_SWITCH_GIB", 2, 2, "switch")):
+        gib = knob(knob_name, float)
+        n = least if free is None else max(least, int(free // gib) + 1)
+        if n > 5:
+            raise RuntimeError("park: %d notebooks of %s=%g GiB fit together in the %.1f GiB free "
+                               "on this GPU: nothing would %s among five; use more than a fifth"
+                               % (n - 1, knob_name, gib, free, kind))
+        meta["%s_notebooks" % kind] = n
+        runs.append((gib, n, rounds, kind))
+    for gib, n, rounds, kind in runs:
         d = os.path.join(S.out, "%s-%g" % (kind, gib))
         env = dict(S.env, PARK_SWAP="1", PARK_N=str(n), PARK_HOST_BUDGET="auto")
         lines = run_gpu_script(S, [os.path.join(GPU_DIR, "park_rotation.py"), carry, d,
