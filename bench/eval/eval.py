@@ -625,7 +625,8 @@ def run_pair(nbs, cmd, timeout):
 
 
 def record_phases(S, section, working_set, mix, config, res):
-    """Each job's phases as it saw them ([GPU s, CPU s] per iteration), one
+    """Each job's phases as it saw them ([GPU s, CPU s, CPU phase's thread
+    CPU time s] per iteration), one
     line per job: where a pair's time went (a GPU phase under gpushare
     includes waiting for the GPU)."""
     with open(os.path.join(S.out, "phases-%s.jsonl" % section), "a") as f:

@@ -328,9 +328,13 @@ def op_job(gpu, cmd):
             gpu.touch()
             gpu.gpu_work(cmd["gpu_units"])
             gpu.sync()
-            tg = now()
+            tg, cg = now(), time.thread_time()
             cpu_work(cmd["cpu_units"])
-            iters.append([round(tg - ti, 4), round(now() - tg, 4)])
+            # the CPU phase's own CPU time beside its wall time: a phase
+            # slower than alone with as much CPU time ran on a slower core
+            # (a busy sibling thread), with less it was kept off the core
+            iters.append([round(tg - ti, 4), round(now() - tg, 4),
+                          round(time.thread_time() - cg, 4)])
         t1 = now()
     reply(op="job", start=t0, end=t1, seconds=t1 - t0, iters=iters)
 

@@ -100,6 +100,12 @@ def test_big_pairs_run_through_parking_and_not_natively(results):
     with open(os.path.join(results, "events-bigpairs.jsonl")) as f:
         events = [json.loads(line)["event"] for line in f]
     assert events.count("park") >= 2 and events.count("unpark") >= 2
+    # every job's phases: GPU s, CPU s and the CPU phase's own CPU time,
+    # which a thread cannot spend faster than the wall clock runs
+    with open(os.path.join(results, "phases-bigpairs.jsonl")) as f:
+        jobs = [json.loads(line) for line in f]
+    assert jobs and all(len(it) == 3 and 0 <= it[2] <= it[1] + 0.01
+                        for job in jobs for it in job["iters"]), jobs
 
 
 def test_reclaim_measures_handoffs_and_parks_the_idle_notebook(results):
