@@ -625,10 +625,9 @@ def run_pair(nbs, cmd, timeout):
 
 
 def record_phases(S, section, working_set, mix, config, res):
-    """Each job's phases as it saw them ([GPU s, CPU s, CPU phase's thread
-    CPU time s] per iteration), one
-    line per job: where a pair's time went (a GPU phase under gpushare
-    includes waiting for the GPU)."""
+    """Each job's phases as it saw them ([GPU s, CPU s, the CPU phase's
+    thread CPU time s] per iteration), one line per job: where a pair's
+    time went (a GPU phase under gpushare includes waiting for the GPU)."""
     with open(os.path.join(S.out, "phases-%s.jsonl" % section), "a") as f:
         for k, r in enumerate(res):
             f.write(json.dumps(dict(working_set=working_set, mix=mix, config=config, job="ab"[k],
