@@ -27,6 +27,7 @@
 #include "job_queue.h"
 #include "log.h"
 #include "park_disk.h"
+#include "park_jobs.h"
 #include "park_swap.h"
 #include "proc_alive.h"
 #include "protocol.h"
@@ -403,6 +404,35 @@ static void start_out(gs_park_t *p, psess_t *ps, int64_t now)
             (double)session_disk_bytes(p, ps) / (1 << 30), p->disk_dir_ok);
 }
 
+/* A session parked in part holds a lease for all its processes can move
+ * while the rest stays on the GPU: it cannot go to disk like that (the
+ * rest would follow into a lease that is gone).  Due for the disk tier,
+ * its rest goes out first, into the chunks it holds already (no more host
+ * memory), and then all of it goes.  Without this, under host pressure a
+ * session parked in part never left the pool: on the H100, two of them held
+ * the 20 GiB budget while a third waited to come back from disk, whose
+ * unpark failed after 60 s, and again after that. */
+static int rest_can_go(gs_park_t *p, const psess_t *ps)
+{
+    if (!ps->partial || ps->tier != TIER_SWAP || ps->st != PS_PARKED)
+        return 0;
+    for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
+        if (!strcmp(c->session, ps->id) && (c->swap_wait != CW_NONE || c->pid <= 0 || c->uid < 0))
+            return 0;
+    return 1;
+}
+
+/* (Outside the loop over the sessions: a park looks at them too.) */
+static void rest_goes_first(gs_park_t *p, psess_t *ps, int64_t now)
+{
+    if (park_jobs_park(p, ps,
+                       "parked in part, its rest goes out so that it can go to the disk tier",
+                       now) == 0)
+        gs_info("session %s: its rest goes out first, into the host memory it holds, so that all "
+                "of it can go to the disk tier",
+                ps->id);
+}
+
 void park_disk_poll(gs_park_t *p, int64_t now)
 {
     /* Images waiting for chunks are tried again soon (park_disk_collect):
@@ -413,6 +443,7 @@ void park_disk_poll(gs_park_t *p, int64_t now)
     if (!dir_ready(p, now))
         return;
     int pressure = host_pressure(p, now);
+    psess_t *rest = NULL;
     for (psess_t *ps = zhashx_first(p->sess); ps; ps = zhashx_next(p->sess)) {
         if (ps->disk == DISK_READING)
             continue; /* (images waiting for chunks: park_disk_collect) */
@@ -425,8 +456,11 @@ void park_disk_poll(gs_park_t *p, int64_t now)
         }
         uint64_t bytes = leased_bytes(p, ps);
         char why[400];
-        if (!bytes)
+        if (!bytes) {
+            if (!rest && rest_can_go(p, ps))
+                rest = ps; /* one at a time: the next poll sees the next */
             continue;
+        }
         if (!room_for(p, bytes, why, sizeof why)) {
             refuse(p, ps, why, now);
             continue;
@@ -437,6 +471,8 @@ void park_disk_poll(gs_park_t *p, int64_t now)
             refuse(p, ps, ps->disk_error[0] ? ps->disk_error : "nothing to write", now);
         }
     }
+    if (rest)
+        rest_goes_first(p, rest, now);
 }
 
 static void send_drop(gs_park_t *p, pclient_t *c, const disk_img_t *img)

@@ -101,7 +101,9 @@ def test_an_idle_parked_notebook_goes_to_disk_and_comes_back_bit_exact(disk_note
     moves = b.events("tier_move")
     assert moves and moves[-1]["session"] == "a" and moves[-1]["to"] == "disk", moves
     # Its cell brings it back (c, idle, is parked for it), bit-exact, and
-    # the image is removed.
+    # the image is removed.  (c stays in host memory meanwhile: parked for
+    # 0.2 s, it would go to disk too.)
+    assert b.cli("set", "park_disk_idle_s=3600", check=False).returncode == 0
     cell_ok(b, a, "check x 7")
     assert images(d) == []
     e = entry(b.status(), "a")
@@ -210,9 +212,10 @@ def test_a_new_broker_brings_back_a_notebook_a_dead_one_left_on_disk(disk_notebo
         # (one event log for both brokers)
         adopted = [e for e in b.events("park_adopted") if e.get("tier") == "disk"]
         assert adopted and adopted[-1]["session"] == "a", b.events("park_adopted")
-        back = b.events("tier_move")[-1]
-        assert back["session"] == "a" and back["from"] == "disk", back
-        assert images(d) == []
+        back = [e for e in b.events("tier_move") if e["session"] == "a"][-1]
+        assert back["from"] == "disk", back
+        # (c, parked in part for a, may be on its way to disk by now)
+        assert not [f for f in images(d) if f.startswith("p%d-" % a.pid)], images(d)
         assert c.command("run 1", timeout=30) == "ok", c.stderr()
     finally:
         b2.stop()
@@ -231,3 +234,47 @@ def test_a_directory_others_can_write_is_refused_with_the_reason(notebooks, tmp_
     r = b.cli("set", "park_disk_dir=%s" % own, check=False)
     assert r.returncode == 0, r.stderr
     assert stat.S_IMODE(os.stat(own).st_mode) == 0o700
+
+
+def test_a_notebook_parked_in_part_goes_to_disk_whole_and_comes_back(notebooks, tmp_path,
+                                                                      short_tmp):
+    """A switch parks a notebook in part (the rest stays on the GPU; its
+    lease has room for all of it).  Due for the disk tier, its rest goes
+    out into that lease first, then all of it to disk, and it comes back
+    bit-exact.  (Before, a session parked in part never left the pool: on
+    the H100, two of them held the host budget while a third waited to
+    come back from disk, and its unpark failed after 60 s, twice.)"""
+    d = tmp_path / "disk"
+    b, sim, make = notebooks("100M", "park_idle_s=0", "park_disk_dir=%s" % d,
+                             "park_disk_idle_s=3600", GPUSHARE_POOL_CHUNK=str(CHUNK))
+    # Segments of 4 MiB (1 GiB on a real GPU): a switch moves part of a
+    # working set (test_park_pairs.py).
+    x, y = [make(n, GPUSHARE_SWAP="on", GPUSHARE_SWAP_SEGMENT="4M") for n in ("x", "y")]
+    for seed, nb in enumerate((x, y), 1):
+        assert nb.cell("alloc w %d" % (60 * MIB)) == "ok", nb.stderr()
+        assert nb.cell("fill w %d" % seed) == "ok"
+    wait_for(b, "the pool to pin 120 MiB",
+             lambda: b.status()["parking"]["pool"][0]["pinned_bytes"] >= 120 * MIB)
+    for _ in range(3):  # switches until y is out in part
+        cell_ok(b, x, "check w 1")
+        st = entry(b.status(), "y")
+        if st["state"] == "parked" and st["resident_bytes"] > 0:
+            break
+        cell_ok(b, y, "check w 2")
+    st = entry(b.status(), "y")
+    assert st["state"] == "parked" and 0 < st["resident_bytes"] < 60 * MIB, st
+    assert images(d) == []
+    r = b.cli("set", "park_disk_idle_s=0.2", check=False)
+    assert r.returncode == 0, r.stderr
+    wait_for(b, "y on the disk tier", lambda: entry(b.status(), "y")["park_tier"] == "disk")
+    st = entry(b.status(), "y")
+    assert st["resident_bytes"] == 0 and st["parked_bytes"] == 60 * MIB, st
+    rest = [e for e in b.events("park_start") if e["session"] == "y" and "rest" in e["why"]]
+    assert rest, b.events("park_start")
+    moves = [e for e in b.events("tier_move") if e["session"] == "y"]
+    assert moves and moves[-1]["to"] == "disk" and moves[-1]["bytes"] >= 60 * MIB, moves
+    cell_ok(b, y, "check w 2")
+    back = [e for e in b.events("tier_move") if e["session"] == "y"][len(moves):]
+    assert back and back[0]["from"] == "disk", back
+    cell_ok(b, x, "check w 1")
+    assert not b.events("tier_move_failed") and not b.events("unpark_failed")
