@@ -342,6 +342,11 @@ class Notebook:
                 # The thesis reclaims no memory: no swap tier (the pool now
                 # pins ahead, and would park this program there).
                 env["GPUSHARE_SWAP"] = "off"
+                # Nor does it make room for an allocation: one that does not
+                # fit fails at once.  (With the hook's make_room, reclaim's
+                # second thesis notebook waited for memory the first, on no
+                # tier that could park it, never gave: 180 s on the H100.)
+                env["GPUSHARE_MAKE_ROOM_TIMEOUT_MS"] = "0"
             argv = [S.launch, "--broker", broker.endpoint, "--no-watch", "--", S.py, MINI,
                     NOTEBOOK]
         self.proc = spawn(argv, env, os.path.join(S.out, "nb-%s.log" % name))
