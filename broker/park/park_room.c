@@ -10,6 +10,7 @@
  */
 #include <string.h>
 
+#include "gpu_free.h"
 #include "log.h"
 #include "park.h"
 #include "park_room.h"
@@ -29,7 +30,10 @@
  * end of another notebook's cell comes from its launcher on another
  * connection and may arrive just after the allocation that needs its room. */
 #define ROOM_GRACE_US (500 * 1000LL)
-#define MIB           1048576.0
+/* A request whose room the driver counts otherwise is looked at again this
+ * often (the driver's free memory changes without a message). */
+#define ROOM_REBASE_US (200 * 1000LL)
+#define MIB            1048576.0
 
 void park_room_reply(gs_park_t *p, room_t *r, int ok, uint64_t free_bytes, const char *reason)
 {
@@ -106,6 +110,13 @@ static int room_may_wait(gs_park_t *p, const park_views_t *vs, const room_t *r,
 {
     if (now >= r->deadline || r->fail[0])
         return 0;
+    /* Counted by the driver (rebase) while memory promised to others (an
+     * answered request, a session coming back) is not reported yet: that
+     * memory counts twice until their reports come, within a second or
+     * two.  (On the H100 the two refusals came the moment a third request
+     * was answered and a notebook started back.) */
+    if (r->unseen && park_views_free(p, vs, r->gpu) < park_views_reported_free(p, vs, r->gpu))
+        return 1;
     uint64_t others = 0, own = 0;
     for (int i = 0; i < vs->n; i++) {
         const park_view_t *v = &vs->v[i];
@@ -151,9 +162,36 @@ static void room_tell(gs_park_t *p, room_t *r, const char *reason)
     park_state_answer(p, r->peer, m);
 }
 
+/* An allocation that failed where the estimate had room met memory that
+ * no hook has reported: a program outside gpushare, or allocations made
+ * since their hooks' last reports.  Its goal is then the room it needs
+ * plus that memory, by the driver's own count (NVML), taken again at
+ * every look: memory that is reported meanwhile, or freed, no longer
+ * counts.  (The goal used to be fixed at the request, the estimate then
+ * plus the allocation: on the H100 two 24 GiB allocations were refused
+ * with 29 GiB free, their goal set while three notebooks' new memory was
+ * not yet reported.)  Memory promised and already there counts twice here
+ * (as promised, and as unseen by the driver) until it is reported: safe,
+ * and room_may_wait waits it out.  Without NVML the whole estimate counts
+ * as taken, as before. */
+static void rebase(gs_park_t *p, const park_views_t *vs, room_t *r, int64_t now)
+{
+    uint64_t nv_free = 0, nv_total = 0;
+    if (!r->unseen || gs_gpu_free_read(p->uuids[r->gpu], &nv_free, &nv_total) != 0)
+        return;
+    uint64_t reported = park_views_reported_free(p, vs, r->gpu);
+    uint64_t unseen = reported > nv_free ? reported - nv_free : 0;
+    r->goal = r->bytes + park_state_margin(p, r->gpu) + unseen;
+    if (r->goal > p->total[r->gpu])
+        r->goal = p->total[r->gpu];
+    if (now + ROOM_REBASE_US < p->wake)
+        p->wake = now + ROOM_REBASE_US;
+}
+
 /* 1: answered (go on with the next need); 0: it waits. */
 int park_room_serve(gs_park_t *p, park_views_t *vs, room_t *r, int64_t now)
 {
+    rebase(p, vs, r, now);
     uint64_t free_now = park_views_free(p, vs, r->gpu);
     if (free_now >= r->goal) {
         park_room_reply(p, r, 1, free_now, NULL);
@@ -258,9 +296,10 @@ int gs_park_make_room(gs_park_t *p, zframe_t *peer, const char *session, int gpu
     }
     park_views_t vs = park_views(p, r->since);
     uint64_t free_now = park_views_free(p, &vs, gpu);
-    if (free_now >= bytes) /* memory the hooks did not report: park the whole size */
+    if (free_now >= bytes) { /* memory the hooks did not report (rebase) */
         r->goal = free_now + bytes + park_state_margin(p, gpu);
-    else
+        r->unseen = 1;
+    } else
         r->goal = bytes + park_state_margin(p, gpu);
     if (r->goal > p->total[gpu])
         r->goal = p->total[gpu];

@@ -207,6 +207,7 @@ typedef struct room {
     int told_ok;    /* the hook said how long it waits: it is told why it waits */
     char told[420]; /* the last reason it was told (room with waiting: true) */
     int host_bound; /* its last pick failed for host memory: the disk tier may help */
+    int unseen;     /* it failed where the estimate had room (park_room.c, rebase) */
     struct room *next;
 } room_t;
 

@@ -74,7 +74,9 @@ void park_views_prune(gs_park_t *p, const park_views_t *vs)
     zlistx_destroy(&gone);
 }
 
-int64_t park_views_free_signed(const gs_park_t *p, const park_views_t *vs, int g)
+/* promised: also what is promised and not yet reported (sessions coming
+ * back, answered make_room requests). */
+static int64_t free_of(const gs_park_t *p, const park_views_t *vs, int g, int promised)
 {
     int64_t left = (int64_t)p->total[g];
     for (int i = 0; i < vs->n; i++) {
@@ -89,17 +91,28 @@ int64_t park_views_free_signed(const gs_park_t *p, const park_views_t *vs, int g
          * hook reported so far: two sessions let in on the same room (one
          * of them through a switch's pipeline) ran out of memory. */
         uint64_t foot = vs->v[i].foot[g];
-        if (ps->st == PS_UNPARKING && ps->bytes[g] > foot)
+        if (promised && ps->st == PS_UNPARKING && ps->bytes[g] > foot)
             foot = ps->bytes[g];
         left -= (int64_t)foot;
     }
-    for (int i = 0; i < p->nresv; i++)
+    for (int i = 0; promised && i < p->nresv; i++)
         if (p->resv[i].gpu == g)
             left -= (int64_t)p->resv[i].bytes;
     /* A process dropped while it runs on still holds its memory; the
      * scheduler no longer counts it. */
     left -= (int64_t)park_swap_held_used(p, g);
     return left;
+}
+
+int64_t park_views_free_signed(const gs_park_t *p, const park_views_t *vs, int g)
+{
+    return free_of(p, vs, g, 1);
+}
+
+uint64_t park_views_reported_free(const gs_park_t *p, const park_views_t *vs, int g)
+{
+    int64_t left = free_of(p, vs, g, 0);
+    return left > 0 ? (uint64_t)left : 0;
 }
 
 uint64_t park_views_free(const gs_park_t *p, const park_views_t *vs, int g)

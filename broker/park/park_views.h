@@ -34,6 +34,9 @@ void park_views_prune(gs_park_t *p, const park_views_t *vs);
  * the GPU has, which a switch's pipeline does while memory leaves). */
 int64_t park_views_free_signed(const gs_park_t *p, const park_views_t *vs, int g);
 uint64_t park_views_free(const gs_park_t *p, const park_views_t *vs, int g);
+/* The same by the hooks' reports alone (nothing promised counted): what
+ * the driver should show free, but for memory no hook has reported. */
+uint64_t park_views_reported_free(const gs_park_t *p, const park_views_t *vs, int g);
 /* A park that frees memory of GPU g is under way. */
 int park_views_in_flight(const park_views_t *vs, int g);
 

@@ -226,3 +226,36 @@ def test_plain_programs_are_parked_only_when_asked_and_come_back_when_memory_fre
     assert b.cell("free x") == "ok"
     wait_until(lambda: entry(broker.status(), "p")["parking"] == "resident", what="p back")
     assert p.command("check x 4") == "ok"
+
+
+def test_room_a_program_outside_gpushare_took_is_given_once_it_frees_it(notebooks, short_tmp):
+    # An allocation that fails where the broker's estimate had room met
+    # memory no hook reported: a program outside gpushare here; on the H100,
+    # other notebooks' allocations not reported yet.  Its goal follows the
+    # driver's own count (NVML), so once that memory is free the allocation
+    # gets its room at once, and nobody is parked for it.  (Before, the goal
+    # was fixed at the request, the estimate then plus the allocation: it
+    # waited for a busy notebook's memory, on the H100 until it was refused
+    # with 29 GiB free.)
+    import gstest
+    broker, sim, make = notebooks("100M", "park_idle_s=0")
+    a, c = make("a"), make("c")
+    assert a.cell("alloc x %d" % (30 * MIB)) == "ok", a.stderr()
+    assert c.cell("run 1") == "ok", c.stderr()  # (c's context is there)
+    a.launcher.cell(a.session, "busy", "job")  # a's cell runs: no victim
+    hog = gstest.Worker(sim, "commands", 1000, "hog", short_tmp)  # sim's env: no hook
+    try:
+        hog.send("alloc h %d" % (40 * MIB))
+        hog.expect("ok")
+        c.send("alloc y %d" % (40 * MIB))
+        wait_until(lambda: [e for e in broker.events("room_wait") if e["session"] == "c"],
+                   timeout=30, what="c's allocation waiting for room")
+        hog.send("free h")
+        hog.expect("ok")
+        assert c.answer(timeout=20) == "ok", c.stderr()
+    finally:
+        hog.kill()
+    assert not broker.events("park_start"), broker.events("park_start")
+    a.launcher.cell(a.session, "idle", "job")
+    assert c.cell("fill y 3") == "ok" and c.cell("check y 3") == "ok"
+    assert a.cell("run 1") == "ok"
