@@ -218,3 +218,37 @@ def test_sections_of_another_commit_or_machine_are_refused(results, tmp_path):
     (other / "machine-bigpairs.txt").write_text("backend: torch\ngpu: NVIDIA H100 80GB HBM3\n")
     r = report(other, tmp_path / "y.md")
     assert r.returncode != 0 and "sections from another machine" in r.stderr, r.stderr
+
+
+def step_tarball(tmp_path, step, results, gpu="NVIDIA H100 80GB HBM3", commit="abc1234"):
+    """A device_steps.sh tarball of step `step`: the results folder's files
+    (a copy of `results` with its machine.txt rewritten) and the step's own."""
+    top = tmp_path / ("pack-%d" % step)
+    ev = top / ("ev-%d" % step)
+    shutil.copytree(results, ev)
+    (ev / "machine.txt").write_text("gpu: %s\ngpushare: %s\n" % (gpu, commit))
+    for name in ("command-%d.log", "machine-%d.txt", "dmesg-%d.txt"):
+        (top / (name % step)).write_text("step %d\n" % step)
+    tar = tmp_path / ("step-%d.tar.gz" % step)
+    subprocess.run(["tar", "czf", str(tar), "-C", str(top), "."], check=True)
+    return str(tar)
+
+
+def test_merge_steps_makes_one_results_folder_and_refuses_another_machine(results, tmp_path):
+    merge = os.path.join(gstest.SRCDIR, "bench", "eval", "merge_steps.py")
+    tars = [step_tarball(tmp_path, 1, results), step_tarball(tmp_path, 2, results)]
+    dest = tmp_path / "merged"
+    r = subprocess.run([sys.executable, merge, str(dest)] + tars, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    run = dest / "run"
+    # one machine.txt, the steps' own files beside the folder, a name both
+    # steps had kept twice, eval.log whole
+    assert (run / "machine.txt").read_text().startswith("gpu: NVIDIA H100")
+    assert not list(run.glob("machine-*")) and (dest / "machine-2.txt").exists()
+    assert (run / "cost.csv").exists() and (run / "cost-step2.csv").exists()
+    log = (run / "eval.log").read_text()
+    assert len(log) == 2 * len(open(os.path.join(results, "eval.log")).read())
+    other = step_tarball(tmp_path, 3, results, commit="def5678")
+    r = subprocess.run([sys.executable, merge, str(tmp_path / "m2"), tars[0], other],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "def5678" in r.stderr and "one commit" in r.stderr, r.stderr
