@@ -17,15 +17,8 @@ import sys
 import tarfile
 import tempfile
 
-
-def machine(path):
-    m = {}
-    with open(path) as f:
-        for line in f:
-            k, _, v = line.partition(":")
-            if v:
-                m[k.strip()] = v.strip()
-    return m
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report import read_machine  # noqa: E402  (machine.txt as report.py reads it)
 
 
 def main(argv):
@@ -49,7 +42,7 @@ def main(argv):
                 sys.exit("merge_steps.py: %s: expected one ev-N folder, found %s" % (tar, evs))
             step = evs[0][3:]
             ev = os.path.join(top, evs[0])
-            m = machine(os.path.join(ev, "machine.txt"))
+            m = read_machine(ev)
             key = (m.get("gpu"), m.get("gpushare"))
             if first is None:
                 first = key
