@@ -221,6 +221,10 @@ class Setup:
             self.hook = os.path.join(c, "gpushare", "libgpushare-hook.so")
             self.null_launch = os.path.join(c, "bin", "null_launch")
             env["LD_LIBRARY_PATH"] = os.path.join(c, "lib") + ":" + env.get("LD_LIBRARY_PATH", "")
+            # The restore helper a checkpointed process starts when its
+            # broker is gone: the carry's, not an installed one (the hooks
+            # said they had none).
+            env["GPUSHARE_RESTORE_HELPER"] = os.path.join(c, "gpushare", "gpushare-restore")
         for f in (self.broker, self.cli, self.launch, self.hook):
             if not os.path.exists(f):
                 raise SystemExit("eval.py: %s is missing (bash tests/gpu/make_carry.sh, or make)" % f)
