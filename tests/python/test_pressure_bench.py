@@ -65,7 +65,10 @@ def bench(tmp_path_factory):
 def disk_bench(tmp_path_factory):
     """The disk config: images in a directory of this test's own."""
     parent = tmp_path_factory.mktemp("disk")
-    return run_bench(tmp_path_factory, "disk", PRESSURE_DISK_DIR=str(parent))
+    # Notebooks of 16 segments (8 GiB of 256 MiB ones on the H100), so that
+    # a switch parks part of one, as there.
+    return run_bench(tmp_path_factory, "disk", PRESSURE_DISK_DIR=str(parent),
+                     PRESSURE_DISK_GIB="0.015625", GPUSHARE_SWAP_SEGMENT="1M")
 
 
 def of(lines, event):
@@ -166,3 +169,11 @@ def test_beyond_gpu_and_host_budget_notebooks_take_turns_through_the_disk(disk_b
     # and came back for their cells
     assert disk["to_disk"] >= 2 and disk["from_disk"] >= 2 and not disk["failed"], disk
     assert disk["images_left"] == 0, disk
+    # Notebooks parked in part by a switch went to disk whole, their rest
+    # out first (on the H100, before that, two of them held the host budget
+    # while a third waited to come back from disk, and its unpark failed).
+    with open(out / "pressure-disk-events.jsonl") as f:
+        events = [json.loads(line) for line in f]
+    rest = [e for e in events if e["event"] == "park_start" and "its rest goes out" in e["why"]]
+    assert rest, [e for e in events if e["event"] in ("park_start", "park", "tier_move")]
+    assert not [e for e in events if e["event"] in ("tier_move_failed", "unpark_failed")]
