@@ -283,12 +283,13 @@ static int host_pressure(gs_park_t *p, int64_t now)
     return 0;
 }
 
-/* What ps's processes hold in leases (0: one of them is busy, or still
- * has memory it could move on a GPU: a session parked in part whose rest
- * may follow into the same lease, or none holds one). */
-static uint64_t leased_bytes(gs_park_t *p, const psess_t *ps)
+/* What ps's processes hold in leases (0: one of them is busy, or none
+ * holds one); *in_part: one still has memory it could move on a GPU (a
+ * session parked in part, whose rest may follow into the same lease). */
+static uint64_t leased_bytes(gs_park_t *p, const psess_t *ps, int *in_part)
 {
     uint64_t bytes = 0, chunk = gs_swap_pools_chunk_bytes(p->pools);
+    *in_part = 0;
     for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients)) {
         if (strcmp(c->session, ps->id) != 0)
             continue;
@@ -296,7 +297,7 @@ static uint64_t leased_bytes(gs_park_t *p, const psess_t *ps)
             return 0;
         for (int g = 0; g < GS_MAX_GPUS; g++)
             if (c->movable[g])
-                return 0;
+                *in_part = 1;
         bytes += (uint64_t)c->lease_chunks * chunk * (c->lease != 0);
     }
     return bytes;
@@ -407,22 +408,12 @@ static void start_out(gs_park_t *p, psess_t *ps, int64_t now)
 /* A session parked in part holds a lease for all its processes can move
  * while the rest stays on the GPU: it cannot go to disk like that (the
  * rest would follow into a lease that is gone).  Due for the disk tier,
- * its rest goes out first, into the chunks it holds already (no more host
- * memory), and then all of it goes.  Without this, under host pressure a
- * session parked in part never left the pool: on the H100, two of them held
- * the 20 GiB budget while a third waited to come back from disk, whose
- * unpark failed after 60 s, and again after that. */
-static int rest_can_go(gs_park_t *p, const psess_t *ps)
-{
-    if (!ps->partial || ps->tier != TIER_SWAP || ps->st != PS_PARKED)
-        return 0;
-    for (pclient_t *c = zhashx_first(p->clients); c; c = zhashx_next(p->clients))
-        if (!strcmp(c->session, ps->id) && (c->swap_wait != CW_NONE || c->pid <= 0 || c->uid < 0))
-            return 0;
-    return 1;
-}
-
-/* (Outside the loop over the sessions: a park looks at them too.) */
+ * with room there, its rest goes out first, into the chunks it holds
+ * already (no more host memory), and then all of it goes.  Without this,
+ * under host pressure a session parked in part never left the pool: on the
+ * H100, two of them held the 20 GiB budget while a third waited to come
+ * back from disk, whose unpark failed after 60 s, and again after that.
+ * (Outside the loop over the sessions: a park looks at them too.) */
 static void rest_goes_first(gs_park_t *p, psess_t *ps, int64_t now)
 {
     if (park_jobs_park(p, ps,
@@ -454,15 +445,18 @@ void park_disk_poll(gs_park_t *p, int64_t now)
                 p->wake = at;
             continue;
         }
-        uint64_t bytes = leased_bytes(p, ps);
+        int in_part;
+        uint64_t bytes = leased_bytes(p, ps, &in_part);
         char why[400];
-        if (!bytes) {
-            if (!rest && rest_can_go(p, ps))
-                rest = ps; /* one at a time: the next poll sees the next */
+        if (!bytes)
             continue;
-        }
         if (!room_for(p, bytes, why, sizeof why)) {
             refuse(p, ps, why, now);
+            continue;
+        }
+        if (in_part) {
+            if (!rest && ps->partial)
+                rest = ps; /* one at a time: the next poll sees the next */
             continue;
         }
         start_out(p, ps, now);
