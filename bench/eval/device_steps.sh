@@ -6,6 +6,8 @@
 #   bash bench/eval/device_steps.sh 1   capacity park                       (~340 s on an H100)
 #   bash bench/eval/device_steps.sh 2   cost interactive reclaim            (~480 s)
 #   bash bench/eval/device_steps.sh 3   pairs bigpairs bigpairs32 scale     (~490 s)
+# The sizes above are defaults: set EVAL_AB_ROUNDS, EVAL_INTER_WINDOWS,
+# EVAL_RECLAIM_REPS (step 2) smaller where less device time is left.
 # (The park section runs more notebooks on an H200, five of 32 GiB and three
 # of 56 GiB: step 1 has the most room left.)
 # Each step leaves ONE file under $OUT, step-N.tar.gz: its results folder
@@ -25,11 +27,13 @@ rm -rf "$res" /tmp/step-pack
 mkdir -p "$out" /tmp/step-pack
 case $step in
 1) set -- capacity park
-   export EVAL_PRESSURE_CONFIGS="disk many" EVAL_PRESSURE_DEADLINE_S=240 ;;
+   export EVAL_PRESSURE_CONFIGS="${EVAL_PRESSURE_CONFIGS:-disk many}" \
+          EVAL_PRESSURE_DEADLINE_S=${EVAL_PRESSURE_DEADLINE_S:-240} ;;
 2) set -- cost interactive reclaim
-   export EVAL_AB_ROUNDS=12 EVAL_INTER_WINDOWS=4 EVAL_RECLAIM_REPS=4 ;;
+   export EVAL_AB_ROUNDS=${EVAL_AB_ROUNDS:-12} EVAL_INTER_WINDOWS=${EVAL_INTER_WINDOWS:-4} \
+          EVAL_RECLAIM_REPS=${EVAL_RECLAIM_REPS:-4} ;;
 3) set -- pairs bigpairs bigpairs32 scale
-   export EVAL_TQS=1 EVAL_SCALE_NS=1,2,4,8 ;;
+   export EVAL_TQS=${EVAL_TQS:-1} EVAL_SCALE_NS=${EVAL_SCALE_NS:-1,2,4,8} ;;
 *) echo "device_steps.sh: no step $step (1, 2 or 3)" >&2; exit 2 ;;
 esac
 export EVAL_DEADLINE_S=${EVAL_DEADLINE_S:-550} EVAL_RESULTS=$res
