@@ -6,8 +6,10 @@
 #   bash bench/eval/device_steps.sh 1   capacity park                       (~340 s on an H100)
 #   bash bench/eval/device_steps.sh 2   cost interactive reclaim            (~480 s)
 #   bash bench/eval/device_steps.sh 3   pairs bigpairs bigpairs32 scale     (~490 s)
-# The sizes above are defaults: set EVAL_AB_ROUNDS, EVAL_INTER_WINDOWS,
-# EVAL_RECLAIM_REPS (step 2) smaller where less device time is left.
+# Where less device time is left: name the sections after the step number
+# (`device_steps.sh 1 capacity park pairs bigpairs bigpairs32`) and set the
+# sizes smaller (EVAL_AB_ROUNDS, EVAL_INTER_WINDOWS, EVAL_RECLAIM_REPS,
+# EVAL_PRESSURE_DEADLINE_S, EVAL_SCALE_NS).
 # (The park section runs more notebooks on an H200, five of 32 GiB and three
 # of 56 GiB: step 1 has the most room left.)
 # Each step leaves ONE file under $OUT, step-N.tar.gz: its results folder
@@ -20,22 +22,28 @@
 #   machine.txt), and run bench/eval/report.py on it (bench/results/README.md).
 set -u
 cd "$(dirname "$0")/../.."
-step=${1:?usage: device_steps.sh 1|2|3}
+step=${1:?usage: device_steps.sh 1|2|3 [SECTION...]}
 out=${OUT:-/tmp/gs-steps}
 res=/tmp/ev-$step
 rm -rf "$res" /tmp/step-pack
 mkdir -p "$out" /tmp/step-pack
 case $step in
-1) set -- capacity park
-   export EVAL_PRESSURE_CONFIGS="${EVAL_PRESSURE_CONFIGS:-disk many}" \
-          EVAL_PRESSURE_DEADLINE_S=${EVAL_PRESSURE_DEADLINE_S:-240} ;;
-2) set -- cost interactive reclaim
-   export EVAL_AB_ROUNDS=${EVAL_AB_ROUNDS:-12} EVAL_INTER_WINDOWS=${EVAL_INTER_WINDOWS:-4} \
-          EVAL_RECLAIM_REPS=${EVAL_RECLAIM_REPS:-4} ;;
-3) set -- pairs bigpairs bigpairs32 scale
-   export EVAL_TQS=${EVAL_TQS:-1} EVAL_SCALE_NS=${EVAL_SCALE_NS:-1,2,4,8} ;;
+1) sections="capacity park" ;;
+2) sections="cost interactive reclaim" ;;
+3) sections="pairs bigpairs bigpairs32 scale" ;;
 *) echo "device_steps.sh: no step $step (1, 2 or 3)" >&2; exit 2 ;;
 esac
+# Sections named after the step run instead of its own (the whole evaluation
+# in two calls where less device time is left); each section's sizes below
+# are defaults a call may set smaller.
+shift
+[ $# -gt 0 ] && sections="$*"
+set -- $sections
+export EVAL_PRESSURE_CONFIGS="${EVAL_PRESSURE_CONFIGS:-disk many}" \
+       EVAL_PRESSURE_DEADLINE_S=${EVAL_PRESSURE_DEADLINE_S:-240} \
+       EVAL_AB_ROUNDS=${EVAL_AB_ROUNDS:-12} EVAL_INTER_WINDOWS=${EVAL_INTER_WINDOWS:-4} \
+       EVAL_RECLAIM_REPS=${EVAL_RECLAIM_REPS:-4} \
+       EVAL_TQS=${EVAL_TQS:-1} EVAL_SCALE_NS=${EVAL_SCALE_NS:-1,2,4,8}
 export EVAL_DEADLINE_S=${EVAL_DEADLINE_S:-550} EVAL_RESULTS=$res
 # (run.sh also packs into $OUT after every section: what a call stopped at
 # its limit still brings back)
