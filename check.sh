@@ -20,6 +20,9 @@ set -u
 cd "$(dirname "$0")"
 jobs=$(nproc)
 extra_failed=0 extra_what=""
+# Each step's heading says when it began, seconds since the start: where
+# CI's time goes, from its output alone.
+say() { echo "== [${SECONDS} s] $*"; }
 step_failed() { extra_failed=$((extra_failed + 1)); extra_what="$extra_what $1"; echo "check: FAILED: $1"; }
 
 build-aux/install-deps.sh || { echo "0 passed, 1 failed"; exit 1; }
@@ -43,7 +46,7 @@ other_steps() {
     # check` never run make in the same one.
     san="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
     if [ "${GPUSHARE_SKIP_DISTCHECK:-0}" != 1 ]; then
-        echo "== make distcheck, built with ASan+UBSan"
+        say "make distcheck, built with ASan+UBSan"
         if (cd _build-dist && ../configure -q --enable-assertions $cuda &&
             make -s -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS="--enable-werror \
                 CFLAGS='$san' LDFLAGS='-fsanitize=address,undefined'" >distcheck.out 2>&1); then
@@ -57,8 +60,9 @@ other_steps() {
             >_build-dist/test-suite.log
     fi
 
-    echo "== fuzzing (libFuzzer, tests/fuzz/run.sh)"
+    say "fuzzing (libFuzzer, tests/fuzz/run.sh)"
     tests/fuzz/run.sh || bg_failed "fuzz"
+    say "background steps done"
 }
 rm -f _build/other-steps.failed _build/other-steps.out
 serial=${GPUSHARE_CI_SERIAL:-0}
@@ -69,17 +73,18 @@ start_other_steps() {
     bg=$!
 }
 
-echo "== format (clang-format)"
+say "format (clang-format)"
 build-aux/check-format.sh || step_failed "format"
 
-echo "== build (-Werror)"
+say "build (-Werror)"
 if (cd _build && ../configure -q --enable-werror --enable-assertions $cuda && make -s -j"$jobs"); then
     if [ "$serial" != 1 ]; then
-        echo "== in the background, niced: distcheck built with ASan+UBSan, fuzzing"
+        say "in the background, niced: distcheck built with ASan+UBSan, fuzzing"
         start_other_steps
     fi
-    echo "== make check"
+    say "make check"
     (cd _build && make -k -j"$jobs" check >check.out 2>&1) || step_failed "make check"
+    say "make check done"
     grep -E '^(PASS|FAIL|SKIP|ERROR|XPASS|XFAIL): ' _build/check.out | grep -v '^PASS' | head -50
     # A failure only CI saw must be readable from CI's output alone.
     grep -lE '^(FAIL|ERROR): ' $(find _build/tests -name '*.log' ! -name test-suite.log) 2>/dev/null |
