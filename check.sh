@@ -6,12 +6,11 @@
 #      chaos test last);
 #   2. `make distcheck` built with ASan+UBSan: the release tarball builds
 #      and passes its C tests under the sanitizers;
-#   3. the libFuzzer targets of tests/fuzz, about a minute (tests/fuzz/run.sh),
-#      beside 2;
+#   3. the libFuzzer targets of tests/fuzz, about a minute (tests/fuzz/run.sh);
 #   and before all, every C file formatted as .clang-format says.
 # 2 and 3 are CPU-bound builds; `make check` mostly waits (the integration
 # tests' brokers, timers and kernels).  So once the normal build is done,
-# 2 and 3 run in the background (3 beside 2) at the lowest CPU
+# 2 and 3 run one after another in the background at the lowest CPU
 # priority (nice 19: what the tests need of the CPU comes first) while 1's
 # `make check` runs; their output follows make check's.  This halves CI on
 # a 2-core machine.  GPUSHARE_CI_SERIAL=1 runs them after `make check`
@@ -38,12 +37,6 @@ cuda=${CUDA_DIR:+--with-cuda=$CUDA_DIR}
 # _build/other-steps.failed (one a line), their output to stdout.
 bg_failed() { echo "$1" >>_build/other-steps.failed; echo "check: FAILED: $1"; }
 other_steps() {
-    # The fuzzing runs beside the distcheck, not after it: each target runs
-    # for a fixed time whatever CPU it gets, so beside the distcheck it
-    # costs that a little CPU, after it a minute of CI's tail.
-    say "fuzzing (libFuzzer, tests/fuzz/run.sh), beside the distcheck"
-    (tests/fuzz/run.sh || bg_failed "fuzz") >_build/fuzz.out 2>&1 &
-    local fuzz=$!
     # The tarball builds under ASan+UBSan and its C tests pass there: one
     # build for both (distcheck's C tests and the sanitizers' are the same
     # unit, simulated-driver and hook tests; the integration suite ran on
@@ -67,9 +60,8 @@ other_steps() {
             >_build-dist/test-suite.log
     fi
 
-    wait "$fuzz"
-    say "fuzzing done:"
-    cat _build/fuzz.out
+    say "fuzzing (libFuzzer, tests/fuzz/run.sh)"
+    tests/fuzz/run.sh || bg_failed "fuzz"
     say "background steps done"
 }
 rm -f _build/other-steps.failed _build/other-steps.out
