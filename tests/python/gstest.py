@@ -42,6 +42,9 @@ import threading
 import time
 import uuid
 
+import kernelports
+from kernelports import reserve_port  # noqa: F401 (tests take it from gstest)
+
 # A test run started in the background (`nohup .ci/run &`) ignores SIGINT,
 # and programs inherit an ignored signal through exec: a test's Ctrl-C to
 # a program (run-demo.sh's trap) would do nothing.  A handler is not
@@ -189,28 +192,6 @@ class PortInUse(Exception):
 def port_clash(text):
     return "Address already in use" in text or "EADDRINUSE" in text or \
         re.search(r"port \d+ is already in use", text) is not None
-
-
-def reserve_port(host="127.0.0.1"):
-    """A TCP port for a program that must be told its port before it starts.
-
-    The port was bound (so it was free) and is left in TIME_WAIT (this side
-    closed the connection first).  While TIME_WAIT lasts (60 s), Linux gives
-    the port to no bind(0) and no connect() of another process, so a test
-    running beside this one cannot draw the same number; a server binding
-    it by number with SO_REUSEADDR (the broker's metrics, tornado, node,
-    libzmq all set it) gets it.  What is left (someone binding this very
-    number on purpose) is what with_ports() retries."""
-    with socket.socket() as srv:
-        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        srv.bind((host, 0))
-        srv.listen(1)
-        port = srv.getsockname()[1]
-        with socket.create_connection((host, port)) as cli:
-            conn, _ = srv.accept()
-            conn.close()  # the server side closes first: its end waits in TIME_WAIT
-            cli.recv(1)
-    return port
 
 
 def with_ports(start, n=1, attempts=5):
@@ -906,6 +887,7 @@ def start_kernel(kernels_dir, env, name="shared-gpu"):
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import KernelManager
 
+    kernelports.install()
     ksm = KernelSpecManager(kernel_dirs=[kernels_dir])
     km = KernelManager(kernel_name=name, kernel_spec_manager=ksm)
     km.start_kernel(env=env)
@@ -1015,6 +997,7 @@ class Kernels:
     def __init__(self, tmp_path, kernels_dir):
         from jupyter_client.kernelspec import KernelSpecManager
         from jupyter_client.multikernelmanager import MultiKernelManager
+        kernelports.install()
         self.tmp_path = tmp_path
         self.mkm = MultiKernelManager(
             kernel_spec_manager=KernelSpecManager(kernel_dirs=[kernels_dir]),
@@ -1031,7 +1014,11 @@ class Kernels:
         km = self.mkm.get_kernel(kid)
         kc = skip_late_kernel_info(km.client())
         kc.start_channels()
-        kc.wait_for_ready(timeout=120)
+        try:
+            kc.wait_for_ready(timeout=120)
+        except RuntimeError as e:
+            kc.stop_channels()
+            raise AssertionError("%s; the kernel's stderr:\n%s" % (e, log.read_text())) from e
         self.clients[kid] = kc
         self.logs[kid] = log
         return kid, km, kc
@@ -1095,6 +1082,10 @@ class NotebookServer:
         self.env = env
         self.log_path = self.tmp / "server.log"
         self.log = None
+        if "JUPYTER_CONFIG_DIR" in env:  # its kernels take reserved ports too
+            os.makedirs(env["JUPYTER_CONFIG_DIR"], exist_ok=True)
+            kernelports.server_config(os.path.join(env["JUPYTER_CONFIG_DIR"],
+                                                   "jupyter_notebook_config.py"))
         with_ports(self._start)
 
     def _start(self, port):
