@@ -180,6 +180,9 @@ def test_provisioner_alone_registers_restarts_and_unregisters(tmp_path, broker, 
         assert watchers_of(pid) == []
         assert kid in broker.sessions()
         assert "kernel pid %d" % pid in broker.log()
+        # No notebook server in this process: no session table to look the
+        # notebook up in, so no task polling one (it would outlive its loop).
+        assert km.provisioner._path_task is None
         kc = gstest.restart_kernel(km, kc)
         new_pid = kernel_pid(km)
         assert "kernel pid %d" % new_pid in broker.log()

@@ -27,6 +27,19 @@ def _user(env):
 _SERVER_APPS = (("jupyter_server.serverapp", "ServerApp"), ("notebook.notebookapp", "NotebookApp"))
 
 
+def _in_server():
+    """True when a notebook server runs in this process (its application
+    is initialized); not under nbclient, papermill or a bare KernelManager."""
+    for module, cls_name in _SERVER_APPS:
+        cls = getattr(sys.modules.get(module), cls_name, None)
+        try:
+            if cls is not None and cls.initialized():
+                return True
+        except Exception:  # another server's layout
+            continue
+    return False
+
+
 def _server_notebook_path(kernel_id):
     """The path of the notebook whose session runs kernel_id, from the
     session table of the notebook server this provisioner runs in
@@ -83,7 +96,9 @@ class GpushareProvisioner(LocalProvisioner):
     async def post_launch(self, **kwargs):
         await super().post_launch(**kwargs)
         await self._register()
-        if self._session and not (self._env or {}).get("JPY_SESSION_NAME"):
+        # Only a server has a session table to look in: without one
+        # (nbclient, papermill) there is nothing to wait for.
+        if self._session and not (self._env or {}).get("JPY_SESSION_NAME") and _in_server():
             self._path_task = asyncio.ensure_future(self._register_notebook_path())
 
     async def _register_notebook_path(self):
@@ -102,8 +117,12 @@ class GpushareProvisioner(LocalProvisioner):
 
     async def cleanup(self, restart=False):
         task, self._path_task = self._path_task, None
-        if task:
+        if task and not task.done():
             task.cancel()
+            # Wait for it to end: a task left cancelling when its loop
+            # closes is reported as "Task was destroyed but it is pending".
+            if task.get_loop() is asyncio.get_running_loop():
+                await asyncio.gather(task, return_exceptions=True)
         await super().cleanup(restart=restart)
         await self._unregister()
 
