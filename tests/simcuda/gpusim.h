@@ -35,6 +35,11 @@ gpusim_busy_ns(int dev); /* dev: the machine's index (CUDA_VISIBLE_DEVICES aside
 /* The same, for this process' kernels only. */
 unsigned long long gpusim_process_busy_ns(int dev);
 
+/* How many kernels hold an engine slot of device `dev` now, all processes
+ * together (0 if there is no segment or dev is invalid): a test waits on it
+ * to know that a kernel is running, not merely queued. */
+int gpusim_kernels_running(int dev);
+
 /* Failure injection.  The next `count` calls of `call` made by process
  * `pid` (0: any process of this segment) return `error` and change
  * nothing; `error` 0 picks CUDA_ERROR_OUT_OF_MEMORY for the calls that

@@ -326,6 +326,17 @@ SIM_EXPORT unsigned long long gpusim_busy_ns(int dev)
     return v;
 }
 
+SIM_EXPORT int gpusim_kernels_running(int dev)
+{
+    int ok = atomic_load(&sim_g.initialised) ? sim_seg != NULL : sim_shared_attach_existing() == 0;
+    if (!ok || dev < 0 || dev >= SIM_MAX_DEVICES)
+        return 0;
+    sim_shm_lock();
+    int v = (int)sim_seg->slots_used[dev];
+    sim_shm_unlock();
+    return v;
+}
+
 SIM_EXPORT unsigned long long gpusim_process_busy_ns(int dev)
 {
     if (dev < 0 || dev >= SIM_MAX_DEVICES)

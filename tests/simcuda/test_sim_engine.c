@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #define MS 1000000ULL
 
@@ -138,18 +139,6 @@ static void test_no_overlap_concurrency_1(void **state)
     assert_int_equal(gpusim_busy_ns(0), busy);
 }
 
-static void test_overlap_concurrency_2(void **state)
-{
-    struct burst b = {1, 100000};
-    struct simlog r[64];
-    int n;
-    uint64_t busy;
-    run_bursts("2", &b, r, &n, &busy);
-    assert_int_equal(n, 2);
-    assert_true(r[0].pid != r[1].pid);
-    assert_true(overlaps(&r[0], &r[1]));
-}
-
 /* A process killed while its kernel holds the only engine slot: another
  * process' kernel gets the slot once its wait notices (every 10 ms), not
  * when the dead one's kernel would have ended (the slot stays held for a
@@ -180,6 +169,53 @@ static void child_short(int rd, int wr, void *arg)
     launch("short", 1000, NULL);
     REQ_CU(cuCtxSynchronize());
     simtest_send_u64(wr, simtest_now_ns() - t0);
+}
+
+/* Wait until n kernels hold slots of dev.  The slot is taken in another
+ * process: there is no event to wait on, so this looks every millisecond. */
+static void wait_kernels_running(int dev, int n)
+{
+    uint64_t deadline = simtest_now_ns() + 60000 * MS;
+    while (gpusim_kernels_running(dev) != n) {
+        if (simtest_now_ns() > deadline)
+            fail_msg("%d kernels running on device %d after 60 s, not %d",
+                     gpusim_kernels_running(dev), dev, n);
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+}
+
+/* Concurrency 2: another process' kernel runs while the hog's 30 s kernel
+ * holds a slot.  It is launched only once the hog's kernel runs (holds its
+ * slot, not merely queued), so it ends long before the hog's would, where
+ * with concurrency 1 it would wait the 30 s; then the hog is killed.  Order,
+ * not speed: a loaded machine may run the two processes as slowly as it
+ * likes (CI once saw two 100 ms kernels launched together not overlap). */
+static void test_overlap_concurrency_2(void **state)
+{
+    struct simchild hog, other;
+    simtest_fresh(NULL, "2");
+    const char *log = simtest_fresh_log();
+    simtest_spawn(&other, child_short, NULL);
+    assert_int_equal(simtest_recv_u64(other.rd), 1);
+    simtest_spawn(&hog, child_hog, NULL);
+    assert_int_equal(simtest_recv_u64(hog.rd), 1);
+    wait_kernels_running(0, 1); /* the hog's kernel holds a slot */
+    simtest_send_u64(other.wr, 1);
+    uint64_t took = simtest_recv_u64(other.rd);
+    simtest_join(&other);
+    assert_true(took < (uint64_t)HOG_US * 1000 / 2);
+    assert_int_equal(gpusim_kernels_running(0), 1); /* the hog's kernel still runs */
+    kill(hog.pid, SIGKILL);
+    int st;
+    waitpid(hog.pid, &st, 0);
+    close(hog.rd);
+    close(hog.wr);
+    struct simlog r[8];
+    int n = simtest_read_log(log, r, 8);
+    find(r, n, "kernel", "short");
+    for (int i = 0; i < n; i++) /* the hog's kernel never ended */
+        assert_false(strcmp(r[i].op, "kernel") == 0 && strcmp(r[i].name, "hog") == 0);
 }
 
 /* One round; returns how long the other process' 1 ms kernel took. */
