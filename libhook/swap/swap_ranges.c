@@ -29,6 +29,10 @@ void gs_swap_ranges_destroy(gs_swap_ranges_t **self_p)
     if (!self)
         return;
     pthread_mutex_destroy(&self->mu);
+    /* A range still here (its program never freed it) takes its segment
+     * table along: this is the last place that points to it. */
+    for (size_t i = 0; i < self->n; i++)
+        free(self->r[i].seg);
     free(self->r);
     free(self);
     *self_p = NULL;

@@ -48,7 +48,8 @@ typedef struct {
     size_t seg_bytes; /* segment size */
     int nseg;
     /* Per segment, its physical memory (0: its bytes are in host memory).
-     * Owned by the swap engine and touched only under its lock. */
+     * Touched only under the swap engine's lock; the array is freed with
+     * the range (gs_swap_free, or gs_swap_ranges_destroy for one left). */
     CUmemGenericAllocationHandle *seg;
     uint64_t resident_bytes; /* of `bytes`, on the GPU now */
     int pinned;              /* shared with another process (IPC): never moved */
