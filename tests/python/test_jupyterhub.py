@@ -17,6 +17,7 @@ import pytest
 import requests
 
 import gstest
+import kernelports
 from gstest import wait_until
 
 EXAMPLE = os.path.join(gstest.SRCDIR, "examples", "jupyterhub", "jupyterhub_config.py")
@@ -57,6 +58,14 @@ c.Spawner.interrupt_timeout = 60  # time for a server to shut its kernels down
 c.Spawner.cmd = [{python!r}, "-m", "jupyterhub.singleuser"]  # Debian's, whatever PATH says
 c.Spawner.args = {args!r}
 c.Spawner.environment.update({env!r})
+# Each single-user server's port, drawn so that no test beside it can take
+# it before the server binds it (jupyterhub's own choice binds port 0 and
+# lets go); its kernels' ports likewise, through the configuration that
+# JUPYTER_CONFIG_DIR of the environment above names.
+import sys  # noqa: E402
+sys.path.insert(0, {testdir!r})
+import kernelports  # noqa: E402
+c.Spawner.pre_spawn_hook = lambda spawner: setattr(spawner, "port", kernelports.reserve_port())
 """
 
 
@@ -89,7 +98,7 @@ class Hub:
             hub_port=hub_port, api_port=api_port,
             proxy_pid=str(self.tmp / "proxy.pid"), db=self.tmp / "hub.sqlite",
             secret=str(self.tmp / "cookie_secret"), python=gstest.PYTHON, args=args,
-            env=spawner_env)
+            env=spawner_env, testdir=os.path.dirname(os.path.abspath(kernelports.__file__)))
         (self.tmp / "jupyterhub_config.py").write_text(cfg)
         if self.log:
             self.log.close()
@@ -158,6 +167,10 @@ def hub(tmp_path, sim, broker):
     spawner_env = {k: sim[k] for k in sim if k.startswith("GPUSHARE_SIM") or k in (
         "LD_LIBRARY_PATH", "GPUSHARE_HOOK", "PYTHONPATH", "PYDEVD_DISABLE_FILE_VALIDATION")}
     spawner_env["JUPYTER_PATH"] = str(prefix / "share" / "jupyter")
+    spawner_env["JUPYTER_CONFIG_DIR"] = str(tmp_path / "singleuser-config")
+    os.makedirs(spawner_env["JUPYTER_CONFIG_DIR"])
+    kernelports.server_config(os.path.join(spawner_env["JUPYTER_CONFIG_DIR"],
+                                           "jupyter_notebook_config.py"))
     # No idle release by the hook: on a loaded machine a holder's loop may
     # stall past it, and only a cell's end may hand the GPU on here.
     spawner_env["GPUSHARE_IDLE_RELEASE_MS"] = "0"
