@@ -1083,9 +1083,7 @@ class NotebookServer:
         self.log_path = self.tmp / "server.log"
         self.log = None
         if "JUPYTER_CONFIG_DIR" in env:  # its kernels take reserved ports too
-            os.makedirs(env["JUPYTER_CONFIG_DIR"], exist_ok=True)
-            kernelports.server_config(os.path.join(env["JUPYTER_CONFIG_DIR"],
-                                                   "jupyter_notebook_config.py"))
+            kernelports.server_config(env["JUPYTER_CONFIG_DIR"])
         with_ports(self._start)
 
     def _start(self, port):

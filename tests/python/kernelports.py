@@ -53,11 +53,19 @@ def install():
     LocalPortCache.find_available_port = find_available_port
 
 
-def server_config(path):
-    """Write a notebook server configuration file at path that makes the
-    server's kernels take reserved ports too."""
+def import_lines():
+    """Python lines that make this module importable and import it, for a
+    configuration file that another process (a server, a hub) runs."""
     import os
     here = os.path.dirname(os.path.abspath(__file__))
-    with open(path, "w") as f:
-        f.write("import sys\nsys.path.insert(0, %r)\nimport kernelports\n"
-                "kernelports.install()\n" % here)
+    return "import sys\nsys.path.insert(0, %r)\nimport kernelports  # noqa: E402\n" % here
+
+
+def server_config(config_dir):
+    """Write a notebook server configuration file into config_dir (what its
+    JUPYTER_CONFIG_DIR names; made if missing) that makes the server's
+    kernels take reserved ports too."""
+    import os
+    os.makedirs(config_dir, exist_ok=True)
+    with open(os.path.join(config_dir, "jupyter_notebook_config.py"), "w") as f:
+        f.write(import_lines() + "kernelports.install()\n")

@@ -62,10 +62,7 @@ c.Spawner.environment.update({env!r})
 # it before the server binds it (jupyterhub's own choice binds port 0 and
 # lets go); its kernels' ports likewise, through the configuration that
 # JUPYTER_CONFIG_DIR of the environment above names.
-import sys  # noqa: E402
-sys.path.insert(0, {testdir!r})
-import kernelports  # noqa: E402
-c.Spawner.pre_spawn_hook = lambda spawner: setattr(spawner, "port", kernelports.reserve_port())
+{kernelports_import}c.Spawner.pre_spawn_hook = lambda spawner: setattr(spawner, "port", kernelports.reserve_port())
 """
 
 
@@ -98,7 +95,7 @@ class Hub:
             hub_port=hub_port, api_port=api_port,
             proxy_pid=str(self.tmp / "proxy.pid"), db=self.tmp / "hub.sqlite",
             secret=str(self.tmp / "cookie_secret"), python=gstest.PYTHON, args=args,
-            env=spawner_env, testdir=os.path.dirname(os.path.abspath(kernelports.__file__)))
+            env=spawner_env, kernelports_import=kernelports.import_lines())
         (self.tmp / "jupyterhub_config.py").write_text(cfg)
         if self.log:
             self.log.close()
@@ -168,9 +165,7 @@ def hub(tmp_path, sim, broker):
         "LD_LIBRARY_PATH", "GPUSHARE_HOOK", "PYTHONPATH", "PYDEVD_DISABLE_FILE_VALIDATION")}
     spawner_env["JUPYTER_PATH"] = str(prefix / "share" / "jupyter")
     spawner_env["JUPYTER_CONFIG_DIR"] = str(tmp_path / "singleuser-config")
-    os.makedirs(spawner_env["JUPYTER_CONFIG_DIR"])
-    kernelports.server_config(os.path.join(spawner_env["JUPYTER_CONFIG_DIR"],
-                                           "jupyter_notebook_config.py"))
+    kernelports.server_config(spawner_env["JUPYTER_CONFIG_DIR"])
     # No idle release by the hook: on a loaded machine a holder's loop may
     # stall past it, and only a cell's end may hand the GPU on here.
     spawner_env["GPUSHARE_IDLE_RELEASE_MS"] = "0"

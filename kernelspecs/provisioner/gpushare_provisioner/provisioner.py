@@ -27,17 +27,20 @@ def _user(env):
 _SERVER_APPS = (("jupyter_server.serverapp", "ServerApp"), ("notebook.notebookapp", "NotebookApp"))
 
 
-def _in_server():
-    """True when a notebook server runs in this process (its application
-    is initialized); not under nbclient, papermill or a bare KernelManager."""
+def _server_apps():
+    """The notebook server applications initialized in this process (none
+    under nbclient, papermill or a bare KernelManager)."""
     for module, cls_name in _SERVER_APPS:
         cls = getattr(sys.modules.get(module), cls_name, None)
         try:
             if cls is not None and cls.initialized():
-                return True
+                yield cls.instance()
         except Exception:  # another server's layout
             continue
-    return False
+
+
+def _in_server():
+    return any(True for _ in _server_apps())
 
 
 def _server_notebook_path(kernel_id):
@@ -45,12 +48,9 @@ def _server_notebook_path(kernel_id):
     session table of the notebook server this provisioner runs in
     (jupyter_server, notebook 6: a table `session` with `path` and
     `kernel_id`), or None."""
-    for module, cls_name in _SERVER_APPS:
-        cls = getattr(sys.modules.get(module), cls_name, None)
+    for app in _server_apps():
         try:
-            if cls is None or not cls.initialized():
-                continue
-            cursor = getattr(getattr(cls.instance(), "session_manager", None), "cursor", None)
+            cursor = getattr(getattr(app, "session_manager", None), "cursor", None)
             if cursor is None:
                 continue
             row = cursor.execute("SELECT path FROM session WHERE kernel_id=?",
