@@ -18,6 +18,11 @@ struct hook_config hook_cfg;
 #define DEFAULT_IDLE_RELEASE_MS 200
 #define DEFAULT_BURST_MERGE_US  100
 #define DEFAULT_MAKE_ROOM_MS    300000
+/* A context's own GPU memory: about 0.5 GiB for a PyTorch process on an
+ * H100 with CUDA 13 (its local memory and the driver's structures; the
+ * first kernels' modules come on top), so room for 1 GiB lets its first
+ * cells start too. */
+#define DEFAULT_CONTEXT_ROOM (1ULL << 30)
 
 static unsigned env_uint(const char *name, unsigned dflt)
 {
@@ -42,6 +47,15 @@ static void memory_env(void)
             hook_cfg.managed = 1;
         else if (strcmp(mode, "device") != 0)
             gs_warn("ignoring GPUSHARE_MEMORY=%s (expected device or managed)", mode);
+    }
+    hook_cfg.context_room = DEFAULT_CONTEXT_ROOM;
+    const char *room = getenv("GPUSHARE_CONTEXT_ROOM");
+    if (room && *room) {
+        uint64_t b;
+        if (gs_size_parse(room, &b) != 0 || b == 0)
+            gs_warn("ignoring GPUSHARE_CONTEXT_ROOM=%s (expected bytes, with K/M/G/T: 1G)", room);
+        else
+            hook_cfg.context_room = b;
     }
     const char *lim = getenv("GPUSHARE_MEMORY_LIMIT");
     if (lim && *lim) {

@@ -19,6 +19,7 @@ struct hook_config {
     int managed;              /* GPUSHARE_MEMORY=managed */
     uint64_t memory_limit;    /* GPUSHARE_MEMORY_LIMIT, 0 = none */
     unsigned make_room_ms;    /* GPUSHARE_MAKE_ROOM_TIMEOUT_MS */
+    uint64_t context_room;    /* GPUSHARE_CONTEXT_ROOM: asked for when a context does not fit */
     /* GPUSHARE_RESTORE_HELPER, else the installed gpushare-restore; "" for
      * GPUSHARE_RESTORE_HELPER=off */
     char restore_helper[4096];

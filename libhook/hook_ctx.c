@@ -10,18 +10,58 @@
  * thread's stream cache (the default streams are per context).  Destroying
  * a stream or a context removes its streams from the drain's list, and a
  * context is not torn down while a drain is synchronising on it.
+ *
+ * A context takes GPU memory of its own, so creating one fails with out of
+ * memory on a GPU that other notebooks fill, before this process has ever
+ * talked to the broker: the new notebook's first CUDA call failed where the
+ * broker could have parked an idle one (the H100 capacity run of
+ * 2026-12-07, its `over` phase).  Such a creation touches the device first
+ * (which connects), asks the broker for room for a context
+ * (GPUSHARE_CONTEXT_ROOM) and is tried again.
  */
 #include "hook_burst.h"
 #include "hook_capture.h"
 #include "hook_client.h"
+#include "hook_config.h"
 #include "hook_cuctx.h"
 #include "hook_gate.h"
 #include "hook_mem.h"
 #include "hook_real.h"
 #include "hook_streams.h"
 #include "hook_wrap.h"
+#include "log.h"
 
 /* ---- creation: touch the device ----------------------------------------- */
+
+/* Tries of a creation that ran out of memory: the room asked for is an
+ * estimate, so a second context's worth may be needed. */
+#define CONTEXT_ROOM_TRIES 2
+
+/* A creation returned r: 1 when the broker made room for a context on dev
+ * and it is worth trying again (*tries counts the tries). */
+static int room_for_context(CUresult r, CUdevice dev, int *tries)
+{
+    if (r != CUDA_ERROR_OUT_OF_MEMORY || hook_cfg.disabled || (*tries)++ >= CONTEXT_ROOM_TRIES)
+        return 0;
+    hook_client_touch((int)dev); /* the broker hears of us from here on */
+    char reason[256] = "";
+    int ok = hook_client_make_room((int)dev, hook_cfg.context_room, hook_cfg.make_room_ms, reason,
+                                   sizeof reason);
+    if (ok)
+        gs_debug("the broker made room for a context on GPU %d; trying again", (int)dev);
+    else if (reason[0])
+        gs_warn("out of GPU memory for a context on GPU %d: %s", (int)dev, reason);
+    return ok;
+}
+
+/* r = call, once more each time the broker made room for it. */
+#define WITH_CONTEXT_ROOM(dev, call)                                                               \
+    do {                                                                                           \
+        int tries_ = 0;                                                                            \
+        do                                                                                         \
+            call;                                                                                  \
+        while (room_for_context(r, (dev), &tries_));                                               \
+    } while (0)
 
 static void created(CUresult r, CUcontext *pctx, CUdevice dev, int primary)
 {
@@ -33,7 +73,8 @@ static void created(CUresult r, CUcontext *pctx, CUdevice dev, int primary)
 
 #define CTX_CREATE(abi, pctx, dev, args)                                                           \
     HOOK_WRAP_ENTER(abi, args);                                                                    \
-    CUresult r = real_ args;                                                                       \
+    CUresult r;                                                                                    \
+    WITH_CONTEXT_ROOM(dev, r = real_ args);                                                        \
     t_->ctx_gen++;                                                                                 \
     created(r, pctx, dev, 0);                                                                      \
     HOOK_WRAP_LEAVE(r)
@@ -63,7 +104,8 @@ HOOK_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreat
 HOOK_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     HOOK_WRAP_ENTER(cuDevicePrimaryCtxRetain, (pctx, dev));
-    CUresult r = real_(pctx, dev);
+    CUresult r;
+    WITH_CONTEXT_ROOM(dev, r = real_(pctx, dev));
     created(r, pctx, dev, 1);
     HOOK_WRAP_LEAVE(r);
 }
@@ -72,7 +114,8 @@ HOOK_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc,
                                       unsigned int flags)
 {
     HOOK_WRAP_ENTER(cuGreenCtxCreate, (phCtx, desc, dev, flags));
-    CUresult r = real_(phCtx, desc, dev, flags);
+    CUresult r;
+    WITH_CONTEXT_ROOM(dev, r = real_(phCtx, desc, dev, flags));
     created(r, NULL, dev, 0);
     HOOK_WRAP_LEAVE(r);
 }

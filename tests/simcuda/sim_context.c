@@ -76,6 +76,32 @@ static CUresult push_current(struct sim_ctx *c)
     return CUDA_SUCCESS;
 }
 
+/* ---- the memory a context takes ----------------------------------------- */
+
+/* A real context takes device memory of its own (about 0.5 GiB on an
+ * H100), so that creating one on a full GPU fails with out of memory:
+ * GPUSHARE_SIM_CONTEXT_MEMORY bytes, counted against the device from its
+ * creation (a primary context: while retained) to its end.  A checkpoint
+ * leaves it counted (the simulator moves allocations only). */
+static CUresult charge_locked(struct sim_ctx *c, int dev)
+{
+    uint64_t bytes = sim_g.cfg.context_memory;
+    if (!bytes || (c && c->charged))
+        return CUDA_SUCCESS;
+    CUresult rc = sim_capacity_reserve(dev, bytes);
+    if (rc == CUDA_SUCCESS && c)
+        c->charged = bytes;
+    return rc;
+}
+
+static void uncharge_locked(struct sim_ctx *c)
+{
+    if (c && c->charged) {
+        sim_capacity_release(c->dev, c->charged);
+        c->charged = 0;
+    }
+}
+
 /* ---- primary contexts ------------------------------------------------- */
 
 static CUresult primary_retain(CUcontext *pctx, CUdevice dev)
@@ -84,16 +110,13 @@ static CUresult primary_retain(CUcontext *pctx, CUdevice dev)
         return CUDA_ERROR_INVALID_VALUE;
     if (!sim_dev_valid(dev))
         return CUDA_ERROR_INVALID_DEVICE;
-    CUresult rc = CUDA_SUCCESS;
     sim_lock();
     struct sim_ctx *c = sim_g.primary[dev];
-    if (!c) {
-        c = sim_ctx_new_locked(dev, 0, 1);
-        sim_g.primary[dev] = c;
-    }
-    if (!c) {
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
-    } else {
+    if (!c)
+        c = sim_g.primary[dev] = sim_ctx_new_locked(dev, 0, 1);
+    /* its memory: at the first retain, and again after a release to 0 */
+    CUresult rc = !c ? CUDA_ERROR_OUT_OF_MEMORY : charge_locked(c, dev);
+    if (rc == CUDA_SUCCESS) {
         c->retain++;
         c->active = 1;
         *pctx = (CUcontext)c;
@@ -117,8 +140,10 @@ static CUresult primary_release(CUdevice dev)
     if (!c || c->retain == 0) {
         rc = CUDA_ERROR_INVALID_CONTEXT;
     } else if (--c->retain == 0) {
-        /* the simulator keeps the context's resources; it just goes inactive */
+        /* the simulator keeps the context's resources; it just goes
+         * inactive (its own memory goes, as the real one's does) */
         c->active = 0;
+        uncharge_locked(c);
     }
     sim_unlock();
     return rc;
@@ -145,6 +170,7 @@ static CUresult primary_reset(CUdevice dev)
         c->retain = 0;
         c->active = 0;
         c->flags = 0;
+        uncharge_locked(c);
     }
     sim_unlock();
     return CUDA_SUCCESS;
@@ -222,8 +248,14 @@ static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
     if (!sim_dev_valid(dev))
         return CUDA_ERROR_INVALID_DEVICE;
     sim_lock();
-    struct sim_ctx *c = sim_ctx_new_locked(dev, flags, 0);
-    CUresult rc = c ? push_current(c) : CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = charge_locked(NULL, dev);
+    struct sim_ctx *c = rc == CUDA_SUCCESS ? sim_ctx_new_locked(dev, flags, 0) : NULL;
+    if (c)
+        c->charged = sim_g.cfg.context_memory;
+    else if (rc == CUDA_SUCCESS)
+        sim_capacity_release(dev, sim_g.cfg.context_memory);
+    if (rc == CUDA_SUCCESS)
+        rc = c ? push_current(c) : CUDA_ERROR_OUT_OF_MEMORY;
     if (c && rc == CUDA_SUCCESS)
         *pctx = (CUcontext)c;
     sim_unlock();
@@ -284,6 +316,7 @@ static CUresult ctx_destroy(CUcontext ctx)
     sim_stream_destroy_locked(c->default_stream);
     c->default_stream = NULL;
     sim_mem_free_ctx_locked(c);
+    uncharge_locked(c);
     sim_hmap_del(&sim_g.handles, (uintptr_t)c, SIM_H_CTX);
     c->destroyed = 1; /* stays on sim_g.ctxs: workers may still name it */
     remove_from_stack(c);

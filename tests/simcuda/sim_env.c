@@ -148,6 +148,13 @@ int sim_config_load(struct sim_config *cfg)
             return bad("GPUSHARE_SIM_SHARED", v, "expected 1 (every user may attach) or 0");
         cfg->shared = v[0] == '1';
     }
+    v = getenv("GPUSHARE_SIM_CONTEXT_MEMORY");
+    if (v && *v) {
+        if (sim_parse_size(v, &n))
+            return bad("GPUSHARE_SIM_CONTEXT_MEMORY", v,
+                       "expected a byte count with optional K/M/G/T suffix, e.g. 512M");
+        cfg->context_memory = n;
+    }
     v = getenv("GPUSHARE_SIM_LOG");
     if (v && *v)
         snprintf(cfg->log_path, sizeof cfg->log_path, "%s", v);

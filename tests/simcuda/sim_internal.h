@@ -45,6 +45,7 @@ struct sim_config {
     char log_path[4096];            /* GPUSHARE_SIM_LOG, "" = none */
     unsigned long long host_memory; /* GPUSHARE_SIM_HOST_MEMORY, bytes; 0 = unlimited */
     int shared; /* GPUSHARE_SIM_SHARED=1: every user may attach (as /dev/nvidia* is 0666) */
+    unsigned long long context_memory; /* GPUSHARE_SIM_CONTEXT_MEMORY, bytes; 0 = none */
 };
 
 /* Fills cfg from the environment; on a malformed variable prints one line
@@ -356,6 +357,7 @@ struct sim_ctx {
     int retain; /* primary: retain count */
     int active;
     int destroyed;
+    uint64_t charged; /* the device memory the context itself takes (context_memory) */
     struct sim_stream *default_stream;
     struct sim_stream *streams; /* user streams of this context */
     struct sim_ctx *next;

@@ -55,6 +55,7 @@ void simtest_fresh(const char *memory, const char *concurrency)
     unsetenv("GPUSHARE_SIM_LOG");
     unsetenv("GPUSHARE_SIM_KERNEL_US");
     unsetenv("GPUSHARE_SIM_HOST_MEMORY");
+    unsetenv("GPUSHARE_SIM_CONTEXT_MEMORY");
     log_path[0] = 0;
     gpusim_reset(seg_name);
 }

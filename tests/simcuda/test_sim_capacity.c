@@ -1,8 +1,9 @@
 /*
  * test_sim_capacity.c - the shared capacity accounting across processes:
  * out of memory exactly at capacity, allocation rounding, cuMemGetInfo
- * seeing every process, physical VMM memory counted at cuMemCreate, and
- * the capacity of dead processes (killed, even unreaped) reclaimed.
+ * seeing every process, physical VMM memory counted at cuMemCreate, the
+ * memory a context takes (GPUSHARE_SIM_CONTEXT_MEMORY), and the capacity
+ * of dead processes (killed, even unreaped) reclaimed.
  */
 #include "simtest.h"
 
@@ -187,6 +188,46 @@ static void test_exit_returns_capacity(void **state)
     stop(&b);
 }
 
+/* A context takes GPUSHARE_SIM_CONTEXT_MEMORY of its device while it lives
+ * (a primary context: while retained), so that creating one on a full
+ * device fails with out of memory, as on a real GPU. */
+static void child_contexts(int rd, int wr, void *arg)
+{
+    (void)rd, (void)wr, (void)arg;
+    size_t fr, total;
+    CUcontext primary, c2;
+    CUdeviceptr p;
+    REQ_CU(cuInit(0));
+    REQ_CU(cuDevicePrimaryCtxRetain(&primary, 0));
+    REQ_CU(cuCtxSetCurrent(primary));
+    REQ_CU(cuMemGetInfo(&fr, &total));
+    REQUIRE(fr == 56 * MiB && total == 64 * MiB);
+    REQ_CU(cuMemAlloc(&p, 52 * MiB));
+    REQUIRE(cuCtxCreate(&c2, NULL, 0, 0) == CUDA_ERROR_OUT_OF_MEMORY);
+    REQ_CU(cuMemFree(p));
+    REQ_CU(cuCtxCreate(&c2, NULL, 0, 0));
+    REQ_CU(cuMemGetInfo(&fr, &total));
+    REQUIRE(fr == 48 * MiB);
+    REQ_CU(cuCtxDestroy(c2));
+    REQ_CU(cuCtxSetCurrent(primary));
+    REQ_CU(cuMemGetInfo(&fr, &total));
+    REQUIRE(fr == 56 * MiB);
+    /* released to 0 and retained again: counted once, not twice */
+    REQ_CU(cuDevicePrimaryCtxRelease(0));
+    REQ_CU(cuDevicePrimaryCtxRetain(&primary, 0));
+    REQ_CU(cuCtxSetCurrent(primary));
+    REQ_CU(cuMemGetInfo(&fr, &total));
+    REQUIRE(fr == 56 * MiB);
+    exit(0);
+}
+
+static void test_context_memory(void **state)
+{
+    simtest_fresh("64M", NULL);
+    setenv("GPUSHARE_SIM_CONTEXT_MEMORY", "8M", 1);
+    simtest_in_child(child_contexts, NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -195,6 +236,7 @@ int main(void)
         cmocka_unit_test_teardown(test_vmm_counts, simtest_teardown),
         cmocka_unit_test_teardown(test_dead_process_reclaimed, simtest_teardown),
         cmocka_unit_test_teardown(test_exit_returns_capacity, simtest_teardown),
+        cmocka_unit_test_teardown(test_context_memory, simtest_teardown),
     };
     return cmocka_run_group_tests_name("simcuda capacity", tests, NULL, NULL);
 }
