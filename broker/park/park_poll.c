@@ -44,24 +44,12 @@ static uint64_t back_margin(const gs_park_t *p, const psess_t *ps, int g)
     return park_state_margin(p, g) + ps->oom_extra;
 }
 
-/* by_driver: the room no larger than the driver's count of free memory
- * either (park_views_room_back), else the estimate alone. */
-static int fits_back(const gs_park_t *p, const park_views_t *vs, const psess_t *ps, int by_driver)
+static int fits_back(const gs_park_t *p, const park_views_t *vs, const psess_t *ps)
 {
-    for (int g = 0; g < p->ngpus; g++) {
-        uint64_t room = by_driver ? park_views_room_back(p, vs, g) : park_views_free(p, vs, g);
-        if (ps->bytes[g] && room < ps->bytes[g] + back_margin(p, ps, g))
+    for (int g = 0; g < p->ngpus; g++)
+        if (ps->bytes[g] && park_views_free(p, vs, g) < ps->bytes[g] + back_margin(p, ps, g))
             return 0;
-    }
     return 1;
-}
-
-static const char *back_why(const park_view_t *v)
-{
-    return v->ps->stuck                    ? "bring it back after a failure"
-           : v->registered && v->cell_busy ? "its cell started"
-           : v->wants                      ? "it asked for the GPU"
-                                           : "its memory fits again";
 }
 
 /* Tell the scheduler which parked sessions wait for the GPU (their cell
@@ -165,18 +153,18 @@ static int serve_unpark(gs_park_t *p, park_views_t *vs, park_view_t *v, int g, i
             p->wake = ps->retry_at;
         return 1; /* a failed unpark waits for its retry without holding others up */
     }
-    /* The estimate leaves out the contexts (about 0.5 GiB a process on an
-     * H100): where the driver shows less free, others are parked for it
-     * first (below) when there are any to park. */
-    int fits_estimate = fits_back(p, vs, ps, 0);
-    if (fits_estimate && (late || fits_back(p, vs, ps, 1))) {
-        park_jobs_unpark(p, ps, back_why(v), now);
+    if (fits_back(p, vs, ps)) {
+        park_jobs_unpark(p, ps,
+                         ps->stuck                       ? "bring it back after a failure"
+                         : v->registered && v->cell_busy ? "its cell started"
+                         : v->wants                      ? "it asked for the GPU"
+                                                         : "its memory fits again",
+                         now);
         return 1;
     }
     /* Crowded here, room on another GPU of the model: restored there
-     * (park_move.c), instead of parking others to make room here.  (Not
-     * where only the driver's count is short: that is a context's worth.) */
-    int to = fits_estimate ? -1 : park_move_target(p, vs, v, g);
+     * (park_move.c), instead of parking others to make room here. */
+    int to = park_move_target(p, vs, v, g);
     if (to >= 0) {
         char why[200];
         snprintf(why, sizeof why, "%s; GPU %d has no room for it, GPU %d has: restored there",
@@ -222,31 +210,13 @@ static int serve_unpark(gs_park_t *p, park_views_t *vs, park_view_t *v, int g, i
     char why[200];
     snprintf(why, sizeof why, "make room to unpark session %.64s", ps->id);
     int64_t wait_until = 0;
+    uint64_t free_now = park_views_free(p, vs, g);
     uint64_t want = ps->bytes[g] + back_margin(p, ps, g);
-    uint64_t by_driver = park_views_room_back(p, vs, g), estimate = park_views_free(p, vs, g);
-    uint64_t need = want > by_driver ? want - by_driver : 0;
+    uint64_t need = want > free_now ? want - free_now : 0;
     gs_park_pick_rc_t rc =
         park_victims(p, vs, g, need, ps->id, 1, INT64_MAX, now, &wait_until, why);
-    int refused = rc == GS_PICK_NONE || rc == GS_PICK_BUDGET;
-    if (refused && !fits_estimate && estimate > by_driver) {
-        /* What the driver's count adds cannot be parked (too little idle,
-         * or no host room for it): the estimate's need, as before that
-         * count was asked (a relay switch that fits the host only as the
-         * estimate sees it, on the simulated GPU's pressure bench). */
-        need = want > estimate ? want - estimate : 0;
-        rc = park_victims(p, vs, g, need, ps->id, 1, INT64_MAX, now, &wait_until, why);
-    }
     if (rc == GS_PICK_WAIT && wait_until < p->wake)
         p->wake = wait_until;
-    if (refused && fits_estimate) {
-        /* Nobody to park, and only the driver's count says no: memory no
-         * hook reported (a program outside gpushare, a process that is
-         * exiting) may free at any time, and the unpark waits for it as
-         * before that count was asked (the hook for its memory, a restore
-         * for the driver's room: park_worker.c). */
-        park_jobs_unpark(p, ps, back_why(v), now);
-        return 1;
-    }
     if (rc == GS_PICK_BUDGET)
         ps->no_demand = 1;
     if ((rc == GS_PICK_NONE || rc == GS_PICK_BUDGET) && !ps->noted) {

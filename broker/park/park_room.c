@@ -6,7 +6,8 @@
  * driver's rounding), after parking idle sessions when needed, or ok:false
  * with the reason (where the memory is, the host budget, a failed park,
  * parking off, a timeout).  Room promised to an answered request is
- * reserved until the hook's next memory report shows it (at most 1 s).
+ * reserved until the hook's memory report shows it or the session asks
+ * again (at most 5 s and one more per 4 GiB).
  */
 #include <string.h>
 
@@ -82,8 +83,34 @@ static void room_done(gs_park_t *p, room_t *r)
     free(r);
 }
 
+/* How long room promised to an answered request stays reserved while the
+ * hook's reports do not show it: the allocation that follows takes time,
+ * segment by segment on the swap tier, and its report comes after it (on
+ * the H100 a 24 GiB one was not reported within the 1 s this used to be,
+ * another session was promised the same room, and one of the two ran out
+ * of memory): 5 s, and one more for every 4 GiB.  A hook that asks again
+ * replaces its promise (unreserve), so a failed allocation holds nobody
+ * up for long. */
+static int64_t reserved_for(uint64_t bytes)
+{
+    return 5 * SEC + (int64_t)(bytes >> 32) * SEC;
+}
+
+/* A session that asks again had its promise (its allocation failed, or a
+ * caching allocator freed its cache and asks once more): the new request
+ * replaces it rather than counting beside it. */
+static void unreserve(gs_park_t *p, const char *session, int gpu)
+{
+    int n = 0;
+    for (int i = 0; i < p->nresv; i++)
+        if (p->resv[i].gpu != gpu || strcmp(p->resv[i].session, session) != 0)
+            p->resv[n++] = p->resv[i];
+    p->nresv = n;
+}
+
 static void reserve(gs_park_t *p, const park_views_t *vs, room_t *r, int64_t now)
 {
+    unreserve(p, r->session, r->gpu);
     if (p->nresv == PARK_MAX_RESV)
         return;
     resv_t *v = &p->resv[p->nresv++];
@@ -94,7 +121,7 @@ static void reserve(gs_park_t *p, const park_views_t *vs, room_t *r, int64_t now
     for (int i = 0; i < vs->n; i++)
         if (!strcmp(vs->v[i].s->id, r->session))
             v->base = vs->v[i].foot[r->gpu];
-    v->until = now + SEC;
+    v->until = now + reserved_for(r->bytes);
 }
 
 /* Whether a request that cannot be served now should wait rather than
@@ -276,6 +303,7 @@ int gs_park_make_room(gs_park_t *p, zframe_t *peer, const char *session, int gpu
         park_room_reply(p, &tmp, 0, 0, no);
         return 0;
     }
+    unreserve(p, session, gpu);
     room_t *r = calloc(1, sizeof *r);
     if (!r) {
         park_room_reply(p, &tmp, 0, 0, "the broker is out of memory");

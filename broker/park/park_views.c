@@ -5,16 +5,15 @@
  *
  * Free memory is estimated from the hooks' reports: the GPU's size less
  * the footprints of sessions not parked, the room promised to requests
- * answered in the last second and the memory of processes dropped while
+ * answered and not yet reported and the memory of processes dropped while
  * they run on.  The broker never creates a CUDA context; what it learns
- * from the driver comes from NVML (gpu_free.h): a session comes back only
- * into memory the driver shows free too (park_views_room_back), and a
- * request whose allocation failed waits for the driver's count
- * (park_room.c).
+ * from the driver comes from NVML (gpu_free.h), asked by a request whose
+ * allocation failed where the estimate had room (park_room.c) and before
+ * a restore (park_worker.c).  Memory outside gpushare and the contexts are
+ * in no report.
  */
 #include <string.h>
 
-#include "gpu_free.h"
 #include "park_eligible.h"
 #include "park_swap.h"
 #include "park_views.h"
@@ -122,20 +121,6 @@ uint64_t park_views_free(const gs_park_t *p, const park_views_t *vs, int g)
 {
     int64_t left = park_views_free_signed(p, vs, g);
     return left > 0 ? (uint64_t)left : 0;
-}
-
-uint64_t park_views_room_back(const gs_park_t *p, const park_views_t *vs, int g)
-{
-    /* Both bound the room: the estimate counts what is promised and not
-     * allocated yet (the driver shows that free), the driver counts the
-     * contexts and what no hook has reported yet.  (With the estimate
-     * alone, an unpark into memory the contexts took ran out and was
-     * tried again 2, 4, 8 s later, each time with a larger margin, before
-     * anyone was parked for it.) */
-    uint64_t estimate = park_views_free(p, vs, g), nv_free = 0, nv_total = 0;
-    if (estimate && gs_gpu_free_read(p->uuids[g], &nv_free, &nv_total) == 0 && nv_free < estimate)
-        return nv_free;
-    return estimate;
 }
 
 int park_views_in_flight(const park_views_t *vs, int g)

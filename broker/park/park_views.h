@@ -37,11 +37,6 @@ uint64_t park_views_free(const gs_park_t *p, const park_views_t *vs, int g);
 /* The same by the hooks' reports alone (nothing promised counted): what
  * the driver should show free, but for memory no hook has reported. */
 uint64_t park_views_reported_free(const gs_park_t *p, const park_views_t *vs, int g);
-/* The room for a session coming back on GPU g: the estimate, and no more
- * than the driver's own count (NVML) says is free: the CUDA contexts
- * (about 0.5 GiB a process on an H100) and programs outside gpushare are
- * in no hook's report. */
-uint64_t park_views_room_back(const gs_park_t *p, const park_views_t *vs, int g);
 /* A park that frees memory of GPU g is under way. */
 int park_views_in_flight(const park_views_t *vs, int g);
 
