@@ -39,6 +39,21 @@ static unsigned env_uint(const char *name, unsigned dflt)
     return (unsigned)x;
 }
 
+/* A byte count with K/M/G/T, more than 0; dflt when unset or malformed
+ * (named in one warning, with an example). */
+static uint64_t env_bytes(const char *name, uint64_t dflt, const char *example)
+{
+    const char *v = getenv(name);
+    uint64_t b;
+    if (!v || !*v)
+        return dflt;
+    if (gs_size_parse(v, &b) != 0 || b == 0) {
+        gs_warn("ignoring %s=%s (expected bytes, with K/M/G/T: %s)", name, v, example);
+        return dflt;
+    }
+    return b;
+}
+
 static void memory_env(void)
 {
     const char *mode = getenv("GPUSHARE_MEMORY");
@@ -48,23 +63,8 @@ static void memory_env(void)
         else if (strcmp(mode, "device") != 0)
             gs_warn("ignoring GPUSHARE_MEMORY=%s (expected device or managed)", mode);
     }
-    hook_cfg.context_room = DEFAULT_CONTEXT_ROOM;
-    const char *room = getenv("GPUSHARE_CONTEXT_ROOM");
-    if (room && *room) {
-        uint64_t b;
-        if (gs_size_parse(room, &b) != 0 || b == 0)
-            gs_warn("ignoring GPUSHARE_CONTEXT_ROOM=%s (expected bytes, with K/M/G/T: 1G)", room);
-        else
-            hook_cfg.context_room = b;
-    }
-    const char *lim = getenv("GPUSHARE_MEMORY_LIMIT");
-    if (lim && *lim) {
-        uint64_t b;
-        if (gs_size_parse(lim, &b) != 0 || b == 0)
-            gs_warn("ignoring GPUSHARE_MEMORY_LIMIT=%s (expected bytes, with K/M/G/T: 8G)", lim);
-        else
-            hook_cfg.memory_limit = b;
-    }
+    hook_cfg.context_room = env_bytes("GPUSHARE_CONTEXT_ROOM", DEFAULT_CONTEXT_ROOM, "1G");
+    hook_cfg.memory_limit = env_bytes("GPUSHARE_MEMORY_LIMIT", 0, "8G");
 }
 
 void hook_config_read(void)

@@ -231,6 +231,8 @@ def test_limit_above_the_device_changes_nothing(brokers, probe):
 
 @pytest.mark.parametrize("var,value", [("GPUSHARE_MEMORY_LIMIT", "lots"),
                                        ("GPUSHARE_MEMORY_LIMIT", "-5G"),
+                                       ("GPUSHARE_CONTEXT_ROOM", "0"),
+                                       ("GPUSHARE_CONTEXT_ROOM", "1 GiB"),
                                        ("GPUSHARE_MEMORY", "unified")])
 def test_malformed_settings_are_named_and_ignored(brokers, probe, var, value):
     brokers()
