@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -507,4 +508,60 @@ int gs_disk_file_remove(gs_disk_file_t **self_p)
     file_free(f);
     *self_p = NULL;
     return rc;
+}
+
+/* ---- removal off the caller's thread --------------------------------------- */
+
+static pthread_mutex_t removals_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t removals_cv = PTHREAD_COND_INITIALIZER;
+static int removals; /* under way */
+
+static void *remove_main(void *arg)
+{
+    gs_disk_file_t *f = arg;
+    gs_disk_file_remove(&f);
+    pthread_mutex_lock(&removals_mu);
+    removals--;
+    pthread_cond_broadcast(&removals_cv);
+    pthread_mutex_unlock(&removals_mu);
+    return NULL;
+}
+
+void gs_disk_file_remove_later(gs_disk_file_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    gs_disk_file_t *f = *self_p;
+    *self_p = NULL;
+    pthread_attr_t attr;
+    pthread_t t;
+    int started = 0;
+    pthread_mutex_lock(&removals_mu);
+    if (pthread_attr_init(&attr) == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        started = pthread_create(&t, &attr, remove_main, f) == 0;
+        pthread_attr_destroy(&attr);
+    }
+    removals += started;
+    pthread_mutex_unlock(&removals_mu);
+    if (!started)
+        gs_disk_file_remove(&f);
+}
+
+int gs_disk_file_removals_wait(unsigned timeout_ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&removals_mu);
+    while (removals > 0 && pthread_cond_timedwait(&removals_cv, &removals_mu, &until) != ETIMEDOUT)
+        ;
+    int left = removals;
+    pthread_mutex_unlock(&removals_mu);
+    return left;
 }

@@ -101,6 +101,16 @@ void gs_disk_file_close(gs_disk_file_t **self_p);
 /* Closes the file and removes it (sealed or not).  0, or -1 when unlink
  * failed for another reason than its being gone already. */
 int gs_disk_file_remove(gs_disk_file_t **self_p);
+/* The same on a thread of its own, for the broker's loop: unlinking an
+ * image of gigabytes takes seconds while the disk writes another (4 GiB:
+ * 2.3 s on the build machine; on the H100 machine the broker missed every
+ * client's heartbeats at each read back and dropped them all).  In place
+ * when no thread can be started. */
+void gs_disk_file_remove_later(gs_disk_file_t **self_p);
+/* Waits up to timeout_ms for the removals started by
+ * gs_disk_file_remove_later (at exit: no image left behind by one).  The
+ * number still under way. */
+int gs_disk_file_removals_wait(unsigned timeout_ms);
 
 /* The checksum of a segment (64 bits, four lanes: several GB/s on one
  * core, so that it keeps up with the disk). */

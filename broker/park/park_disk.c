@@ -82,6 +82,11 @@ void park_disk_stop(gs_park_t *p)
         free(d);
     }
     p->disk = NULL;
+    /* Images of sessions that came back, still being removed: at most 10 s
+     * (one left is removed by the next broker, its process gone). */
+    int left = gs_disk_file_removals_wait(10000);
+    if (left)
+        gs_warn("%d disk image%s still being removed at exit", left, left == 1 ? "" : "s");
 }
 
 int park_disk_fd(const gs_park_t *p)
@@ -229,7 +234,7 @@ static void img_remove(gs_park_t *p, disk_img_t *img)
     if (img->dropped && p->disk_used >= img->bytes)
         p->disk_used -= img->bytes;
     if (img->file)
-        gs_disk_file_remove(&img->file);
+        gs_disk_file_remove_later(&img->file); /* (seconds for gigabytes: disk_file.h) */
     else if (img->path[0])
         unlink(img->path);
     free(img);

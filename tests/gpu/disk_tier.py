@@ -129,7 +129,14 @@ def main():
         row["park_disk_gbps"] = round(row["bytes"] / row["park_s"] / 1e9, 2) if row["park_s"] else None
         row["unpark_disk_gbps"] = (round(row["bytes"] / row["unpark_s"] / 1e9, 2)
                                    if row["unpark_s"] else None)
-        row["images_left"] = [f for f in os.listdir(DISK) if f.endswith(".gspark")]
+        # (the broker removes an image on a thread of its own: an unlink of
+        # gigabytes takes seconds; 10 s for it, polled)
+        until = time.time() + 10
+        while True:
+            row["images_left"] = [f for f in os.listdir(DISK) if f.endswith(".gspark")]
+            if not row["images_left"] or time.time() >= until:
+                break
+            time.sleep(0.1)
         json.dump(json.loads(drive("status")), open(os.path.join(OUT, "disk-status.json"), "w"),
                   indent=1)
     finally:

@@ -105,7 +105,8 @@ def test_an_idle_parked_notebook_goes_to_disk_and_comes_back_bit_exact(disk_note
     # 0.2 s, it would go to disk too.)
     assert b.cli("set", "park_disk_idle_s=3600", check=False).returncode == 0
     cell_ok(b, a, "check x 7")
-    assert images(d) == []
+    # (removed on a thread of its own: an unlink of gigabytes takes seconds)
+    wait_for(b, "a's image removed", lambda: images(d) == [])
     e = entry(b.status(), "a")
     assert e["parking"] == "resident" and e["park_tier"] is None, e
     moves = b.events("tier_move")

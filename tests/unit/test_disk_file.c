@@ -120,6 +120,27 @@ static void an_image_reads_back_bit_exact_with_mode_0600(void **state)
     remove_dir(dir);
 }
 
+/* Removed on a thread of its own (the broker's loop must not wait for the
+ * unlink of gigabytes), and waited for at exit. */
+static void an_image_removed_later_is_gone_once_waited_for(void **state)
+{
+    (void)state;
+    char *dir = fresh_dir();
+    char *path = write_image(dir, "bob-notebook@1002");
+    char why[600] = "";
+    gs_disk_file_t *f = gs_disk_file_open(path, NULL, why, sizeof why);
+    assert_non_null(f);
+    gs_disk_file_remove_later(&f);
+    assert_null(f);
+    assert_int_equal(gs_disk_file_removals_wait(10000), 0);
+    assert_int_equal(access(path, F_OK), -1);
+    assert_int_equal(count_files(dir, GS_DISK_SUFFIX), 0);
+    gs_disk_file_remove_later(&f); /* (nothing: a no-op) */
+    assert_int_equal(gs_disk_file_removals_wait(0), 0);
+    free(path);
+    remove_dir(dir);
+}
+
 static void a_flipped_byte_is_a_checksum_error_naming_the_session(void **state)
 {
     (void)state;
@@ -381,6 +402,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(an_image_reads_back_bit_exact_with_mode_0600),
+        cmocka_unit_test(an_image_removed_later_is_gone_once_waited_for),
         cmocka_unit_test(a_flipped_byte_is_a_checksum_error_naming_the_session),
         cmocka_unit_test(a_damaged_header_is_refused_naming_the_file),
         cmocka_unit_test(a_full_disk_fails_the_write_and_leaves_nothing),
