@@ -144,7 +144,8 @@ def test_report_writes_the_document_and_figures(results, tmp_path):
     assert figs == ["cost.png", "interactive.png", "pairs.png", "reclaim.png", "summary.json"], figs
     with open(tmp_path / "eval" / "summary.json") as f:
         summary = json.load(f)
-    assert list(summary)[:3] == ["machine", "commit", "date"] and len(summary) == 30, summary
+    assert list(summary)[:3] == ["machine", "commit", "date"] and len(summary) == 32, summary
+    assert "park_32gib_moved_gb" in summary and "switch_60gb_moved_gb" in summary, summary
     assert summary["bigpairs_50_50_vs_serial"] > 0 and summary["idle_handoff_p50_ms"] > 0
     assert summary["scale8_p99_vs_solo"] is None  # not run
     assert summary["trainer_loss_pct"] is not None and summary["short_cells_gpu_share_pct"] > 0
