@@ -575,11 +575,10 @@ def sec_park(D, d):
                 and num(r[key]) is not None and (kind == "switch" or r["tier"] == "swap")
                 and (not whole or num(r["bytes"] or 0) >= 0.9 * top * 2 ** 30)]
 
-    def times(kind, key="seconds", big=None):
-        """Whole moves of the size; where there are none (on an 80 GB card
-        the smallest move that makes room parks a 32 GiB notebook in part,
-        doc/parking.md), the partial ones, and the bytes they moved."""
-        top = max(num(r["gib"]) for r in rows if r["kind"] == kind) if big is None else big
+    def times(kind, top, key="seconds"):
+        """Whole moves of notebooks of top GiB; where there are none (on an
+        80 GB card the smallest move that makes room parks a 32 GiB notebook
+        in part, doc/parking.md), the partial ones; and the GB they moved."""
         got = pick(kind, key, top, True) or pick(kind, key, top, False)
         return [num(r[key]) for r in got], [num(r["bytes"]) / 1e9 for r in got]
 
@@ -590,8 +589,8 @@ def sec_park(D, d):
 
     small = min(num(r["gib"]) for r in rows)
     big = max(num(r["gib"]) for r in rows)
-    (park, park_gb), (unpark, unpark_gb) = times("park", big=small), times("unpark", big=small)
-    switch, switch_gb = times("switch", "switch_s", big)
+    (park, park_gb), (unpark, unpark_gb) = times("park", small), times("unpark", small)
+    switch, switch_gb = times("switch", big, "switch_s")
     D.summary.update(park_32gib_s=med(park) if park else None,
                      unpark_32gib_s=med(unpark) if unpark else None,
                      switch_60gb_s=med(switch) if switch else None,

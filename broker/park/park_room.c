@@ -110,7 +110,6 @@ static void unreserve(gs_park_t *p, const char *session, int gpu)
 
 static void reserve(gs_park_t *p, const park_views_t *vs, room_t *r, int64_t now)
 {
-    unreserve(p, r->session, r->gpu);
     if (p->nresv == PARK_MAX_RESV)
         return;
     resv_t *v = &p->resv[p->nresv++];

@@ -83,13 +83,13 @@ static CUresult push_current(struct sim_ctx *c)
  * GPUSHARE_SIM_CONTEXT_MEMORY bytes, counted against the device from its
  * creation (a primary context: while retained) to its end.  A checkpoint
  * leaves it counted (the simulator moves allocations only). */
-static CUresult charge_locked(struct sim_ctx *c, int dev)
+static CUresult charge_locked(struct sim_ctx *c)
 {
     uint64_t bytes = sim_g.cfg.context_memory;
-    if (!bytes || (c && c->charged))
+    if (!bytes || c->charged)
         return CUDA_SUCCESS;
-    CUresult rc = sim_capacity_reserve(dev, bytes);
-    if (rc == CUDA_SUCCESS && c)
+    CUresult rc = sim_capacity_reserve(c->dev, bytes);
+    if (rc == CUDA_SUCCESS)
         c->charged = bytes;
     return rc;
 }
@@ -115,7 +115,7 @@ static CUresult primary_retain(CUcontext *pctx, CUdevice dev)
     if (!c)
         c = sim_g.primary[dev] = sim_ctx_new_locked(dev, 0, 1);
     /* its memory: at the first retain, and again after a release to 0 */
-    CUresult rc = !c ? CUDA_ERROR_OUT_OF_MEMORY : charge_locked(c, dev);
+    CUresult rc = !c ? CUDA_ERROR_OUT_OF_MEMORY : charge_locked(c);
     if (rc == CUDA_SUCCESS) {
         c->retain++;
         c->active = 1;
@@ -248,14 +248,18 @@ static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
     if (!sim_dev_valid(dev))
         return CUDA_ERROR_INVALID_DEVICE;
     sim_lock();
-    CUresult rc = charge_locked(NULL, dev);
+    /* its memory first: on a full device nothing is created */
+    uint64_t bytes = sim_g.cfg.context_memory;
+    CUresult rc = bytes ? sim_capacity_reserve(dev, bytes) : CUDA_SUCCESS;
     struct sim_ctx *c = rc == CUDA_SUCCESS ? sim_ctx_new_locked(dev, flags, 0) : NULL;
-    if (c)
-        c->charged = sim_g.cfg.context_memory;
-    else if (rc == CUDA_SUCCESS)
-        sim_capacity_release(dev, sim_g.cfg.context_memory);
-    if (rc == CUDA_SUCCESS)
-        rc = c ? push_current(c) : CUDA_ERROR_OUT_OF_MEMORY;
+    if (c) {
+        c->charged = bytes;
+        rc = push_current(c);
+    } else if (rc == CUDA_SUCCESS) {
+        if (bytes)
+            sim_capacity_release(dev, bytes);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
     if (c && rc == CUDA_SUCCESS)
         *pctx = (CUcontext)c;
     sim_unlock();
